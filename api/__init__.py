@@ -1,0 +1,1 @@
+"""gemmwatch API: settings, database models, wire schemas and HTTP routes."""

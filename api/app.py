@@ -1,0 +1,23 @@
+"""The application factory: API routers, and the dashboard mounted beside them."""
+
+from fastapi import FastAPI
+
+from api.routes import catalog, health, jobs, results
+from api.settings import Settings, settings
+
+
+def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI:
+    app = FastAPI(
+        title="gemmwatch",
+        summary="Benchmark SGEMM kernel variants against cuBLAS, commit by commit and GPU by GPU",
+        version="0.1.0",
+    )
+    app.state.settings = cfg
+    for module in (jobs, results, catalog, health):
+        app.include_router(module.router)
+    if with_dashboard:
+        # The one place the API reaches outward: the dashboard is served by the same app.
+        from dashboard.pages import mount_dashboard
+
+        mount_dashboard(app)
+    return app

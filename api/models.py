@@ -1,0 +1,136 @@
+"""SQLAlchemy models: the database is the source of truth for jobs and results."""
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class UtcDateTime(TypeDecorator):
+    """Timestamps are UTC everywhere; SQLite forgets the zone, so it is put back on read."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+
+    def process_result_value(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: UtcDateTime}
+
+
+class Gpu(Base):
+    """A physical GPU as the worker found it (one row per UUID)."""
+
+    __tablename__ = "gpu"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(80), unique=True)
+    name: Mapped[str] = mapped_column(String(120))
+    model: Mapped[str] = mapped_column(String(60), index=True)
+    sm_count: Mapped[int | None]
+    compute_capability: Mapped[str | None] = mapped_column(String(10))
+    memory_mib: Mapped[int | None]
+    driver: Mapped[str | None] = mapped_column(String(40))
+    first_seen: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    last_seen: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class Commit(Base):
+    __tablename__ = "commit"
+    __table_args__ = (UniqueConstraint("repo", "sha", name="uq_commit_repo_sha"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sha: Mapped[str] = mapped_column(String(64), index=True)
+    repo: Mapped[str] = mapped_column(String(200), default="")
+    branch: Mapped[str | None] = mapped_column(String(200))
+    message: Mapped[str | None] = mapped_column(Text)
+    committed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # First time gemmwatch saw this commit: orders history when no commit date was sent.
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class Job(Base):
+    __tablename__ = "job"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    variants: Mapped[list[Any]]
+    sizes: Mapped[list[Any]]
+    gpu_model: Mapped[str | None] = mapped_column(String(60))
+    queue: Mapped[str] = mapped_column(String(80))
+    commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id"))
+    gpu_id: Mapped[int | None] = mapped_column(ForeignKey("gpu.id"))
+    progress_done: Mapped[int] = mapped_column(Integer, default=0)
+    progress_total: Mapped[int] = mapped_column(Integer, default=0)
+    current_case: Mapped[str | None] = mapped_column(String(200))
+    error: Mapped[str | None] = mapped_column(Text)
+    worker: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+    commit: Mapped[Commit | None] = relationship(lazy="joined")
+    gpu: Mapped[Gpu | None] = relationship(lazy="joined")
+    results: Mapped[list["Result"]] = relationship(
+        back_populates="job", order_by="Result.case_index", cascade="all, delete-orphan"
+    )
+
+
+class Result(Base):
+    """One measured case: a variant at one size, timed beside cuBLAS in the same job."""
+
+    __tablename__ = "result"
+    __table_args__ = (
+        # Writing the same case twice (a retried task) updates, never duplicates.
+        UniqueConstraint("job_id", "case_index", name="uq_result_job_case"),
+        # Serves the history query: one series per variant, GPU and size, across commits.
+        Index("ix_result_history", "variant", "gpu_id", "m", "n", "k", "commit_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"))
+    case_index: Mapped[int]
+    variant: Mapped[str] = mapped_column(String(120))
+    m: Mapped[int]
+    n: Mapped[int]
+    k: Mapped[int]
+    dtype: Mapped[str] = mapped_column(String(16), default="float32")
+    mode: Mapped[str] = mapped_column(String(16), default="cold")
+    compute_mode: Mapped[str] = mapped_column(String(16), default="fp32")
+    gpu_id: Mapped[int | None] = mapped_column(ForeignKey("gpu.id"))
+    commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id"))
+    verified: Mapped[bool] = mapped_column(Boolean, default=False)
+    rel_error: Mapped[float | None] = mapped_column(Float)
+    median_ms: Mapped[float | None] = mapped_column(Float)
+    gflops: Mapped[float | None] = mapped_column(Float)
+    cublas_median_ms: Mapped[float | None] = mapped_column(Float)
+    cublas_gflops: Mapped[float | None] = mapped_column(Float)
+    pct_of_cublas: Mapped[float | None] = mapped_column(Float)
+    n_samples: Mapped[int] = mapped_column(Integer, default=0)
+    noise: Mapped[float | None] = mapped_column(Float)
+    converged: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text)
+    # Launch configuration, clocks/temperatures before and after, software versions.
+    env: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    samples_ms: Mapped[list[Any]] = mapped_column(default=list)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+    job: Mapped[Job] = relationship(back_populates="results")
+    gpu: Mapped[Gpu | None] = relationship(lazy="joined")
+    commit: Mapped[Commit | None] = relationship(lazy="joined")

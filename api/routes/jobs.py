@@ -1,0 +1,67 @@
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Query, status
+from fastapi.responses import JSONResponse
+from sqlalchemy import select
+
+from api.broker import enqueue_job, queue_for
+from api.deps import SessionDep, SettingsDep
+from api.models import Job, utcnow
+from api.schemas import JobCreate, JobOut, JobStatus
+from api.store import upsert_commit
+
+log = logging.getLogger(__name__)
+router = APIRouter(prefix="/api/jobs", tags=["jobs"])
+
+JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut)
+def create_job(body: JobCreate, db: SessionDep, cfg: SettingsDep):
+    # The row is committed before anything is published: the database, not the broker,
+    # is the record that a job exists.
+    job = Job(
+        status="queued",
+        variants=body.variants,
+        sizes=body.sizes,
+        gpu_model=body.gpu,
+        queue=queue_for(body.gpu),
+        progress_total=len(body.variants) * len(body.sizes),
+    )
+    if body.commit is not None:
+        job.commit = upsert_commit(db, body.commit)
+    db.add(job)
+    db.commit()
+    try:
+        enqueue_job(job.id, job.queue, cfg)
+    except Exception as exc:  # broker down: say so, and leave no job that will never run
+        log.warning("could not publish job %s: %s", job.id, exc)
+        job.status, job.error, job.finished_at = "failed", f"broker unreachable, job not queued: {exc}", utcnow()
+        db.commit()
+        return JSONResponse(
+            status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+            content={"detail": f"broker unreachable: job {job.id} was stored as failed; retry later", "id": job.id},
+        )
+    db.refresh(job)
+    return JobOut.from_row(job)
+
+
+@router.get("/{job_id}", response_model=JobOut)
+def get_job(job_id: JobId, db: SessionDep):
+    job = db.get(Job, job_id)
+    if job is None:
+        raise HTTPException(status_code=404, detail=f"no job {job_id}")
+    return JobOut.from_row(job)
+
+
+@router.get("", response_model=list[JobOut])
+def list_jobs(
+    db: SessionDep,
+    status_: Annotated[JobStatus | None, Query(alias="status")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+):
+    query = select(Job).order_by(Job.id.desc()).limit(limit)
+    if status_:
+        query = query.where(Job.status == status_)
+    return [JobOut.from_row(j, with_results=False) for j in db.scalars(query).unique()]

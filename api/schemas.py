@@ -1,0 +1,181 @@
+"""The wire contract (pydantic). Names follow DESIGN.md; extend, never rename."""
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from api.settings import settings
+from kernels.registry import VARIANTS
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
+
+GpuModel = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,59}$")]
+
+
+class CommitIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    sha: Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")] = Field(
+        description="commit hash, 4 to 64 hex digits"
+    )
+    repo: Annotated[str, StringConstraints(max_length=200)] = ""
+    branch: Annotated[str, StringConstraints(max_length=200)] | None = None
+    message: Annotated[str, StringConstraints(max_length=10_000)] | None = None
+    committed_at: datetime | None = None
+
+
+class JobCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"variants": ["naive", "smem_tiled"], "sizes": [[4096, 4096, 4096]], "gpu": "H100"}]
+        },
+    )
+
+    variants: list[str] = Field(min_length=1, description="names from GET /api/variants")
+    sizes: list[list[int]] = Field(min_length=1, description="[[M, N, K], ...]")
+    commit: CommitIn | None = None
+    gpu: GpuModel | None = Field(default=None, description="GPU model, e.g. H100; any GPU when omitted")
+
+    @field_validator("variants")
+    @classmethod
+    def _known_variants(cls, names: list[str]) -> list[str]:
+        unknown = [n for n in names if n not in VARIANTS]
+        if unknown:
+            raise ValueError(f"unknown variant(s) {unknown}; known variants: {', '.join(VARIANTS)}")
+        if len(set(names)) != len(names):
+            raise ValueError("each variant may be listed once")
+        return names
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes_in_range(cls, sizes: list[list[int]]) -> list[list[int]]:
+        hi = settings.max_dim
+        for i, size in enumerate(sizes):
+            if len(size) != 3:
+                raise ValueError(f"sizes[{i}] must be [M, N, K], got {size}")
+            if not all(1 <= d <= hi for d in size):
+                raise ValueError(f"sizes[{i}] = {size}: each of M, N, K must be in 1..{hi}")
+        return sizes
+
+    @model_validator(mode="after")
+    def _not_too_many_cases(self) -> "JobCreate":
+        cases = len(self.variants) * len(self.sizes)
+        if cases > settings.max_cases_per_job:
+            raise ValueError(
+                f"{len(self.variants)} variants x {len(self.sizes)} sizes = {cases} cases;"
+                f" at most {settings.max_cases_per_job} per job"
+            )
+        return self
+
+
+class Progress(BaseModel):
+    done: int
+    total: int
+
+
+class CommitOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    sha: str
+    repo: str
+    branch: str | None
+    message: str | None
+    committed_at: datetime | None
+
+
+class GpuOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    model: str
+    uuid: str
+    sm_count: int | None
+    compute_capability: str | None
+    memory_mib: int | None
+    driver: str | None
+    last_seen: datetime
+
+
+class ResultOut(BaseModel):
+    id: int
+    job_id: int
+    variant: str
+    m: int
+    n: int
+    k: int
+    dtype: str
+    mode: str
+    compute_mode: str
+    gpu: str | None
+    commit: str | None
+    median_ms: float | None
+    gflops: float | None
+    cublas_median_ms: float | None
+    cublas_gflops: float | None
+    pct_of_cublas: float | None
+    rel_error: float | None
+    verified: bool
+    n_samples: int
+    noise: float | None
+    converged: bool
+    error: str | None
+    env: dict[str, Any]
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, r) -> "ResultOut":
+        fields = {name: getattr(r, name) for name in cls.model_fields if name not in ("gpu", "commit")}
+        return cls(**fields, gpu=r.gpu.name if r.gpu else None, commit=r.commit.sha if r.commit else None)
+
+
+class JobOut(BaseModel):
+    id: int
+    status: JobStatus
+    progress: Progress
+    current_case: str | None
+    error: str | None
+    variants: list[str]
+    sizes: list[list[int]]
+    gpu: str | None = Field(description="the GPU model asked for")
+    queue: str
+    ran_on: str | None = Field(description="name of the GPU that ran the job")
+    worker: str | None
+    commit: CommitOut | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    results: list[ResultOut]
+
+    @classmethod
+    def from_row(cls, job, with_results: bool = True) -> "JobOut":
+        return cls(
+            id=job.id,
+            status=job.status,
+            progress=Progress(done=job.progress_done, total=job.progress_total),
+            current_case=job.current_case,
+            error=job.error,
+            variants=job.variants,
+            sizes=job.sizes,
+            gpu=job.gpu_model,
+            queue=job.queue,
+            ran_on=job.gpu.name if job.gpu else None,
+            worker=job.worker,
+            commit=CommitOut.model_validate(job.commit) if job.commit else None,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            results=[ResultOut.from_row(r) for r in job.results] if with_results else [],
+        )
+
+
+class VariantOut(BaseModel):
+    name: str
+    technique: str
+    seed: str | None
+    source_file: str | None
+    entry: str
+    tunables: list[dict[str, Any]]

@@ -1,0 +1,54 @@
+"""One env-driven settings object for the API, the worker, the dashboard and the CLI."""
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+
+    # Where state lives when nothing else is configured: the embedded default.
+    data_dir: Path = Field(default=Path(".gemmwatch"), validation_alias="GEMMWATCH_DATA_DIR")
+
+    database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")
+    broker_url: str | None = Field(default=None, validation_alias="BROKER_URL")
+
+    # Request limits (the API answers 422 beyond them).
+    max_dim: int = Field(default=16384, validation_alias="GEMMWATCH_MAX_DIM")
+    max_cases_per_job: int = Field(default=64, validation_alias="GEMMWATCH_MAX_CASES")
+
+    # Measurement (see worker/timing.py for how they are used).
+    warmup_ms: float = Field(default=25.0, validation_alias="GEMMWATCH_WARMUP_MS")
+    min_samples: int = Field(default=10, validation_alias="GEMMWATCH_MIN_SAMPLES")
+    max_noise: float = Field(default=0.005, validation_alias="GEMMWATCH_MAX_NOISE")
+    case_time_cap_s: float = Field(default=3.0, validation_alias="GEMMWATCH_CASE_TIME_CAP_S")
+    max_rel_error: float = Field(default=1e-4, validation_alias="GEMMWATCH_MAX_REL_ERROR")
+    timing_mode: str = Field(default="cold", validation_alias="GEMMWATCH_TIMING_MODE")
+    # A case (compile, verify, time) taking longer than this is killed and fails its job.
+    case_timeout_s: float = Field(default=120.0, validation_alias="GEMMWATCH_CASE_TIMEOUT_S")
+
+    # Dotted path of the object that does the GPU work. Tests point it at a CPU double.
+    runner: str = Field(default="worker.runner:CupyRunner", validation_alias="GEMMWATCH_RUNNER")
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'gemmwatch.db').resolve()}"
+
+    @property
+    def embedded_broker(self) -> bool:
+        return not self.broker_url
+
+    @property
+    def broker_folder(self) -> Path:
+        return (self.data_dir / "broker").resolve()
+
+
+def get_settings() -> Settings:
+    return Settings()
+
+
+settings = Settings()

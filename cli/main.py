@@ -1,0 +1,169 @@
+"""`gemmwatch up | worker | submit`: run the whole thing, run one GPU worker, post a job."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Annotated
+
+import httpx
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(help="gemmwatch: SGEMM kernels against cuBLAS, commit by commit, GPU by GPU.", no_args_is_help=True)
+console = Console()
+
+
+def worker_command(queues: list[str], name: str, loglevel: str = "INFO") -> list[str]:
+    return [
+        sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
+        "--pool", "solo", "--concurrency", "1",  # one job at a time owns the GPU
+        "-Q", ",".join(queues), "-n", f"{name}@%h", "--loglevel", loglevel,
+    ]
+
+
+def gpu_worker_plan() -> list[tuple[dict[str, str], list[str], str]]:
+    """(extra env, queues, name) per worker: one per visible GPU, or one that answers 'no CUDA device'."""
+    from api.broker import ANY_GPU_QUEUE, queue_for
+    from worker.gpu_identity import visible_gpus
+
+    gpus = visible_gpus()
+    if not gpus:
+        return [({}, [ANY_GPU_QUEUE], "nogpu")]
+    return [
+        ({"CUDA_VISIBLE_DEVICES": g.uuid}, [queue_for(g.model), ANY_GPU_QUEUE], f"gpu{g.index}")
+        for g in gpus
+    ]
+
+
+@app.command()
+def up(
+    port: Annotated[int, typer.Option(help="port for the API and dashboard")] = 8000,
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+):
+    """Run the API, the dashboard and one Celery worker per visible GPU (SQLite and a
+    server-less broker unless DATABASE_URL / BROKER_URL say otherwise)."""
+    import uvicorn
+
+    from api.app import create_app
+    from api.db import upgrade_database
+    from api.settings import settings
+
+    upgrade_database(settings)
+    plan = gpu_worker_plan()
+    if plan[0][2] == "nogpu":
+        console.print("[yellow]no GPU visible: the API serves, and jobs fail with 'no CUDA device'[/yellow]")
+    workers = []
+    for extra_env, queues, name in plan:
+        env = {**os.environ, **extra_env}
+        workers.append(subprocess.Popen(worker_command(queues, name, "WARNING"), env=env))
+        console.print(f"worker {name}: queues {', '.join(queues)}")
+
+    db = settings.resolved_database_url
+    console.print(f"database: {db.split('@')[-1]}   broker: {settings.broker_url or settings.broker_folder}")
+    console.print(f"[bold]gemmwatch at http://{host}:{port}/[/bold]  (API docs at /docs)")
+    try:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    finally:
+        for w in workers:
+            w.send_signal(signal.SIGTERM)
+        for w in workers:
+            try:
+                w.wait(15)
+            except subprocess.TimeoutExpired:
+                w.kill()
+
+
+@app.command()
+def worker(
+    gpu: Annotated[int, typer.Option(help="CUDA ordinal of the GPU this worker owns (after CUDA_VISIBLE_DEVICES)")] = 0,
+    loglevel: str = "INFO",
+):
+    """Run one Celery worker for one GPU, listening on its model's queue and on gpu.any."""
+    plan = gpu_worker_plan()
+    if gpu >= len(plan) and plan[0][2] != "nogpu":
+        raise typer.BadParameter(f"GPU {gpu} is not visible; {len(plan)} visible")
+    extra_env, queues, name = plan[min(gpu, len(plan) - 1)]
+    os.environ.update(extra_env)
+    os.execv(sys.executable, worker_command(queues, name, loglevel))
+
+
+def parse_size(text: str) -> list[int]:
+    parts = text.lower().replace("×", "x").split("x")
+    if len(parts) == 1:
+        parts = parts * 3
+    try:
+        size = [int(p) for p in parts]
+    except ValueError:
+        size = []
+    if len(size) != 3:
+        raise typer.BadParameter(f"{text!r}: give MxNxK (e.g. 4096x4096x4096) or one number for a cube")
+    return size
+
+
+def print_results(job: dict) -> None:
+    table = Table(title=f"job {job['id']}: {job['status']}")
+    for col in ("variant", "M×N×K", "verified", "GFLOPS", "cuBLAS GFLOPS", "% cuBLAS", "noise"):
+        table.add_column(col, justify="right" if col not in ("variant", "verified") else "left")
+    for r in job["results"]:
+        fmt = lambda v, spec: "" if v is None else format(v, spec)  # noqa: E731
+        table.add_row(
+            r["variant"], f"{r['m']}×{r['n']}×{r['k']}", "yes" if r["verified"] else "[red]no[/red]",
+            fmt(r["gflops"], ",.0f"), fmt(r["cublas_gflops"], ",.0f"), fmt(r["pct_of_cublas"], ".1f"),
+            fmt(r["noise"] and 100 * r["noise"], ".2f") + ("%" if r["noise"] is not None else ""),
+        )
+    console.print(table)
+    if job.get("error"):
+        console.print(f"[red]{job['error']}[/red]")
+
+
+@app.command()
+def submit(
+    variants: Annotated[str, typer.Option(help="comma-separated variant names (GET /api/variants)")],
+    size: Annotated[list[str], typer.Option(help="MxNxK, repeatable; one number means a cube")],
+    server: Annotated[str, typer.Option(envvar="GEMMWATCH_SERVER")] = "http://127.0.0.1:8000",
+    gpu: Annotated[str | None, typer.Option(help="GPU model, e.g. H100")] = None,
+    sha: Annotated[str | None, typer.Option(help="commit sha to file the results under")] = None,
+    repo: str = "",
+    branch: str | None = None,
+    wait: Annotated[bool, typer.Option(help="wait for the job to end and print its results")] = True,
+    timeout: Annotated[float, typer.Option(help="seconds to wait")] = 600.0,
+):
+    """Post a job; wait for it and print its results. Exits 1 if it failed."""
+    body: dict = {"variants": [v.strip() for v in variants.split(",") if v.strip()], "sizes": [parse_size(s) for s in size]}
+    if gpu:
+        body["gpu"] = gpu
+    if sha:
+        body["commit"] = {"sha": sha, "repo": repo, "branch": branch}
+    try:
+        with httpx.Client(base_url=server, timeout=30) as client:
+            resp = client.post("/api/jobs", json=body)
+            if resp.status_code != 202:
+                console.print(f"[red]{resp.status_code}: {resp.text}[/red]")
+                raise typer.Exit(2)
+            job = resp.json()
+            console.print(f"job {job['id']} queued on {job['queue']}: {server}/jobs/{job['id']}")
+            if not wait:
+                return
+            deadline = time.monotonic() + timeout
+            with console.status("waiting") as status:
+                while job["status"] in ("queued", "running"):
+                    if time.monotonic() > deadline:
+                        console.print(f"[red]timed out after {timeout:g} s; job {job['id']} is {job['status']}[/red]")
+                        raise typer.Exit(3)
+                    time.sleep(0.5)
+                    job = client.get(f"/api/jobs/{job['id']}").json()
+                    p = job["progress"]
+                    status.update(f"{job['status']} {p['done']}/{p['total']} {job.get('current_case') or ''}")
+    except httpx.HTTPError as exc:
+        console.print(f"[red]cannot reach {server}: {exc}[/red]")
+        raise typer.Exit(3)
+    print_results(job)
+    if job["status"] != "succeeded":
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    app()

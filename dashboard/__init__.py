@@ -1,0 +1,1 @@
+"""Dashboard: Jinja2 pages and Plotly figure builders, mounted on the API app."""

@@ -1,0 +1,1 @@
+"""CUDA SGEMM kernels, one technique per .cu file, dispatched by registry.py."""

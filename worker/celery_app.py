@@ -1,0 +1,12 @@
+"""The worker's Celery app: the shared configuration plus the task module.
+
+Run one per GPU, concurrency 1, solo pool (the task itself spawns the GPU child process,
+which a prefork pool's daemonic children may not do):
+    celery -A worker.celery_app worker --pool solo --concurrency 1 -Q gpu.H100,gpu.any
+`gemmwatch worker` builds that command for the GPU it is given.
+"""
+
+from api.broker import make_celery
+
+app = make_celery()
+app.conf.include = ["worker.tasks"]

@@ -1,0 +1,173 @@
+"""Runs one job: plans its cases, drives the GPU child process, writes results as they land.
+
+Called by the Celery task with a job id; also callable directly (no Celery needed).
+"""
+
+import logging
+import multiprocessing as mp
+import socket
+import time
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from api.db import session_factory
+from api.models import Job, Result, utcnow
+from api.schemas import TERMINAL_STATUSES
+from api.settings import Settings, settings
+from api.store import upsert_gpu
+from worker.cases import Case, CaseOutcome, TimingPolicy, plan_cases
+from worker.child import child_main
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_S = 5.0
+
+# A database that blinks (restart, failover) costs a few retries, not a lost result.
+db_retry = retry(
+    retry=retry_if_exception_type(OperationalError),
+    wait=wait_exponential(multiplier=0.5, max=10),
+    stop=stop_after_attempt(8),
+    reraise=True,
+)
+
+
+class JobRun:
+    def __init__(self, job_id: int, cfg: Settings):
+        self.job_id = job_id
+        self.cfg = cfg
+        self.Session = session_factory(cfg)
+        self.problems: list[str] = []
+        self.identity: dict | None = None
+
+    # -- database writes (each its own short transaction) ---------------------------
+    @db_retry
+    def start(self) -> list[Case] | None:
+        with self.Session() as db:
+            job = db.get(Job, self.job_id)
+            if job is None:
+                log.error("job %s does not exist; nothing to do", self.job_id)
+                return None
+            if job.status in TERMINAL_STATUSES:
+                log.info("job %s is already %s; not running it again", job.id, job.status)
+                return None
+            cases = plan_cases(job.variants, job.sizes, job.id)
+            done = set(db.scalars(select(Result.case_index).where(Result.job_id == job.id)))
+            job.status, job.worker = "running", socket.gethostname()
+            job.started_at = job.started_at or utcnow()
+            job.heartbeat_at = utcnow()
+            job.progress_total, job.progress_done = len(cases), len(done)
+            db.commit()
+            # A job picked up again after its worker died keeps the results it already has.
+            return [c for c in cases if c.index not in done]
+
+    @db_retry
+    def update(self, **fields) -> None:
+        with self.Session() as db:
+            job = db.get(Job, self.job_id)
+            for name, value in fields.items():
+                setattr(job, name, value)
+            job.heartbeat_at = utcnow()
+            db.commit()
+
+    @db_retry
+    def record_gpu(self, ident: dict) -> None:
+        with self.Session() as db:
+            job = db.get(Job, self.job_id)
+            job.gpu_id = upsert_gpu(db, ident).id
+            db.commit()
+        self.identity = ident
+
+    @db_retry
+    def store(self, case: Case, outcome: CaseOutcome) -> None:
+        with self.Session() as db:
+            job = db.get(Job, self.job_id)
+            row = db.scalar(select(Result).where(Result.job_id == job.id, Result.case_index == case.index))
+            if row is None:
+                row = Result(job_id=job.id, case_index=case.index)
+                db.add(row)
+            values = outcome.as_row()
+            values["env"] = {**values["env"], "gpu": self.identity}
+            for name, value in values.items():
+                setattr(row, name, value)
+            row.variant, row.m, row.n, row.k = case.variant, case.m, case.n, case.k
+            row.gpu_id, row.commit_id = job.gpu_id, job.commit_id
+            db.flush()
+            job.progress_done = _count_results(db, job.id)
+            job.heartbeat_at = utcnow()
+            db.commit()
+
+    def finish(self) -> str:
+        status = "failed" if self.problems else "succeeded"
+        error = "\n".join(self.problems) if self.problems else None
+        self.update(status=status, error=error, finished_at=utcnow(), current_case=None)
+        return status
+
+    # -- the child process --------------------------------------------------------
+    def run(self) -> str | None:
+        todo = self.start()
+        if todo is None:
+            return None
+        by_index = {c.index: c for c in todo}
+        if todo:
+            self._drive_child(todo, by_index)
+        return self.finish()
+
+    def _drive_child(self, todo: list[Case], by_index: dict[int, Case]) -> None:
+        ctx = mp.get_context("spawn")  # a fresh interpreter: no CUDA state inherited, none leaked
+        receiver, sender = ctx.Pipe(duplex=False)
+        policy = TimingPolicy.from_settings(self.cfg)
+        proc = ctx.Process(target=child_main, args=(sender, self.cfg.runner, todo, policy), name="gemmwatch-gpu")
+        proc.start()
+        sender.close()
+        current: Case | None = None
+        deadline = time.monotonic() + self.cfg.case_timeout_s
+        try:
+            while True:
+                if not receiver.poll(HEARTBEAT_S):
+                    if time.monotonic() > deadline:
+                        what = current.label if current else "GPU set-up"
+                        self.problems.append(f"{what}: exceeded the {self.cfg.case_timeout_s:g} s case time limit; killed")
+                        return
+                    self.update()  # heartbeat while a long case runs
+                    continue
+                try:
+                    msg = receiver.recv()
+                except EOFError:  # the child died without saying goodbye
+                    proc.join(5)
+                    what = current.label if current else "GPU set-up"
+                    self.problems.append(f"{what}: GPU process died (exit code {proc.exitcode})")
+                    return
+                deadline = time.monotonic() + self.cfg.case_timeout_s
+                kind = msg[0]
+                if kind == "identity":
+                    self.record_gpu(msg[1])
+                elif kind == "fatal":
+                    self.problems.append(msg[1])
+                    return
+                elif kind == "started":
+                    current = by_index[msg[1]]
+                    self.update(current_case=current.label)
+                elif kind == "result":
+                    case, outcome = by_index[msg[1]], msg[2]
+                    self.store(case, outcome)
+                    if outcome.error:
+                        self.problems.append(f"{case.label}: {outcome.error}")
+                elif kind == "done":
+                    return
+        finally:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(10)
+            receiver.close()
+
+
+def _count_results(db: Session, job_id: int) -> int:
+    return db.scalar(select(func.count()).select_from(Result).where(Result.job_id == job_id))
+
+
+def execute_job(job_id: int, cfg: Settings = settings) -> str | None:
+    """Run a job to its end; returns the final status, or None if there was nothing to do."""
+    return JobRun(job_id, cfg).run()

@@ -1,0 +1,111 @@
+"""Which GPU this is and what state it is in, read through NVML (nvidia-ml-py).
+
+NVML ignores CUDA_VISIBLE_DEVICES, so a device is matched by PCI bus id or UUID, never by index.
+"""
+
+import os
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pynvml
+
+# Words that say who made or sold the card, not which chip it is.
+_VENDOR_WORDS = {"NVIDIA", "GEFORCE", "TESLA", "QUADRO"}
+
+
+def gpu_model(name: str) -> str:
+    """Short model used to name queues: 'NVIDIA H100 80GB HBM3' -> 'H100', 'NVIDIA GeForce RTX 3080' -> 'RTX-3080'."""
+    words = [w for w in re.split(r"[\s_-]+", name.strip()) if w and w.upper() not in _VENDOR_WORDS]
+    kept = []
+    for w in words:
+        # Memory size and form factor come after the model and would split one model's queue.
+        if re.fullmatch(r"\d+GB|PCIE|SXM\d*|HBM\d*E?|NVL|MIG", w, flags=re.IGNORECASE):
+            break
+        kept.append(w)
+    model = "-".join(kept) or "unknown"
+    return re.sub(r"[^A-Za-z0-9-]", "", model)
+
+
+@dataclass(frozen=True)
+class VisibleGpu:
+    index: int  # CUDA ordinal as this process sees it
+    uuid: str
+    name: str
+
+    @property
+    def model(self) -> str:
+        return gpu_model(self.name)
+
+
+@contextmanager
+def nvml():
+    pynvml.nvmlInit()
+    try:
+        yield
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def visible_gpus() -> list[VisibleGpu]:
+    """GPUs this process may use, honouring CUDA_VISIBLE_DEVICES; [] when there is no driver."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return []
+    try:
+        all_gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            all_gpus.append((i, _text(pynvml.nvmlDeviceGetUUID(h)), _text(pynvml.nvmlDeviceGetName(h))))
+    finally:
+        pynvml.nvmlShutdown()
+    mask = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if mask is None:
+        chosen = all_gpus
+    else:
+        chosen = []
+        for token in filter(None, (t.strip() for t in mask.split(","))):
+            match = [g for g in all_gpus if (token.isdigit() and g[0] == int(token)) or g[1].startswith(token)]
+            if not match:
+                break  # CUDA stops at the first invalid entry too
+            chosen.append(match[0])
+    return [VisibleGpu(ordinal, uuid, name) for ordinal, (_, uuid, name) in enumerate(chosen)]
+
+
+def device_state(pci_bus_id: str) -> dict[str, Any]:
+    """Clocks, temperature, power and throttle reasons now, for the device at this PCI bus id."""
+    h = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())
+    state: dict[str, Any] = {}
+    readers = {
+        "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+        "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+        "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+        "throttle_reasons": lambda: int(pynvml.nvmlDeviceGetCurrentClocksEventReasons(h)),
+    }
+    for key, read in readers.items():
+        try:
+            state[key] = read()
+        except pynvml.NVMLError as exc:  # some fields are unsupported on some boards
+            state[key] = None
+            state.setdefault("unreadable", []).append(f"{key}: {exc}")
+    return state
+
+
+def static_identity(pci_bus_id: str) -> dict[str, Any]:
+    h = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())
+    name = _text(pynvml.nvmlDeviceGetName(h))
+    return {
+        "name": name,
+        "model": gpu_model(name),
+        "uuid": _text(pynvml.nvmlDeviceGetUUID(h)),
+        "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
+        "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(h).total // (1024 * 1024),
+        "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+    }

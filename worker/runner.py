@@ -1,0 +1,204 @@
+"""The GPU runner: compile a variant through NVRTC, verify it against cuBLAS, time both.
+
+Plain Python, callable without Celery (`CupyRunner().run_case(case, policy)`); the job
+executor calls it inside a child process so a faulting kernel cannot take the worker down.
+This is where a number is made; the steps follow DESIGN.md "How a number is made".
+"""
+
+import os
+import time
+from typing import Any
+
+from worker import gpu_identity, stats
+from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
+
+
+class NoCudaDevice(RuntimeError):
+    pass
+
+
+class CupyRunner:
+    def __init__(self) -> None:
+        # cuBLAS must be true FP32: CuPy switches cupy.matmul to TF32 when CUPY_TF32 is set.
+        if os.environ.get("CUPY_TF32", "0") not in ("", "0"):
+            raise RuntimeError("CUPY_TF32 is set: the cuBLAS baseline would run in TF32, not FP32")
+        try:
+            import cupy
+        except Exception as exc:  # ImportError, or CUDA libraries missing
+            raise NoCudaDevice(f"no CUDA device: CuPy is not usable here ({exc})") from exc
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except cupy.cuda.runtime.CUDARuntimeError as exc:
+            raise NoCudaDevice(f"no CUDA device: {exc}") from exc
+        if count == 0:
+            raise NoCudaDevice("no CUDA device: the CUDA runtime sees no GPU")
+        self.cp = cupy
+        self.device = cupy.cuda.Device(0)
+        self.pci_bus_id = self.device.pci_bus_id
+        self._modules: dict[tuple, Any] = {}
+        self._flush_buffer = None
+
+    # -- identity -----------------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        cp = self.cp
+        attrs = self.device.attributes
+        with gpu_identity.nvml():
+            ident = gpu_identity.static_identity(self.pci_bus_id)
+        ident.update(
+            sm_count=attrs["MultiProcessorCount"],
+            compute_capability=f"{attrs['ComputeCapabilityMajor']}.{attrs['ComputeCapabilityMinor']}",
+            l2_bytes=attrs["L2CacheSize"],
+            cuda_runtime=cp.cuda.runtime.runtimeGetVersion(),
+            cuda_driver_api=cp.cuda.runtime.driverGetVersion(),
+            cupy=cp.__version__,
+            # CuPy passes -ftz=true to NVRTC for every RawModule; denormals flush to zero.
+            nvrtc_flush_to_zero=True,
+        )
+        return ident
+
+    # -- one case -----------------------------------------------------------------
+    def run_case(self, case: Case, policy: TimingPolicy) -> CaseOutcome:
+        cp = self.cp
+        out = CaseOutcome(mode=policy.mode)
+        a, b = self._inputs(case)
+        launch = self._compile(case) if case.launch is not None else None
+
+        with gpu_identity.nvml():
+            out.env["before"] = gpu_identity.device_state(self.pci_bus_id)
+
+        if launch is not None:
+            err = self._verify(launch, a, b, case.seed)
+            out.verified = err <= policy.max_rel_error
+            if err == float("inf"):
+                out.error = "wrong result: C holds NaN or Inf (elements left unwritten, or read before written)"
+            else:
+                out.rel_error = err
+                if not out.verified:
+                    out.error = f"wrong result: relative error {err:.3g} > {policy.max_rel_error:g}"
+        else:
+            out.verified, out.rel_error = True, 0.0
+
+        c = cp.empty((case.m, case.n), dtype=cp.float32)
+        c_ref = cp.empty_like(c)
+        run_cublas = lambda: cp.matmul(a, b, out=c_ref)  # noqa: E731
+        run_variant = (lambda: launch(a, b, c, 1.0, 0.0)) if launch is not None else run_cublas
+
+        if out.verified:  # a wrong kernel gets no speed
+            variant_ms, cublas_ms, converged = self._time_pair(run_variant, run_cublas, policy)
+            s = stats.summarise(variant_ms)
+            out.samples_ms = variant_ms
+            out.n_samples = len(variant_ms)
+            out.median_ms = s["median_ms"]
+            out.noise = s["noise"]
+            out.converged = converged
+            out.gflops = gflops(case.m, case.n, case.k, out.median_ms)
+            out.cublas_median_ms = stats.summarise(cublas_ms)["median_ms"]
+            out.cublas_gflops = gflops(case.m, case.n, case.k, out.cublas_median_ms)
+            # Paired: each variant sample against the cuBLAS sample taken right after it.
+            ratios = sorted(cb / v for v, cb in zip(variant_ms, cublas_ms))
+            out.pct_of_cublas = 100.0 * ratios[len(ratios) // 2]
+            out.env["stats"] = s
+
+        with gpu_identity.nvml():
+            out.env["after"] = gpu_identity.device_state(self.pci_bus_id)
+        if launch is not None:
+            out.env["launch"] = {
+                "entry": case.launch.entry,
+                "block": case.launch.block,
+                "grid": case.launch.grid(case.m, case.n),
+                "defines": case.launch.defines,
+            }
+        return out
+
+    def _inputs(self, case: Case):
+        cp = self.cp
+        rng = cp.random.default_rng(case.seed)
+        # Uniform in [-1, 1): never zeros, which hide unwritten outputs and run unrealistically fast.
+        a = rng.random((case.m, case.k), dtype=cp.float32) * 2 - 1
+        b = rng.random((case.k, case.n), dtype=cp.float32) * 2 - 1
+        return a, b
+
+    def _compile(self, case: Case):
+        """NVRTC through cupy.RawModule; CuPy keeps compiled modules in CUPY_CACHE_DIR."""
+        cp = self.cp
+        spec = case.launch
+        key = (spec.source, spec.entry, spec.compile_options())
+        if key not in self._modules:
+            module = cp.RawModule(code=spec.source, options=spec.compile_options())
+            self._modules[key] = module.get_function(spec.entry)
+        kernel = self._modules[key]
+        m, n, k = case.m, case.n, case.k
+        grid, block = spec.grid(m, n), spec.block
+
+        def launch(a, b, c, alpha: float, beta: float):
+            kernel(grid, block, (cp.int32(m), cp.int32(n), cp.int32(k), cp.float32(alpha), a, b, cp.float32(beta), c))
+
+        return launch
+
+    def _verify(self, launch, a, b, seed: int) -> float:
+        """Worst relative Frobenius error over two checks against cuBLAS FP32."""
+        cp = self.cp
+        ref = cp.matmul(a, b)
+        # 1) beta = 0 over a NaN-poisoned C: every element must be written, C never read.
+        c = cp.full(ref.shape, cp.nan, dtype=cp.float32)
+        launch(a, b, c, 1.0, 0.0)
+        err_plain = _rel_error(cp, c, ref)
+        # 2) alpha and beta both in play, C starting from random values.
+        c0 = cp.random.default_rng(seed + 1).random(ref.shape, dtype=cp.float32) * 2 - 1
+        c = c0.copy()
+        launch(a, b, c, 0.75, -0.5)
+        err_axpby = _rel_error(cp, c, 0.75 * ref - 0.5 * c0)
+        cp.cuda.Device().synchronize()
+        return max(err_plain, err_axpby)
+
+    def _time_pair(self, run_variant, run_cublas, policy: TimingPolicy):
+        """Interleaved A B A B samples with CUDA events until both converge or the cap is hit."""
+        cp = self.cp
+        flush = self._flusher() if policy.mode == "cold" else (lambda: None)
+        stream = cp.cuda.get_current_stream()
+
+        warm_end = time.perf_counter() + policy.warmup_ms / 1000.0
+        while True:  # at least one warm-up launch of each, then until the warm-up time is spent
+            run_variant()
+            run_cublas()
+            stream.synchronize()
+            if time.perf_counter() >= warm_end:
+                break
+
+        variant_ms: list[float] = []
+        cublas_ms: list[float] = []
+        deadline = time.perf_counter() + policy.time_cap_s
+        batch = 5  # pairs queued before one synchronise, so the host never starves the GPU
+        while True:
+            events = []
+            for _ in range(batch):
+                for fn in (run_variant, run_cublas):
+                    flush()
+                    start, end = cp.cuda.Event(), cp.cuda.Event()
+                    start.record(stream)
+                    fn()
+                    end.record(stream)
+                    events.append((start, end))
+            end.synchronize()
+            times = [cp.cuda.get_elapsed_time(s, e) for s, e in events]
+            variant_ms += times[0::2]
+            cublas_ms += times[1::2]
+            done = all(stats.has_converged(x, policy.min_samples, policy.max_noise) for x in (variant_ms, cublas_ms))
+            if done or time.perf_counter() >= deadline:
+                return variant_ms, cublas_ms, done
+
+    def _flusher(self):
+        """Overwrite a buffer twice the size of L2 so the next sample starts with a cold cache."""
+        cp = self.cp
+        if self._flush_buffer is None:
+            l2 = self.device.attributes["L2CacheSize"]
+            self._flush_buffer = cp.empty(max(2 * l2, 1 << 20) // 4, dtype=cp.float32)
+        buf = self._flush_buffer
+        return lambda: buf.fill(0.0)
+
+
+def _rel_error(cp, c, ref) -> float:
+    diff = float(cp.linalg.norm((c - ref).astype(cp.float64)))
+    scale = float(cp.linalg.norm(ref.astype(cp.float64)))
+    err = diff / scale if scale > 0 else diff
+    return err if err == err else float("inf")  # NaN (an unwritten element) never passes

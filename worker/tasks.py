@@ -1,0 +1,10 @@
+"""Thin Celery tasks: take an id, hand it to the plain-Python executor."""
+
+from api.broker import RUN_JOB_TASK
+from worker.celery_app import app
+from worker.execute import execute_job
+
+
+@app.task(name=RUN_JOB_TASK)
+def run_job(job_id: int) -> str | None:
+    return execute_job(job_id)
