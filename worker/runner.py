@@ -42,11 +42,12 @@ class CupyRunner:
     def identity(self) -> dict[str, Any]:
         cp = self.cp
         attrs = self.device.attributes
+        cc = self.device.compute_capability  # "90" for 9.0
         with gpu_identity.nvml():
             ident = gpu_identity.static_identity(self.pci_bus_id)
         ident.update(
             sm_count=attrs["MultiProcessorCount"],
-            compute_capability=f"{attrs['ComputeCapabilityMajor']}.{attrs['ComputeCapabilityMinor']}",
+            compute_capability=f"{cc[:-1]}.{cc[-1]}",
             l2_bytes=attrs["L2CacheSize"],
             cuda_runtime=cp.cuda.runtime.runtimeGetVersion(),
             cuda_driver_api=cp.cuda.runtime.driverGetVersion(),

@@ -1,0 +1,24 @@
+# One image for the API and the GPU workers: CUDA runtime (NVRTC included) + CuPy + gemmwatch.
+FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04
+
+ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
+    VIRTUAL_ENV=/opt/gemmwatch PATH=/opt/gemmwatch/bin:$PATH \
+    CUPY_CACHE_DIR=/var/cache/gemmwatch/cupy
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \
+    && rm -rf /var/lib/apt/lists/* && python3 -m venv $VIRTUAL_ENV
+
+WORKDIR /app
+COPY pyproject.toml README.md alembic.ini ./
+COPY api api
+COPY worker worker
+COPY kernels kernels
+COPY dashboard dashboard
+COPY migrations migrations
+COPY cli cli
+RUN pip install '.[gpu]'
+
+RUN useradd --create-home --uid 10001 gemmwatch && mkdir -p /var/cache/gemmwatch/cupy \
+    && chown -R gemmwatch /var/cache/gemmwatch
+USER gemmwatch
+EXPOSE 8000
+CMD ["uvicorn", "api.app:create_app", "--factory", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,28 @@
+# The two commands the README starts with:
+#   make up     run gemmwatch here (SQLite, server-less broker, a real Celery worker per GPU)
+#   make test   run the test suite (starts Redis and PostgreSQL where they are not running)
+# Both create the virtualenv and install the project first.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: install up test services
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+up: install
+	$(VENV)/bin/gemmwatch up --port $(PORT)
+
+services:
+	bash scripts/services.sh
+
+test: install services
+	$(PY) -m pytest $(PYTEST_ARGS)

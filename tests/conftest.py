@@ -1,0 +1,192 @@
+"""Shared fixtures: real PostgreSQL, SQLite, Redis and Celery worker processes.
+
+The test command (`make test`) starts Redis and PostgreSQL first; if they are still not
+reachable these fixtures fail loudly rather than skip. Only the GPU is replaced, by
+tests/fake_gpu.py, and only where no GPU exists; `gpu`-marked tests skip there.
+"""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.db import upgrade_database
+from api.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_ADMIN_DSN = os.environ.get("GEMMWATCH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("GEMMWATCH_TEST_REDIS", "redis://127.0.0.1:6379/13")
+FAKE_RUNNER = "tests.fake_gpu:CpuRunner"
+
+
+def cuda_available() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+HAVE_GPU = cuda_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (runs on the lent H100)")
+    for item in items:
+        if "gpu" in item.keywords and not HAVE_GPU:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"Redis is not reachable at {REDIS_URL} ({exc}); run the tests with `make test`", pytrace=False)
+    client.flushdb()
+    return REDIS_URL
+
+
+def _pg_admin():
+    try:
+        return psycopg.connect(PG_ADMIN_DSN, autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        pytest.fail(f"PostgreSQL is not reachable at {PG_ADMIN_DSN} ({exc}); run the tests with `make test`", pytrace=False)
+
+
+@pytest.fixture
+def pg_url():
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    name = f"gemmwatch_test_{uuid.uuid4().hex[:12]}"
+    with _pg_admin() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = PG_ADMIN_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
+    yield f"{base}/{name}"
+    from api.db import engine_for
+
+    engine_for.cache_clear()
+    with _pg_admin() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'gemmwatch.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request):
+    """Each test that takes this runs once on SQLite and once on PostgreSQL."""
+    return request.getfixturevalue({"sqlite": "sqlite_url", "postgresql": "pg_url"}[request.param])
+
+
+def make_settings(tmp_path, database_url: str, broker_url: str | None = None, **extra) -> Settings:
+    values = {"GEMMWATCH_DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": database_url}
+    if broker_url:
+        values["BROKER_URL"] = broker_url
+    values.update(extra)
+    return Settings(**values)
+
+
+@pytest.fixture
+def cfg(tmp_path, database_url) -> Settings:
+    """Settings on a migrated database, with the embedded (filesystem) broker."""
+    settings = make_settings(tmp_path, database_url)
+    upgrade_database(settings)
+    return settings
+
+
+@pytest.fixture
+def client(cfg) -> TestClient:
+    return TestClient(create_app(cfg))
+
+
+class WorkerProcess:
+    """A real `celery worker` process, as `gemmwatch worker` would run it."""
+
+    def __init__(self, env: dict[str, str], queues: str, log_path: Path):
+        self.name = f"test-{uuid.uuid4().hex[:8]}"
+        self.env = env
+        self.log_path = log_path
+        self.queues = queues
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60) -> "WorkerProcess":
+        from cli.main import worker_command
+
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            worker_command(self.queues.split(","), self.name), cwd=ROOT, env=self.env, stdout=log, stderr=log
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"celery worker exited with {self.proc.returncode}:\n{self.log()}")
+            if b"ready." in self.log_path.read_bytes():
+                return self
+            time.sleep(0.2)
+        raise RuntimeError(f"celery worker not ready after {timeout} s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def worker_env(cfg: Settings, runner: str | None = FAKE_RUNNER, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMMWATCH_", "FAKE_GPU_"))}
+    env.update(
+        GEMMWATCH_DATA_DIR=str(cfg.data_dir),
+        DATABASE_URL=cfg.resolved_database_url,
+        GEMMWATCH_CASE_TIME_CAP_S="0.3",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        PYTHONUNBUFFERED="1",
+    )
+    if cfg.broker_url:
+        env["BROKER_URL"] = cfg.broker_url
+    if runner:
+        env["GEMMWATCH_RUNNER"] = runner
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def start_worker(tmp_path):
+    """Start real Celery workers for a test; each is stopped when the test ends."""
+    started: list[WorkerProcess] = []
+
+    def start(cfg: Settings, queues: str = "gpu.any", runner: str | None = FAKE_RUNNER, **extra: str):
+        w = WorkerProcess(worker_env(cfg, runner, **extra), queues, tmp_path / f"worker{len(started)}.log")
+        started.append(w)
+        return w.start()
+
+    yield start
+    for w in started:
+        w.stop()
+
+
+def wait_for_job(client: TestClient, job_id: int, timeout: float = 60, until=("succeeded", "failed", "cancelled")):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/api/jobs/{job_id}").json()
+        if job["status"] in until:
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} still {job['status']} after {timeout} s: {job}")

@@ -1,0 +1,104 @@
+"""The wire contract: accepted jobs, and bad input that gets a clear 422 and stores nothing."""
+
+import pytest
+from sqlalchemy import func, select
+
+from api.db import session_factory
+from api.models import Commit, Job
+
+GOOD = {"variants": ["naive", "smem_tiled"], "sizes": [[4096, 4096, 4096]]}
+
+
+def jobs_stored(cfg) -> int:
+    with session_factory(cfg)() as db:
+        return db.scalar(select(func.count()).select_from(Job))
+
+
+def test_post_job_returns_202_with_the_job(client, cfg):
+    body = {**GOOD, "gpu": "H100", "commit": {"sha": "abcdef1234", "repo": "me/kernels", "branch": "main"}}
+    resp = client.post("/api/jobs", json=body)
+    assert resp.status_code == 202
+    job = resp.json()
+    assert job["status"] == "queued" and job["progress"] == {"done": 0, "total": 2}
+    assert job["queue"] == "gpu.H100" and job["gpu"] == "H100"
+    assert job["commit"]["sha"] == "abcdef1234" and job["results"] == []
+    again = client.get(f"/api/jobs/{job['id']}").json()
+    assert again["id"] == job["id"] and again["status"] == "queued"
+    assert [j["id"] for j in client.get("/api/jobs").json()] == [job["id"]]
+
+
+def test_the_same_commit_is_stored_once(client, cfg):
+    for _ in range(2):
+        client.post("/api/jobs", json={**GOOD, "commit": {"sha": "abcdef1234", "repo": "r"}})
+    with session_factory(cfg)() as db:
+        assert db.scalar(select(func.count()).select_from(Commit)) == 1
+
+
+@pytest.mark.parametrize(
+    "body, field, words",
+    [
+        ({**GOOD, "variants": ["warp_magic"]}, "variants", ["warp_magic", "known variants", "naive", "smem_tiled", "cublas"]),
+        ({**GOOD, "variants": []}, "variants", ["at least 1"]),
+        ({**GOOD, "variants": ["naive", "naive"]}, "variants", ["once"]),
+        ({**GOOD, "sizes": [[0, 16, 16]]}, "sizes", ["1..16384"]),
+        ({**GOOD, "sizes": [[16385, 16, 16]]}, "sizes", ["1..16384"]),
+        ({**GOOD, "sizes": [[16, 16]]}, "sizes", ["[M, N, K]"]),
+        ({**GOOD, "sizes": [["a", 1, 1]]}, "sizes", ["integer"]),
+        ({**GOOD, "sizes": [[8, 8, 8]] * 33}, "body", ["66 cases", "at most 64"]),
+        ({**GOOD, "gpu": "H100; drop table"}, "gpu", ["pattern"]),
+        ({**GOOD, "commit": {"sha": "not-hex!"}}, "sha", ["pattern"]),
+        ({**GOOD, "colour": "red"}, "colour", ["Extra inputs"]),
+        ({"sizes": [[8, 8, 8]]}, "variants", ["Field required"]),
+    ],
+)
+def test_bad_job_is_422_naming_the_field_and_stores_nothing(client, cfg, body, field, words):
+    resp = client.post("/api/jobs", json=body)
+    assert resp.status_code == 422, resp.text
+    detail = resp.json()["detail"]
+    assert any(field in [str(p) for p in d["loc"]] for d in detail), detail
+    text = " ".join(d["msg"] for d in detail)
+    for word in words:
+        assert word in text, text
+    assert jobs_stored(cfg) == 0
+
+
+def test_malformed_json_is_422_not_500(client, cfg):
+    resp = client.post("/api/jobs", content=b"{not json", headers={"content-type": "application/json"})
+    assert resp.status_code == 422
+    assert jobs_stored(cfg) == 0
+
+
+@pytest.mark.parametrize("path, code", [
+    ("/api/jobs/999", 404), ("/api/jobs/0", 422), ("/api/jobs/99999999999999999999", 422), ("/api/jobs/abc", 422),
+    ("/api/results?m=abc", 422), ("/api/results?limit=0", 422), ("/api/jobs?status=exploded", 422),
+])
+def test_bad_reads_are_4xx(client, path, code):
+    assert client.get(path).status_code == code
+
+
+def test_variants_list_names_techniques_seeds_and_tunables(client):
+    variants = {v["name"]: v for v in client.get("/api/variants").json()}
+    assert {"cublas", "naive", "smem_tiled"} <= set(variants)
+    assert variants["smem_tiled"]["seed"] == "000_3aaa2eae4ca2accc.txt"
+    assert variants["smem_tiled"]["tunables"] == [{"name": "TILE", "values": [8, 16, 32], "default": 32}]
+
+
+def test_healthz_and_openapi(client):
+    assert client.get("/healthz").json() == {"status": "ok", "database": "ok"}
+    spec = client.get("/openapi.json").json()
+    assert {"/api/jobs", "/api/jobs/{job_id}", "/api/results", "/api/variants", "/api/gpus", "/healthz"} <= set(spec["paths"])
+    assert client.get("/docs").status_code == 200
+
+
+def test_results_filter(client, cfg):
+    from tests.fake_results import add_result
+
+    add_result(cfg, "naive", (64, 64, 64), "aaaa01", gflops=100.0)
+    add_result(cfg, "smem_tiled", (64, 64, 64), "aaaa01", gflops=150.0)
+    add_result(cfg, "naive", (128, 128, 128), "bbbb02", gflops=120.0)
+    got = client.get("/api/results", params={"variant": "naive"}).json()
+    assert sorted(r["m"] for r in got) == [64, 128]
+    got = client.get("/api/results", params={"sha": "bbbb", "gpu": "H100"}).json()
+    assert [(r["variant"], r["commit"], r["gpu"]) for r in got] == [("naive", "bbbb02", "NVIDIA H100 80GB HBM3")]
+    assert client.get("/api/results", params={"gpu": "A100"}).json() == []
+    assert len(client.get("/api/results", params={"limit": 2}).json()) == 2

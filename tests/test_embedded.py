@@ -1,0 +1,54 @@
+"""`gemmwatch up` on a machine without a GPU: it serves, and a job fails with 'no CUDA device'."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import HAVE_GPU, ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(HAVE_GPU, reason="asserts the no-GPU behaviour; the GPU path is tests/test_gpu.py")
+def test_up_serves_and_jobs_fail_cleanly_without_a_gpu(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "BROKER_URL") and not k.startswith("GEMMWATCH_")}
+    env["PYTHONPATH"] = str(ROOT)
+    log = open(tmp_path / "up.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up", "--port", str(port)],
+                            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, (tmp_path / "up.log").read_text()
+            assert time.monotonic() < deadline, "gemmwatch up did not serve within 60 s"
+            time.sleep(0.3)
+        assert (tmp_path / ".gemmwatch" / "gemmwatch.db").exists()  # SQLite is the default
+        job = httpx.post(f"{base}/api/jobs", json={"variants": ["naive"], "sizes": [[64, 64, 64]]}).json()
+        deadline = time.monotonic() + 60
+        while job["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, f"job still {job['status']}: a real worker should have failed it"
+            time.sleep(0.3)
+            job = httpx.get(f"{base}/api/jobs/{job['id']}").json()
+        assert job["status"] == "failed"
+        assert job["error"].startswith("no CUDA device")
+        assert httpx.get(f"{base}/").status_code == 200
+        assert f"http://127.0.0.1:{port}/" in (tmp_path / "up.log").read_text()
+    finally:
+        proc.terminate()
+        proc.wait(30)

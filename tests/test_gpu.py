@@ -1,0 +1,107 @@
+"""GPU tests: the real CuPy runner and a real worker on a real GPU (run on the lent H100).
+
+Skipped where no CUDA device exists (CI), never faked.
+"""
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.db import upgrade_database
+from api.settings import Settings
+from kernels.registry import CUBLAS, VARIANTS
+from tests.conftest import make_settings, wait_for_job
+from worker.cases import Case, TimingPolicy
+
+pytestmark = pytest.mark.gpu
+
+KERNELS = [name for name, spec in VARIANTS.items() if spec.source_file]
+ODD_SIZES = [(1, 1, 1), (7, 13, 5), (1000, 1003, 997)]
+POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=1.0))
+
+
+@pytest.fixture(scope="module")
+def runner():
+    from worker.runner import CupyRunner
+
+    return CupyRunner()
+
+
+def run(runner, variant, m, n, k):
+    launch = None if variant == CUBLAS else VARIANTS[variant].resolve()
+    return runner.run_case(Case(0, variant, m, n, k, seed=1234, launch=launch), POLICY)
+
+
+@pytest.mark.parametrize("size", ODD_SIZES + [(4096, 4096, 4096)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("variant", KERNELS)
+def test_kernel_matches_cublas(runner, variant, size):
+    out = run(runner, variant, *size)
+    assert out.verified, out.error
+    assert out.rel_error is not None and out.rel_error <= 1e-4
+    assert out.gflops > 0 and out.cublas_gflops > 0 and out.pct_of_cublas > 0
+    assert out.n_samples >= 10
+    assert out.env["before"]["sm_clock_mhz"] is not None
+
+
+def test_a_kernel_that_leaves_c_unwritten_is_not_verified(runner):
+    """The NaN poison catches a kernel that skips elements (here: a grid one tile short)."""
+    from dataclasses import replace
+
+    spec = VARIANTS["smem_tiled"].resolve()
+    short = replace(spec, tile=(spec.tile[0] * 2, spec.tile[1]))  # half the rows get no block
+    out = runner.run_case(Case(0, "smem_tiled", 256, 256, 256, seed=5, launch=short), POLICY)
+    assert not out.verified and out.gflops is None
+    assert "NaN" in out.error
+
+
+def test_a_kernel_that_skips_the_last_k_tile_is_not_verified(runner):
+    from kernels.registry import LaunchSpec
+
+    source = (Path(__file__).parent / "fixtures" / "skip_last_k_tile.cu").read_text()
+    wrong = LaunchSpec("skip_last_k_tile", source, "sgemm_skip_last_k_tile", (32, 32, 1), (32, 32))
+    out = runner.run_case(Case(0, "skip_last_k_tile", 512, 512, 512, seed=9, launch=wrong), POLICY)
+    assert not out.verified and out.gflops is None and out.median_ms is None
+    assert out.rel_error > 1e-2 and "wrong result: relative error" in out.error
+
+
+def test_gpu_identity_is_recorded(runner):
+    ident = runner.identity()
+    assert ident["sm_count"] > 0 and ident["compute_capability"]
+    assert ident["uuid"].startswith("GPU-") and ident["driver"] and ident["cuda_runtime"] > 0
+    assert os.environ.get("CUPY_TF32", "0") in ("", "0")
+
+
+def test_job_through_the_api_and_a_real_worker(tmp_path, sqlite_url, redis_url, start_worker):
+    from worker.gpu_identity import visible_gpus
+
+    model = visible_gpus()[0].model
+    cfg = make_settings(tmp_path, sqlite_url, redis_url)
+    upgrade_database(cfg)
+    client = TestClient(create_app(cfg))
+    start_worker(cfg, queues=f"gpu.{model},gpu.any", runner=None, GEMMWATCH_CASE_TIME_CAP_S="3")
+
+    t0 = time.monotonic()
+    resp = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": [[4096, 4096, 4096]],
+                                          "gpu": model, "commit": {"sha": "feedbeef01", "branch": "main"}})
+    assert resp.status_code == 202, resp.text
+    job = wait_for_job(client, resp.json()["id"], timeout=60)
+    elapsed = time.monotonic() - t0
+
+    assert job["status"] == "succeeded", job["error"]
+    assert elapsed < 60
+    assert {r["variant"] for r in job["results"]} == {"naive", "smem_tiled"}
+    for r in job["results"]:
+        assert r["verified"] and r["gflops"] > 0 and r["pct_of_cublas"] > 0 and r["cublas_gflops"] > 0
+        assert r["gpu"] == job["ran_on"] and r["commit"] == "feedbeef01"
+
+    page = client.get("/history").text
+    assert "history-chart" in page and '"naive"' in page and '"smem_tiled"' in page
+
+    if os.environ.get("GEMMWATCH_BENCH_OUT"):
+        out = Path(os.environ["GEMMWATCH_BENCH_OUT"])
+        out.write_text(json.dumps({"post_to_succeeded_s": elapsed, "job": job}, indent=1, default=str))

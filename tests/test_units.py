@@ -1,0 +1,58 @@
+"""Small pure pieces: statistics, the registry's launch geometry, GPU model names, sizes."""
+
+import pytest
+import typer
+
+from cli.main import parse_size
+from kernels.registry import VARIANTS
+from worker import stats
+from worker.cases import plan_cases
+from worker.gpu_identity import gpu_model
+
+
+def test_noise_and_convergence():
+    assert stats.noise([1.0, 1.0, 1.0]) == 0.0
+    assert stats.noise([1.0]) == float("inf")
+    steady = [1.0, 1.001, 0.999] * 4
+    assert stats.has_converged(steady, 10, 0.005)
+    assert not stats.has_converged(steady[:9], 10, 0.005)  # too few samples
+    assert not stats.has_converged([1.0, 1.2] * 6, 10, 0.005)  # too noisy
+    s = stats.summarise([4.0, 1.0, 3.0, 2.0])
+    assert (s["median_ms"], s["min_ms"], s["max_ms"], s["mean_ms"]) == (2.5, 1.0, 4.0, 2.5)
+
+
+def test_grid_covers_c_for_any_size():
+    spec = VARIANTS["smem_tiled"].resolve({"TILE": 16})
+    assert spec.block == (16, 16, 1) and spec.defines == {"TILE": 16}
+    assert spec.grid(1000, 1003) == (63, 63, 1)  # ceil(1003/16), ceil(1000/16)
+    assert spec.grid(1, 1) == (1, 1, 1)
+    assert "-DTILE=16" in spec.compile_options()
+
+
+def test_tunables_are_checked():
+    with pytest.raises(ValueError, match="allowed: \\[8, 16, 32\\]"):
+        VARIANTS["smem_tiled"].resolve({"TILE": 64})
+    with pytest.raises(ValueError, match="no tunable 'WARP'"):
+        VARIANTS["naive"].resolve({"WARP": 2})
+
+
+def test_cases_are_sizes_times_variants_sharing_inputs_per_size():
+    cases = plan_cases(["naive", "cublas"], [[8, 8, 8], [16, 8, 4]], job_id=3)
+    assert [(c.index, c.variant, c.m) for c in cases] == [(0, "naive", 8), (1, "cublas", 8), (2, "naive", 16), (3, "cublas", 16)]
+    assert cases[0].seed == cases[1].seed != cases[2].seed
+    assert cases[1].launch is None and cases[0].launch.entry == "sgemm_naive"
+
+
+@pytest.mark.parametrize("name, model", [
+    ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H100 PCIe", "H100"), ("NVIDIA H200", "H200"),
+    ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA GeForce RTX 3080", "RTX-3080"), ("NVIDIA L40S", "L40S"),
+])
+def test_gpu_model_names_queues(name, model):
+    assert gpu_model(name) == model
+
+
+def test_parse_size():
+    assert parse_size("4096") == [4096, 4096, 4096]
+    assert parse_size("1000x1003x997") == [1000, 1003, 997]
+    with pytest.raises(typer.BadParameter):
+        parse_size("10x10")

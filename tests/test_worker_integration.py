@@ -1,0 +1,109 @@
+"""POST /api/jobs -> broker -> real Celery worker process -> database, on real services.
+
+The GPU is replaced by tests/fake_gpu.py (a CPU double); everything else is the product.
+"""
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from api.app import create_app
+from api.db import session_factory, upgrade_database
+from api.models import Gpu, Job, Result
+from tests.conftest import make_settings, wait_for_job
+
+SIZES = [[64, 48, 32], [7, 13, 5]]
+
+
+@pytest.fixture(params=["redis+postgresql", "filesystem+sqlite"])
+def stack(request, tmp_path, start_worker):
+    """Production pairing (Redis broker, PostgreSQL) and the embedded one (no servers)."""
+    if request.param == "redis+postgresql":
+        cfg = make_settings(tmp_path, request.getfixturevalue("pg_url"), request.getfixturevalue("redis_url"))
+    else:
+        cfg = make_settings(tmp_path, request.getfixturevalue("sqlite_url"))
+    upgrade_database(cfg)
+    return cfg, TestClient(create_app(cfg)), start_worker
+
+
+def count(cfg, model) -> int:
+    with session_factory(cfg)() as db:
+        return db.scalar(select(func.count()).select_from(model))
+
+
+def test_job_runs_to_success_and_results_are_stored(stack):
+    cfg, client, start_worker = stack
+    start_worker(cfg)
+    resp = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": SIZES,
+                                          "commit": {"sha": "c0ffee12", "repo": "r", "branch": "main"}})
+    assert resp.status_code == 202, resp.text
+    assert resp.json()["status"] == "queued"
+    job = wait_for_job(client, resp.json()["id"])
+
+    assert job["status"] == "succeeded", job["error"]
+    assert job["progress"] == {"done": 4, "total": 4}
+    assert job["ran_on"] == "FAKE CPU double"
+    assert [(r["variant"], r["m"], r["n"], r["k"]) for r in job["results"]] == [
+        ("naive", 64, 48, 32), ("smem_tiled", 64, 48, 32), ("naive", 7, 13, 5), ("smem_tiled", 7, 13, 5)]
+    for r in job["results"]:
+        assert r["verified"] is True and r["rel_error"] < 1e-4
+        assert r["gflops"] > 0 and r["cublas_gflops"] > 0 and r["pct_of_cublas"] > 0
+        assert r["n_samples"] >= 10 and r["commit"] == "c0ffee12"
+        assert r["gflops"] == pytest.approx(2 * r["m"] * r["n"] * r["k"] / (r["median_ms"] * 1e-3) / 1e9)
+    assert count(cfg, Result) == 4 and count(cfg, Gpu) == 1
+
+    listed = client.get("/api/results", params={"variant": "naive", "sha": "c0ffee", "m": 64}).json()
+    assert [(r["variant"], r["m"]) for r in listed] == [("naive", 64)]
+    assert client.get("/api/gpus").json()[0]["model"] == "FAKE"
+
+
+def test_a_crashing_kernel_fails_its_job_and_the_worker_keeps_serving(stack):
+    cfg, client, start_worker = stack
+    start_worker(cfg, FAKE_GPU_CRASH_VARIANT="smem_tiled")
+    bad = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": [[16, 16, 16]]}).json()
+    job = wait_for_job(client, bad["id"])
+    assert job["status"] == "failed"
+    assert "smem_tiled 16x16x16: GPU process died (exit code 77)" in job["error"]
+    # The case measured before the crash is kept.
+    assert [r["variant"] for r in job["results"]] == ["naive"]
+
+    good = client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[16, 16, 16]]}).json()
+    assert wait_for_job(client, good["id"])["status"] == "succeeded"
+
+
+def test_a_wrong_kernel_is_reported_unverified_with_no_speed(stack):
+    cfg, client, start_worker = stack
+    start_worker(cfg, FAKE_GPU_WRONG_VARIANT="naive")
+    job = wait_for_job(client, client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[32, 32, 32]]}).json()["id"])
+    assert job["status"] == "failed"
+    (r,) = job["results"]
+    assert r["verified"] is False and r["gflops"] is None and r["rel_error"] > 1e-4
+    assert "wrong result" in r["error"] and "wrong result" in job["error"]
+
+
+def test_a_hanging_case_is_killed_at_the_time_limit(stack):
+    cfg, client, start_worker = stack
+    start_worker(cfg, FAKE_GPU_HANG_VARIANT="naive", GEMMWATCH_CASE_TIMEOUT_S="2")
+    job = wait_for_job(client, client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[8, 8, 8]]}).json()["id"])
+    assert job["status"] == "failed"
+    assert "exceeded the 2 s case time limit" in job["error"]
+
+
+def test_jobs_for_a_gpu_model_go_to_that_models_queue(stack):
+    cfg, client, start_worker = stack
+    start_worker(cfg, queues="gpu.FAKE")
+    job = client.post("/api/jobs", json={"variants": ["cublas"], "sizes": [[8, 8, 8]], "gpu": "FAKE"}).json()
+    assert job["queue"] == "gpu.FAKE"
+    done = wait_for_job(client, job["id"])
+    assert done["status"] == "succeeded" and done["results"][0]["variant"] == "cublas"
+
+
+def test_broker_down_gives_503_and_the_job_is_kept_as_failed(tmp_path, pg_url):
+    cfg = make_settings(tmp_path, pg_url, "redis://127.0.0.1:1/0")  # nothing listens on port 1
+    upgrade_database(cfg)
+    client = TestClient(create_app(cfg))
+    resp = client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[8, 8, 8]]})
+    assert resp.status_code == 503 and "broker unreachable" in resp.json()["detail"]
+    with session_factory(cfg)() as db:
+        (job,) = db.scalars(select(Job)).all()
+        assert job.id == resp.json()["id"] and job.status == "failed" and "broker unreachable" in job.error
