@@ -107,3 +107,17 @@ def test_broker_down_gives_503_and_the_job_is_kept_as_failed(tmp_path, pg_url):
     with session_factory(cfg)() as db:
         (job,) = db.scalars(select(Job)).all()
         assert job.id == resp.json()["id"] and job.status == "failed" and "broker unreachable" in job.error
+
+
+def test_progress_moves_case_by_case_while_the_job_runs(stack):
+    cfg, client, start_worker = stack
+    start_worker(cfg, FAKE_GPU_SLEEP_S="1.5")
+    job_id = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": [[8, 8, 8]]}).json()["id"]
+    midway = wait_for_job(client, job_id, until=("running",))
+    # The result of case 0 and the start of case 1 are two writes; wait until both have landed.
+    while midway["progress"]["done"] == 0 or midway["current_case"] == "naive 8x8x8":
+        midway = client.get(f"/api/jobs/{job_id}").json()
+    assert midway["status"] == "running" and midway["progress"] == {"done": 1, "total": 2}
+    assert [r["variant"] for r in midway["results"]] == ["naive"]
+    assert midway["current_case"] == "smem_tiled 8x8x8"
+    assert wait_for_job(client, job_id)["progress"] == {"done": 2, "total": 2}
