@@ -100,6 +100,10 @@ class KernelSpec:
 
 
 SEED_000 = "000_3aaa2eae4ca2accc.txt"
+SEED_TEXTBOOK = "001_adac3a76413eb491.txt"  # openmlsys textbook: the FP32 SGEMM optimisation ladder
+SEED_GUIDE = "002_3f42798b53ca6e9c.txt"  # CUDA programming guide's Matrix / GetSubMatrix kernels
+SEED_SWIZZLE = "003_6ba4e7f2604c6f00.txt"  # shared-memory bank conflicts: XOR swizzle vs padding
+SEED_PITCHED = "004_d0a690938e8c7a2e.txt"  # TILE kernel with transposed B; register-staged A^T kernel
 
 VARIANTS: dict[str, KernelSpec] = {
     spec.name: spec
@@ -131,6 +135,168 @@ VARIANTS: dict[str, KernelSpec] = {
             tile=("TILE", "TILE"),
             tunables=(Tunable("TILE", (8, 16, 32), 32),),
             seed=SEED_000,
+        ),
+        KernelSpec(
+            name="guide_global_strided",
+            technique="one thread per C element through strided Matrix {width, height, stride} views "
+            "built in the kernel, operands from global memory (the CUDA guide's first kernel)",
+            source_file="guide_global_strided.cu",
+            entry="sgemm_guide_global_strided",
+            block=("BLOCK_SIZE", "BLOCK_SIZE", 1),
+            tile=("BLOCK_SIZE", "BLOCK_SIZE"),
+            tunables=(Tunable("BLOCK_SIZE", (8, 16, 32), 16),),
+            seed=SEED_GUIDE,
+        ),
+        KernelSpec(
+            name="guide_smem_submatrix_16",
+            technique="16x16 shared-memory tiles walked as GetSubMatrix views clipped at the edges, "
+            "one C element per thread (the CUDA guide's shared-memory kernel)",
+            source_file="guide_smem_submatrix_16.cu",
+            entry="sgemm_guide_smem_submatrix_16",
+            block=(16, 16, 1),
+            tile=(16, 16),
+            seed=SEED_GUIDE,
+        ),
+        KernelSpec(
+            name="naive_16x16_alpha_beta",
+            technique="one thread per C element in a 16x16 block with the textbook's threadIdx.x -> row "
+            "mapping (uncoalesced), C read only when beta != 0",
+            source_file="naive_16x16_alpha_beta.cu",
+            entry="sgemm_naive_16x16_alpha_beta",
+            block=(16, 16, 1),
+            tile=(16, 16),
+            tunables=(Tunable("COALESCED", (0, 1), 0),),
+            seed=SEED_TEXTBOOK,
+        ),
+        KernelSpec(
+            name="float4_thread_tile_4x4",
+            technique="4x4 C elements per thread from 128-bit float4 global loads, no shared memory, "
+            "scalar fallback for unaligned rows and edges",
+            source_file="float4_thread_tile_4x4.cu",
+            entry="sgemm_float4_thread_tile_4x4",
+            block=(16, 16, 1),
+            tile=(64, 64),
+            seed=SEED_TEXTBOOK,
+        ),
+        KernelSpec(
+            name="thread_tile_8x8",
+            technique="8x8 C elements per thread (2x2 quadrants of 4x4) from float4 global loads, "
+            "no shared memory",
+            source_file="thread_tile_8x8.cu",
+            entry="sgemm_thread_tile_8x8",
+            block=(16, 16, 1),
+            tile=(128, 128),
+            seed=SEED_TEXTBOOK,
+        ),
+        KernelSpec(
+            name="smem_block_tile",
+            technique="128 x BK slabs of A and B staged in shared memory by the whole block, 8x8 register "
+            "tile per thread read from shared memory",
+            source_file="smem_block_tile.cu",
+            entry="sgemm_smem_block_tile",
+            block=(16, 16, 1),
+            tile=(128, 128),
+            tunables=(Tunable("BK", (8, 16), 8),),
+            seed=SEED_TEXTBOOK,
+        ),
+        KernelSpec(
+            name="smem_a_transposed",
+            technique="smem_block_tile with the A slab stored transposed (As[k][m]) so each thread's A "
+            "fragment is two float4 shared loads",
+            source_file="smem_a_transposed.cu",
+            entry="sgemm_smem_a_transposed",
+            block=(16, 16, 1),
+            tile=(128, 128),
+            tunables=(Tunable("BK", (8, 16), 8),),
+            seed=SEED_TEXTBOOK,
+        ),
+        KernelSpec(
+            name="smem_prefetch_registers",
+            technique="smem_a_transposed with shared-memory fragments double-buffered in registers, "
+            "loaded one k-step ahead of the FMAs",
+            source_file="smem_prefetch_registers.cu",
+            entry="sgemm_smem_prefetch_registers",
+            block=(16, 16, 1),
+            tile=(128, 128),
+            tunables=(Tunable("BK", (8, 16), 8),),
+            seed=SEED_TEXTBOOK,
+        ),
+        KernelSpec(
+            name="global_prefetch_double_buffer",
+            technique="next slab's global loads issued into registers before computing the current one, "
+            "stored afterwards into the other of two shared buffers (one barrier per slab)",
+            source_file="global_prefetch_double_buffer.cu",
+            entry="sgemm_global_prefetch_double_buffer",
+            block=(16, 16, 1),
+            tile=(128, 128),
+            tunables=(Tunable("BK", (8, 16), 8),),
+            seed=SEED_TEXTBOOK,
+        ),
+        KernelSpec(
+            name="smem_padding",
+            technique="global_prefetch_double_buffer with the transposed-A store bank conflict removed "
+            "by padding each shared k-row by 4 floats (keeps float4 alignment)",
+            source_file="smem_padding.cu",
+            entry="sgemm_smem_padding",
+            block=(16, 16, 1),
+            tile=(128, 128),
+            tunables=(Tunable("BK", (8, 16), 8),),
+            seed=SEED_SWIZZLE,
+        ),
+        KernelSpec(
+            name="smem_swizzle_xor",
+            technique="global_prefetch_double_buffer with the transposed-A store bank conflict removed "
+            "by XOR-swizzling 16-byte chunks per k-row (no padding)",
+            source_file="smem_swizzle_xor.cu",
+            entry="sgemm_smem_swizzle_xor",
+            block=(16, 16, 1),
+            tile=(128, 128),
+            tunables=(Tunable("BK", (8, 16), 8),),
+            seed=SEED_SWIZZLE,
+        ),
+        KernelSpec(
+            name="pitched_b_transposed_tile",
+            technique="TILE x TILE shared tiles addressed through byte pitches, B transposed while "
+            "staged (SubB[x][y]); SKEW=1 pads away its bank conflicts",
+            source_file="pitched_b_transposed_tile.cu",
+            entry="sgemm_pitched_b_transposed_tile",
+            block=("TILE", "TILE", 1),
+            tile=("TILE", "TILE"),
+            tunables=(Tunable("TILE", (16, 32), 16), Tunable("SKEW", (0, 1), 0)),
+            seed=SEED_PITCHED,
+        ),
+        KernelSpec(
+            name="register_staged_at",
+            technique="global -> register -> shared staging issued before the barrier, A transposed "
+            "into padded shared memory, (TILE/16)^2 interleaved outputs per thread",
+            source_file="register_staged_at.cu",
+            entry="sgemm_register_staged_at",
+            block=(16, 16, 1),
+            tile=("TILE", "TILE"),
+            tunables=(Tunable("TILE", (32, 64, 128), 64),),
+            seed=SEED_PITCHED,
+        ),
+        KernelSpec(
+            name="warp_tile",
+            technique="2x4 warps of 64x32 C sub-tiles, 8x4 lanes of 8x8 per warp, on the double-buffered, "
+            "swizzled, register-prefetched 128x128 pipeline",
+            source_file="warp_tile.cu",
+            entry="sgemm_warp_tile",
+            block=(256, 1, 1),
+            tile=(128, 128),
+            tunables=(Tunable("BK", (8, 16), 8),),
+            seed=SEED_TEXTBOOK,  # past the seeds: builds on the textbook ladder
+        ),
+        KernelSpec(
+            name="cp_async_multistage",
+            technique="cp.async 16-byte copies (4-byte zero-fill fallback) into a STAGES-deep shared "
+            "ring, warp-tiled 128x128 blocks",
+            source_file="cp_async_multistage.cu",
+            entry="sgemm_cp_async_multistage",
+            block=(256, 1, 1),
+            tile=(128, 128),
+            tunables=(Tunable("STAGES", (2, 3, 4), 4),),
+            seed=SEED_TEXTBOOK,  # past the seeds: builds on the textbook ladder
         ),
     )
 }

@@ -1,0 +1,216 @@
+// Technique: asynchronous copies into a multi-stage shared-memory ring (cp.async, sm_80+). Each
+// thread issues cp.async.cg 16-byte copies global -> shared for slab t + STAGES - 1 and goes
+// straight on to the FMAs of slab t; copies are grouped per slab (commit_group) and a thread
+// waits only for the oldest group (wait_group STAGES - 2) before the barrier that publishes it.
+// The tile shape is warp_tile's: 128x128 per 256-thread block, BK = 8, 2 x 4 warps of 64 x 32,
+// 8x8 outputs per lane.
+// Why faster than warp_tile: there every slab went global -> registers -> shared, costing 8
+// staging registers, the STS instructions and a register dependency that a late LDG stalls on
+// at the store point. cp.async moves data straight into shared memory without registers or
+// issue slots for the store, and with STAGES - 1 slabs in flight (instead of one) the loads have
+// 2-3 slabs of FMAs to hide behind. .cg bypasses L1, which these streaming slabs would only
+// pollute.
+// Layout: cp.async copies bytes verbatim, so A cannot be transposed on the way in; the A slab
+// is kept as in global memory, As[m][k], and each lane reads A[m][k..k+3] as one float4 for 4
+// consecutive k (still 2 LDS.128 per k-step, as in warp_tile). A lane's 8 rows are interleaved
+// (tm + 8i) so that the 8 lanes of a column read 8 consecutive rows; with k-rows padded to
+// 12 floats (3 chunks, odd) those 8 rows land in 8 different 16-byte bank groups, conflict-free.
+// Edges and alignment: 16-byte copies need 16-byte aligned source rows (K % 4 == 0 for A, N % 4
+// == 0 for B, aligned base). Then a 4-float chunk is either wholly inside or wholly outside the
+// matrix, and outside chunks use src-size 0, which zero-fills without reading. Otherwise the
+// fallback issues four 4-byte cp.async.ca copies per chunk, each zero-filled when out of bounds,
+// so unaligned shapes stay correct and still asynchronous (just with 4x the copy instructions).
+// Seed: none of the seed documents covers cp.async (Past the seeds); the tile shape comes from
+// warp_tile and the ladder of 001_adac3a76413eb491.txt.
+// Tunables: -DSTAGES (slabs in the shared ring; STAGES - 1 are in flight while one is computed).
+
+#ifndef STAGES
+#define STAGES 4
+#endif
+
+#define THREADS 256
+#define BM 128
+#define BN 128
+#define BK 8
+#define A_ROW (BK + 4)  // padded k-row length of As[m][k]: 3 chunks of 16 bytes
+#define WARP_M 64
+#define WARP_N 32
+
+#if STAGES < 2
+#error "STAGES must be at least 2"
+#endif
+// Static shared memory: STAGES * (BM * A_ROW + BK * BN) * 4 bytes = STAGES * 10 KB <= 40 KB.
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, cached in L2 only. src_bytes < 16 zero-fills the rest; with 0 nothing
+// is read (src must still be a valid address, so callers pass the matrix base).
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+// 4 bytes global -> shared (.ca: the only cache mode that allows sizes below 16), zero-filled
+// when src_bytes is 0.
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Wait until at most n of this thread's committed groups are still in flight.
+template <int n>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory");
+}
+
+__device__ __forceinline__ void store_row4(float* __restrict__ Cm, int rows, int cols, int r, int c,
+                                           const float* acc, float alpha, float beta, bool vec) {
+    if (r >= rows) return;
+    float* p = Cm + (size_t)r * cols + c;
+    float4 out = make_float4(alpha * acc[0], alpha * acc[1], alpha * acc[2], alpha * acc[3]);
+    if (vec && c < cols) {
+        if (beta != 0.0f) {
+            const float4 old = *reinterpret_cast<const float4*>(p);
+            out.x += beta * old.x;
+            out.y += beta * old.y;
+            out.z += beta * old.z;
+            out.w += beta * old.w;
+        }
+        *reinterpret_cast<float4*>(p) = out;
+    } else {
+        if (c < cols) p[0] = (beta == 0.0f) ? out.x : out.x + beta * p[0];
+        if (c + 1 < cols) p[1] = (beta == 0.0f) ? out.y : out.y + beta * p[1];
+        if (c + 2 < cols) p[2] = (beta == 0.0f) ? out.z : out.z + beta * p[2];
+        if (c + 3 < cols) p[3] = (beta == 0.0f) ? out.w : out.w + beta * p[3];
+    }
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) {
+    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
+}
+
+// Issue the copies of the slab starting at k0 into one stage of the ring. 256 threads, 256
+// chunks of A (128 rows x 2) and 256 of B (8 rows x 32): one chunk of each per thread.
+__device__ __forceinline__ void load_stage(float (*As)[A_ROW], float (*Bs)[BN],
+                                           const float* __restrict__ A, const float* __restrict__ B,
+                                           int M, int N, int K, int bm0, int bn0, int k0, int tid,
+                                           bool a_vec, bool b_vec) {
+    {
+        const int r = tid >> 1, c = (tid & 1) * 4;
+        const int gm = bm0 + r, gk = k0 + c;
+        float* dst = &As[r][c];
+        if (a_vec) {
+            const bool ok = gm < M && gk < K;  // K % 4 == 0: the chunk is wholly in or out
+            cp_async_16(dst, ok ? A + (size_t)gm * K + gk : A, ok ? 16 : 0);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const bool ok = gm < M && gk + j < K;
+                cp_async_4(dst + j, ok ? A + (size_t)gm * K + gk + j : A, ok ? 4 : 0);
+            }
+        }
+    }
+    {
+        const int r = tid >> 5, c = (tid & 31) * 4;
+        const int gk = k0 + r, gn = bn0 + c;
+        float* dst = &Bs[r][c];
+        if (b_vec) {
+            const bool ok = gk < K && gn < N;  // N % 4 == 0: the chunk is wholly in or out
+            cp_async_16(dst, ok ? B + (size_t)gk * N + gn : B, ok ? 16 : 0);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const bool ok = gk < K && gn + j < N;
+                cp_async_4(dst + j, ok ? B + (size_t)gk * N + gn + j : B, ok ? 4 : 0);
+            }
+        }
+    }
+}
+
+// Two blocks per SM: the kernel fits 128 registers without spilling (checked with ptxas -v).
+extern "C" __global__ void __launch_bounds__(THREADS, 2)
+sgemm_cp_async_multistage(int M, int N, int K, float alpha, const float* __restrict__ A,
+                          const float* __restrict__ B, float beta, float* __restrict__ C) {
+    __shared__ __align__(16) float As[STAGES][BM][A_ROW];  // As[m][k], as in global memory
+    __shared__ __align__(16) float Bs[STAGES][BK][BN];
+
+    const bool a_vec = (K % 4 == 0) && aligned16(A);
+    const bool b_vec = (N % 4 == 0) && aligned16(B);
+
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31;
+    const int wm = warp >> 2, wn = warp & 3;  // 2 x 4 warps
+    const int tm = lane >> 2, tn = lane & 3;  // 8 x 4 lanes per warp
+    const int am = wm * WARP_M + tm;          // this lane's rows: am + 8 * i, i = 0..7
+    const int bn = wn * WARP_N + tn * 4;      // this lane's columns: bn .. bn+3, bn+16 .. bn+19
+    const int bm0 = blockIdx.y * BM;
+    const int bn0 = blockIdx.x * BN;
+    const int slabs = (K + BK - 1) / BK;  // >= 1
+
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+
+    // Prologue: slabs 0 .. STAGES-2 in flight, one commit group each (empty past the end, so the
+    // group count, and with it the wait below, is the same for every K).
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < slabs) load_stage(As[s], Bs[s], A, B, M, N, K, bm0, bn0, s * BK, tid, a_vec, b_vec);
+        cp_async_commit();
+    }
+
+    for (int t = 0; t < slabs; ++t) {
+        // Groups committed so far: STAGES - 1 + t, the (t+1)-th holding slab t. Allowing
+        // STAGES - 2 to remain pending means slab t has landed (for this thread's copies) ...
+        cp_async_wait<STAGES - 2>();
+        // ... and after the barrier for every thread's copies. The barrier also proves that all
+        // warps finished computing slab t - 1, whose stage is refilled next.
+        __syncthreads();
+
+        const int next = t + STAGES - 1;
+        if (next < slabs) {
+            const int st = next % STAGES;  // == (t - 1) mod STAGES
+            load_stage(As[st], Bs[st], A, B, M, N, K, bm0, bn0, next * BK, tid, a_vec, b_vec);
+        }
+        cp_async_commit();
+
+        const int cur = t % STAGES;
+#pragma unroll
+        for (int k4 = 0; k4 < BK; k4 += 4) {
+            float a[8][4];  // a[i][kk] = A[am + 8i][k4 + kk]
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const float4 v = *reinterpret_cast<const float4*>(&As[cur][am + 8 * i][k4]);
+                a[i][0] = v.x; a[i][1] = v.y; a[i][2] = v.z; a[i][3] = v.w;
+            }
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                const float4 b_lo = *reinterpret_cast<const float4*>(&Bs[cur][k4 + kk][bn]);
+                const float4 b_hi = *reinterpret_cast<const float4*>(&Bs[cur][k4 + kk][bn + WARP_N / 2]);
+                const float b[8] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) acc[i][j] += a[i][kk] * b[j];
+            }
+        }
+    }
+    cp_async_wait<0>();  // nothing real is pending (only empty groups); leave no copy in flight
+
+    const bool c_vec = (N % 4 == 0) && aligned16(C);  // computed here: one register less in the loop
+
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int r = bm0 + am + 8 * i;
+        store_row4(C, M, N, r, bn0 + bn, &acc[i][0], alpha, beta, c_vec);
+        store_row4(C, M, N, r, bn0 + bn + WARP_N / 2, &acc[i][4], alpha, beta, c_vec);
+    }
+}

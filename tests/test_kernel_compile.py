@@ -1,0 +1,68 @@
+"""Every built-in kernel compiles for sm_90, and every variant says where its technique comes from.
+
+No GPU needed, only nvcc. A missing nvcc fails these tests rather than skipping them, so a
+machine without the CUDA toolkit cannot pass them by accident. The runner compiles through
+NVRTC, not nvcc; nvcc runs the same front end and ptxas for sm_90, so broken source fails here.
+"""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernels.registry import CUBLAS, KERNEL_DIR, VARIANTS
+
+SEEDS_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "seeds"
+SEED_NAME = re.compile(r"\d{3}_[0-9a-f]{16}\.txt")
+KERNELS = [name for name, spec in VARIANTS.items() if spec.source_file is not None]
+DOCUMENTED = [name for name in VARIANTS if name != CUBLAS]
+
+
+def nvcc() -> str:
+    path = shutil.which("nvcc")
+    if path is None:
+        pytest.fail("nvcc is not on PATH: compiling the kernels needs the CUDA toolkit (CUDA 12+ for sm_90)", pytrace=False)
+    return path
+
+
+def header_comment(text: str) -> str:
+    """The comment block a .cu file opens with."""
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("//"):
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_kernel_compiles_for_sm90(name, tmp_path):
+    launch = VARIANTS[name].resolve()
+    source = tmp_path / f"{name}.cu"
+    source.write_text(launch.source)
+    cmd = [nvcc(), "-arch=sm_90", "-c", "-o", str(tmp_path / f"{name}.o"), "-x", "cu", *launch.compile_options(), str(source)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"{name} does not compile:\n$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
+
+
+@pytest.mark.parametrize("name", DOCUMENTED)
+def test_variant_names_its_seed_and_technique(name):
+    spec = VARIANTS[name]
+    assert re.fullmatch(r"[a-z][a-z0-9_]*", name), f"{name}: variant names are snake_case"
+    assert spec.technique and spec.technique.strip(), f"{name}: empty technique"
+    assert spec.seed and SEED_NAME.fullmatch(spec.seed), f"{name}: seed {spec.seed!r} is not a seed file name"
+    if SEEDS_DIR.is_dir():
+        assert (SEEDS_DIR / spec.seed).is_file(), f"{name}: seed {spec.seed} not found in {SEEDS_DIR}"
+
+    assert spec.source_file, f"{name}: only the cuBLAS baseline has no source file"
+    text = (KERNEL_DIR / spec.source_file).read_text()
+    header = header_comment(text)
+    assert header, f"{spec.source_file} must open with a comment (technique, why, seed)"
+    assert spec.seed in header or "Past the seeds" in header, (
+        f"{spec.source_file}: opening comment mentions neither {spec.seed} nor 'Past the seeds'"
+    )
+    assert re.search(rf'extern "C" __global__[^;{{]*\b{re.escape(spec.entry)}\s*\(', text), (
+        f"{spec.source_file} defines no extern \"C\" __global__ {spec.entry}"
+    )
