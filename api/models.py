@@ -69,8 +69,14 @@ class Job(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    # "bench": each variant once per size; "autotune": every tunable combination per size.
+    kind: Mapped[str] = mapped_column(String(16), default="bench", server_default="bench")
     variants: Mapped[list[Any]]
     sizes: Mapped[list[Any]]
+    # Explicit tunables per variant ({"warp_tile": {"BK": 16}}); others use the tuned or default values.
+    tunables: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
+    # The cases as planned once the GPU was known, so a re-run after a worker death repeats them.
+    plan: Mapped[list[Any] | None] = mapped_column(JSON)
     gpu_model: Mapped[str | None] = mapped_column(String(60))
     queue: Mapped[str] = mapped_column(String(80))
     commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id"))
@@ -122,7 +128,14 @@ class Result(Base):
     cublas_median_ms: Mapped[float | None] = mapped_column(Float)
     cublas_gflops: Mapped[float | None] = mapped_column(Float)
     pct_of_cublas: Mapped[float | None] = mapped_column(Float)
+    tunables: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
     n_samples: Mapped[int] = mapped_column(Integer, default=0)
+    mean_ms: Mapped[float | None] = mapped_column(Float)
+    stddev_ms: Mapped[float | None] = mapped_column(Float)
+    min_ms: Mapped[float | None] = mapped_column(Float)
+    max_ms: Mapped[float | None] = mapped_column(Float)
+    q1_ms: Mapped[float | None] = mapped_column(Float)
+    q3_ms: Mapped[float | None] = mapped_column(Float)
     noise: Mapped[float | None] = mapped_column(Float)
     converged: Mapped[bool] = mapped_column(Boolean, default=False)
     error: Mapped[str | None] = mapped_column(Text)
@@ -134,3 +147,21 @@ class Result(Base):
     job: Mapped[Job] = relationship(back_populates="results")
     gpu: Mapped[Gpu | None] = relationship(lazy="joined")
     commit: Mapped[Commit | None] = relationship(lazy="joined")
+
+
+class TunedConfig(Base):
+    """The fastest verified tunables found by an autotune job, per GPU model, variant and size."""
+
+    __tablename__ = "tuned_config"
+    __table_args__ = (UniqueConstraint("gpu_model", "variant", "m", "n", "k", name="uq_tuned_config"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    gpu_model: Mapped[str] = mapped_column(String(60))
+    variant: Mapped[str] = mapped_column(String(120))
+    m: Mapped[int]
+    n: Mapped[int]
+    k: Mapped[int]
+    tunables: Mapped[dict[str, Any]]
+    gflops: Mapped[float] = mapped_column(Float)
+    job_id: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"))
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)

@@ -7,8 +7,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from api.settings import settings
 from kernels.registry import VARIANTS
+from kernels.tuning import configurations
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+JobKind = Literal["bench", "autotune"]
 TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
 GpuModel = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,59}$")]
@@ -38,6 +40,16 @@ class JobCreate(BaseModel):
     sizes: list[list[int]] = Field(min_length=1, description="[[M, N, K], ...]")
     commit: CommitIn | None = None
     gpu: GpuModel | None = Field(default=None, description="GPU model, e.g. H100; any GPU when omitted")
+    kind: JobKind = Field(
+        default="bench",
+        description="bench: each variant once per size; autotune: every tunable combination per size,"
+        " and the fastest verified one becomes the default for that GPU model and size",
+    )
+    tunables: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description='bench only: tunables per variant, e.g. {"warp_tile": {"BK": 16}};'
+        " otherwise the tuned configuration for the GPU and size, or the registry default",
+    )
 
     @field_validator("variants")
     @classmethod
@@ -61,14 +73,27 @@ class JobCreate(BaseModel):
         return sizes
 
     @model_validator(mode="after")
-    def _not_too_many_cases(self) -> "JobCreate":
-        cases = len(self.variants) * len(self.sizes)
-        if cases > settings.max_cases_per_job:
-            raise ValueError(
-                f"{len(self.variants)} variants x {len(self.sizes)} sizes = {cases} cases;"
-                f" at most {settings.max_cases_per_job} per job"
-            )
+    def _tunables_are_allowed(self) -> "JobCreate":
+        for name, params in self.tunables.items():
+            if name not in self.variants:
+                raise ValueError(f"tunables given for {name!r}, which is not among the job's variants")
+            VARIANTS[name].check_params(params)  # ValueError names the allowed values
+        if self.tunables and self.kind == "autotune":
+            raise ValueError("an autotune job sweeps every tunable; leave 'tunables' out")
         return self
+
+    @model_validator(mode="after")
+    def _not_too_many_cases(self) -> "JobCreate":
+        cases = self.case_count()
+        limit = settings.max_autotune_cases if self.kind == "autotune" else settings.max_cases_per_job
+        if cases > limit:
+            raise ValueError(f"this {self.kind} job has {cases} cases; at most {limit} per {self.kind} job")
+        return self
+
+    def case_count(self) -> int:
+        if self.kind == "bench":
+            return len(self.variants) * len(self.sizes)
+        return len(self.sizes) * sum(len(configurations(VARIANTS[v])) for v in self.variants)
 
 
 class Progress(BaseModel):
@@ -117,9 +142,16 @@ class ResultOut(BaseModel):
     cublas_median_ms: float | None
     cublas_gflops: float | None
     pct_of_cublas: float | None
+    tunables: dict[str, int]
     rel_error: float | None
     verified: bool
     n_samples: int
+    mean_ms: float | None
+    stddev_ms: float | None
+    min_ms: float | None
+    max_ms: float | None
+    q1_ms: float | None
+    q3_ms: float | None
     noise: float | None
     converged: bool
     error: str | None
@@ -134,12 +166,14 @@ class ResultOut(BaseModel):
 
 class JobOut(BaseModel):
     id: int
+    kind: JobKind
     status: JobStatus
     progress: Progress
     current_case: str | None
     error: str | None
     variants: list[str]
     sizes: list[list[int]]
+    tunables: dict[str, dict[str, int]]
     gpu: str | None = Field(description="the GPU model asked for")
     queue: str
     ran_on: str | None = Field(description="name of the GPU that ran the job")
@@ -154,12 +188,14 @@ class JobOut(BaseModel):
     def from_row(cls, job, with_results: bool = True) -> "JobOut":
         return cls(
             id=job.id,
+            kind=job.kind,
             status=job.status,
             progress=Progress(done=job.progress_done, total=job.progress_total),
             current_case=job.current_case,
             error=job.error,
             variants=job.variants,
             sizes=job.sizes,
+            tunables=job.tunables or {},
             gpu=job.gpu_model,
             queue=job.queue,
             ran_on=job.gpu.name if job.gpu else None,
@@ -179,3 +215,17 @@ class VariantOut(BaseModel):
     source_file: str | None
     entry: str
     tunables: list[dict[str, Any]]
+
+
+class TunedConfigOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    gpu_model: str
+    variant: str
+    m: int
+    n: int
+    k: int
+    tunables: dict[str, int]
+    gflops: float
+    job_id: int
+    updated_at: datetime

@@ -73,7 +73,7 @@ class CpuRunner:
                     or time.perf_counter() > deadline) and len(v_ms) >= policy.min_samples:
                 break
         s = stats.summarise(v_ms)
-        out.samples_ms, out.n_samples, out.median_ms, out.noise = v_ms, len(v_ms), s["median_ms"], s["noise"]
+        out.add_timing(v_ms, s)
         out.converged = stats.has_converged(v_ms, policy.min_samples, policy.max_noise)
         out.gflops = gflops(case.m, case.n, case.k, out.median_ms)
         out.cublas_median_ms = stats.summarise(b_ms)["median_ms"]

@@ -63,7 +63,7 @@ def test_a_crashing_kernel_fails_its_job_and_the_worker_keeps_serving(stack):
     bad = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": [[16, 16, 16]]}).json()
     job = wait_for_job(client, bad["id"])
     assert job["status"] == "failed"
-    assert "smem_tiled 16x16x16: GPU process died (exit code 77)" in job["error"]
+    assert "smem_tiled 16x16x16 TILE=32: GPU process died (exit code 77)" in job["error"]
     # The case measured before the crash is kept.
     assert [r["variant"] for r in job["results"]] == ["naive"]
 
@@ -115,9 +115,9 @@ def test_progress_moves_case_by_case_while_the_job_runs(stack):
     job_id = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": [[8, 8, 8]]}).json()["id"]
     midway = wait_for_job(client, job_id, until=("running",))
     # The result of case 0 and the start of case 1 are two writes; wait until both have landed.
-    while midway["progress"]["done"] == 0 or midway["current_case"] == "naive 8x8x8":
+    while midway["progress"]["done"] == 0 or midway["current_case"].startswith("naive 8x8x8"):
         midway = client.get(f"/api/jobs/{job_id}").json()
     assert midway["status"] == "running" and midway["progress"] == {"done": 1, "total": 2}
     assert [r["variant"] for r in midway["results"]] == ["naive"]
-    assert midway["current_case"] == "smem_tiled 8x8x8"
+    assert midway["current_case"] == "smem_tiled 8x8x8 TILE=32"
     assert wait_for_job(client, job_id)["progress"] == {"done": 2, "total": 2}

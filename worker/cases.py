@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kernels.registry import CUBLAS, VARIANTS, LaunchSpec
+from kernels.tuning import configurations
 
 
 @dataclass(frozen=True)
@@ -30,10 +31,12 @@ class Case:
     k: int
     seed: int
     launch: LaunchSpec | None  # None: cuBLAS alone
+    tunables: dict[str, int] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
-        return f"{self.variant} {self.m}x{self.n}x{self.k}"
+        params = "".join(f" {k}={v}" for k, v in sorted(self.tunables.items()))
+        return f"{self.variant} {self.m}x{self.n}x{self.k}{params}"
 
 
 @dataclass
@@ -48,6 +51,12 @@ class CaseOutcome:
     cublas_gflops: float | None = None
     pct_of_cublas: float | None = None
     n_samples: int = 0
+    mean_ms: float | None = None
+    stddev_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    q1_ms: float | None = None
+    q3_ms: float | None = None
     noise: float | None = None
     converged: bool = False
     mode: str = "cold"
@@ -59,16 +68,55 @@ class CaseOutcome:
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
 
+    def add_timing(self, samples_ms: list[float], summary: dict[str, float]) -> None:
+        """Copy a summary from worker.stats.summarise (same key names) and keep the raw samples."""
+        self.samples_ms = samples_ms
+        self.n_samples = len(samples_ms)
+        for key, value in summary.items():
+            setattr(self, key, value)
 
-def plan_cases(variants: list[str], sizes: list[list[int]], job_id: int) -> list[Case]:
-    """Variants x sizes, in the order the user asked for them, each with its own input seed."""
-    cases = []
+
+# Tuned configurations known for the GPU at hand: (variant, m, n, k) -> tunables.
+TunedLookup = dict[tuple[str, int, int, int], dict[str, int]]
+
+
+def plan(
+    kind: str,
+    variants: list[str],
+    sizes: list[list[int]],
+    explicit: dict[str, dict[str, int]],
+    tuned: TunedLookup,
+) -> list[dict[str, Any]]:
+    """The job's cases as plain data, in the order the user asked for them.
+
+    bench: each variant once per size, with its explicit tunables, else the tuned ones for this
+    GPU model and size, else the registry defaults. autotune: every combination of tunables.
+    """
+    entries = []
     for m, n, k in sizes:
         for name in variants:
-            launch = None if name == CUBLAS else VARIANTS[name].resolve()
-            seed = zlib.crc32(f"{job_id}:{m}:{n}:{k}".encode())  # same inputs for every variant of a size
-            cases.append(Case(len(cases), name, m, n, k, seed, launch))
+            spec = VARIANTS[name]
+            if kind == "autotune":
+                options = configurations(spec)
+            else:
+                options = [spec.check_params(explicit.get(name) or tuned.get((name, m, n, k)))]
+            entries += [{"variant": name, "m": m, "n": n, "k": k, "tunables": params} for params in options]
+    return entries
+
+
+def cases_from_plan(entries: list[dict[str, Any]], job_id: int) -> list[Case]:
+    cases = []
+    for index, e in enumerate(entries):
+        name, m, n, k = e["variant"], e["m"], e["n"], e["k"]
+        launch = None if name == CUBLAS else VARIANTS[name].resolve(e["tunables"])
+        seed = zlib.crc32(f"{job_id}:{m}:{n}:{k}".encode())  # same inputs for every variant of a size
+        cases.append(Case(index, name, m, n, k, seed, launch, dict(e["tunables"])))
     return cases
+
+
+def plan_cases(variants: list[str], sizes: list[list[int]], job_id: int) -> list[Case]:
+    """A bench job's cases with default tunables (for callers without a database)."""
+    return cases_from_plan(plan("bench", variants, sizes, {}, {}), job_id)
 
 
 def gflops(m: int, n: int, k: int, ms: float) -> float:

@@ -1,9 +1,9 @@
 """The GPU child process: owns the CUDA context for one job and reports over a pipe.
 
-Messages sent to the parent, in order:
-  ("identity", dict) | ("fatal", message)
-  then per case: ("started", index) and ("result", index, CaseOutcome)
-  finally ("done",)
+The conversation, in order:
+  child -> parent  ("identity", dict) | ("fatal", message)
+  parent -> child  the list of Cases to run (planned once the GPU model is known)
+  child -> parent  per case ("started", index) and ("result", index, CaseOutcome); then ("done",)
 A CUDA fault makes the context unusable for the rest of the process, which is why this is
 a process of its own: the parent sees it die, fails the job and keeps serving.
 """
@@ -20,7 +20,7 @@ def load_runner(dotted: str):
     return getattr(importlib.import_module(module_name), attr)
 
 
-def child_main(conn: Connection, runner_path: str, cases: list[Case], policy: TimingPolicy) -> None:
+def child_main(conn: Connection, runner_path: str, policy: TimingPolicy) -> None:
     try:
         runner = load_runner(runner_path)()
         conn.send(("identity", runner.identity()))
@@ -28,6 +28,7 @@ def child_main(conn: Connection, runner_path: str, cases: list[Case], policy: Ti
         conn.send(("fatal", str(exc) or type(exc).__name__))
         conn.close()
         return
+    cases: list[Case] = conn.recv()
     for case in cases:
         conn.send(("started", case.index))
         try:

@@ -14,11 +14,11 @@ from sqlalchemy.orm import Session
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from api.db import session_factory
-from api.models import Job, Result, utcnow
+from api.models import Job, Result, TunedConfig, utcnow
 from api.schemas import TERMINAL_STATUSES
 from api.settings import Settings, settings
 from api.store import upsert_gpu
-from worker.cases import Case, CaseOutcome, TimingPolicy, plan_cases
+from worker.cases import Case, CaseOutcome, TimingPolicy, TunedLookup, cases_from_plan, plan
 from worker.child import child_main
 
 log = logging.getLogger(__name__)
@@ -44,24 +44,62 @@ class JobRun:
 
     # -- database writes (each its own short transaction) ---------------------------
     @db_retry
-    def start(self) -> list[Case] | None:
+    def start(self) -> bool:
         with self.Session() as db:
             job = db.get(Job, self.job_id)
             if job is None:
                 log.error("job %s does not exist; nothing to do", self.job_id)
-                return None
+                return False
             if job.status in TERMINAL_STATUSES:
                 log.info("job %s is already %s; not running it again", job.id, job.status)
-                return None
-            cases = plan_cases(job.variants, job.sizes, job.id)
-            done = set(db.scalars(select(Result.case_index).where(Result.job_id == job.id)))
+                return False
             job.status, job.worker = "running", socket.gethostname()
             job.started_at = job.started_at or utcnow()
             job.heartbeat_at = utcnow()
+            db.commit()
+            return True
+
+    @db_retry
+    def plan_for(self, gpu_model: str) -> list[Case]:
+        """Plan once, when the GPU model is known; a re-run after a worker death reuses the plan
+        and skips the cases whose results are already stored."""
+        with self.Session() as db:
+            job = db.get(Job, self.job_id)
+            if job.plan is None:
+                job.plan = plan(job.kind, job.variants, job.sizes, job.tunables or {}, self._tuned(db, job, gpu_model))
+            cases = cases_from_plan(job.plan, job.id)
+            done = set(db.scalars(select(Result.case_index).where(Result.job_id == job.id)))
             job.progress_total, job.progress_done = len(cases), len(done)
             db.commit()
-            # A job picked up again after its worker died keeps the results it already has.
             return [c for c in cases if c.index not in done]
+
+    @staticmethod
+    def _tuned(db: Session, job: Job, gpu_model: str) -> TunedLookup:
+        rows = db.scalars(
+            select(TunedConfig).where(TunedConfig.gpu_model == gpu_model, TunedConfig.variant.in_(job.variants))
+        )
+        return {(r.variant, r.m, r.n, r.k): r.tunables for r in rows}
+
+    @db_retry
+    def record_tuned(self) -> None:
+        """After an autotune job: the fastest verified configuration per variant and size."""
+        with self.Session() as db:
+            job = db.get(Job, self.job_id)
+            model = job.gpu.model
+            best: dict[tuple, Result] = {}
+            for r in job.results:
+                key = (r.variant, r.m, r.n, r.k)
+                if r.verified and r.gflops and (key not in best or r.gflops > best[key].gflops):
+                    best[key] = r
+            for (variant, m, n, k), r in best.items():
+                row = db.scalar(select(TunedConfig).where(
+                    TunedConfig.gpu_model == model, TunedConfig.variant == variant,
+                    TunedConfig.m == m, TunedConfig.n == n, TunedConfig.k == k))
+                if row is None:
+                    row = TunedConfig(gpu_model=model, variant=variant, m=m, n=n, k=k)
+                    db.add(row)
+                row.tunables, row.gflops, row.job_id = r.tunables, r.gflops, job.id
+            db.commit()
 
     @db_retry
     def update(self, **fields) -> None:
@@ -93,13 +131,16 @@ class JobRun:
             for name, value in values.items():
                 setattr(row, name, value)
             row.variant, row.m, row.n, row.k = case.variant, case.m, case.n, case.k
+            row.tunables = case.tunables
             row.gpu_id, row.commit_id = job.gpu_id, job.commit_id
             db.flush()
             job.progress_done = _count_results(db, job.id)
             job.heartbeat_at = utcnow()
             db.commit()
 
-    def finish(self) -> str:
+    def finish(self, kind: str) -> str:
+        if kind == "autotune" and self.identity is not None:
+            self.record_tuned()  # a failed configuration does not spoil the others
         status = "failed" if self.problems else "succeeded"
         error = "\n".join(self.problems) if self.problems else None
         self.update(status=status, error=error, finished_at=utcnow(), current_case=None)
@@ -107,21 +148,21 @@ class JobRun:
 
     # -- the child process --------------------------------------------------------
     def run(self) -> str | None:
-        todo = self.start()
-        if todo is None:
+        if not self.start():
             return None
-        by_index = {c.index: c for c in todo}
-        if todo:
-            self._drive_child(todo, by_index)
-        return self.finish()
+        self._drive_child()
+        with self.Session() as db:
+            kind = db.get(Job, self.job_id).kind
+        return self.finish(kind)
 
-    def _drive_child(self, todo: list[Case], by_index: dict[int, Case]) -> None:
+    def _drive_child(self) -> None:
         ctx = mp.get_context("spawn")  # a fresh interpreter: no CUDA state inherited, none leaked
-        receiver, sender = ctx.Pipe(duplex=False)
+        receiver, child_end = ctx.Pipe()
         policy = TimingPolicy.from_settings(self.cfg)
-        proc = ctx.Process(target=child_main, args=(sender, self.cfg.runner, todo, policy), name="gemmwatch-gpu")
+        proc = ctx.Process(target=child_main, args=(child_end, self.cfg.runner, policy), name="gemmwatch-gpu")
         proc.start()
-        sender.close()
+        child_end.close()
+        by_index: dict[int, Case] = {}
         current: Case | None = None
         deadline = time.monotonic() + self.cfg.case_timeout_s
         try:
@@ -144,6 +185,9 @@ class JobRun:
                 kind = msg[0]
                 if kind == "identity":
                     self.record_gpu(msg[1])
+                    todo = self.plan_for(msg[1]["model"])
+                    by_index = {c.index: c for c in todo}
+                    receiver.send(todo)
                 elif kind == "fatal":
                     self.problems.append(msg[1])
                     return

@@ -87,10 +87,7 @@ class CupyRunner:
         if out.verified:  # a wrong kernel gets no speed
             variant_ms, cublas_ms, converged = self._time_pair(run_variant, run_cublas, policy)
             s = stats.summarise(variant_ms)
-            out.samples_ms = variant_ms
-            out.n_samples = len(variant_ms)
-            out.median_ms = s["median_ms"]
-            out.noise = s["noise"]
+            out.add_timing(variant_ms, s)
             out.converged = converged
             out.gflops = gflops(case.m, case.n, case.k, out.median_ms)
             out.cublas_median_ms = stats.summarise(cublas_ms)["median_ms"]
@@ -98,7 +95,6 @@ class CupyRunner:
             # Paired: each variant sample against the cuBLAS sample taken right after it.
             ratios = sorted(cb / v for v, cb in zip(variant_ms, cublas_ms))
             out.pct_of_cublas = 100.0 * ratios[len(ratios) // 2]
-            out.env["stats"] = s
 
         with gpu_identity.nvml():
             out.env["after"] = gpu_identity.device_state(self.pci_bus_id)

@@ -23,11 +23,13 @@ def create_job(body: JobCreate, db: SessionDep, cfg: SettingsDep):
     # is the record that a job exists.
     job = Job(
         status="queued",
+        kind=body.kind,
         variants=body.variants,
         sizes=body.sizes,
+        tunables=body.tunables,
         gpu_model=body.gpu,
         queue=queue_for(body.gpu),
-        progress_total=len(body.variants) * len(body.sizes),
+        progress_total=body.case_count(),
     )
     if body.commit is not None:
         job.commit = upsert_commit(db, body.commit)
