@@ -156,6 +156,7 @@ def worker_env(cfg: Settings, runner: str | None = FAKE_RUNNER, **extra: str) ->
         GEMMWATCH_DATA_DIR=str(cfg.data_dir),
         DATABASE_URL=cfg.resolved_database_url,
         GEMMWATCH_CASE_TIME_CAP_S="0.3",
+        GEMMWATCH_MIN_TIME_S="0",
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         PYTHONUNBUFFERED="1",
     )

@@ -69,12 +69,11 @@ class CpuRunner:
                 t0 = time.perf_counter()
                 fn()
                 into.append((time.perf_counter() - t0) * 1e3)
-            if (stats.has_converged(v_ms, policy.min_samples, policy.max_noise)
-                    or time.perf_counter() > deadline) and len(v_ms) >= policy.min_samples:
+            if policy.satisfied(v_ms, b_ms) or (time.perf_counter() > deadline and len(v_ms) >= policy.min_samples):
                 break
         s = stats.summarise(v_ms)
         out.add_timing(v_ms, s)
-        out.converged = stats.has_converged(v_ms, policy.min_samples, policy.max_noise)
+        out.converged = policy.satisfied(v_ms, b_ms)
         out.gflops = gflops(case.m, case.n, case.k, out.median_ms)
         out.cublas_median_ms = stats.summarise(b_ms)["median_ms"]
         out.cublas_gflops = gflops(case.m, case.n, case.k, out.cublas_median_ms)

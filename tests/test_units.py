@@ -21,6 +21,18 @@ def test_noise_and_convergence():
     assert (s["median_ms"], s["min_ms"], s["max_ms"], s["mean_ms"]) == (2.5, 1.0, 4.0, 2.5)
 
 
+def test_policy_needs_samples_quiet_and_time_for_every_series():
+    from worker.cases import TimingPolicy
+
+    policy = TimingPolicy(0, min_samples=10, max_noise=0.005, time_cap_s=1, max_rel_error=1e-4, mode="cold",
+                          min_time_s=0.05)
+    quiet_long = [10.0, 10.01] * 5  # 10 samples, 100 ms of kernel time
+    quiet_short = [1.0, 1.001] * 5  # 10 ms only
+    assert policy.satisfied(quiet_long)
+    assert not policy.satisfied(quiet_short)
+    assert not policy.satisfied(quiet_long, [10.0, 12.0] * 5)  # the baseline is noisy
+
+
 def test_grid_covers_c_for_any_size():
     spec = VARIANTS["smem_tiled"].resolve({"TILE": 16})
     assert spec.block == (16, 16, 1) and spec.defines == {"TILE": 16}

@@ -6,6 +6,7 @@ from typing import Any
 
 from kernels.registry import CUBLAS, VARIANTS, LaunchSpec
 from kernels.tuning import configurations
+from worker import stats
 
 
 @dataclass(frozen=True)
@@ -16,10 +17,20 @@ class TimingPolicy:
     time_cap_s: float
     max_rel_error: float
     mode: str  # "cold": L2 flushed before every sample; "hot": back-to-back launches
+    min_time_s: float = 0.0
+    discard_throttled: bool = True
 
     @classmethod
     def from_settings(cls, s) -> "TimingPolicy":
-        return cls(s.warmup_ms, s.min_samples, s.max_noise, s.case_time_cap_s, s.max_rel_error, s.timing_mode)
+        return cls(s.warmup_ms, s.min_samples, s.max_noise, s.case_time_cap_s, s.max_rel_error, s.timing_mode,
+                   s.min_time_s, s.discard_throttled)
+
+    def satisfied(self, *series: list[float]) -> bool:
+        """nvbench's stdrel rule, for every series: enough samples, quiet enough, long enough."""
+        return all(
+            stats.has_converged(x, self.min_samples, self.max_noise) and sum(x) / 1e3 >= self.min_time_s
+            for x in series
+        )
 
 
 @dataclass(frozen=True)

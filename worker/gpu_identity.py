@@ -78,6 +78,20 @@ def visible_gpus() -> list[VisibleGpu]:
     return [VisibleGpu(ordinal, uuid, name) for ordinal, (_, uuid, name) in enumerate(chosen)]
 
 
+# Clock-event reasons that mean the SM clock is being held below what was asked for. Idle,
+# application clocks, sync boost and display clocks are not slowdowns of a running kernel.
+THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # SW power cap, HW slowdown, SW/HW thermal, power brake
+
+
+def throttle_reasons(pci_bus_id: str) -> int:
+    """The active throttle reasons (THROTTLE_MASK bits); 0 when running free or unreadable."""
+    try:
+        h = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())
+        return int(pynvml.nvmlDeviceGetCurrentClocksEventReasons(h)) & THROTTLE_MASK
+    except pynvml.NVMLError:
+        return 0
+
+
 def device_state(pci_bus_id: str) -> dict[str, Any]:
     """Clocks, temperature, power and throttle reasons now, for the device at this PCI bus id."""
     h = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())

@@ -7,6 +7,7 @@ This is where a number is made; the steps follow DESIGN.md "How a number is made
 
 import os
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from worker import gpu_identity, stats
@@ -33,6 +34,7 @@ class CupyRunner:
         if count == 0:
             raise NoCudaDevice("no CUDA device: the CUDA runtime sees no GPU")
         self.cp = cupy
+        self.cublas_math_mode = _check_cublas_math_mode(cupy)
         self.device = cupy.cuda.Device(0)
         self.pci_bus_id = self.device.pci_bus_id
         self._modules: dict[tuple, Any] = {}
@@ -54,13 +56,16 @@ class CupyRunner:
             cupy=cp.__version__,
             # CuPy passes -ftz=true to NVRTC for every RawModule; denormals flush to zero.
             nvrtc_flush_to_zero=True,
+            cublas_math_mode=self.cublas_math_mode,
         )
         return ident
 
     # -- one case -----------------------------------------------------------------
     def run_case(self, case: Case, policy: TimingPolicy) -> CaseOutcome:
         cp = self.cp
-        out = CaseOutcome(mode=policy.mode)
+        out = CaseOutcome(mode=policy.mode, compute_mode="fp32")
+        out.env["notes"] = ["kernels compiled by NVRTC with -ftz=true (CuPy adds it): denormals flush to zero",
+                            "cuBLAS baseline: cupy.matmul, FP32 compute, TF32 off"]
         a, b = self._inputs(case)
         launch = self._compile(case) if case.launch is not None else None
 
@@ -85,16 +90,21 @@ class CupyRunner:
         run_variant = (lambda: launch(a, b, c, 1.0, 0.0)) if launch is not None else run_cublas
 
         if out.verified:  # a wrong kernel gets no speed
-            variant_ms, cublas_ms, converged = self._time_pair(run_variant, run_cublas, policy)
-            s = stats.summarise(variant_ms)
-            out.add_timing(variant_ms, s)
-            out.converged = converged
+            with gpu_identity.nvml():
+                t = self._time_pair(run_variant, run_cublas, policy)
+            out.add_timing(_compact(t.variant_ms), stats.summarise(t.variant_ms))
+            out.converged = t.converged
             out.gflops = gflops(case.m, case.n, case.k, out.median_ms)
-            out.cublas_median_ms = stats.summarise(cublas_ms)["median_ms"]
+            out.cublas_median_ms = stats.summarise(t.cublas_ms)["median_ms"]
             out.cublas_gflops = gflops(case.m, case.n, case.k, out.cublas_median_ms)
-            # Paired: each variant sample against the cuBLAS sample taken right after it.
-            ratios = sorted(cb / v for v, cb in zip(variant_ms, cublas_ms))
+            # Paired: each variant sample against the cuBLAS sample taken right after it, so a
+            # clock change between pairs moves both sides of the ratio.
+            ratios = sorted(cb / v for v, cb in zip(t.variant_ms, t.cublas_ms))
             out.pct_of_cublas = 100.0 * ratios[len(ratios) // 2]
+            out.env["cublas_samples_ms"] = _compact(t.cublas_ms)
+            out.env["cublas_stats"] = stats.summarise(t.cublas_ms)
+            out.env["throttled_samples_discarded"] = t.discarded
+            out.env["throttle_reasons_seen"] = t.reasons_seen
 
         with gpu_identity.nvml():
             out.env["after"] = gpu_identity.device_state(self.pci_bus_id)
@@ -148,8 +158,10 @@ class CupyRunner:
         cp.cuda.Device().synchronize()
         return max(err_plain, err_axpby)
 
-    def _time_pair(self, run_variant, run_cublas, policy: TimingPolicy):
-        """Interleaved A B A B samples with CUDA events until both converge or the cap is hit."""
+    def _time_pair(self, run_variant, run_cublas, policy: TimingPolicy) -> "PairedSamples":
+        """Interleaved A B A B samples with CUDA events until both series satisfy the policy
+        (nvbench's stdrel) or the time cap is hit. Batches during which NVML reported a
+        throttled clock are dropped when the policy says so."""
         cp = self.cp
         flush = self._flusher() if policy.mode == "cold" else (lambda: None)
         stream = cp.cuda.get_current_stream()
@@ -162,8 +174,7 @@ class CupyRunner:
             if time.perf_counter() >= warm_end:
                 break
 
-        variant_ms: list[float] = []
-        cublas_ms: list[float] = []
+        got = PairedSamples()
         deadline = time.perf_counter() + policy.time_cap_s
         batch = 5  # pairs queued before one synchronise, so the host never starves the GPU
         while True:
@@ -177,12 +188,20 @@ class CupyRunner:
                     end.record(stream)
                     events.append((start, end))
             end.synchronize()
+            reasons = gpu_identity.throttle_reasons(self.pci_bus_id)
             times = [cp.cuda.get_elapsed_time(s, e) for s, e in events]
-            variant_ms += times[0::2]
-            cublas_ms += times[1::2]
-            done = all(stats.has_converged(x, policy.min_samples, policy.max_noise) for x in (variant_ms, cublas_ms))
-            if done or time.perf_counter() >= deadline:
-                return variant_ms, cublas_ms, done
+            if reasons:
+                got.reasons_seen |= reasons
+            if reasons and policy.discard_throttled:
+                got.discarded += batch
+            else:
+                got.variant_ms += times[0::2]
+                got.cublas_ms += times[1::2]
+            got.converged = policy.satisfied(got.variant_ms, got.cublas_ms)
+            if got.converged or (time.perf_counter() >= deadline and got.variant_ms):
+                return got
+            if time.perf_counter() >= deadline + policy.time_cap_s:  # throttled the whole time
+                raise RuntimeError(f"GPU throttled (NVML reasons 0x{got.reasons_seen:x}) for every sample")
 
     def _flusher(self):
         """Overwrite a buffer twice the size of L2 so the next sample starts with a cold cache."""
@@ -192,6 +211,33 @@ class CupyRunner:
             self._flush_buffer = cp.empty(max(2 * l2, 1 << 20) // 4, dtype=cp.float32)
         buf = self._flush_buffer
         return lambda: buf.fill(0.0)
+
+
+def _check_cublas_math_mode(cp) -> int | None:
+    """The FP32 baseline must not be allowed TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH = 3)."""
+    try:
+        from cupy_backends.cuda.libs import cublas
+
+        mode = cublas.getMathMode(cp.cuda.device.get_cublas_handle())
+    except Exception:  # older CuPy without the binding: CUPY_TF32 was checked already
+        return None
+    if mode & 0xF not in (0, 2):  # CUBLAS_DEFAULT_MATH, CUBLAS_PEDANTIC_MATH
+        raise RuntimeError(f"cuBLAS math mode {mode} allows reduced precision; the FP32 baseline would not be FP32")
+    return mode
+
+
+@dataclass
+class PairedSamples:
+    variant_ms: list[float] = field(default_factory=list)
+    cublas_ms: list[float] = field(default_factory=list)
+    converged: bool = False
+    discarded: int = 0  # pairs dropped because the clocks were throttled
+    reasons_seen: int = 0
+
+
+def _compact(samples: list[float]) -> list[float]:
+    """Six significant digits: CUDA events resolve about 0.5 us, so nothing real is lost."""
+    return [float(f"{x:.6g}") for x in samples]
 
 
 def _rel_error(cp, c, ref) -> float:
