@@ -5,6 +5,7 @@ machine without the CUDA toolkit cannot pass them by accident. The runner compil
 NVRTC, not nvcc; nvcc runs the same front end and ptxas for sm_90, so broken source fails here.
 """
 
+import itertools
 import re
 import shutil
 import subprocess
@@ -17,6 +18,13 @@ from kernels.registry import CUBLAS, KERNEL_DIR, VARIANTS
 SEEDS_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "seeds"
 SEED_NAME = re.compile(r"\d{3}_[0-9a-f]{16}\.txt")
 KERNELS = [name for name, spec in VARIANTS.items() if spec.source_file is not None]
+# Every kernel at every combination of its tunables' allowed values.
+CONFIGS = [
+    (name, dict(zip([t.name for t in VARIANTS[name].tunables], values)))
+    for name in KERNELS
+    for values in itertools.product(*(t.values for t in VARIANTS[name].tunables))
+]
+PRELUDES = sorted({part for name in KERNELS for part in VARIANTS[name].prelude})
 DOCUMENTED = [name for name in VARIANTS if name != CUBLAS]
 
 
@@ -37,9 +45,9 @@ def header_comment(text: str) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("name", KERNELS)
-def test_kernel_compiles_for_sm90(name, tmp_path):
-    launch = VARIANTS[name].resolve()
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=[f"{n}-{'-'.join(f'{k}{v}' for k, v in p.items())}" for n, p in CONFIGS])
+def test_kernel_compiles_for_sm90(name, params, tmp_path):
+    launch = VARIANTS[name].resolve(params)
     source = tmp_path / f"{name}.cu"
     source.write_text(launch.source)
     cmd = [nvcc(), "-arch=sm_90", "-c", "-o", str(tmp_path / f"{name}.o"), "-x", "cu", *launch.compile_options(), str(source)]
@@ -66,3 +74,22 @@ def test_variant_names_its_seed_and_technique(name):
     assert re.search(rf'extern "C" __global__[^;{{]*\b{re.escape(spec.entry)}\s*\(', text), (
         f"{spec.source_file} defines no extern \"C\" __global__ {spec.entry}"
     )
+
+
+@pytest.mark.parametrize("part", PRELUDES)
+def test_prelude_files_explain_themselves_and_define_no_macros(part):
+    """Shared device code is prepended, so a macro there would leak into every kernel after it."""
+    text = (KERNEL_DIR / part).read_text()
+    assert header_comment(text), f"{part} must open with a comment saying what it holds"
+    assert not re.search(r"^\s*#\s*define\b", text, re.M), f"{part} defines a macro"
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_launch_source_is_self_contained(name):
+    """NVRTC gets no include path: the preludes are pasted in, never #included."""
+    spec = VARIANTS[name]
+    source = spec.resolve().source
+    for part in (*spec.prelude, spec.source_file):
+        assert (KERNEL_DIR / part).read_text() in source, f"{name}: {part} missing from LaunchSpec.source"
+        assert f'#line 1 "{part}"' in source
+    assert not re.search(r"^\s*#\s*include\b", source, re.M), f"{name}: its source #includes a file"

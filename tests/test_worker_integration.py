@@ -68,7 +68,13 @@ def test_a_crashing_kernel_fails_its_job_and_the_worker_keeps_serving(stack):
     assert [r["variant"] for r in job["results"]] == ["naive"]
 
     good = client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[16, 16, 16]]}).json()
-    assert wait_for_job(client, good["id"])["status"] == "succeeded"
+    good = wait_for_job(client, good["id"])
+    assert good["status"] == "succeeded"
+    # The crashed GPU process was replaced; the new one is kept for the job after.
+    pid = good["results"][0]["env"]["gpu"]["gpu_process_pid"]
+    assert pid != job["results"][0]["env"]["gpu"]["gpu_process_pid"]
+    again = wait_for_job(client, client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[8, 8, 8]]}).json()["id"])
+    assert again["results"][0]["env"]["gpu"]["gpu_process_pid"] == pid
 
 
 def test_a_wrong_kernel_is_reported_unverified_with_no_speed(stack):

@@ -1,14 +1,20 @@
-"""The GPU child process: owns the CUDA context for one job and reports over a pipe.
+"""The GPU child process: owns the CUDA context and reports over a pipe.
 
-The conversation, in order:
-  child -> parent  ("identity", dict) | ("fatal", message)
+It lives across jobs (the context, the cuBLAS handle and compiled modules stay warm) until
+something goes wrong: a CUDA fault makes the context unusable for the rest of the process,
+which is why this is a process of its own. The parent sees it die or stop answering, fails
+the job, and starts a fresh one for the next job.
+
+The conversation, per job:
+  parent -> child  "job"
+  child -> parent  ("identity", dict) | ("fatal", message) and exit
   parent -> child  the list of Cases to run (planned once the GPU model is known)
   child -> parent  per case ("started", index) and ("result", index, CaseOutcome); then ("done",)
-A CUDA fault makes the context unusable for the rest of the process, which is why this is
-a process of its own: the parent sees it die, fails the job and keeps serving.
+                   or ("fatal", message) and exit, when a case left the GPU unusable
 """
 
 import importlib
+import os
 import traceback
 from multiprocessing.connection import Connection
 
@@ -23,21 +29,38 @@ def load_runner(dotted: str):
 def child_main(conn: Connection, runner_path: str, policy: TimingPolicy) -> None:
     try:
         runner = load_runner(runner_path)()
-        conn.send(("identity", runner.identity()))
     except Exception as exc:
         conn.send(("fatal", str(exc) or type(exc).__name__))
-        conn.close()
         return
-    cases: list[Case] = conn.recv()
-    for case in cases:
-        conn.send(("started", case.index))
+    while True:
         try:
-            outcome = runner.run_case(case, policy)
+            conn.recv()  # "job"
+        except EOFError:  # the worker is gone
+            return
+        try:
+            # The pid shows, in each result, which GPU process made it (reuse, restarts).
+            conn.send(("identity", {**runner.identity(), "gpu_process_pid": os.getpid()}))
         except Exception as exc:
-            outcome = CaseOutcome(mode=policy.mode, error=_readable(exc))
-        conn.send(("result", case.index, outcome))
-    conn.send(("done",))
-    conn.close()
+            conn.send(("fatal", f"could not read the GPU's identity: {exc}"))
+            return
+        cases: list[Case] = conn.recv()
+        for case in cases:
+            conn.send(("started", case.index))
+            try:
+                outcome = runner.run_case(case, policy)
+            except Exception as exc:
+                outcome = CaseOutcome(mode=policy.mode, error=_readable(exc))
+            conn.send(("result", case.index, outcome))
+            if outcome.error and not _healthy(runner):
+                conn.send(("fatal", f"{case.label} left the GPU unusable (sticky CUDA error); GPU process restarted"))
+                return
+        conn.send(("done",))
+        getattr(runner, "release_memory", lambda: None)()
+
+
+def _healthy(runner) -> bool:
+    check = getattr(runner, "healthy", None)
+    return check() if check else True
 
 
 def _readable(exc: Exception) -> str:

@@ -4,7 +4,6 @@ Called by the Celery task with a job id; also callable directly (no Celery neede
 """
 
 import logging
-import multiprocessing as mp
 import socket
 import time
 
@@ -19,7 +18,7 @@ from api.schemas import TERMINAL_STATUSES
 from api.settings import Settings, settings
 from api.store import upsert_gpu
 from worker.cases import Case, CaseOutcome, TimingPolicy, TunedLookup, cases_from_plan, plan
-from worker.child import child_main
+from worker import gpu_process
 
 log = logging.getLogger(__name__)
 
@@ -156,18 +155,16 @@ class JobRun:
         return self.finish(kind)
 
     def _drive_child(self) -> None:
-        ctx = mp.get_context("spawn")  # a fresh interpreter: no CUDA state inherited, none leaked
-        receiver, child_end = ctx.Pipe()
         policy = TimingPolicy.from_settings(self.cfg)
-        proc = ctx.Process(target=child_main, args=(child_end, self.cfg.runner, policy), name="gemmwatch-gpu")
-        proc.start()
-        child_end.close()
+        gpu, conn = gpu_process.acquire(self.cfg.runner, policy)
         by_index: dict[int, Case] = {}
         current: Case | None = None
-        deadline = time.monotonic() + self.cfg.case_timeout_s
+        healthy = False
         try:
+            conn.send("job")
+            deadline = time.monotonic() + self.cfg.case_timeout_s
             while True:
-                if not receiver.poll(HEARTBEAT_S):
+                if not conn.poll(HEARTBEAT_S):
                     if time.monotonic() > deadline:
                         what = current.label if current else "GPU set-up"
                         self.problems.append(f"{what}: exceeded the {self.cfg.case_timeout_s:g} s case time limit; killed")
@@ -175,11 +172,10 @@ class JobRun:
                     self.update()  # heartbeat while a long case runs
                     continue
                 try:
-                    msg = receiver.recv()
+                    msg = conn.recv()
                 except EOFError:  # the child died without saying goodbye
-                    proc.join(5)
                     what = current.label if current else "GPU set-up"
-                    self.problems.append(f"{what}: GPU process died (exit code {proc.exitcode})")
+                    self.problems.append(f"{what}: GPU process died (exit code {gpu.exitcode})")
                     return
                 deadline = time.monotonic() + self.cfg.case_timeout_s
                 kind = msg[0]
@@ -187,7 +183,7 @@ class JobRun:
                     self.record_gpu(msg[1])
                     todo = self.plan_for(msg[1]["model"])
                     by_index = {c.index: c for c in todo}
-                    receiver.send(todo)
+                    conn.send(todo)
                 elif kind == "fatal":
                     self.problems.append(msg[1])
                     return
@@ -200,12 +196,11 @@ class JobRun:
                     if outcome.error:
                         self.problems.append(f"{case.label}: {outcome.error}")
                 elif kind == "done":
+                    healthy = True
                     return
         finally:
-            if proc.is_alive():
-                proc.kill()
-            proc.join(10)
-            receiver.close()
+            if not healthy:  # whatever went wrong, the next job gets a fresh GPU process
+                gpu_process.discard()
 
 
 def _count_results(db: Session, job_id: int) -> int:

@@ -40,6 +40,18 @@ class CupyRunner:
         self._modules: dict[tuple, Any] = {}
         self._flush_buffer = None
 
+    def healthy(self) -> bool:
+        """False once a kernel fault has poisoned this process's CUDA context."""
+        try:
+            self.cp.cuda.runtime.deviceSynchronize()
+            return True
+        except Exception:
+            return False
+
+    def release_memory(self) -> None:
+        """Between jobs: give pooled device memory back, keep the context and compiled modules."""
+        self.cp.get_default_memory_pool().free_all_blocks()
+
     # -- identity -----------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
         cp = self.cp
