@@ -105,3 +105,37 @@ def test_job_through_the_api_and_a_real_worker(tmp_path, sqlite_url, redis_url, 
     if os.environ.get("GEMMWATCH_BENCH_OUT"):
         out = Path(os.environ["GEMMWATCH_BENCH_OUT"])
         out.write_text(json.dumps({"post_to_succeeded_s": elapsed, "job": job}, indent=1, default=str))
+
+
+def test_a_faulting_kernel_restarts_the_gpu_process_and_the_next_job_runs():
+    """Sticky CUDA error: the child reports it, exits, and a fresh child serves the next job."""
+    from kernels.registry import LaunchSpec
+    from worker import gpu_process
+
+    source = (Path(__file__).parent / "fixtures" / "out_of_bounds.cu").read_text()
+    bad = LaunchSpec("out_of_bounds", source, "sgemm_out_of_bounds", (32, 1, 1), (32, 32))
+    gpu, conn = gpu_process.acquire("worker.runner:CupyRunner", POLICY)
+    try:
+        conn.send("job")
+        assert conn.recv()[0] == "identity"
+        conn.send([Case(0, "out_of_bounds", 64, 64, 64, seed=3, launch=bad)])
+        assert conn.recv() == ("started", 0)
+        kind, _, outcome = conn.recv()
+        assert kind == "result" and not outcome.verified and outcome.error
+        kind, message = conn.recv()
+        assert kind == "fatal" and "left the GPU unusable" in message
+        assert gpu.exitcode is not None
+    finally:
+        gpu_process.discard()
+
+    fresh, conn = gpu_process.acquire("worker.runner:CupyRunner", POLICY)
+    try:
+        conn.send("job")
+        assert conn.recv()[0] == "identity"
+        conn.send([Case(0, "smem_tiled", 256, 256, 256, seed=3, launch=VARIANTS["smem_tiled"].resolve())])
+        assert conn.recv() == ("started", 0)
+        kind, _, outcome = conn.recv()
+        assert outcome.verified, outcome.error
+        assert conn.recv() == ("done",)
+    finally:
+        gpu_process.discard()
