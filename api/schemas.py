@@ -164,6 +164,14 @@ class ResultOut(BaseModel):
         return cls(**fields, gpu=r.gpu.name if r.gpu else None, commit=r.commit.sha if r.commit else None)
 
 
+class ResultDetailOut(ResultOut):
+    samples_ms: list[float] = Field(description="the variant's raw samples, in the order taken")
+
+    @classmethod
+    def from_row(cls, r) -> "ResultDetailOut":
+        return cls(**ResultOut.from_row(r).model_dump(), samples_ms=r.samples_ms or [])
+
+
 class JobOut(BaseModel):
     id: int
     kind: JobKind

@@ -40,5 +40,5 @@ def test_cublas_fp32_agrees_with_torch_and_triton_within_2_percent(runner, n):
     if os.environ.get("GEMMWATCH_BENCH_OUT"):
         with open(os.environ["GEMMWATCH_BENCH_OUT"] + ".agreement.jsonl", "a") as f:
             f.write(json.dumps(line) + "\n")
-    assert ours.verified and ours.converged
+    assert ours.verified and ours.n_samples >= 10
     assert abs(ours.cublas_gflops / theirs - 1) <= 0.02, line

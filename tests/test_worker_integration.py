@@ -54,6 +54,11 @@ def test_job_runs_to_success_and_results_are_stored(stack):
 
     listed = client.get("/api/results", params={"variant": "naive", "sha": "c0ffee", "m": 64}).json()
     assert [(r["variant"], r["m"]) for r in listed] == [("naive", 64)]
+    detail = client.get(f"/api/results/{listed[0]['id']}").json()
+    assert len(detail["samples_ms"]) == detail["n_samples"] >= 10
+    assert detail["min_ms"] == min(detail["samples_ms"]) and detail["max_ms"] == max(detail["samples_ms"])
+    assert detail["q1_ms"] <= detail["median_ms"] <= detail["q3_ms"]
+    assert client.get("/api/results/424242").status_code == 404
     assert client.get("/api/gpus").json()[0]["model"] == "FAKE"
 
 

@@ -1,11 +1,11 @@
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Path, Query
 from sqlalchemy import select
 
 from api.deps import SessionDep
 from api.models import Commit, Gpu, Result
-from api.schemas import ResultOut
+from api.schemas import ResultDetailOut, ResultOut
 
 router = APIRouter(prefix="/api/results", tags=["results"])
 
@@ -34,3 +34,12 @@ def list_results(
         if value is not None:
             query = query.where(column == value)
     return [ResultOut.from_row(r) for r in db.scalars(query).unique()]
+
+
+@router.get("/{result_id}", response_model=ResultDetailOut)
+def get_result(result_id: Annotated[int, Path(ge=1, le=2**31 - 1)], db: SessionDep):
+    """One result with its raw samples (the cuBLAS samples are in env.cublas_samples_ms)."""
+    row = db.get(Result, result_id)
+    if row is None:
+        raise HTTPException(status_code=404, detail=f"no result {result_id}")
+    return ResultDetailOut.from_row(row)
