@@ -34,6 +34,12 @@ class Settings(BaseSettings):
     # A case (compile, verify, time) taking longer than this is killed and fails its job.
     case_timeout_s: float = Field(default=120.0, validation_alias="GEMMWATCH_CASE_TIMEOUT_S")
 
+    # Regression detection (api/regression.py explains the method).
+    regression_boundary: float = Field(default=0.999, validation_alias="GEMMWATCH_REGRESSION_BOUNDARY")
+    regression_window: int = Field(default=64, validation_alias="GEMMWATCH_REGRESSION_WINDOW")
+    regression_min_points: int = Field(default=5, validation_alias="GEMMWATCH_REGRESSION_MIN_POINTS")
+    regression_min_drop: float = Field(default=0.02, validation_alias="GEMMWATCH_REGRESSION_MIN_DROP")
+
     # Dotted path of the object that does the GPU work. Tests point it at a CPU double.
     runner: str = Field(default="worker.runner:CupyRunner", validation_alias="GEMMWATCH_RUNNER")
 

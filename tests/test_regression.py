@@ -1,0 +1,68 @@
+"""Regression detection on synthetic histories with known changes."""
+
+import random
+
+import pytest
+
+from api.regression import Point, Thresholds, flag_series, judge, t_quantile
+
+
+def synthetic(n_before: int, drop: float, noise: float, seed: int, n_after: int = 1) -> list[Point]:
+    rng = random.Random(seed)
+    base = 40_000.0
+    values = [base * (1 + rng.gauss(0, noise)) for _ in range(n_before)]
+    values += [base * (1 - drop) * (1 + rng.gauss(0, noise)) for _ in range(n_after)]
+    return [Point(v, noise=noise, n_samples=20) for v in values]
+
+
+def test_t_quantile_matches_tables():
+    # Student-t table values (one-sided): t(0.99, 10) = 2.764, t(0.999, 10) = 4.144, t(0.999, 60) = 3.232,
+    # t(0.999, 30) = 3.385, t(0.995, 20) = 2.845.
+    assert t_quantile(0.99, 10) == pytest.approx(2.764, rel=2e-3)
+    assert t_quantile(0.999, 10) == pytest.approx(4.144, rel=5e-3)
+    assert t_quantile(0.999, 60) == pytest.approx(3.232, rel=2e-3)
+    assert t_quantile(0.999, 30) == pytest.approx(3.385, rel=2e-3)
+    assert t_quantile(0.995, 20) == pytest.approx(2.845, rel=2e-3)
+
+
+def test_a_3_percent_drop_after_200_steady_commits_is_flagged_there_and_only_there():
+    points = synthetic(200, drop=0.03, noise=0.005, seed=1)
+    flags = [v.regression for v in flag_series(points)]
+    assert flags[200] is True
+    assert not any(flags[:200])
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_no_false_alarms_on_steady_histories(seed):
+    points = synthetic(200, drop=0.0, noise=0.005, seed=seed, n_after=0)
+    assert not any(v.regression for v in flag_series(points))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_drop_is_caught_whatever_the_noise_draw(seed):
+    points = synthetic(200, drop=0.03, noise=0.005, seed=100 + seed)
+    assert flag_series(points)[-1].regression
+
+
+def test_noisy_series_needs_a_bigger_drop():
+    noisy = synthetic(100, drop=0.03, noise=0.03, seed=5)  # 3 % noise: a 3 % drop is within it
+    assert not judge(noisy[:-1], noisy[-1]).regression
+
+
+def test_the_floor_keeps_tiny_changes_on_quiet_series_quiet():
+    quiet = synthetic(100, drop=0.01, noise=0.0005, seed=6)  # 1 % drop, far outside 0.05 % noise
+    verdict = judge(quiet[:-1], quiet[-1])
+    assert not verdict.regression and "floor" in verdict.reason
+    assert judge(quiet[:-1], quiet[-1], Thresholds(min_drop=0.005)).regression
+
+
+def test_too_little_history_gives_no_verdict():
+    verdict = judge([Point(1.0), Point(1.0)], Point(0.5))
+    assert not verdict.regression and verdict.delta is None and "needed" in verdict.reason
+
+
+def test_thresholds_come_from_settings():
+    from api.settings import Settings
+
+    th = Thresholds.from_settings(Settings(GEMMWATCH_REGRESSION_MIN_DROP=0.05, GEMMWATCH_REGRESSION_WINDOW=10))
+    assert th.min_drop == 0.05 and th.window == 10 and th.boundary == 0.999
