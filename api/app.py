@@ -2,6 +2,7 @@
 
 from fastapi import FastAPI
 
+from api.auth import Reader
 from api.routes import catalog, health, jobs, results
 from api.settings import Settings, settings
 
@@ -13,8 +14,9 @@ def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI
         version="0.1.0",
     )
     app.state.settings = cfg
-    for module in (jobs, results, catalog, health):
-        app.include_router(module.router)
+    for module in (jobs, results, catalog):
+        app.include_router(module.router, dependencies=[Reader])  # public unless GEMMWATCH_AUTH_READS
+    app.include_router(health.router)
     if with_dashboard:
         # The one place the API reaches outward: the dashboard is served by the same app.
         from dashboard.pages import mount_dashboard

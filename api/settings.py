@@ -34,6 +34,10 @@ class Settings(BaseSettings):
     # A case (compile, verify, time) taking longer than this is killed and fails its job.
     case_timeout_s: float = Field(default=120.0, validation_alias="GEMMWATCH_CASE_TIMEOUT_S")
 
+    # Access: writes (jobs, results) need a bearer token; reads of /api are public unless set.
+    auth_writes: bool = Field(default=True, validation_alias="GEMMWATCH_AUTH_WRITES")
+    auth_reads: bool = Field(default=False, validation_alias="GEMMWATCH_AUTH_READS")
+
     # Regression detection (api/regression.py explains the method).
     regression_boundary: float = Field(default=0.999, validation_alias="GEMMWATCH_REGRESSION_BOUNDARY")
     regression_window: int = Field(default=64, validation_alias="GEMMWATCH_REGRESSION_WINDOW")

@@ -13,7 +13,44 @@ from rich.console import Console
 from rich.table import Table
 
 app = typer.Typer(help="gemmwatch: SGEMM kernels against cuBLAS, commit by commit, GPU by GPU.", no_args_is_help=True)
+token_app = typer.Typer(help="API tokens for writes (stored hashed in the database).", no_args_is_help=True)
+app.add_typer(token_app, name="token")
 console = Console()
+
+LOCAL_TOKEN_FILE = "token"  # in the data folder: the token `gemmwatch up` made for this machine
+
+
+def local_token_path():
+    from api.settings import settings
+
+    return settings.data_dir / LOCAL_TOKEN_FILE
+
+
+def find_token(explicit: str | None) -> str | None:
+    """--token, else $GEMMWATCH_TOKEN, else the token `gemmwatch up` left in the data folder."""
+    if explicit:
+        return explicit
+    if os.environ.get("GEMMWATCH_TOKEN"):
+        return os.environ["GEMMWATCH_TOKEN"]
+    path = local_token_path()
+    return path.read_text().strip() if path.exists() else None
+
+
+def ensure_local_token() -> None:
+    """Give the embedded install a write token once, readable only by its owner."""
+    import socket
+
+    from api.auth import create_token
+    from api.db import session_factory
+
+    path = local_token_path()
+    if path.exists():
+        return
+    with session_factory()() as db:
+        token = create_token(db, f"local-{socket.gethostname()}-{int(time.time())}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_text(token + "\n")
 
 
 def worker_command(queues: list[str], name: str, loglevel: str = "INFO") -> list[str]:
@@ -52,6 +89,7 @@ def up(
     from api.settings import settings
 
     upgrade_database(settings)
+    ensure_local_token()
     plan = gpu_worker_plan()
     if plan[0][2] == "nogpu":
         console.print("[yellow]no GPU visible: the API serves, and jobs fail with 'no CUDA device'[/yellow]")
@@ -64,6 +102,7 @@ def up(
     db = settings.resolved_database_url
     console.print(f"database: {db.split('@')[-1]}   broker: {settings.broker_url or settings.broker_folder}")
     console.print(f"[bold]gemmwatch at http://{host}:{port}/[/bold]  (API docs at /docs)")
+    console.print(f"write token for this machine in {local_token_path()} (gemmwatch submit finds it)")
     try:
         uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
     finally:
@@ -103,6 +142,12 @@ def parse_size(text: str) -> list[int]:
     return size
 
 
+def api_client(server: str, token: str | None) -> httpx.Client:
+    found = find_token(token)
+    headers = {"Authorization": f"Bearer {found}"} if found else {}
+    return httpx.Client(base_url=server, timeout=30, headers=headers)
+
+
 def print_results(job: dict) -> None:
     table = Table(title=f"job {job['id']}: {job['status']}")
     for col in ("variant", "M×N×K", "verified", "GFLOPS", "cuBLAS GFLOPS", "% cuBLAS", "noise"):
@@ -130,6 +175,7 @@ def submit(
     branch: str | None = None,
     wait: Annotated[bool, typer.Option(help="wait for the job to end and print its results")] = True,
     timeout: Annotated[float, typer.Option(help="seconds to wait")] = 600.0,
+    token: Annotated[str | None, typer.Option(help="API token (default: $GEMMWATCH_TOKEN or the local one)")] = None,
 ):
     """Post a job; wait for it and print its results. Exits 1 if it failed."""
     body: dict = {"variants": [v.strip() for v in variants.split(",") if v.strip()], "sizes": [parse_size(s) for s in size]}
@@ -138,7 +184,7 @@ def submit(
     if sha:
         body["commit"] = {"sha": sha, "repo": repo, "branch": branch}
     try:
-        with httpx.Client(base_url=server, timeout=30) as client:
+        with api_client(server, token) as client:
             resp = client.post("/api/jobs", json=body)
             if resp.status_code != 202:
                 console.print(f"[red]{resp.status_code}: {resp.text}[/red]")
@@ -163,6 +209,51 @@ def submit(
     print_results(job)
     if job["status"] != "succeeded":
         raise typer.Exit(1)
+
+
+@token_app.command("create")
+def token_create(name: str):
+    """Create a token and print it (the only time it is shown)."""
+    from api.auth import create_token
+    from api.db import session_factory, upgrade_database
+
+    upgrade_database()
+    with session_factory()() as db:
+        try:
+            token = create_token(db, name)
+        except ValueError as exc:
+            console.print(f"[red]{exc}[/red]")
+            raise typer.Exit(2)
+    print(token)
+
+
+@token_app.command("revoke")
+def token_revoke(name: str):
+    """Revoke a token by name: it stops working at once."""
+    from api.auth import revoke_token
+    from api.db import session_factory
+
+    with session_factory()() as db:
+        if not revoke_token(db, name):
+            console.print(f"[red]no active token named {name!r}[/red]")
+            raise typer.Exit(2)
+    console.print(f"revoked {name}")
+
+
+@token_app.command("list")
+def token_list():
+    """Names, creation times and states of all tokens (never the tokens themselves)."""
+    from sqlalchemy import select
+
+    from api.db import session_factory
+    from api.models import ApiToken
+
+    table = Table("name", "created", "last used", "state")
+    with session_factory()() as db:
+        for t in db.scalars(select(ApiToken).order_by(ApiToken.id)):
+            table.add_row(t.name, f"{t.created_at:%Y-%m-%d %H:%M}", f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "",
+                          "revoked" if t.revoked_at else "active")
+    console.print(table)
 
 
 if __name__ == "__main__":

@@ -106,9 +106,19 @@ def cfg(tmp_path, database_url) -> Settings:
     return settings
 
 
+def make_client(cfg: Settings, token_name: str = "tests") -> TestClient:
+    """A client of the real app that writes with a real token (created in cfg's database)."""
+    from api.auth import create_token
+    from api.db import session_factory
+
+    with session_factory(cfg)() as db:
+        token = create_token(db, token_name)
+    return TestClient(create_app(cfg), headers={"Authorization": f"Bearer {token}"})
+
+
 @pytest.fixture
 def client(cfg) -> TestClient:
-    return TestClient(create_app(cfg))
+    return make_client(cfg)
 
 
 class WorkerProcess:

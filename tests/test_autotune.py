@@ -1,13 +1,11 @@
 """Autotune jobs sweep every tunable combination; the fastest verified one becomes the default."""
 
 import pytest
-from fastapi.testclient import TestClient
 
-from api.app import create_app
 from api.db import upgrade_database
 from kernels.registry import VARIANTS
 from kernels.tuning import configurations
-from tests.conftest import make_settings, wait_for_job
+from tests.conftest import make_client, make_settings, wait_for_job
 
 
 def test_configurations_cover_the_product_with_the_default_first():
@@ -21,7 +19,7 @@ def test_configurations_cover_the_product_with_the_default_first():
 def test_autotune_then_bench_uses_the_best_configuration(tmp_path, pg_url, redis_url, start_worker):
     cfg = make_settings(tmp_path, pg_url, redis_url)
     upgrade_database(cfg)
-    client = TestClient(create_app(cfg))
+    client = make_client(cfg)
     start_worker(cfg)
 
     sizes = [[32, 32, 32], [16, 24, 8]]

@@ -39,7 +39,11 @@ def test_up_serves_and_jobs_fail_cleanly_without_a_gpu(tmp_path):
             assert time.monotonic() < deadline, "gemmwatch up did not serve within 60 s"
             time.sleep(0.3)
         assert (tmp_path / ".gemmwatch" / "gemmwatch.db").exists()  # SQLite is the default
-        job = httpx.post(f"{base}/api/jobs", json={"variants": ["naive"], "sizes": [[64, 64, 64]]}).json()
+        body = {"variants": ["naive"], "sizes": [[64, 64, 64]]}
+        assert httpx.post(f"{base}/api/jobs", json=body).status_code == 401  # writes need a token
+        token = (tmp_path / ".gemmwatch" / "token").read_text().strip()
+        assert oct((tmp_path / ".gemmwatch" / "token").stat().st_mode & 0o777) == "0o600"
+        job = httpx.post(f"{base}/api/jobs", json=body, headers={"Authorization": f"Bearer {token}"}).json()
         deadline = time.monotonic() + 60
         while job["status"] in ("queued", "running"):
             assert time.monotonic() < deadline, f"job still {job['status']}: a real worker should have failed it"
@@ -48,7 +52,9 @@ def test_up_serves_and_jobs_fail_cleanly_without_a_gpu(tmp_path):
         assert job["status"] == "failed"
         assert job["error"].startswith("no CUDA device")
         assert httpx.get(f"{base}/").status_code == 200
-        assert f"http://127.0.0.1:{port}/" in (tmp_path / "up.log").read_text()
+        log = (tmp_path / "up.log").read_text()
+        assert f"http://127.0.0.1:{port}/" in log
+        assert token not in log  # tokens are never logged
     finally:
         proc.terminate()
         proc.wait(30)

@@ -9,13 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
-from api.app import create_app
 from api.db import upgrade_database
 from api.settings import Settings
 from kernels.registry import CUBLAS, VARIANTS
-from tests.conftest import make_settings, wait_for_job
+from tests.conftest import make_client, make_settings, wait_for_job
 from worker.cases import Case, TimingPolicy
 
 pytestmark = pytest.mark.gpu
@@ -82,7 +80,7 @@ def test_job_through_the_api_and_a_real_worker(tmp_path, sqlite_url, redis_url, 
     model = visible_gpus()[0].model
     cfg = make_settings(tmp_path, sqlite_url, redis_url)
     upgrade_database(cfg)
-    client = TestClient(create_app(cfg))
+    client = make_client(cfg)
     start_worker(cfg, queues=f"gpu.{model},gpu.any", runner=None, GEMMWATCH_CASE_TIME_CAP_S="3")
 
     t0 = time.monotonic()

@@ -4,13 +4,11 @@ The GPU is replaced by tests/fake_gpu.py (a CPU double); everything else is the 
 """
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from api.app import create_app
 from api.db import session_factory, upgrade_database
 from api.models import Gpu, Job, Result
-from tests.conftest import make_settings, wait_for_job
+from tests.conftest import make_client, make_settings, wait_for_job
 
 SIZES = [[64, 48, 32], [7, 13, 5]]
 
@@ -23,7 +21,7 @@ def stack(request, tmp_path, start_worker):
     else:
         cfg = make_settings(tmp_path, request.getfixturevalue("sqlite_url"))
     upgrade_database(cfg)
-    return cfg, TestClient(create_app(cfg)), start_worker
+    return cfg, make_client(cfg), start_worker
 
 
 def count(cfg, model) -> int:
@@ -112,7 +110,7 @@ def test_jobs_for_a_gpu_model_go_to_that_models_queue(stack):
 def test_broker_down_gives_503_and_the_job_is_kept_as_failed(tmp_path, pg_url):
     cfg = make_settings(tmp_path, pg_url, "redis://127.0.0.1:1/0")  # nothing listens on port 1
     upgrade_database(cfg)
-    client = TestClient(create_app(cfg))
+    client = make_client(cfg)
     resp = client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[8, 8, 8]]})
     assert resp.status_code == 503 and "broker unreachable" in resp.json()["detail"]
     with session_factory(cfg)() as db:

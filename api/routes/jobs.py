@@ -5,6 +5,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
+from api.auth import Writer
 from api.broker import enqueue_job, queue_for
 from api.deps import SessionDep, SettingsDep
 from api.models import Job, utcnow
@@ -17,7 +18,7 @@ router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut)
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut, dependencies=[Writer])
 def create_job(body: JobCreate, db: SessionDep, cfg: SettingsDep):
     # The row is committed before anything is published: the database, not the broker,
     # is the record that a job exists.
