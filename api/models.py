@@ -75,6 +75,8 @@ class Job(Base):
     sizes: Mapped[list[Any]]
     # Explicit tunables per variant ({"warp_tile": {"BK": 16}}); others use the tuned or default values.
     tunables: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
+    # Kernels the job brought: [{name, source, entry, block, tile, defines}, ...].
+    sources: Mapped[list[Any]] = mapped_column(default=list, server_default="[]")
     # The cases as planned once the GPU was known, so a re-run after a worker death repeats them.
     plan: Mapped[list[Any] | None] = mapped_column(JSON)
     gpu_model: Mapped[str | None] = mapped_column(String(60))

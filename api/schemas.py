@@ -3,7 +3,9 @@
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from api.settings import settings
 from kernels.registry import VARIANTS
@@ -28,6 +30,53 @@ class CommitIn(BaseModel):
     committed_at: datetime | None = None
 
 
+Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+# A preprocessor directive that reads a file. NVRTC would open any path it names, so user code
+# may not include anything (line continuations are joined before looking).
+_INCLUDE = re.compile(r"^\s*#\s*(include|include_next|import)\b|__has_include", re.MULTILINE)
+
+
+class SourceIn(BaseModel):
+    """A kernel the job brings with it, described as the registry describes the built-ins."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,59}$")] = Field(
+        description="variant name for this kernel (snake_case, not a built-in name)"
+    )
+    source: str = Field(description="CUDA C++ source; self-contained (no #include)")
+    entry: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_:]*(<[A-Za-z0-9_, ]*>)?$", max_length=200)] = (
+        Field(description='kernel name, or a template name expression such as "sgemm<128, 8>"')
+    )
+    block: list[int] = Field(min_length=1, max_length=3, description="threads per block [x, y, z]")
+    tile: list[int] = Field(min_length=2, max_length=2, description="[rows, cols] of C per block; the grid follows")
+    defines: dict[Identifier, int] = Field(default_factory=dict, max_length=32, description="-D options")
+
+    @field_validator("source")
+    @classmethod
+    def _source_is_safe(cls, text: str) -> str:
+        if len(text.encode()) > settings.max_source_bytes:
+            raise ValueError(f"source is {len(text.encode())} bytes; at most {settings.max_source_bytes}")
+        if _INCLUDE.search(text.replace("\\\n", "")):
+            raise ValueError("sources must be self-contained: #include (and __has_include) is not allowed")
+        return text
+
+    @field_validator("block")
+    @classmethod
+    def _block_fits(cls, block: list[int]) -> list[int]:
+        block = block + [1] * (3 - len(block))
+        if min(block) < 1 or block[0] * block[1] * block[2] > 1024:
+            raise ValueError(f"block {block}: each dimension >= 1 and at most 1024 threads in all")
+        return block
+
+    @field_validator("tile")
+    @classmethod
+    def _tile_positive(cls, tile: list[int]) -> list[int]:
+        if not all(1 <= t <= 4096 for t in tile):
+            raise ValueError(f"tile {tile}: each of rows, cols must be in 1..4096")
+        return tile
+
+
 class JobCreate(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -36,7 +85,10 @@ class JobCreate(BaseModel):
         },
     )
 
-    variants: list[str] = Field(min_length=1, description="names from GET /api/variants")
+    sources: list[SourceIn] = Field(default_factory=list, max_length=32, description="the job's own kernels")
+    variants: list[str] = Field(
+        default_factory=list, description="names from GET /api/variants or from sources (default: all sources)"
+    )
     sizes: list[list[int]] = Field(min_length=1, description="[[M, N, K], ...]")
     commit: CommitIn | None = None
     gpu: GpuModel | None = Field(default=None, description="GPU model, e.g. H100; any GPU when omitted")
@@ -53,10 +105,14 @@ class JobCreate(BaseModel):
 
     @field_validator("variants")
     @classmethod
-    def _known_variants(cls, names: list[str]) -> list[str]:
-        unknown = [n for n in names if n not in VARIANTS]
+    def _known_variants(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        own = [s.name for s in info.data.get("sources", [])]
+        unknown = [n for n in names if n not in VARIANTS and n not in own]
         if unknown:
-            raise ValueError(f"unknown variant(s) {unknown}; known variants: {', '.join(VARIANTS)}")
+            raise ValueError(
+                f"unknown variant(s) {unknown}; known variants: {', '.join(VARIANTS)}"
+                + (f"; the job's sources: {', '.join(own)}" if own else "")
+            )
         if len(set(names)) != len(names):
             raise ValueError("each variant may be listed once")
         return names
@@ -73,10 +129,26 @@ class JobCreate(BaseModel):
         return sizes
 
     @model_validator(mode="after")
+    def _variants_or_sources(self) -> "JobCreate":
+        names = [s.name for s in self.sources]
+        if len(set(names)) != len(names):
+            raise ValueError("each source needs its own name")
+        clash = [n for n in names if n in VARIANTS]
+        if clash:
+            raise ValueError(f"source name(s) {clash} are built-in variants; pick other names")
+        if not self.variants:
+            if not self.sources:
+                raise ValueError("give at least one variant (GET /api/variants) or a source")
+            self.variants = names
+        return self
+
+    @model_validator(mode="after")
     def _tunables_are_allowed(self) -> "JobCreate":
         for name, params in self.tunables.items():
             if name not in self.variants:
                 raise ValueError(f"tunables given for {name!r}, which is not among the job's variants")
+            if name not in VARIANTS:
+                raise ValueError(f"{name!r} is the job's own kernel: set its values with the source's 'defines'")
             VARIANTS[name].check_params(params)  # ValueError names the allowed values
         if self.tunables and self.kind == "autotune":
             raise ValueError("an autotune job sweeps every tunable; leave 'tunables' out")
@@ -93,7 +165,7 @@ class JobCreate(BaseModel):
     def case_count(self) -> int:
         if self.kind == "bench":
             return len(self.variants) * len(self.sizes)
-        return len(self.sizes) * sum(len(configurations(VARIANTS[v])) for v in self.variants)
+        return len(self.sizes) * sum(len(configurations(VARIANTS[v])) if v in VARIANTS else 1 for v in self.variants)
 
 
 class Progress(BaseModel):

@@ -18,6 +18,7 @@ class Settings(BaseSettings):
     # Request limits (the API answers 422 beyond them).
     max_dim: int = Field(default=16384, validation_alias="GEMMWATCH_MAX_DIM")
     max_cases_per_job: int = Field(default=64, validation_alias="GEMMWATCH_MAX_CASES")
+    max_source_bytes: int = Field(default=200_000, validation_alias="GEMMWATCH_MAX_SOURCE_BYTES")
     max_autotune_cases: int = Field(default=256, validation_alias="GEMMWATCH_MAX_AUTOTUNE_CASES")
 
     # Measurement (see worker/timing.py for how they are used).

@@ -10,16 +10,40 @@ Fault injection for tests, through the environment:
   FAKE_GPU_HANG_VARIANT=name    the child process never returns from that variant
   FAKE_GPU_WRONG_VARIANT=name   that variant drops its last K column (a wrong kernel)
   FAKE_GPU_SLEEP_S=seconds      each case sleeps first (to observe progress)
+
+A job's own kernels (not in the registry) are compiled for sm_90 with the machine's nvcc, so
+compile errors come back as they would from NVRTC; a source that defines
+FAKE_GPU_SLOWDOWN_PCT is timed that much slower (to stand in for a slower kernel).
 """
 
 import os
+import re
+import shutil
 import socket
+import subprocess
+import tempfile
 import time
 
 import numpy as np
 
+from kernels.registry import VARIANTS
 from worker import stats
 from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
+
+
+class CompileException(Exception):
+    """Named as CuPy's is, so the worker reports it the same way."""
+
+
+def compile_with_nvcc(launch) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, f"{launch.variant}.cu")
+        with open(src, "w") as f:
+            f.write(launch.source)
+        cmd = [shutil.which("nvcc") or "nvcc", "-arch=sm_90", "-c", "-o", os.devnull, *launch.compile_options(), src]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileException((proc.stdout + proc.stderr).replace(src, f"{launch.variant}.cu"))
 
 FAKE_MODEL = "FAKE"
 
@@ -43,6 +67,11 @@ class CpuRunner:
         if os.environ.get("FAKE_GPU_HANG_VARIANT") == case.variant:
             while True:
                 time.sleep(1)
+        slowdown = 1.0
+        if case.launch is not None and case.variant not in VARIANTS:
+            compile_with_nvcc(case.launch)
+            match = re.search(r"#define\s+FAKE_GPU_SLOWDOWN_PCT\s+(\d+)", case.launch.source)
+            slowdown += int(match.group(1)) / 100 if match else 0.0
         rng = np.random.default_rng(case.seed)
         a = rng.uniform(-1, 1, (case.m, case.k)).astype(np.float32)
         b = rng.uniform(-1, 1, (case.k, case.n)).astype(np.float32)
@@ -68,7 +97,8 @@ class CpuRunner:
             for fn, into in ((variant, v_ms), (baseline, b_ms)):
                 t0 = time.perf_counter()
                 fn()
-                into.append((time.perf_counter() - t0) * 1e3)
+                elapsed = (time.perf_counter() - t0) * 1e3
+                into.append(elapsed * slowdown if fn is variant else elapsed)
             if policy.satisfied(v_ms, b_ms) or (time.perf_counter() > deadline and len(v_ms) >= policy.min_samples):
                 break
         s = stats.summarise(v_ms)

@@ -102,12 +102,15 @@ def plan(
 
     bench: each variant once per size, with its explicit tunables, else the tuned ones for this
     GPU model and size, else the registry defaults. autotune: every combination of tunables.
+    A job's own kernels (not in the registry) have no tunables: their defines are fixed.
     """
     entries = []
     for m, n, k in sizes:
         for name in variants:
-            spec = VARIANTS[name]
-            if kind == "autotune":
+            spec = VARIANTS.get(name)
+            if spec is None:
+                options = [{}]
+            elif kind == "autotune":
                 options = configurations(spec)
             else:
                 options = [spec.check_params(explicit.get(name) or tuned.get((name, m, n, k)))]
@@ -115,11 +118,22 @@ def plan(
     return entries
 
 
-def cases_from_plan(entries: list[dict[str, Any]], job_id: int) -> list[Case]:
+def launch_for(name: str, tunables: dict[str, int], sources: dict[str, dict[str, Any]]) -> LaunchSpec | None:
+    """One path for built-in and user kernels: both become a LaunchSpec."""
+    if name == CUBLAS:
+        return None
+    if name in sources:
+        s = sources[name]
+        return LaunchSpec(name, s["source"], s["entry"], tuple(s["block"]), tuple(s["tile"]), dict(s["defines"]))
+    return VARIANTS[name].resolve(tunables)
+
+
+def cases_from_plan(entries: list[dict[str, Any]], job_id: int, sources: list[dict[str, Any]] = ()) -> list[Case]:
+    by_name = {s["name"]: s for s in sources}
     cases = []
     for index, e in enumerate(entries):
         name, m, n, k = e["variant"], e["m"], e["n"], e["k"]
-        launch = None if name == CUBLAS else VARIANTS[name].resolve(e["tunables"])
+        launch = launch_for(name, e["tunables"], by_name)
         seed = zlib.crc32(f"{job_id}:{m}:{n}:{k}".encode())  # same inputs for every variant of a size
         cases.append(Case(index, name, m, n, k, seed, launch, dict(e["tunables"])))
     return cases

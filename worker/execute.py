@@ -66,7 +66,7 @@ class JobRun:
             job = db.get(Job, self.job_id)
             if job.plan is None:
                 job.plan = plan(job.kind, job.variants, job.sizes, job.tunables or {}, self._tuned(db, job, gpu_model))
-            cases = cases_from_plan(job.plan, job.id)
+            cases = cases_from_plan(job.plan, job.id, job.sources or [])
             done = set(db.scalars(select(Result.case_index).where(Result.job_id == job.id)))
             job.progress_total, job.progress_done = len(cases), len(done)
             db.commit()

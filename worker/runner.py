@@ -145,7 +145,9 @@ class CupyRunner:
         spec = case.launch
         key = (spec.source, spec.entry, spec.compile_options())
         if key not in self._modules:
-            module = cp.RawModule(code=spec.source, options=spec.compile_options())
+            # A template entry ("sgemm<128, 8>") is instantiated through NVRTC name expressions.
+            names = (spec.entry,) if "<" in spec.entry else None
+            module = cp.RawModule(code=spec.source, options=spec.compile_options(), name_expressions=names)
             self._modules[key] = module.get_function(spec.entry)
         kernel = self._modules[key]
         m, n, k = case.m, case.n, case.k

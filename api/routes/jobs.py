@@ -28,6 +28,7 @@ def create_job(body: JobCreate, db: SessionDep, cfg: SettingsDep):
         variants=body.variants,
         sizes=body.sizes,
         tunables=body.tunables,
+        sources=[src.model_dump() for src in body.sources],
         gpu_model=body.gpu,
         queue=queue_for(body.gpu),
         progress_total=body.case_count(),

@@ -1,0 +1,78 @@
+"""Jobs that bring their own CUDA sources: validation, compile errors, one path with built-ins."""
+
+import pytest
+
+from tests.conftest import make_client, make_settings, wait_for_job
+from api.db import upgrade_database
+
+GOOD = """
+extern "C" __global__ void my_gemm(int M, int N, int K, float alpha, const float* A, const float* B,
+                                   float beta, float* C) {
+    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+    C[row * N + col] = beta == 0.0f ? alpha * acc : alpha * acc + beta * C[row * N + col];
+}
+"""
+BROKEN = GOOD.replace("float acc = 0.0f;", "float acc = 0.0f\n")  # missing semicolon: the error is reported at line 8
+
+
+def source(name="mine", text=GOOD, **extra):
+    return {"name": name, "source": text, "entry": "my_gemm", "block": [16, 16], "tile": [16, 16],
+            "defines": {"TILE": 16}, **extra}
+
+
+@pytest.fixture
+def stack(tmp_path, pg_url, redis_url, start_worker):
+    cfg = make_settings(tmp_path, pg_url, redis_url)
+    upgrade_database(cfg)
+    start_worker(cfg)
+    return make_client(cfg)
+
+
+def test_a_jobs_own_kernel_runs_beside_a_builtin(stack):
+    resp = stack.post("/api/jobs", json={"sources": [source()], "variants": ["mine", "naive"], "sizes": [[33, 17, 9]]})
+    assert resp.status_code == 202, resp.text
+    job = wait_for_job(stack, resp.json()["id"])
+    assert job["status"] == "succeeded", job["error"]
+    assert [(r["variant"], r["verified"]) for r in job["results"]] == [("mine", True), ("naive", True)]
+
+
+def test_variants_default_to_the_sources(stack):
+    job = stack.post("/api/jobs", json={"sources": [source("a"), source("b")], "sizes": [[8, 8, 8]]}).json()
+    assert job["variants"] == ["a", "b"]
+
+
+def test_a_compile_error_comes_back_with_the_compiler_log(stack):
+    job = wait_for_job(stack, stack.post("/api/jobs", json={"sources": [source(text=BROKEN)], "sizes": [[8, 8, 8]]}).json()["id"])
+    assert job["status"] == "failed"
+    assert "compile error" in job["error"]
+    assert "mine.cu(8)" in job["error"] and 'expected a ";"' in job["error"]  # line number intact
+
+
+@pytest.mark.parametrize("src, words", [
+    (source(text='#include "/etc/passwd"\n' + GOOD), ["#include", "not allowed"]),
+    (source(text='#  include </etc/shadow>\n' + GOOD), ["#include"]),
+    (source(text='#inc\\\nlude "/etc/passwd"\n' + GOOD), ["#include"]),
+    (source(text="#if __has_include(</etc/passwd>)\n#endif\n" + GOOD), ["__has_include"]),
+    (source(name="naive"), ["built-in"]),
+    (source(name="Bad Name"), ["pattern"]),
+    (source(block=[64, 32, 1]), ["1024 threads"]),
+    (source(tile=[0, 16]), ["1..4096"]),
+    (source(entry="my_gemm; system"), ["pattern"]),
+    (source(defines={"A B": 1}), ["pattern"]),
+    (source(text="x" * 200_001), ["at most 200000"]),
+])
+def test_bad_sources_are_422_and_echo_no_file(client, src, words):
+    resp = client.post("/api/jobs", json={"sources": [src], "sizes": [[8, 8, 8]]})
+    assert resp.status_code == 422, resp.text
+    text = " ".join(d["msg"] for d in resp.json()["detail"])
+    for word in words:
+        assert word in text, text
+    assert "root:" not in resp.text  # nothing from /etc/passwd
+
+
+def test_tunables_are_not_for_a_jobs_own_kernels(client):
+    resp = client.post("/api/jobs", json={"sources": [source()], "sizes": [[8, 8, 8]], "tunables": {"mine": {"TILE": 8}}})
+    assert resp.status_code == 422 and "defines" in resp.text
