@@ -7,7 +7,10 @@ The method, chosen after looking at the established tools:
   which a fixed percentage cannot: cuBLAS at 8192^3 moves 0.02 %, a small kernel at 1024^3 5 %.
 - The point's own samples widen the interval: the standard error of its median
   (1.2533 * noise * value / sqrt(n_samples)) is added in quadrature, so a noisy measurement needs
-  a bigger drop before it is called a regression.
+  a bigger drop before it is called a regression. Callers pass the interquartile spread as the
+  noise (api/baselines.py), so one outlier sample does not blind the verdict.
+- With fewer than `min_points` earlier results (a CI run against a single base commit) there is
+  no interval: the drop must exceed both the floor and three times the two runs' sample noise.
 - Conbench's floor: the drop must also exceed `min_drop` (a fraction), so a statistically
   clear but practically meaningless change on a very quiet series does not fail a build.
 - asv's Mann-Whitney comparison of raw samples was not chosen as the verdict: two single runs
@@ -62,9 +65,12 @@ def t_quantile(p: float, dof: int) -> float:
 
 
 def judge(history: list[Point], current: Point, th: Thresholds = Thresholds()) -> Verdict:
-    baseline = [p.value for p in history[-th.window:]]
+    recent = history[-th.window:]
+    baseline = [p.value for p in recent]
+    if not baseline:
+        return Verdict(False, None, None, None, "no earlier result to compare with")
     if len(baseline) < th.min_points:
-        return Verdict(False, None, None, None, f"{len(baseline)} earlier results; {th.min_points} needed for a verdict")
+        return _judge_few(recent, current, th)
     n = len(baseline)
     mean = statistics.fmean(baseline)
     sd = statistics.stdev(baseline)
@@ -84,6 +90,22 @@ def judge(history: list[Point], current: Point, th: Thresholds = Thresholds()) -
     else:
         reason = f"within the {th.boundary:g} prediction interval of {n} earlier results"
     return Verdict(regression, delta, lower, mean, reason)
+
+
+def _judge_few(recent: list[Point], current: Point, th: Thresholds) -> Verdict:
+    """Too few earlier results for an interval (a CI run against one base commit): compare with
+    their mean, and call it a regression only beyond both the floor and three times the two
+    measurements' own sample noise."""
+    mean = statistics.fmean(p.value for p in recent)
+    noises = [p.noise or 0.0 for p in recent]
+    combined = math.sqrt((current.noise or 0.0) ** 2 + statistics.fmean(n**2 for n in noises))
+    threshold = max(th.min_drop, 3 * combined)
+    delta = (current.value - mean) / mean
+    regression = -delta >= threshold
+    word = "below" if regression else "within"
+    reason = (f"{100 * delta:+.1f} % vs the mean of {len(recent)} earlier result(s); {word} the"
+              f" {100 * threshold:.1f} % threshold (floor or 3x sample noise; {th.min_points} results give an interval)")
+    return Verdict(regression, delta, mean * (1 - threshold), mean, reason)
 
 
 def flag_series(points: list[Point], th: Thresholds = Thresholds()) -> list[Verdict]:

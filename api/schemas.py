@@ -42,7 +42,7 @@ class SourceIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,59}$")] = Field(
-        description="variant name for this kernel (snake_case, not a built-in name)"
+        description="variant name (snake_case); a built-in's name means this commit's version of it"
     )
     source: str = Field(description="CUDA C++ source; self-contained (no #include)")
     entry: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_:]*(<[A-Za-z0-9_, ]*>)?$", max_length=200)] = (
@@ -133,9 +133,6 @@ class JobCreate(BaseModel):
         names = [s.name for s in self.sources]
         if len(set(names)) != len(names):
             raise ValueError("each source needs its own name")
-        clash = [n for n in names if n in VARIANTS]
-        if clash:
-            raise ValueError(f"source name(s) {clash} are built-in variants; pick other names")
         if not self.variants:
             if not self.sources:
                 raise ValueError("give at least one variant (GET /api/variants) or a source")
@@ -147,7 +144,7 @@ class JobCreate(BaseModel):
         for name, params in self.tunables.items():
             if name not in self.variants:
                 raise ValueError(f"tunables given for {name!r}, which is not among the job's variants")
-            if name not in VARIANTS:
+            if name not in VARIANTS or name in {s.name for s in self.sources}:
                 raise ValueError(f"{name!r} is the job's own kernel: set its values with the source's 'defines'")
             VARIANTS[name].check_params(params)  # ValueError names the allowed values
         if self.tunables and self.kind == "autotune":
@@ -165,7 +162,10 @@ class JobCreate(BaseModel):
     def case_count(self) -> int:
         if self.kind == "bench":
             return len(self.variants) * len(self.sizes)
-        return len(self.sizes) * sum(len(configurations(VARIANTS[v])) if v in VARIANTS else 1 for v in self.variants)
+        own = {s.name for s in self.sources}
+        return len(self.sizes) * sum(
+            1 if v in own or v not in VARIANTS else len(configurations(VARIANTS[v])) for v in self.variants
+        )
 
 
 class Progress(BaseModel):
@@ -309,3 +309,19 @@ class TunedConfigOut(BaseModel):
     gflops: float
     job_id: int
     updated_at: datetime
+
+
+class VerdictOut(BaseModel):
+    result_id: int
+    variant: str
+    m: int
+    n: int
+    k: int
+    gflops: float | None
+    pct_of_cublas: float | None
+    verified: bool
+    status: Literal["regression", "ok", "faster", "no baseline", "unverified"]
+    delta: float | None = Field(description="(gflops - baseline mean) / baseline mean")
+    baseline_mean: float | None
+    baseline_points: int
+    reason: str

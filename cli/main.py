@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Annotated
 
 import httpx
@@ -209,6 +210,33 @@ def submit(
     print_results(job)
     if job["status"] != "succeeded":
         raise typer.Exit(1)
+
+
+@app.command()
+def ci(
+    commit: Annotated[str, typer.Option(help="sha of the commit under test")],
+    server: Annotated[str, typer.Option(envvar="GEMMWATCH_SERVER")] = "http://127.0.0.1:8000",
+    branch: Annotated[str | None, typer.Option(help="the commit's branch")] = None,
+    repo: str = "",
+    base: Annotated[str | None, typer.Option(help="base commit sha to compare with")] = None,
+    base_branch: Annotated[str | None, typer.Option(help="compare with this branch's history")] = None,
+    variants: Annotated[str | None, typer.Option(help="comma-separated built-in variants (or a subset of --kernels-dir)")] = None,
+    kernels_dir: Annotated[Path | None, typer.Option(help="folder with the commit's kernels (gemmwatch.json or registry.py)")] = None,
+    size: Annotated[list[str] | None, typer.Option(help="MxNxK, repeatable (default 4096)")] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU model, e.g. H100")] = None,
+    timeout: Annotated[float, typer.Option(help="seconds to wait for the job")] = 1800.0,
+    token: Annotated[str | None, typer.Option(help="API token (default: $GEMMWATCH_TOKEN)")] = None,
+):
+    """Benchmark a commit and compare with its base. Exit 0: no regression; 1: regression;
+    2: a failed or unverified result; 3: server unreachable or timed out."""
+    from cli.ci import build_job, run_ci
+
+    names = [v.strip() for v in (variants or "").split(",") if v.strip()]
+    if not names and kernels_dir is None:
+        raise typer.BadParameter("give --variants or --kernels-dir")
+    body = build_job(commit, branch, repo, [parse_size(s) for s in size or ["4096"]], gpu, names, kernels_dir)
+    with api_client(server, token) as client:
+        raise typer.Exit(run_ci(client, body, base, base_branch, timeout))
 
 
 @token_app.command("create")

@@ -201,3 +201,41 @@ def wait_for_job(client: TestClient, job_id: int, timeout: float = 60, until=("s
             return job
         time.sleep(0.2)
     raise AssertionError(f"job {job_id} still {job['status']} after {timeout} s: {job}")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def live_server(tmp_path):
+    """Start the real app under uvicorn for a test (the CLI speaks HTTP); yields its base URL."""
+    import httpx
+
+    procs = []
+
+    def start(cfg: Settings) -> str:
+        port = free_port()
+        env = worker_env(cfg, runner=None)
+        log = open(tmp_path / f"server{len(procs)}.log", "ab")
+        proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory",
+                                 "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env, stdout=log, stderr=log)
+        procs.append(proc)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/healthz").status_code == 200:
+                    return base
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise RuntimeError(f"server did not start: {(tmp_path / 'server0.log').read_text()}")
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(20)

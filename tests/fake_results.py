@@ -1,5 +1,6 @@
 """Rows written straight into the database, for tests of the read side (API, dashboard)."""
 
+import random
 from datetime import datetime, timedelta, timezone
 
 from api.db import session_factory
@@ -7,25 +8,81 @@ from api.models import Job, Result
 from api.schemas import CommitIn
 from api.store import upsert_commit, upsert_gpu
 
-H100 = {"uuid": "GPU-test-h100", "name": "NVIDIA H100 80GB HBM3", "model": "H100", "sm_count": 132}
+# As worker/runner.py identity() reports them; upsert_gpu keeps the columns it has, and the
+# whole dict goes into each result's env["gpu"] (that is where the max SM clock lives).
+H100 = {"uuid": "GPU-test-h100", "name": "NVIDIA H100 80GB HBM3", "model": "H100", "sm_count": 132,
+        "compute_capability": "9.0", "max_sm_clock_mhz": 1980}
+A100 = {"uuid": "GPU-test-a100", "name": "NVIDIA A100-SXM4-80GB", "model": "A100", "sm_count": 108,
+        "compute_capability": "8.0", "max_sm_clock_mhz": 1410}
 _T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-def add_result(cfg, variant, size, sha, gflops, verified=True, commit_index=0, gpu=H100, mode="cold"):
+def _result(job, case_index, variant, size, gflops, verified, gpu_id, commit_id, mode, noise, error, gpu,
+            cublas_gflops=None):
     m, n, k = size
+    ms = 2 * m * n * k / (gflops * 1e9) * 1e3
+    cublas = cublas_gflops or 2 * gflops
+    return Result(job_id=job.id, case_index=case_index, variant=variant, m=m, n=n, k=k, mode=mode,
+                  gpu_id=gpu_id, commit_id=commit_id, verified=verified,
+                  rel_error=1e-7 if verified else 0.5, median_ms=ms if verified else None,
+                  gflops=gflops if verified else None, cublas_gflops=cublas if verified else None,
+                  pct_of_cublas=100 * gflops / cublas if verified else None, n_samples=10, noise=noise,
+                  converged=True, error=None if verified else error, env={"gpu": gpu})
+
+
+def add_result(cfg, variant, size, sha, gflops, verified=True, commit_index=0, gpu=H100, mode="cold",
+               noise=0.003, message=None, error="wrong result"):
+    """One succeeded job with one result; returns the job id."""
+    return add_job(cfg, sha, [(variant, size, gflops, verified)], commit_index=commit_index, gpu=gpu, mode=mode,
+                   noise=noise, message=message, error=error)
+
+
+def add_job(cfg, sha, cases, commit_index=0, gpu=H100, mode="cold", noise=0.003, message=None,
+            error="wrong result", status="succeeded", total=None, current_case=None):
+    """A job with a result per case (variant, size, gflops, verified[, cublas_gflops]); returns its id.
+
+    `total` larger than len(cases) leaves the job part-way, as a running job looks.
+    """
     with session_factory(cfg)() as db:
-        commit = upsert_commit(db, CommitIn(sha=sha, committed_at=_T0 + timedelta(hours=commit_index)))
+        commit = None
+        if sha:
+            commit = upsert_commit(db, CommitIn(sha=sha, message=message,
+                                                committed_at=_T0 + timedelta(hours=commit_index)))
         gpu_row = upsert_gpu(db, gpu)
-        job = Job(status="succeeded", variants=[variant], sizes=[list(size)], queue="gpu.any",
-                  commit=commit, gpu_id=gpu_row.id, progress_total=1, progress_done=1)
+        job = Job(status=status, variants=sorted({c[0] for c in cases}) or ["naive"],
+                  sizes=[list(s) for s in dict.fromkeys(c[1] for c in cases)] or [[64, 64, 64]], queue="gpu.any",
+                  commit=commit, gpu_id=gpu_row.id, progress_total=total or len(cases), progress_done=len(cases),
+                  current_case=current_case)
         db.add(job)
         db.flush()
-        ms = 2 * m * n * k / (gflops * 1e9) * 1e3
-        db.add(Result(job_id=job.id, case_index=0, variant=variant, m=m, n=n, k=k, mode=mode,
-                      gpu_id=gpu_row.id, commit_id=commit.id, verified=verified,
-                      rel_error=1e-7 if verified else 0.5, median_ms=ms if verified else None,
-                      gflops=gflops if verified else None, cublas_gflops=2 * gflops if verified else None,
-                      pct_of_cublas=50.0 if verified else None, n_samples=10, noise=0.003, converged=True,
-                      error=None if verified else "wrong result"))
+        for i, (variant, size, gflops, verified, *cublas) in enumerate(cases):
+            db.add(_result(job, i, variant, size, gflops, verified, gpu_row.id, commit.id if commit else None, mode,
+                           noise, error, gpu, *cublas))
         db.commit()
         return job.id
+
+
+# A small but lifelike history for the browser test and the screenshots: two GPUs, a kernel
+# ladder at three sizes over twelve commits, one regression, one kernel that breaks.
+LADDER = {"naive": 0.115, "smem_tiled": 0.175, "thread_tile_8x8": 0.52, "warp_tile": 0.74, "smem_swizzle_xor": 0.6}
+CUBLAS = {H100["model"]: {1024: 23_200, 2048: 44_000, 4096: 51_000}, A100["model"]: {1024: 12_500, 2048: 17_800, 4096: 18_900}}
+DEMO_COMMITS = 12
+REGRESSION_AT = 9  # warp_tile loses 9 % on the H100 from this commit on
+BROKEN_AT = 11  # smem_swizzle_xor fails verification at the newest commit
+
+
+def add_demo_history(cfg, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    for c in range(DEMO_COMMITS):
+        sha = f"{0x5eed000 + 977 * c:07x}{c:02d}d1ce"
+        for gpu in (H100, A100):
+            cases = []
+            for dim, cublas in CUBLAS[gpu["model"]].items():
+                for variant, frac in LADDER.items():
+                    g = cublas * frac * rng.gauss(1.0, 0.004)
+                    if variant == "warp_tile" and gpu is H100 and c >= REGRESSION_AT:
+                        g *= 0.91
+                    ok = not (variant == "smem_swizzle_xor" and c >= BROKEN_AT)
+                    cases.append((variant, (dim, dim, dim), g, ok, cublas * rng.gauss(1.0, 0.002)))
+            add_job(cfg, sha, cases, commit_index=c, gpu=gpu, noise=0.002 + 0.004 * rng.random(),
+                    message=f"kernels: step {c} of the tuning work", error="wrong result: relative error 0.031 > 0.0001")

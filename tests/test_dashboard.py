@@ -1,58 +1,269 @@
-"""Dashboard pages render from the database; the chart shows verified results only."""
+"""Dashboard pages render from the database; charts show verified results only.
 
+Each test runs on SQLite and on PostgreSQL (the `client`/`cfg` fixtures).
+"""
+
+import csv
+import io
 import json
 import re
 
-from tests.fake_results import add_result
+import pytest
+from sqlalchemy import event, update
+
+from api.db import engine_for, session_factory
+from api.models import Job
+from dashboard.overview import fp32_peak
+from tests.fake_results import A100, H100, add_job, add_result
+
+PAGES = ["/", "/history", "/sweep", "/compare", "/jobs"]
+H100_4096 = "gpu=H100&size=4096x4096x4096&mode=cold"
 
 
-def chart_data(html: str) -> list[dict]:
+def chart_data(html: str, div_id: str = "history-chart") -> list[dict]:
     """The traces Plotly was given, read back out of the page."""
-    match = re.search(r'Plotly\.newPlot\(\s*"history-chart",\s*(\[.*?\]),\s*\{', html, re.S)
-    assert match, "no chart on the page"
+    match = re.search(rf'Plotly\.newPlot\(\s*"{div_id}",\s*(\[.*?\]),\s*\{{', html, re.S)
+    assert match, f"no chart {div_id} on the page"
     return json.loads(match.group(1))
+
+
+def traces(html: str, div_id: str = "history-chart") -> dict[str, dict]:
+    return {t["name"]: t for t in chart_data(html, div_id)}
+
+
+def rows_csv(text: str) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(text)))
 
 
 def test_plotly_js_is_served_locally(client):
     resp = client.get("/static/plotly/plotly.min.js")
     assert resp.status_code == 200 and b"plotly.js" in resp.content[:200]
-    page = client.get("/").text
-    assert 'src="/static/plotly/plotly.min.js"' in page and "cdn" not in page.lower()
+    for path in PAGES:
+        page = client.get(path).text
+        assert 'src="/static/plotly/plotly.min.js"' in page and "cdn" not in page.lower(), path
 
 
-def test_empty_history_says_why(client):
-    page = client.get("/history").text
-    assert 'id="no-chart"' in page and "No verified results" in page
+def test_empty_pages_say_why(client):
+    reasons = {"/": "No results yet", "/history": "No verified results", "/sweep": "No results",
+               "/compare": "needs two commits", "/jobs": "No jobs"}
+    for path, words in reasons.items():
+        page = client.get(path).text
+        assert 'class="reason"' in page and words in page, path
+        assert "Plotly.newPlot" not in page, path
+        assert client.get(path, params={"format": "json"}).json()["rows"] == []
 
 
 def test_history_draws_one_point_per_commit_per_variant(client, cfg):
     for i, sha in enumerate(["aaaa01", "bbbb02", "cccc03"]):
-        add_result(cfg, "naive", (4096, 4096, 4096), sha, gflops=5000.0 + i, commit_index=i)
+        add_result(cfg, "naive", (4096, 4096, 4096), sha, gflops=5000.0 + i, commit_index=i, message=f"step {i}\n\nbody")
         add_result(cfg, "smem_tiled", (4096, 4096, 4096), sha, gflops=9000.0 + i, commit_index=i)
     add_result(cfg, "naive", (1024, 1024, 1024), "dddd04", gflops=1.0, commit_index=3)  # other size
     add_result(cfg, "smem_tiled", (4096, 4096, 4096), "eeee05", gflops=1e9, verified=False, commit_index=4)
 
-    traces = {t["name"]: t for t in chart_data(client.get("/history?gpu=H100&m=4096&n=4096&k=4096&mode=cold").text)}
-    assert traces["naive"]["x"] == ["aaaa01", "bbbb02", "cccc03"]
-    assert traces["naive"]["y"] == [5000.0, 5001.0, 5002.0]
-    # The unverified result (commit eeee05) is not drawn as a speed.
-    assert traces["smem_tiled"]["x"] == ["aaaa01", "bbbb02", "cccc03"]
-    assert "cuBLAS (same jobs)" in traces
+    # m/n/k (older links) and size= (the form) name the same view.
+    for query in ("gpu=H100&m=4096&n=4096&k=4096&mode=cold", H100_4096):
+        t = traces(client.get(f"/history?{query}").text)
+        assert t["naive"]["x"] == ["aaaa01", "bbbb02", "cccc03"]
+        assert t["naive"]["y"] == [5000.0, 5001.0, 5002.0]
+        # The unverified result (commit eeee05) is not drawn as a speed.
+        assert t["smem_tiled"]["x"] == ["aaaa01", "bbbb02", "cccc03"]
+        assert "cuBLAS (same jobs)" in t and "regression" not in t  # too few commits for a verdict
+    sha, message, date, noise = t["naive"]["customdata"][1][:4]
+    assert (sha, message, date, round(noise, 6)) == ("bbbb02", "step 1", "2026-01-01 01:00:00", 0.3)
+    band = t["naive noise"]  # ±noise around the series, drawn as one closed shape
+    assert band["fill"] == "toself" and band["y"][0] == pytest.approx(5000 * 1.003)
+    assert band["y"][-1] == pytest.approx(5000 * 0.997)
 
-    other = {t["name"]: t for t in chart_data(client.get("/history?gpu=H100&m=1024&n=1024&k=1024&mode=cold").text)}
+    other = traces(client.get("/history?gpu=H100&size=1024x1024x1024&mode=cold").text)
     assert other["naive"]["x"] == ["dddd04"] and "smem_tiled" not in other
 
     none = client.get("/history?gpu=A100&m=4096&n=4096&k=4096&mode=cold").text
-    assert 'id="no-chart"' in none and "A100" in none
+    assert 'id="history-chart-reason"' in none and "A100" in none
+
+
+def test_history_marks_regressions_with_the_regression_module(client, cfg):
+    values = [10_000, 10_030, 9_980, 10_010, 9_990, 10_020, 9_000, 10_000]  # commit 6 drops 10 %
+    for i, g in enumerate(values):
+        add_result(cfg, "warp_tile", (2048, 2048, 2048), f"c0ffee{i:02d}", gflops=float(g), commit_index=i, noise=0.001)
+    page = client.get("/history?gpu=H100&size=2048&mode=cold").text
+    t = traces(page)
+    assert t["regression"]["x"] == ["c0ffee06"] and t["regression"]["y"] == [9000.0]
+    assert "below the mean of 6 earlier results" in t["regression"]["customdata"][0][2]
+    assert 'id="regressions"' in page
+    rows = client.get("/history?gpu=H100&size=2048&mode=cold&format=json").json()["rows"]
+    assert [r["sha"] for r in rows if r["regression"]] == ["c0ffee06"]
+
+    # Only the newest `last` commits are drawn; the older ones still serve as the baseline.
+    t = traces(client.get("/history?gpu=H100&size=2048&mode=cold&last=2").text)
+    assert t["warp_tile"]["x"] == ["c0ffee06", "c0ffee07"] and t["regression"]["x"] == ["c0ffee06"]
+
+
+def test_history_of_only_unverified_results_says_why(client, cfg):
+    add_result(cfg, "naive", (512, 512, 512), "aaaa01", gflops=100.0)
+    add_result(cfg, "broken", (256, 256, 256), "aaaa01", gflops=1e9, verified=False)
+    page = client.get("/history?gpu=H100&size=256&mode=cold").text
+    assert "Plotly.newPlot" not in page and "failed verification" in page and "1e+09" not in page
+
+
+def test_fp32_peak_from_sm_count_lanes_and_max_clock():
+    assert fp32_peak(132, "9.0", 1980).gflops == pytest.approx(66_908.16)  # DESIGN.md's H100 figure
+    assert fp32_peak(108, "8.0", 1410).gflops == pytest.approx(19_491.84)  # A100: 64 FP32 lanes per SM
+    assert fp32_peak(132, "9.0", None).gflops is None and "unknown" in fp32_peak(132, "9.0", None).how
+    assert fp32_peak(None, None, 1980).gflops is None
+
+
+def test_overview_shows_each_gpus_latest_ladder_and_failures(client, cfg):
+    size = (4096, 4096, 4096)
+    add_job(cfg, "aaaa01", [("naive", size, 5000.0, True, 50_000.0), ("warp_tile", size, 30_000.0, True, 50_000.0),
+                            ("smem_tiled", size, 8000.0, True, 50_000.0)])
+    # Newer results replace older ones; a newest result that fails verification is a failure, not a speed.
+    add_job(cfg, "bbbb02", [("warp_tile", size, 33_000.0, True, 52_000.0), ("smem_tiled", size, 9e9, False)],
+            commit_index=1)
+    add_job(cfg, "bbbb02", [("naive", size, 2000.0, True, 17_000.0)], gpu=A100, commit_index=1)
+    add_job(cfg, "bbbb02", [("naive", size, 1.0, True)], gpu={**H100, "uuid": "GPU-other", "name": "Mystery H100",
+                                                              "max_sm_clock_mhz": None}, commit_index=1)
+    page = client.get("/?size=4096x4096x4096&mode=cold").text
+    h100 = traces(page, "ladder-2")  # ladders sorted by GPU name: A100, Mystery H100, NVIDIA H100
+    assert h100["GFLOPS"]["x"] == ["naive", "warp_tile"] and h100["GFLOPS"]["y"] == [5000.0, 33_000.0]
+    assert h100["failed verification"]["x"] == ["smem_tiled"] and h100["failed verification"]["y"] == [0]
+    assert "9000000000" not in page and "9,000,000,000" not in page
+    assert h100["cuBLAS 51,000 GFLOPS"]["y"][0] == 51_000.0 and "FP32 peak 66,908 GFLOPS" in h100
+    assert h100["GFLOPS"]["text"] == ["7.5% of peak", "49.3% of peak"]
+    assert "FP32 peak 66.9 TFLOPS = 132 SMs × 128 lanes × 2 × 1980 MHz" in page
+    assert "FP32 peak 19.5 TFLOPS = 108 SMs × 64 lanes" in page
+    assert "FP32 peak unknown: no maximum SM clock recorded" in page  # never an invented number
+    assert not any(name.startswith("FP32 peak") for name in traces(page, "ladder-1"))
+
+    only_a100 = client.get("/?gpu=A100&size=4096x4096x4096&mode=cold").text
+    assert "ladder-1" not in only_a100 and traces(only_a100, "ladder-0")["GFLOPS"]["y"] == [2000.0]
+    missing = client.get("/?size=64x64x64&mode=cold").text
+    assert 'id="overview-reason"' in missing and "64x64x64" in missing
+
+    rows = rows_csv(client.get("/?size=4096x4096x4096&mode=cold&gpu=H100&format=csv").text)
+    smem = next(r for r in rows if r["gpu"] == "NVIDIA H100 80GB HBM3" and r["variant"] == "smem_tiled")
+    assert smem["verified"] == "False" and smem["gflops"] == "" and smem["error"] == "wrong result"
+    warp = next(r for r in rows if r["variant"] == "warp_tile")
+    assert float(warp["pct_of_fp32_peak"]) == pytest.approx(100 * 33_000 / 66_908.16)
+
+
+def test_sweep_plots_gflops_against_size(client, cfg):
+    for dim, g in ((2048, 20_000.0), (1024, 10_000.0), (4096, 30_000.0)):
+        add_result(cfg, "warp_tile", (dim, dim, dim), "aaaa01", gflops=g)
+        add_result(cfg, "naive", (dim, dim, dim), "aaaa01", gflops=g / 5)
+        add_result(cfg, "naive", (dim, dim, dim), "aaaa01", gflops=g / 6, gpu=A100)
+    add_result(cfg, "warp_tile", (8192, 8192, 8192), "bbbb02", gflops=1e9, verified=False, commit_index=1)
+    t = traces(client.get("/sweep?mode=cold").text, "sweep-chart")
+    assert set(t) == {"warp_tile · H100", "naive · H100", "naive · A100", "failed verification"}
+    assert t["warp_tile · H100"]["x"] == ["1024x1024x1024", "2048x2048x2048", "4096x4096x4096"]  # by flop count
+    assert t["warp_tile · H100"]["y"] == [10_000.0, 20_000.0, 30_000.0]
+    assert t["failed verification"]["x"] == ["8192x8192x8192"] and t["failed verification"]["y"] == [0]
+
+    chosen = traces(client.get("/sweep?mode=cold&variant=naive&gpu=A100").text, "sweep-chart")
+    assert set(chosen) == {"naive · A100"}
+    at_commit = traces(client.get("/sweep?mode=cold&sha=aaaa").text, "sweep-chart")
+    assert "failed verification" not in at_commit  # the broken result belongs to bbbb02
+    assert "Plotly.newPlot" not in client.get("/sweep?mode=hot").text
+
+
+def test_compare_two_commits_and_two_gpus(client, cfg):
+    size = (4096, 4096, 4096)
+    add_job(cfg, "aaaa01", [("naive", size, 5000.0, True), ("warp_tile", size, 30_000.0, True)])
+    add_job(cfg, "bbbb02", [("naive", size, 5500.0, True), ("warp_tile", size, 1e9, False)], commit_index=1)
+    add_job(cfg, "bbbb02", [("naive", size, 2000.0, True)], gpu=A100, commit_index=1)
+
+    page = client.get("/compare?by=commit&gpu=H100&mode=cold").text  # defaults: the two newest commits
+    t = traces(page, "compare-chart")
+    assert t["A: aaaa01"]["y"] == [5000.0, 30_000.0] and t["B: bbbb02"]["y"] == [5500.0, None]
+    assert t["B: bbbb02"]["text"] == ["+10.0%", ""]
+    assert "+10.0%" in page and "failed verification" in page
+    rows = client.get("/compare?a=aaaa&b=bbbb02&gpu=H100&mode=cold&format=json").json()["rows"]
+    assert [(r["variant"], r["delta_pct"]) for r in rows] == [("naive", pytest.approx(10.0)), ("warp_tile", None)]
+
+    gpus = traces(client.get("/compare?by=gpu&a=H100&b=A100&mode=cold&sha=bbbb02").text, "compare-chart")
+    assert gpus["A: H100"]["y"] == [5500.0, None] and gpus["B: A100"]["y"][0] == 2000.0
+
+    assert "same commit" in client.get("/compare?a=aaaa01&b=aaaa01&gpu=H100").text
+    assert "no commit &#39;ffff&#39; is known" in client.get("/compare?a=ffff&b=aaaa01&gpu=H100").text
+    add_result(cfg, "naive", size, "aaaa99", gflops=1.0, commit_index=2)
+    assert "start of 2 commits" in client.get("/compare?a=aaaa&b=bbbb02&gpu=H100").text
+    assert "two GPU models" in client.get("/compare?by=gpu&a=H100").text
+
+
+def test_every_view_exports_csv_and_json_with_its_filters(client, cfg):
+    job_id = add_result(cfg, "naive", (64, 64, 64), "aaaa01", gflops=123.0)
+    add_result(cfg, "naive", (64, 64, 64), "bbbb02", gflops=124.0, commit_index=1)
+    for path in [*PAGES, f"/jobs/{job_id}"]:
+        html = client.get(path).text
+        assert 'id="export-csv"' in html and 'id="export-json"' in html, path
+        resp = client.get(path, params={"format": "csv"})
+        assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/csv"), path
+        assert "attachment" in resp.headers["content-disposition"] and rows_csv(resp.text), path
+        body = client.get(path, params={"format": "json"}).json()
+        assert body["rows"] and "filters" in body, path
+    # The export link carries the page's filters: the permalink and the download agree.
+    page = client.get("/history?gpu=H100&size=64x64x64&mode=cold").text
+    assert 'href="/history?gpu=H100&amp;size=64x64x64&amp;mode=cold&amp;format=csv"' in page
+    history = client.get("/history?gpu=H100&size=64x64x64&mode=cold&format=json").json()
+    assert history["filters"] == {"gpu": "H100", "size": "64x64x64", "mode": "cold", "last": 100}
+    assert [r["sha"] for r in history["rows"]] == ["aaaa01", "bbbb02"]
+
+
+def test_bad_filters_are_422_naming_the_field(client):
+    resp = client.get("/history?size=big")
+    assert resp.status_code == 422 and "size" in resp.text
+    assert client.get("/?format=xml").status_code == 422
+    assert client.get("/history?last=0").status_code == 422
+    assert client.get("/sweep?sha=not-hex").status_code == 422
+    assert client.get("/compare?by=branch").status_code == 422
 
 
 def test_jobs_and_job_pages(client, cfg):
     job_id = add_result(cfg, "naive", (64, 64, 64), "aaaa01", gflops=123.0)
     bad_id = add_result(cfg, "smem_tiled", (64, 64, 64), "aaaa01", gflops=1.0, verified=False)
-    listing = client.get("/").text
+    listing = client.get("/jobs").text
     assert f'href="/jobs/{job_id}"' in listing and "succeeded" in listing
+    assert 'href="/jobs"' in client.get("/").text  # the list moved; the nav keeps it one click away
     page = client.get(f"/jobs/{job_id}").text
     assert "naive" in page and "123" in page
     bad = client.get(f"/jobs/{bad_id}").text
     assert 'class="unverified"' in bad and "wrong result" in bad
+    assert client.get(f"/jobs/{bad_id}?format=json").json()["rows"][0]["gflops"] is None
     assert client.get("/jobs/424242").status_code == 404
+    assert f'href="/jobs/{job_id}"' not in client.get("/jobs?status=running").text
+
+
+def test_running_job_page_shows_progress_and_polls(client, cfg):
+    job_id = add_job(cfg, "aaaa01", [("naive", (64, 64, 64), 100.0, True)], status="running", total=4,
+                     current_case="smem_tiled 64x64x64")
+    page = client.get(f"/jobs/{job_id}").text
+    assert 'id="progress-text">1/4<' in page and "running smem_tiled 64x64x64" in page
+    assert "?format=json" in page and "setTimeout(poll" in page
+    with session_factory(cfg)() as db:
+        db.execute(update(Job).where(Job.id == job_id).values(progress_done=2, current_case="warp_tile 64x64x64"))
+        db.commit()
+    live = client.get(f"/jobs/{job_id}?format=json").json()["job"]
+    assert (live["status"], live["progress_done"], live["progress_total"], live["current_case"]) == (
+        "running", 2, 4, "warp_tile 64x64x64")
+    with session_factory(cfg)() as db:
+        db.execute(update(Job).where(Job.id == job_id).values(status="succeeded", current_case=None))
+        db.commit()
+    assert "setTimeout(poll" not in client.get(f"/jobs/{job_id}").text
+
+
+def test_history_aggregates_in_sql(client, cfg):
+    """Many results of one commit and variant reach Python as one grouped row."""
+    add_job(cfg, "aaaa01", [("naive", (128, 128, 128), 100.0 + i, True) for i in range(40)])
+    statements: list[str] = []
+    engine = engine_for(cfg.resolved_database_url)
+
+    def capture(conn, cursor, statement, params, context, executemany):
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        rows = client.get("/history?gpu=H100&size=128&mode=cold&format=json").json()["rows"]
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    assert len(rows) == 1 and rows[0]["n_results"] == 40 and rows[0]["gflops"] == pytest.approx(119.5)
+    reads = [s for s in statements if re.search(r"\bFROM result\b", s)]
+    assert reads and all("GROUP BY" in s or "count(" in s for s in reads), reads

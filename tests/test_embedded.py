@@ -1,7 +1,6 @@
 """`gemmwatch up` on a machine without a GPU: it serves, and a job fails with 'no CUDA device'."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -9,13 +8,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import HAVE_GPU, ROOT
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.conftest import HAVE_GPU, ROOT, free_port
 
 
 @pytest.mark.skipif(HAVE_GPU, reason="asserts the no-GPU behaviour; the GPU path is tests/test_gpu.py")

@@ -56,9 +56,9 @@ def test_the_floor_keeps_tiny_changes_on_quiet_series_quiet():
     assert judge(quiet[:-1], quiet[-1], Thresholds(min_drop=0.005)).regression
 
 
-def test_too_little_history_gives_no_verdict():
-    verdict = judge([Point(1.0), Point(1.0)], Point(0.5))
-    assert not verdict.regression and verdict.delta is None and "needed" in verdict.reason
+def test_no_history_gives_no_verdict():
+    verdict = judge([], Point(0.5))
+    assert not verdict.regression and verdict.delta is None and "no earlier result" in verdict.reason
 
 
 def test_thresholds_come_from_settings():
@@ -66,3 +66,12 @@ def test_thresholds_come_from_settings():
 
     th = Thresholds.from_settings(Settings(GEMMWATCH_REGRESSION_MIN_DROP=0.05, GEMMWATCH_REGRESSION_WINDOW=10))
     assert th.min_drop == 0.05 and th.window == 10 and th.boundary == 0.999
+
+
+def test_against_a_single_base_result_the_floor_and_sample_noise_decide():
+    base = [Point(100.0, noise=0.002, n_samples=20)]
+    assert judge(base, Point(80.0, noise=0.002, n_samples=20)).regression  # 20 % slower
+    assert not judge(base, Point(99.0, noise=0.002, n_samples=20)).regression  # 1 %: under the 2 % floor
+    noisy = judge(base, Point(90.0, noise=0.05, n_samples=20))  # 10 % slower but 5 % sample noise
+    assert not noisy.regression and "15.0 %" in noisy.reason
+    assert "-20.0 %" in judge(base, Point(80.0, noise=0.002, n_samples=20)).reason

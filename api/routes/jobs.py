@@ -9,7 +9,9 @@ from api.auth import Writer
 from api.broker import enqueue_job, queue_for
 from api.deps import SessionDep, SettingsDep
 from api.models import Job, utcnow
-from api.schemas import JobCreate, JobOut, JobStatus
+from api.baselines import verdicts
+from api.regression import Thresholds
+from api.schemas import JobCreate, JobOut, JobStatus, VerdictOut
 from api.store import upsert_commit
 
 log = logging.getLogger(__name__)
@@ -69,3 +71,19 @@ def list_jobs(
     if status_:
         query = query.where(Job.status == status_)
     return [JobOut.from_row(j, with_results=False) for j in db.scalars(query).unique()]
+
+
+@router.get("/{job_id}/verdicts", response_model=list[VerdictOut])
+def get_verdicts(
+    job_id: JobId,
+    db: SessionDep,
+    cfg: SettingsDep,
+    base: Annotated[str | None, Query(description="base commit sha (or prefix)", pattern=r"^[0-9a-fA-F]{4,64}$")] = None,
+    base_branch: Annotated[str | None, Query(description="compare with this branch's history", max_length=200)] = None,
+):
+    """Per result: regression, ok, faster, no baseline or unverified, against the base commit,
+    the base branch, or (neither given) earlier results on the job's own branch."""
+    job = db.get(Job, job_id)
+    if job is None:
+        raise HTTPException(status_code=404, detail=f"no job {job_id}")
+    return verdicts(db, job, base, base_branch, Thresholds.from_settings(cfg))

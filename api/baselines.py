@@ -1,0 +1,74 @@
+"""Verdicts for a job's results against their baseline: the history of the same series
+(variant, size, GPU model, timing mode) on the base commit or branch."""
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from api.models import Commit, Gpu, Job, Result
+from api.regression import Point, Thresholds, judge
+from api.schemas import VerdictOut
+
+_COMMIT_TIME = func.coalesce(Commit.committed_at, Commit.created_at)
+
+
+def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None, window: int) -> list[Point]:
+    query = (
+        select(Result.gflops, Result.noise, Result.n_samples, Result.q1_ms, Result.q3_ms, Result.median_ms)
+        .join(Commit, Result.commit_id == Commit.id)
+        .join(Gpu, Result.gpu_id == Gpu.id)
+        .where(
+            Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k,
+            Result.mode == r.mode, Result.compute_mode == r.compute_mode,
+            Gpu.model == r.gpu.model, Result.verified.is_(True), Result.gflops.is_not(None),
+            Result.job_id != job.id,
+        )
+    )
+    if base_sha:
+        base = db.scalar(select(Commit).where(Commit.sha.startswith(base_sha, autoescape=True)).order_by(Commit.id.desc()))
+        if base is None:
+            return []
+        # The base commit's own results, and what came before it on its branch.
+        base_time = base.committed_at or base.created_at
+        on_branch = (Commit.branch == base.branch) & (_COMMIT_TIME <= base_time) if base.branch else False
+        query = query.where((Commit.id == base.id) | on_branch)
+    else:
+        branch = base_branch or (job.commit.branch if job.commit else None)
+        query = query.where(Commit.branch == branch, Result.created_at < job.created_at)
+        if job.commit is not None:
+            query = query.where(Commit.id != job.commit_id)
+    rows = db.execute(query.order_by(_COMMIT_TIME.desc(), Result.id.desc()).limit(window)).all()
+    return [Point(g, robust_noise(noise, q1, q3, med), n) for g, noise, n, q1, q3, med in reversed(rows)]
+
+
+def robust_noise(noise: float | None, q1: float | None, q3: float | None, median: float | None) -> float | None:
+    """Relative spread from the interquartile range (IQR / 1.349 estimates a normal sigma).
+
+    One outlier sample (a first launch, a clock dip) inflates stddev/mean, which would make the
+    verdict blind to real changes; the quartiles barely move."""
+    if q1 is None or q3 is None or not median:
+        return noise
+    return (q3 - q1) / 1.349 / median
+
+
+def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | None, th: Thresholds) -> list[VerdictOut]:
+    out = []
+    for r in job.results:
+        common = {"result_id": r.id, "variant": r.variant, "m": r.m, "n": r.n, "k": r.k, "gflops": r.gflops,
+                  "pct_of_cublas": r.pct_of_cublas, "verified": r.verified}
+        if not r.verified or r.gflops is None or r.gpu is None:
+            out.append(VerdictOut(**common, status="unverified", delta=None, baseline_mean=None, baseline_points=0,
+                                  reason=r.error or "not verified"))
+            continue
+        history = _baseline(db, r, job, base_sha, base_branch, th.window)
+        v = judge(history, Point(r.gflops, robust_noise(r.noise, r.q1_ms, r.q3_ms, r.median_ms), r.n_samples), th)
+        if v.delta is None:
+            status = "no baseline"
+        elif v.regression:
+            status = "regression"
+        elif v.delta >= th.min_drop:
+            status = "faster"
+        else:
+            status = "ok"
+        out.append(VerdictOut(**common, status=status, delta=v.delta, baseline_mean=v.baseline_mean,
+                              baseline_points=len(history), reason=v.reason))
+    return out

@@ -1,0 +1,205 @@
+"""The dashboard in a real browser: Debian's chromium, headless, driven by Playwright.
+
+The real app runs under uvicorn on a free loopback port, on a database filled with result
+rows as the worker writes them (tests/fake_results.py). Each page is opened, a filter is
+changed, and the chart's points are read back from the page (Plotly keeps them on the
+chart's element) to see that they changed. Screenshots go to docs/screenshots/ (or
+$GEMMWATCH_SCREENSHOT_DIR), which docs/DASHBOARD.md shows.
+"""
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import uvicorn
+from playwright.sync_api import Page, sync_playwright
+from sqlalchemy import update
+
+from api.app import create_app
+from api.db import session_factory, upgrade_database
+from api.models import Job
+from tests.conftest import ROOT, make_settings
+from tests.fake_results import H100, add_demo_history, add_job
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOTS = Path(os.environ.get("GEMMWATCH_SCREENSHOT_DIR", ROOT / "docs" / "screenshots"))
+H100_4096 = "gpu=H100&size=4096x4096x4096&mode=cold"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The real app on a real port, and its settings (the test moves a running job along)."""
+    tmp = tmp_path_factory.mktemp("browser")
+    cfg = make_settings(tmp, f"sqlite:///{tmp / 'gemmwatch.db'}")
+    upgrade_database(cfg)
+    add_demo_history(cfg)
+    running = add_job(cfg, None, [("naive", (4096, 4096, 4096), 5900.0, True, 51_300.0),
+                                  ("smem_tiled", (4096, 4096, 4096), 8900.0, True, 51_200.0)],
+                      status="running", total=5, current_case="thread_tile_8x8 4096x4096x4096", gpu=H100)
+    add_job(cfg, None, [], status="queued", total=3)  # waits for a worker all along
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(cfg), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield {"url": f"http://127.0.0.1:{port}", "cfg": cfg, "running_job": running}
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; "
+                    "`make test` does it through scripts/services.sh)", pytrace=False)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, site):
+    context = browser.new_context(viewport={"width": 1200, "height": 820}, base_url=site["url"])
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield pg
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def chart(page: Page, div_id: str) -> dict[str, dict]:
+    """The chart's traces by name, read from the live Plotly element once it has drawn."""
+    page.wait_for_function("id => { const el = document.getElementById(id); return el && el._fullLayout; }",
+                           arg=div_id, timeout=15_000)
+    traces = page.evaluate(
+        "id => document.getElementById(id).data.map(t => ({name: t.name, type: t.type,"
+        " x: Array.from(t.x || []), y: Array.from(t.y || [])}))", div_id)
+    return {t["name"]: t for t in traces}
+
+
+def shoot(page: Page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def test_overview_ladder_and_size_filter(page):
+    page.goto(f"/?{H100_4096}")
+    ladder = chart(page, "ladder-0")
+    bars = ladder["GFLOPS"]
+    assert "warp_tile" in bars["x"] and "smem_swizzle_xor" not in bars["x"]  # broken: no speed
+    assert ladder["failed verification"]["x"] == ["smem_swizzle_xor"] and ladder["failed verification"]["y"] == [0]
+    assert any(name.startswith("cuBLAS") for name in ladder) and any(name.startswith("FP32 peak") for name in ladder)
+    assert "of peak" in page.inner_text("#ladder-0")
+    shoot(page, "overview")
+
+    with page.expect_navigation():
+        page.select_option("#size", "1024x1024x1024")
+    assert "size=1024x1024x1024" in page.url  # the filter is in the permalink
+    smaller = chart(page, "ladder-0")["GFLOPS"]
+    assert smaller["x"] and smaller["y"] != bars["y"] and max(smaller["y"]) < max(bars["y"])
+
+
+def test_history_regression_marker_and_size_filter(page):
+    page.goto(f"/history?{H100_4096}")
+    traces = chart(page, "history-chart")
+    assert len(traces["warp_tile"]["x"]) == 12 and "warp_tile noise" in traces
+    regression = traces["regression"]
+    assert regression["x"] and set(regression["x"]) <= set(traces["warp_tile"]["x"][9:])
+    assert "smem_swizzle_xor" in traces and len(traces["smem_swizzle_xor"]["x"]) == 11  # the broken commit is absent
+    shoot(page, "history")
+
+    before = traces["warp_tile"]["y"]
+    with page.expect_navigation():
+        page.select_option("#size", "2048x2048x2048")
+    after = chart(page, "history-chart")
+    assert "size=2048x2048x2048" in page.url
+    assert after["warp_tile"]["y"] != before and len(after["warp_tile"]["y"]) == 12
+
+
+def test_sweep_variant_filter(page):
+    page.goto("/sweep?mode=cold")
+    traces = chart(page, "sweep-chart")
+    assert {"warp_tile · H100", "naive · A100"} <= set(traces)
+    assert traces["warp_tile · H100"]["x"] == ["1024x1024x1024", "2048x2048x2048", "4096x4096x4096"]
+    assert traces["failed verification"]["y"] == [0] * 6  # smem_swizzle_xor on both GPUs at 3 sizes
+    shoot(page, "sweep")
+
+    with page.expect_navigation():
+        page.uncheck("#variants input[value=warp_tile]")
+    after = chart(page, "sweep-chart")
+    assert "warp_tile · H100" not in after and "naive · H100" in after
+    assert "variant=naive" in page.url and "variant=warp_tile" not in page.url
+
+
+def test_compare_commits_and_gpus(page):
+    page.goto("/compare?gpu=H100&mode=cold")
+    traces = chart(page, "compare-chart")
+    newest_pair = traces[next(n for n in traces if n.startswith("B:"))]["y"]
+    table = page.inner_text("#compare-table")
+    assert "failed verification" in table  # smem_swizzle_xor at the newest commit
+    shoot(page, "compare")
+
+    options = page.eval_on_selector_all("#a option", "os => os.map(o => o.value).filter(Boolean)")
+    with page.expect_navigation():
+        page.select_option("#a", options[-1])  # the oldest commit: warp_tile's regression shows
+    assert f"a={options[-1]}" in page.url
+    after = chart(page, "compare-chart")
+    a_trace = after[next(n for n in after if n.startswith("A:"))]
+    assert a_trace["y"] != traces[next(n for n in traces if n.startswith("A:"))]["y"]
+    assert after[next(n for n in after if n.startswith("B:"))]["y"] == newest_pair
+    assert "-" in page.inner_text("#compare-table")  # a slower delta for warp_tile
+
+    with page.expect_navigation():
+        page.select_option("#by", "gpu")
+    gpus = chart(page, "compare-chart")
+    assert {"A: A100", "B: H100"} <= set(gpus)
+
+
+def test_job_page_shows_live_progress_then_results(page, site):
+    job_id = site["running_job"]
+    page.goto(f"/jobs/{job_id}")
+    assert page.inner_text("#progress-text") == "2/5"
+    assert "thread_tile_8x8" in page.inner_text("#current-case")
+    shoot(page, "job-running")
+
+    with session_factory(site["cfg"])() as db:  # the worker moves on: the page follows by itself
+        db.execute(update(Job).where(Job.id == job_id).values(current_case="warp_tile 4096x4096x4096", progress_total=6))
+        db.commit()
+    page.wait_for_function("() => document.getElementById('progress-text').textContent === '2/6'", timeout=10_000)
+    assert "warp_tile" in page.inner_text("#current-case")
+
+    with page.expect_navigation(timeout=10_000):  # the page reloads itself once the job ends
+        with session_factory(site["cfg"])() as db:
+            db.execute(update(Job).where(Job.id == job_id).values(status="succeeded", current_case=None))
+            db.commit()
+    assert page.inner_text("#status") == "succeeded"
+    results = chart(page, "job-chart")
+    assert results["variant"]["x"] == ["naive 4096x4096x4096", "smem_tiled 4096x4096x4096"]
+    assert page.locator("#results tr").count() == 3
+
+
+def test_jobs_list_and_exports(page):
+    page.goto("/jobs")
+    assert page.locator("#jobs tr").count() > 10
+    shoot(page, "jobs")
+    with page.expect_navigation():
+        page.select_option("#status", "queued")
+    assert page.locator("#jobs tr").count() == 2 and "status=queued" in page.url
+    csv = page.request.get(page.get_attribute("#export-csv", "href")).text()
+    assert csv.startswith("id,status") and len(csv.splitlines()) == 2 and ",queued," in csv

@@ -1,0 +1,97 @@
+"""`gemmwatch ci` against a running stack: exit codes, the Markdown summary, $GITHUB_STEP_SUMMARY."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from api.auth import create_token
+from api.db import session_factory, upgrade_database
+from tests.conftest import ROOT, make_settings
+
+KERNEL = """
+extern "C" __global__ void my_gemm(int M, int N, int K, float alpha, const float* A, const float* B,
+                                   float beta, float* C) {
+    int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+    C[row * N + col] = beta == 0.0f ? alpha * acc : alpha * acc + beta * C[row * N + col];
+}
+"""
+# The CPU double times a source that defines this as that much slower: the "slowed" commit.
+SLOWER = "#define FAKE_GPU_SLOWDOWN_PCT 300\n" + KERNEL  # 4x: beyond the CPU double's noise
+
+
+def kernels_dir(path, text):
+    path.mkdir()
+    (path / "my_gemm.cu").write_text(text)
+    (path / "gemmwatch.json").write_text(json.dumps(
+        [{"name": "my_gemm", "file": "my_gemm.cu", "entry": "my_gemm", "block": [16, 16], "tile": [16, 16]}]))
+    return path
+
+
+@pytest.fixture
+def server(tmp_path, pg_url, redis_url, start_worker, live_server):
+    cfg = make_settings(tmp_path, pg_url, redis_url)
+    upgrade_database(cfg)
+    start_worker(cfg)
+    with session_factory(cfg)() as db:
+        token = create_token(db, "ci")
+    return live_server(cfg), token
+
+
+def ci(server_url, token, tmp_path, *args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMWATCH_")}
+    env.update(GEMMWATCH_TOKEN=token, PYTHONPATH=str(ROOT), GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"))
+    cmd = [sys.executable, "-m", "cli.main", "ci", "--server", server_url, "--size", "128", "--timeout", "120", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_ci_passes_flags_a_slowed_kernel_and_fails_a_broken_one(server, tmp_path):
+    url, token = server
+    same, slow = kernels_dir(tmp_path / "a", KERNEL), kernels_dir(tmp_path / "b", SLOWER)
+
+    first = ci(url, token, tmp_path, "--commit", "aaaa0001", "--branch", "main", "--kernels-dir", str(same))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "no baseline" in first.stdout
+
+    slowed = ci(url, token, tmp_path, "--commit", "bbbb0002", "--branch", "pr", "--base", "aaaa0001",
+                "--kernels-dir", str(slow))
+    assert slowed.returncode == 1, slowed.stdout + slowed.stderr
+    assert "| my_gemm | 128×128×128 |" in slowed.stdout and "❌ regression" in slowed.stdout
+    assert "Regressions:" in slowed.stdout and "my_gemm 128×128×128" in slowed.stdout
+
+    unchanged = ci(url, token, tmp_path, "--commit", "cccc0003", "--branch", "pr2", "--base", "aaaa0001",
+                   "--kernels-dir", str(same))
+    assert unchanged.returncode == 0, unchanged.stdout + unchanged.stderr
+    assert "✅ ok" in unchanged.stdout
+
+    broken = kernels_dir(tmp_path / "c", KERNEL.replace("float acc = 0.0f;", "float acc = 0.0f"))
+    failed = ci(url, token, tmp_path, "--commit", "dddd0004", "--base", "aaaa0001", "--kernels-dir", str(broken))
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    assert "compile error" in failed.stdout
+
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.count("### gemmwatch:") == 4 and "bbbb0002" in summary
+
+
+def test_builtin_variants_against_the_base_branch(server, tmp_path):
+    url, token = server
+    for sha in ("eeee0001", "eeee0002"):
+        run = ci(url, token, tmp_path, "--commit", sha, "--branch", "main", "--base-branch", "main", "--variants", "naive")
+        assert run.returncode == 0, run.stdout + run.stderr
+    assert "vs branch main" in run.stdout and "| naive |" in run.stdout
+
+
+def test_unreachable_server_exits_3(tmp_path):
+    run = ci("http://127.0.0.1:1", "gw_x", tmp_path, "--commit", "ffff0001", "--variants", "naive")
+    assert run.returncode == 3
+
+
+def test_a_bad_token_is_reported_and_exits_2(server, tmp_path):
+    url, _ = server
+    run = ci(url, "gw_wrong", tmp_path, "--commit", "ffff0002", "--variants", "naive")
+    assert run.returncode == 2 and "401" in run.stderr
