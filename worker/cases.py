@@ -97,6 +97,7 @@ def plan(
     sizes: list[list[int]],
     explicit: dict[str, dict[str, int]],
     tuned: TunedLookup,
+    own: set[str] = frozenset(),
 ) -> list[dict[str, Any]]:
     """The job's cases as plain data, in the order the user asked for them.
 
@@ -108,7 +109,7 @@ def plan(
     for m, n, k in sizes:
         for name in variants:
             spec = VARIANTS.get(name)
-            if spec is None:
+            if spec is None or name in own:
                 options = [{}]
             elif kind == "autotune":
                 options = configurations(spec)

@@ -65,7 +65,9 @@ class JobRun:
         with self.Session() as db:
             job = db.get(Job, self.job_id)
             if job.plan is None:
-                job.plan = plan(job.kind, job.variants, job.sizes, job.tunables or {}, self._tuned(db, job, gpu_model))
+                own = {src["name"] for src in job.sources or []}
+                tuned = self._tuned(db, job, gpu_model)
+                job.plan = plan(job.kind, job.variants, job.sizes, job.tunables or {}, tuned, own)
             cases = cases_from_plan(job.plan, job.id, job.sources or [])
             done = set(db.scalars(select(Result.case_index).where(Result.job_id == job.id)))
             job.progress_total, job.progress_done = len(cases), len(done)
