@@ -5,7 +5,6 @@ Called by the Celery task with a job id; also callable directly (no Celery neede
 
 import logging
 import socket
-import time
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
@@ -17,12 +16,10 @@ from api.models import Job, Result, TunedConfig, utcnow
 from api.schemas import TERMINAL_STATUSES
 from api.settings import Settings, settings
 from api.store import upsert_gpu
-from worker.cases import Case, CaseOutcome, TimingPolicy, TunedLookup, cases_from_plan, plan
+from worker.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, plan
 from worker import gpu_process
 
 log = logging.getLogger(__name__)
-
-HEARTBEAT_S = 5.0
 
 # A database that blinks (restart, failover) costs a few retries, not a lost result.
 db_retry = retry(
@@ -157,52 +154,17 @@ class JobRun:
         return self.finish(kind)
 
     def _drive_child(self) -> None:
-        policy = TimingPolicy.from_settings(self.cfg)
-        gpu, conn = gpu_process.acquire(self.cfg.runner, policy)
-        by_index: dict[int, Case] = {}
-        current: Case | None = None
-        healthy = False
-        try:
-            conn.send("job")
-            deadline = time.monotonic() + self.cfg.case_timeout_s
-            while True:
-                if not conn.poll(HEARTBEAT_S):
-                    if time.monotonic() > deadline:
-                        what = current.label if current else "GPU set-up"
-                        self.problems.append(f"{what}: exceeded the {self.cfg.case_timeout_s:g} s case time limit; killed")
-                        return
-                    self.update()  # heartbeat while a long case runs
-                    continue
-                try:
-                    msg = conn.recv()
-                except EOFError:  # the child died without saying goodbye
-                    what = current.label if current else "GPU set-up"
-                    self.problems.append(f"{what}: GPU process died (exit code {gpu.exitcode})")
-                    return
-                deadline = time.monotonic() + self.cfg.case_timeout_s
-                kind = msg[0]
-                if kind == "identity":
-                    self.record_gpu(msg[1])
-                    todo = self.plan_for(msg[1]["model"])
-                    by_index = {c.index: c for c in todo}
-                    conn.send(todo)
-                elif kind == "fatal":
-                    self.problems.append(msg[1])
-                    return
-                elif kind == "started":
-                    current = by_index[msg[1]]
-                    self.update(current_case=current.label)
-                elif kind == "result":
-                    case, outcome = by_index[msg[1]], msg[2]
-                    self.store(case, outcome)
-                    if outcome.error:
-                        self.problems.append(f"{case.label}: {outcome.error}")
-                elif kind == "done":
-                    healthy = True
-                    return
-        finally:
-            if not healthy:  # whatever went wrong, the next job gets a fresh GPU process
-                gpu_process.discard()
+        def on_identity(ident: dict) -> list[Case]:
+            self.record_gpu(ident)
+            return self.plan_for(ident["model"])
+
+        self.problems += gpu_process.converse(
+            self.cfg,
+            on_identity=on_identity,
+            on_started=lambda case: self.update(current_case=case.label),
+            on_result=self.store,
+            on_idle=self.update,  # heartbeat while a long case runs
+        )
 
 
 def _count_results(db: Session, job_id: int) -> int:

@@ -6,10 +6,14 @@ gets a healthy GPU context.
 """
 
 import multiprocessing as mp
+import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 
-from worker.cases import TimingPolicy
+from worker.cases import Case, CaseOutcome, TimingPolicy
 from worker.child import child_main
+
+IDLE_CALLBACK_S = 5.0  # how often on_idle runs while a case is in progress
 
 
 class GpuProcess:
@@ -53,3 +57,62 @@ def discard() -> None:
     if _current is not None:
         _current.kill()
         _current = None
+
+
+def converse(
+    cfg,
+    on_identity: Callable[[dict], list[Case]],
+    on_started: Callable[[Case], None],
+    on_result: Callable[[Case, CaseOutcome], None],
+    on_idle: Callable[[], None] = lambda: None,
+) -> list[str]:
+    """Run one job's cases in the GPU process; returns the problems met (empty when all went well).
+
+    on_identity gets the GPU's identity and returns the cases to run (planning needs the GPU
+    model). A case that outlives cfg.case_timeout_s is killed with its process.
+    """
+    gpu, conn = acquire(cfg.runner, TimingPolicy.from_settings(cfg))
+    problems: list[str] = []
+    by_index: dict[int, Case] = {}
+    current: Case | None = None
+    healthy = False
+    try:
+        conn.send("job")
+        deadline = time.monotonic() + cfg.case_timeout_s
+        while True:
+            if not conn.poll(IDLE_CALLBACK_S):
+                if time.monotonic() > deadline:
+                    what = current.label if current else "GPU set-up"
+                    problems.append(f"{what}: exceeded the {cfg.case_timeout_s:g} s case time limit; killed")
+                    return problems
+                on_idle()
+                continue
+            try:
+                msg = conn.recv()
+            except EOFError:  # the child died without saying goodbye
+                what = current.label if current else "GPU set-up"
+                problems.append(f"{what}: GPU process died (exit code {gpu.exitcode})")
+                return problems
+            deadline = time.monotonic() + cfg.case_timeout_s
+            kind = msg[0]
+            if kind == "identity":
+                todo = on_identity(msg[1])
+                by_index = {c.index: c for c in todo}
+                conn.send(todo)
+            elif kind == "fatal":
+                problems.append(msg[1])
+                return problems
+            elif kind == "started":
+                current = by_index[msg[1]]
+                on_started(current)
+            elif kind == "result":
+                case, outcome = by_index[msg[1]], msg[2]
+                on_result(case, outcome)
+                if outcome.error:
+                    problems.append(f"{case.label}: {outcome.error}")
+            elif kind == "done":
+                healthy = True
+                return problems
+    finally:
+        if not healthy:  # whatever went wrong, the next job gets a fresh GPU process
+            discard()
