@@ -66,6 +66,7 @@ class Commit(Base):
 
 class Job(Base):
     __tablename__ = "job"
+    __table_args__ = (UniqueConstraint("run_id", name="uq_job_run_id"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
@@ -92,6 +93,8 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # Set on results measured elsewhere and posted (POST /api/results): re-posting a run adds nothing.
+    run_id: Mapped[str | None] = mapped_column(String(100))
 
     commit: Mapped[Commit | None] = relationship(lazy="joined")
     gpu: Mapped[Gpu | None] = relationship(lazy="joined")

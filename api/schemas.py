@@ -325,3 +325,68 @@ class VerdictOut(BaseModel):
     baseline_mean: float | None
     baseline_points: int
     reason: str
+
+
+class GpuIn(BaseModel):
+    uuid: Annotated[str, StringConstraints(min_length=1, max_length=80)]
+    name: Annotated[str, StringConstraints(min_length=1, max_length=120)]
+    model: GpuModel
+    sm_count: int | None = None
+    compute_capability: Annotated[str, StringConstraints(max_length=10)] | None = None
+    memory_mib: int | None = None
+    driver: Annotated[str, StringConstraints(max_length=40)] | None = None
+
+
+class ResultIn(BaseModel):
+    """One case measured by `gemmwatch run` on a machine of its own; names as in ResultOut."""
+
+    variant: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
+    m: int = Field(ge=1, le=1 << 20)
+    n: int = Field(ge=1, le=1 << 20)
+    k: int = Field(ge=1, le=1 << 20)
+    dtype: Literal["float32"] = "float32"
+    mode: Literal["cold", "hot"] = "cold"
+    compute_mode: Literal["fp32", "tf32"] = "fp32"
+    tunables: dict[str, int] = Field(default_factory=dict)
+    verified: bool
+    rel_error: float | None = None
+    median_ms: float | None = Field(default=None, gt=0)
+    mean_ms: float | None = None
+    stddev_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    q1_ms: float | None = None
+    q3_ms: float | None = None
+    gflops: float | None = Field(default=None, ge=0)
+    cublas_median_ms: float | None = None
+    cublas_gflops: float | None = None
+    pct_of_cublas: float | None = None
+    n_samples: int = Field(default=0, ge=0)
+    noise: float | None = None
+    converged: bool = False
+    error: str | None = None
+    samples_ms: list[float] = Field(default_factory=list, max_length=100_000)
+    env: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _no_speed_without_verification(self) -> "ResultIn":
+        if not self.verified and self.gflops is not None:
+            raise ValueError("an unverified result carries no gflops (a wrong kernel has no speed)")
+        return self
+
+
+class ResultBatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{8,100}$")] = Field(
+        description="unique per measured run; posting the same run again adds nothing"
+    )
+    gpu: GpuIn
+    commit: CommitIn | None = None
+    results: list[ResultIn] = Field(min_length=1, max_length=1000)
+
+
+class ResultBatchOut(BaseModel):
+    job_id: int
+    created: bool
+    results: int

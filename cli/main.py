@@ -239,6 +239,55 @@ def ci(
         raise typer.Exit(run_ci(client, body, base, base_branch, timeout))
 
 
+@app.command("run")
+def run_local(
+    variants: Annotated[str | None, typer.Option(help="comma-separated variants (or a subset of --kernels-dir)")] = None,
+    kernels_dir: Annotated[Path | None, typer.Option(help="folder with kernels (gemmwatch.json or registry.py)")] = None,
+    size: Annotated[list[str] | None, typer.Option(help="MxNxK, repeatable (default 4096)")] = None,
+    post: Annotated[bool, typer.Option(help="POST the results to --server")] = False,
+    server: Annotated[str, typer.Option(envvar="GEMMWATCH_SERVER")] = "http://127.0.0.1:8000",
+    commit: Annotated[str | None, typer.Option(help="commit sha to file the results under")] = None,
+    branch: str | None = None,
+    repo: str = "",
+    save: Annotated[Path | None, typer.Option(help="also write the batch (as posted) to this JSON file")] = None,
+    token: Annotated[str | None, typer.Option(help="API token (default: $GEMMWATCH_TOKEN)")] = None,
+):
+    """Measure on this machine's GPU with the same runner the workers use; --post sends the
+    results to a server (idempotent: posting the same run twice adds nothing). Exit 2 if a
+    case failed, 3 if the server could not be reached."""
+    import json
+
+    from cli.kernel_sources import load_sources
+    from cli.local_run import batch, measure
+
+    sources = load_sources(kernels_dir) if kernels_dir else []
+    names = [v.strip() for v in (variants or "").split(",") if v.strip()] or [s["name"] for s in sources]
+    if not names:
+        raise typer.BadParameter("give --variants or --kernels-dir")
+    sources = [s for s in sources if s["name"] in names]
+    identity, results, problems = measure(names, [parse_size(s) for s in size or ["4096"]], sources)
+    if results:
+        print_results({"id": "local", "status": "failed" if problems else "succeeded", "results": results,
+                       "error": "\n".join(problems) or None})
+    elif problems:
+        console.print(f"[red]{chr(10).join(problems)}[/red]")
+    body = batch(identity, results, {"sha": commit, "repo": repo, "branch": branch} if commit else None)
+    if save:
+        save.write_text(json.dumps(body))
+    if post and results:
+        try:
+            with api_client(server, token) as client:
+                resp = client.post("/api/results", json=body)
+        except httpx.HTTPError as exc:
+            console.print(f"[red]cannot reach {server}: {exc}[/red]")
+            raise typer.Exit(3)
+        if resp.status_code not in (200, 201):
+            console.print(f"[red]{resp.status_code}: {resp.text}[/red]")
+            raise typer.Exit(2)
+        console.print(f"posted as job {resp.json()['job_id']}: {server}/jobs/{resp.json()['job_id']}")
+    raise typer.Exit(2 if problems else 0)
+
+
 @token_app.command("create")
 def token_create(name: str):
     """Create a token and print it (the only time it is shown)."""

@@ -1,11 +1,14 @@
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Path, Query, Response
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
+from api.auth import Writer
 from api.deps import SessionDep
-from api.models import Commit, Gpu, Result
-from api.schemas import ResultDetailOut, ResultOut
+from api.models import Commit, Gpu, Job, Result, utcnow
+from api.schemas import ResultBatchIn, ResultBatchOut, ResultDetailOut, ResultOut
+from api.store import upsert_commit, upsert_gpu
 
 router = APIRouter(prefix="/api/results", tags=["results"])
 
@@ -43,3 +46,37 @@ def get_result(result_id: Annotated[int, Path(ge=1, le=2**31 - 1)], db: SessionD
     if row is None:
         raise HTTPException(status_code=404, detail=f"no result {result_id}")
     return ResultDetailOut.from_row(row)
+
+
+@router.post("", response_model=ResultBatchOut, status_code=201, dependencies=[Writer])
+def post_results(body: ResultBatchIn, db: SessionDep, response: Response):
+    """Results measured elsewhere (`gemmwatch run --post`), stored as a finished job.
+    Idempotent on run_id: the same run posted again returns the first job and adds nothing."""
+    existing = db.scalar(select(Job).where(Job.run_id == body.run_id))
+    if existing is not None:
+        response.status_code = 200
+        return ResultBatchOut(job_id=existing.id, created=False, results=len(existing.results))
+    gpu = upsert_gpu(db, body.gpu.model_dump())
+    commit = upsert_commit(db, body.commit) if body.commit else None
+    failed = [f"{r.variant} {r.m}x{r.n}x{r.k}: {r.error or 'not verified'}" for r in body.results if not r.verified or r.error]
+    job = Job(
+        run_id=body.run_id, kind="bench", status="failed" if failed else "succeeded", queue="posted",
+        variants=list(dict.fromkeys(r.variant for r in body.results)),
+        sizes=[list(s) for s in dict.fromkeys((r.m, r.n, r.k) for r in body.results)],
+        gpu_model=gpu.model, gpu_id=gpu.id, commit=commit, error="\n".join(failed) or None,
+        progress_total=len(body.results), progress_done=len(body.results),
+        started_at=utcnow(), finished_at=utcnow(),
+    )
+    db.add(job)
+    db.flush()
+    for index, r in enumerate(body.results):
+        db.add(Result(job_id=job.id, case_index=index, gpu_id=gpu.id, commit_id=commit.id if commit else None,
+                      **r.model_dump()))
+    try:
+        db.commit()
+    except IntegrityError:  # the same run posted twice at once: the other request stored it
+        db.rollback()
+        existing = db.scalar(select(Job).where(Job.run_id == body.run_id))
+        response.status_code = 200
+        return ResultBatchOut(job_id=existing.id, created=False, results=len(existing.results))
+    return ResultBatchOut(job_id=job.id, created=True, results=len(body.results))

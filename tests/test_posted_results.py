@@ -1,0 +1,84 @@
+"""Results measured elsewhere: POST /api/results is idempotent; `gemmwatch run --post` uses it."""
+
+import json
+import os
+import subprocess
+import sys
+
+from sqlalchemy import func, select
+
+from api.auth import create_token
+from api.db import session_factory, upgrade_database
+from api.models import Result
+from tests.conftest import FAKE_RUNNER, ROOT, make_settings
+
+GPU = {"uuid": "GPU-abc", "name": "NVIDIA H100 80GB HBM3", "model": "H100", "sm_count": 132}
+
+
+def result(variant="naive", verified=True, **extra):
+    base = {"variant": variant, "m": 64, "n": 64, "k": 64, "verified": verified, "rel_error": 1e-7,
+            "median_ms": 0.01 if verified else None, "gflops": 52.4 if verified else None, "n_samples": 10,
+            "samples_ms": [0.01] * 10}
+    return {**base, **extra}
+
+
+def stored(cfg) -> int:
+    with session_factory(cfg)() as db:
+        return db.scalar(select(func.count()).select_from(Result))
+
+
+def test_posting_the_same_run_twice_adds_nothing(client, cfg):
+    body = {"run_id": "run-0001-abcdef", "gpu": GPU, "commit": {"sha": "abc1234", "branch": "main"},
+            "results": [result("naive"), result("smem_tiled")]}
+    first = client.post("/api/results", json=body)
+    assert first.status_code == 201 and first.json()["created"] is True
+    again = client.post("/api/results", json=body)
+    assert again.status_code == 200 and again.json() == {**first.json(), "created": False}
+    assert stored(cfg) == 2
+    job = client.get(f"/api/jobs/{first.json()['job_id']}").json()
+    assert job["status"] == "succeeded" and job["ran_on"] == GPU["name"] and job["commit"]["sha"] == "abc1234"
+    assert [r["variant"] for r in job["results"]] == ["naive", "smem_tiled"]
+
+
+def test_posted_unverified_results_fail_the_job_and_carry_no_speed(client, cfg):
+    body = {"run_id": "run-0002-abcdef", "gpu": GPU, "results": [result(verified=False, error="wrong result")]}
+    job = client.get(f"/api/jobs/{client.post('/api/results', json=body).json()['job_id']}").json()
+    assert job["status"] == "failed" and "wrong result" in job["error"]
+    bad = {**body, "run_id": "run-0003-abcdef", "results": [result(verified=False, gflops=1.0)]}
+    resp = client.post("/api/results", json=bad)
+    assert resp.status_code == 422 and "no gflops" in resp.text
+    assert stored(cfg) == 1
+
+
+def test_posting_needs_a_token(cfg):
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+
+    body = {"run_id": "run-0004-abcdef", "gpu": GPU, "results": [result()]}
+    assert TestClient(create_app(cfg)).post("/api/results", json=body).status_code == 401
+    assert stored(cfg) == 0
+
+
+def test_gemmwatch_run_post_measures_locally_and_posts(tmp_path, pg_url, live_server):
+    cfg = make_settings(tmp_path, pg_url)
+    upgrade_database(cfg)
+    with session_factory(cfg)() as db:
+        token = create_token(db, "runner")
+    url = live_server(cfg)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMWATCH_")}
+    env.update(GEMMWATCH_TOKEN=token, PYTHONPATH=str(ROOT), GEMMWATCH_RUNNER=FAKE_RUNNER,
+               GEMMWATCH_CASE_TIME_CAP_S="0.3", GEMMWATCH_DATA_DIR=str(tmp_path / "local"))
+    saved = tmp_path / "batch.json"
+    cmd = [sys.executable, "-m", "cli.main", "run", "--variants", "naive,smem_tiled", "--size", "32", "--post",
+           "--server", url, "--commit", "feed1234", "--branch", "main", "--save", str(saved)]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "posted as job" in run.stdout
+    assert stored(cfg) == 2
+    # The saved batch posted again (a retried CI step) adds nothing.
+    import httpx
+
+    again = httpx.post(f"{url}/api/results", json=json.loads(saved.read_text()), headers={"Authorization": f"Bearer {token}"})
+    assert again.status_code == 200 and again.json()["created"] is False
+    assert stored(cfg) == 2
