@@ -93,6 +93,8 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # Last time the job was published to the broker (first by the API, again by the reaper).
+    enqueued_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # Set on results measured elsewhere and posted (POST /api/results): re-posting a run adds nothing.
     run_id: Mapped[str | None] = mapped_column(String(100))
 
@@ -112,6 +114,10 @@ class Result(Base):
         UniqueConstraint("job_id", "case_index", name="uq_result_job_case"),
         # Serves the history query: one series per variant, GPU and size, across commits.
         Index("ix_result_history", "variant", "gpu_id", "m", "n", "k", "commit_id"),
+        # Serves the dashboard (docs/BENCHMARKS.md): its filters (mode, size, GPU) lead; commit_id
+        # next lets the history fetch only its newest commits' rows; the rest makes the commit
+        # list, the overview's newest results and the menus' distinct values index-only reads.
+        Index("ix_result_dashboard", "mode", "m", "n", "k", "gpu_id", "commit_id", "verified", "variant", "id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

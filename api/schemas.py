@@ -135,7 +135,7 @@ class JobCreate(BaseModel):
             raise ValueError("each source needs its own name")
         if not self.variants:
             if not self.sources:
-                raise ValueError("give at least one variant (GET /api/variants) or a source")
+                raise ValueError("'variants' is empty: give at least one variant (GET /api/variants) or a source")
             self.variants = names
         return self
 

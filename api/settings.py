@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     regression_min_points: int = Field(default=5, validation_alias="GEMMWATCH_REGRESSION_MIN_POINTS")
     regression_min_drop: float = Field(default=0.02, validation_alias="GEMMWATCH_REGRESSION_MIN_DROP")
 
+    # A running job whose heartbeat is older than this lost its worker and is queued again;
+    # a queued job older than requeue_after_s is published again (a broker restart loses queues).
+    heartbeat_stale_s: float = Field(default=60.0, validation_alias="GEMMWATCH_HEARTBEAT_STALE_S")
+    requeue_after_s: float = Field(default=120.0, validation_alias="GEMMWATCH_REQUEUE_AFTER_S")
+    reaper_interval_s: float = Field(default=15.0, validation_alias="GEMMWATCH_REAPER_INTERVAL_S")
+
     # Dotted path of the object that does the GPU work. Tests point it at a CPU double.
     runner: str = Field(default="worker.runner:CupyRunner", validation_alias="GEMMWATCH_RUNNER")
 

@@ -288,6 +288,17 @@ def run_local(
     raise typer.Exit(2 if problems else 0)
 
 
+@app.command()
+def reap():
+    """Queue again the jobs whose worker died or whose broker message was lost (workers do
+    this every GEMMWATCH_REAPER_INTERVAL_S seconds by themselves)."""
+    from api.settings import settings
+    from worker.reaper import reap as reap_once
+
+    ids = reap_once(settings)
+    console.print(f"queued again: {ids}" if ids else "nothing to queue again")
+
+
 @token_app.command("create")
 def token_create(name: str):
     """Create a token and print it (the only time it is shown)."""

@@ -56,7 +56,6 @@ def test_a_compile_error_comes_back_with_the_compiler_log(stack):
     (source(text='#  include </etc/shadow>\n' + GOOD), ["#include"]),
     (source(text='#inc\\\nlude "/etc/passwd"\n' + GOOD), ["#include"]),
     (source(text="#if __has_include(</etc/passwd>)\n#endif\n" + GOOD), ["__has_include"]),
-    (source(name="naive"), ["built-in"]),
     (source(name="Bad Name"), ["pattern"]),
     (source(block=[64, 32, 1]), ["1024 threads"]),
     (source(tile=[0, 16]), ["1..4096"]),
@@ -71,6 +70,14 @@ def test_bad_sources_are_422_and_echo_no_file(client, src, words):
     for word in words:
         assert word in text, text
     assert "root:" not in resp.text  # nothing from /etc/passwd
+
+
+def test_source_names_are_unique_and_may_stand_for_a_builtin(client):
+    twice = client.post("/api/jobs", json={"sources": [source(), source()], "sizes": [[8, 8, 8]]})
+    assert twice.status_code == 422 and "its own name" in twice.text
+    # A source named like a built-in is this commit's version of it (what `gemmwatch ci` sends).
+    own = client.post("/api/jobs", json={"sources": [source(name="naive")], "sizes": [[8, 8, 8]]})
+    assert own.status_code == 202 and own.json()["variants"] == ["naive"]
 
 
 def test_tunables_are_not_for_a_jobs_own_kernels(client):

@@ -6,7 +6,17 @@ which a prefork pool's daemonic children may not do):
 `gemmwatch worker` builds that command for the GPU it is given.
 """
 
+from celery.signals import worker_ready
+
 from api.broker import make_celery
+from api.settings import settings
 
 app = make_celery()
 app.conf.include = ["worker.tasks"]
+
+
+@worker_ready.connect
+def _start_reaper(**_):
+    from worker.reaper import start_reaper_thread
+
+    start_reaper_thread(settings)

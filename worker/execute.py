@@ -4,16 +4,17 @@ Called by the Celery task with a job id; also callable directly (no Celery neede
 """
 
 import logging
+import os
 import socket
+from datetime import timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from api.db import session_factory
 from api.models import Job, Result, TunedConfig, utcnow
-from api.schemas import TERMINAL_STATUSES
 from api.settings import Settings, settings
 from api.store import upsert_gpu
 from worker.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, plan
@@ -41,19 +42,22 @@ class JobRun:
     # -- database writes (each its own short transaction) ---------------------------
     @db_retry
     def start(self) -> bool:
+        """Claim the job: one atomic UPDATE, so a duplicate delivery (a re-queue racing the
+        original, or a redelivery after a worker loss) never runs a job twice at once."""
+        stale = utcnow() - timedelta(seconds=self.cfg.heartbeat_stale_s)
         with self.Session() as db:
-            job = db.get(Job, self.job_id)
-            if job is None:
-                log.error("job %s does not exist; nothing to do", self.job_id)
-                return False
-            if job.status in TERMINAL_STATUSES:
-                log.info("job %s is already %s; not running it again", job.id, job.status)
-                return False
-            job.status, job.worker = "running", socket.gethostname()
-            job.started_at = job.started_at or utcnow()
-            job.heartbeat_at = utcnow()
+            claimed = db.execute(
+                update(Job)
+                .where(Job.id == self.job_id)
+                .where((Job.status == "queued") | ((Job.status == "running") & (Job.heartbeat_at < stale)))
+                .values(status="running", worker=f"{socket.gethostname()}:{os.getpid()}", heartbeat_at=utcnow(),
+                        started_at=func.coalesce(Job.started_at, utcnow()))
+            ).rowcount
             db.commit()
-            return True
+            if not claimed:
+                job = db.get(Job, self.job_id)
+                log.info("job %s not claimed: %s", self.job_id, "missing" if job is None else job.status)
+            return bool(claimed)
 
     @db_retry
     def plan_for(self, gpu_model: str) -> list[Case]:

@@ -41,6 +41,8 @@ def create_job(body: JobCreate, db: SessionDep, cfg: SettingsDep):
     db.commit()
     try:
         enqueue_job(job.id, job.queue, cfg)
+        job.enqueued_at = utcnow()
+        db.commit()
     except Exception as exc:  # broker down: say so, and leave no job that will never run
         log.warning("could not publish job %s: %s", job.id, exc)
         job.status, job.error, job.finished_at = "failed", f"broker unreachable, job not queued: {exc}", utcnow()

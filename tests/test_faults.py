@@ -1,0 +1,94 @@
+"""Nothing lost: a worker killed mid-job, a broker restart, a database restart.
+
+Real processes throughout: Celery workers, a private redis-server, the machine's PostgreSQL.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+from sqlalchemy import func, select
+
+from api.db import session_factory, upgrade_database
+from api.models import Result
+from tests.conftest import free_port, make_client, make_settings, wait_for_job
+
+FAST_REAPER = {"GEMMWATCH_HEARTBEAT_STALE_S": "3", "GEMMWATCH_REQUEUE_AFTER_S": "2", "GEMMWATCH_REAPER_INTERVAL_S": "1"}
+
+
+def result_rows(cfg, job_id) -> list[int]:
+    with session_factory(cfg)() as db:
+        return sorted(db.scalars(select(Result.case_index).where(Result.job_id == job_id)))
+
+
+def test_kill_9_mid_job_then_another_worker_finishes_it_with_each_result_once(tmp_path, pg_url, redis_url, start_worker):
+    cfg = make_settings(tmp_path, pg_url, redis_url, **FAST_REAPER)
+    upgrade_database(cfg)
+    client = make_client(cfg)
+    doomed = start_worker(cfg, FAKE_GPU_SLEEP_S="1.5", **FAST_REAPER)
+    job_id = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled", "cublas"], "sizes": [[16, 16, 16]]}).json()["id"]
+    while client.get(f"/api/jobs/{job_id}").json()["progress"]["done"] < 1:
+        time.sleep(0.1)
+    doomed.proc.send_signal(signal.SIGKILL)
+    doomed.proc.wait()
+    assert client.get(f"/api/jobs/{job_id}").json()["status"] == "running"  # as the dead worker left it
+
+    start_worker(cfg, **FAST_REAPER)  # its reaper finds the silent job and queues it again
+    job = wait_for_job(client, job_id, timeout=90)
+    assert job["status"] == "succeeded", job["error"]
+    assert result_rows(cfg, job_id) == [0, 1, 2]  # each case stored exactly once
+    assert [r["variant"] for r in job["results"]] == ["naive", "smem_tiled", "cublas"]
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    """A redis-server of the test's own, so it can be killed and restarted (it keeps nothing on disk)."""
+    port = free_port()
+    cmd = [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+           "--save", "", "--appendonly", "no", "--dir", str(tmp_path)]
+    state = {"proc": subprocess.Popen(cmd, stdout=subprocess.DEVNULL)}
+
+    def restart():
+        state["proc"].kill()
+        state["proc"].wait()
+        state["proc"] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        time.sleep(0.5)
+
+    time.sleep(0.5)
+    yield f"redis://127.0.0.1:{port}/0", restart
+    state["proc"].kill()
+    state["proc"].wait()
+
+
+def test_a_broker_restart_loses_no_queued_job(tmp_path, pg_url, private_redis, start_worker):
+    url, restart = private_redis
+    cfg = make_settings(tmp_path, pg_url, url, **FAST_REAPER)
+    upgrade_database(cfg)
+    client = make_client(cfg)
+    # No worker yet: the jobs wait in Redis, which then restarts empty.
+    ids = [client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[8, 8, 8]]}).json()["id"] for _ in range(3)]
+    restart()
+    start_worker(cfg, **FAST_REAPER)  # its reaper sees queued jobs and an empty queue
+    for job_id in ids:
+        assert wait_for_job(client, job_id, timeout=90)["status"] == "succeeded"
+
+
+def test_a_database_restart_is_survived_by_api_and_worker(tmp_path, pg_url, redis_url, start_worker):
+    cfg = make_settings(tmp_path, pg_url, redis_url)
+    upgrade_database(cfg)
+    client = make_client(cfg)
+    start_worker(cfg, FAKE_GPU_SLEEP_S="2")
+    job_id = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": [[8, 8, 8]]}).json()["id"]
+    wait_for_job(client, job_id, until=("running",))
+
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True)
+
+    # The same app object answers again (pool pre-ping), and the worker's writes went through.
+    job = wait_for_job(client, job_id, timeout=90)
+    assert job["status"] == "succeeded", job["error"]
+    assert result_rows(cfg, job_id) == [0, 1]
+    assert client.get("/healthz").json()["database"] == "ok"
