@@ -69,30 +69,21 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory");
 }
 
-__device__ __forceinline__ void store_row4(float* __restrict__ Cm, int rows, int cols, int r, int c,
-                                           const float* acc, float alpha, float beta, bool vec) {
-    if (r >= rows) return;
-    float* p = Cm + (size_t)r * cols + c;
-    float4 out = make_float4(alpha * acc[0], alpha * acc[1], alpha * acc[2], alpha * acc[3]);
-    if (vec && c < cols) {
-        if (beta != 0.0f) {
-            const float4 old = *reinterpret_cast<const float4*>(p);
-            out.x += beta * old.x;
-            out.y += beta * old.y;
-            out.z += beta * old.z;
-            out.w += beta * old.w;
-        }
-        *reinterpret_cast<float4*>(p) = out;
+// P[r][c .. c+3] -> dst, asynchronously, zeros outside the rows x cols matrix (the cp.async
+// counterpart of load_row4). vec: rows are 16-byte aligned (cols % 4 == 0, aligned base), so
+// the chunk is wholly in or out and one 16-byte copy does it; otherwise four 4-byte copies.
+__device__ __forceinline__ void cp_async_row4(float* dst, const float* __restrict__ P, int rows, int cols,
+                                              int r, int c, bool vec) {
+    if (vec) {
+        const bool ok = r < rows && c < cols;
+        cp_async_16(dst, ok ? P + (size_t)r * cols + c : P, ok ? 16 : 0);
     } else {
-        if (c < cols) p[0] = (beta == 0.0f) ? out.x : out.x + beta * p[0];
-        if (c + 1 < cols) p[1] = (beta == 0.0f) ? out.y : out.y + beta * p[1];
-        if (c + 2 < cols) p[2] = (beta == 0.0f) ? out.z : out.z + beta * p[2];
-        if (c + 3 < cols) p[3] = (beta == 0.0f) ? out.w : out.w + beta * p[3];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const bool ok = r < rows && c + j < cols;
+            cp_async_4(dst + j, ok ? P + (size_t)r * cols + c + j : P, ok ? 4 : 0);
+        }
     }
-}
-
-__device__ __forceinline__ bool aligned16(const void* p) {
-    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
 }
 
 // Issue the copies of the slab starting at k0 into one stage of the ring. 256 threads, 256
@@ -101,36 +92,10 @@ __device__ __forceinline__ void load_stage(float (*As)[A_ROW], float (*Bs)[BN],
                                            const float* __restrict__ A, const float* __restrict__ B,
                                            int M, int N, int K, int bm0, int bn0, int k0, int tid,
                                            bool a_vec, bool b_vec) {
-    {
-        const int r = tid >> 1, c = (tid & 1) * 4;
-        const int gm = bm0 + r, gk = k0 + c;
-        float* dst = &As[r][c];
-        if (a_vec) {
-            const bool ok = gm < M && gk < K;  // K % 4 == 0: the chunk is wholly in or out
-            cp_async_16(dst, ok ? A + (size_t)gm * K + gk : A, ok ? 16 : 0);
-        } else {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const bool ok = gm < M && gk + j < K;
-                cp_async_4(dst + j, ok ? A + (size_t)gm * K + gk + j : A, ok ? 4 : 0);
-            }
-        }
-    }
-    {
-        const int r = tid >> 5, c = (tid & 31) * 4;
-        const int gk = k0 + r, gn = bn0 + c;
-        float* dst = &Bs[r][c];
-        if (b_vec) {
-            const bool ok = gk < K && gn < N;  // N % 4 == 0: the chunk is wholly in or out
-            cp_async_16(dst, ok ? B + (size_t)gk * N + gn : B, ok ? 16 : 0);
-        } else {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const bool ok = gk < K && gn + j < N;
-                cp_async_4(dst + j, ok ? B + (size_t)gk * N + gn + j : B, ok ? 4 : 0);
-            }
-        }
-    }
+    const int ar = tid >> 1, ac = (tid & 1) * 4;
+    cp_async_row4(&As[ar][ac], A, M, K, bm0 + ar, k0 + ac, a_vec);
+    const int br = tid >> 5, bc = (tid & 31) * 4;
+    cp_async_row4(&Bs[br][bc], B, K, N, k0 + br, bn0 + bc, b_vec);
 }
 
 // Two blocks per SM: the kernel fits 128 registers without spilling (checked with ptxas -v).
@@ -154,10 +119,7 @@ sgemm_cp_async_multistage(int M, int N, int K, float alpha, const float* __restr
     const int slabs = (K + BK - 1) / BK;  // >= 1
 
     float acc[8][8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+    zero_tile(acc);
 
     // Prologue: slabs 0 .. STAGES-2 in flight, one commit group each (empty past the end, so the
     // group count, and with it the wait below, is the same for every K).

@@ -19,75 +19,24 @@
 #define BM (THREADS_Y * TM)
 #define BN (THREADS_X * TN)
 
-// P[r][c .. c+3] of a rows x cols row-major matrix, zeros outside it. c is a multiple of 4.
-// vec: every row starts 16-byte aligned, so the in-bounds piece is one aligned 128-bit load.
-__device__ __forceinline__ float4 load_row4(const float* __restrict__ P, int rows, int cols, int r,
-                                            int c, bool vec) {
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r < rows) {
-        const float* p = P + (size_t)r * cols + c;
-        if (vec && c < cols) {  // cols % 4 == 0 and c % 4 == 0, so c + 3 < cols as well
-            v = __ldg(reinterpret_cast<const float4*>(p));
-        } else {
-            if (c < cols) v.x = __ldg(p);
-            if (c + 1 < cols) v.y = __ldg(p + 1);
-            if (c + 2 < cols) v.z = __ldg(p + 2);
-            if (c + 3 < cols) v.w = __ldg(p + 3);
-        }
-    }
-    return v;
-}
-
-// C[r][c .. c+3] = alpha * acc + beta * C[r][c .. c+3], only inside C, C unread when beta == 0.
-__device__ __forceinline__ void store_row4(float* __restrict__ Cm, int rows, int cols, int r, int c,
-                                           float4 acc, float alpha, float beta, bool vec) {
-    if (r >= rows) return;
-    float* p = Cm + (size_t)r * cols + c;
-    float4 out = make_float4(alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w);
-    if (vec && c < cols) {
-        if (beta != 0.0f) {
-            const float4 old = *reinterpret_cast<const float4*>(p);
-            out.x += beta * old.x;
-            out.y += beta * old.y;
-            out.z += beta * old.z;
-            out.w += beta * old.w;
-        }
-        *reinterpret_cast<float4*>(p) = out;
-    } else {
-        if (c < cols) p[0] = (beta == 0.0f) ? out.x : out.x + beta * p[0];
-        if (c + 1 < cols) p[1] = (beta == 0.0f) ? out.y : out.y + beta * p[1];
-        if (c + 2 < cols) p[2] = (beta == 0.0f) ? out.z : out.z + beta * p[2];
-        if (c + 3 < cols) p[3] = (beta == 0.0f) ? out.w : out.w + beta * p[3];
-    }
-}
-
-__device__ __forceinline__ bool aligned16(const void* p) {
-    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS_X * THREADS_Y)
 sgemm_float4_thread_tile_4x4(int M, int N, int K, float alpha, const float* __restrict__ A,
                              const float* __restrict__ B, float beta, float* __restrict__ C) {
-    const bool a_vec = (K % 4 == 0) && aligned16(A);
-    const bool b_vec = (N % 4 == 0) && aligned16(B);
-    const bool c_vec = (N % 4 == 0) && aligned16(C);
+    const VecFlags vec = vec_flags(N, K, A, B, C);
 
     const int row0 = blockIdx.y * BM + threadIdx.y * TM;
     // threadIdx.x along N: the 16 x-threads of a warp read 16 consecutive float4 of a B row.
     const int col0 = blockIdx.x * BN + threadIdx.x * TN;
 
     float acc[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    zero_tile(acc);
 
     for (int k = 0; k < K; k += 4) {
         float4 a[TM], b[4];
 #pragma unroll
-        for (int i = 0; i < TM; ++i) a[i] = load_row4(A, M, K, row0 + i, k, a_vec);
+        for (int i = 0; i < TM; ++i) a[i] = load_row4(A, M, K, row0 + i, k, vec.a);
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) b[kk] = load_row4(B, K, N, k + kk, col0, b_vec);
+        for (int kk = 0; kk < 4; ++kk) b[kk] = load_row4(B, K, N, k + kk, col0, vec.b);
 
 #pragma unroll
         for (int i = 0; i < TM; ++i) {
@@ -104,7 +53,6 @@ sgemm_float4_thread_tile_4x4(int M, int N, int K, float alpha, const float* __re
 
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
-        store_row4(C, M, N, row0 + i, col0, make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]),
-                   alpha, beta, c_vec);
+        store_row4(C, M, N, row0 + i, col0, &acc[i][0], alpha, beta, vec.c);
     }
 }

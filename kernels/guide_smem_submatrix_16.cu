@@ -14,23 +14,6 @@
 #define BLOCK_SIZE 16
 #endif
 
-template <typename T>
-struct Matrix {
-    int width;   // columns
-    int height;  // rows
-    int stride;  // elements between the starts of two consecutive rows
-    T* elements;
-};
-
-template <typename T>
-__device__ __forceinline__ float get_element(const Matrix<T>& m, int row, int col) {
-    return m.elements[(size_t)row * m.stride + col];
-}
-
-__device__ __forceinline__ void set_element(const Matrix<float>& m, int row, int col, float value) {
-    m.elements[(size_t)row * m.stride + col] = value;
-}
-
 // The BLOCK_SIZE x BLOCK_SIZE sub-matrix that is `col` sub-matrices right of and `row`
 // sub-matrices below the top-left corner of m. It keeps m's stride (a view, not a copy) and is
 // clipped to m, so width/height tell the loader which elements really exist.

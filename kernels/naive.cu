@@ -22,7 +22,6 @@ extern "C" __global__ void sgemm_naive(int M, int N, int K, float alpha,
     for (int k = 0; k < K; ++k) {
         acc += A[(size_t)row * K + k] * B[(size_t)k * N + col];
     }
-    float* out = C + (size_t)row * N + col;
     // BLAS convention: with beta == 0, C is write-only (it may hold NaN or garbage).
-    *out = (beta == 0.0f) ? alpha * acc : alpha * acc + beta * *out;
+    store_axpby(C + (size_t)row * N + col, acc, alpha, beta);
 }

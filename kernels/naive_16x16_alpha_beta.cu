@@ -34,10 +34,6 @@ extern "C" __global__ void sgemm_naive_16x16_alpha_beta(int M, int N, int K, flo
     for (int k = 0; k < K; ++k) {
         acc += A[(size_t)m * K + k] * B[(size_t)k * N + n];
     }
-    float result = acc * alpha;
-    // The textbook only reads C when beta != 0: that keeps beta == 0 write-only (C may be NaN).
-    if (beta != 0.0f) {
-        result += beta * C[(size_t)m * N + n];
-    }
-    C[(size_t)m * N + n] = result;
+    // As in the textbook, C is read only when beta != 0: beta == 0 is write-only (C may be NaN).
+    store_axpby(C + (size_t)m * N + n, acc, alpha, beta);
 }

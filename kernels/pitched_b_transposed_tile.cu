@@ -60,8 +60,5 @@ extern "C" __global__ void sgemm_pitched_b_transposed_tile(int M, int N, int K, 
         __syncthreads();  // the tiles are overwritten by the next iteration
     }
 
-    if (gx < N && gy < M) {
-        float* out = pitch_ptr(C, gy, gx, c_pitch);
-        *out = (beta == 0.0f) ? alpha * acc : alpha * acc + beta * *out;
-    }
+    if (gx < N && gy < M) store_axpby(pitch_ptr(C, gy, gx, c_pitch), acc, alpha, beta);
 }

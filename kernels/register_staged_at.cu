@@ -40,10 +40,7 @@ sgemm_register_staged_at(int M, int N, int K, float alpha, const float* __restri
     const int bn0 = blockIdx.x * TILE;
 
     float acc[R][R];
-#pragma unroll
-    for (int i = 0; i < R; ++i)
-#pragma unroll
-        for (int j = 0; j < R; ++j) acc[i][j] = 0.0f;
+    zero_tile(acc);
 
     for (int k0 = 0; k0 < K; k0 += BS) {
         // Global -> registers. Issued before the barrier below, so these loads are in flight
@@ -75,10 +72,7 @@ sgemm_register_staged_at(int M, int N, int K, float alpha, const float* __restri
                 a[i] = As[k][i * BS + ty];
                 b[i] = Bs[k][i * BS + tx];
             }
-#pragma unroll
-            for (int i = 0; i < R; ++i)
-#pragma unroll
-                for (int j = 0; j < R; ++j) acc[i][j] += a[i] * b[j];
+            outer_product(acc, a, b);
         }
     }
 
@@ -90,9 +84,7 @@ sgemm_register_staged_at(int M, int N, int K, float alpha, const float* __restri
 #pragma unroll
         for (int j = 0; j < R; ++j) {
             const int n = bn0 + j * BS + tx;
-            if (n >= N) continue;
-            float* out = C + (size_t)m * N + n;
-            *out = (beta == 0.0f) ? alpha * acc[i][j] : alpha * acc[i][j] + beta * *out;
+            if (n < N) store_axpby(C + (size_t)m * N + n, acc[i][j], alpha, beta);
         }
     }
 }

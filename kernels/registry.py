@@ -7,6 +7,11 @@ the -D options. Built-in variants resolve to one through `KernelSpec.resolve`; u
 path for both.
 
 Geometry values are ints or the name of a tunable, so a tile size is stated once.
+
+Shared device code lives in prelude files (common.cuh, ...) that `resolve` prepends to the
+kernel's own file, each part behind a #line marker so compiler messages name the right file and
+line. Kernels never #include our files: NVRTC gets no filesystem include path, and
+LaunchSpec.source stays one self-contained translation unit.
 """
 
 from dataclasses import dataclass, field
@@ -16,6 +21,11 @@ KERNEL_DIR = Path(__file__).resolve().parent
 
 # The vendor baseline; timed beside every variant and requestable on its own.
 CUBLAS = "cublas"
+
+# Prelude files, prepended in the order a KernelSpec lists them.
+COMMON = "common.cuh"  # guarded loads, the alpha/beta epilogue, register-tile helpers
+TILE128 = "tile128.cuh"  # the 128x128 block-tile ladder's slab loaders, fragments, pipeline
+GUIDE_MATRIX = "guide_matrix.cuh"  # the CUDA guide's strided Matrix view
 
 Dim = int | str
 
@@ -55,6 +65,7 @@ class KernelSpec:
     tile: tuple[Dim, Dim]
     tunables: tuple[Tunable, ...] = ()
     seed: str | None = None
+    prelude: tuple[str, ...] = (COMMON,)
 
     def defaults(self) -> dict[str, int]:
         return {t.name: t.default for t in self.tunables}
@@ -81,12 +92,19 @@ class KernelSpec:
 
         return LaunchSpec(
             variant=self.name,
-            source=(KERNEL_DIR / self.source_file).read_text(),
+            source=self.source(),
             entry=self.entry,
             block=tuple(dim(d) for d in self.block),  # type: ignore[arg-type]
             tile=tuple(dim(d) for d in self.tile),  # type: ignore[arg-type]
             defines=values,
         )
+
+    def source(self) -> str:
+        """The prelude files, then the kernel's own file, as one translation unit."""
+        if self.source_file is None:
+            raise ValueError(f"{self.name} is a library call, not a kernel to compile")
+        parts = [*self.prelude, self.source_file]
+        return "".join(f'#line 1 "{part}"\n{(KERNEL_DIR / part).read_text()}\n' for part in parts)
 
     def describe(self) -> dict:
         return {
@@ -146,6 +164,7 @@ VARIANTS: dict[str, KernelSpec] = {
             tile=("BLOCK_SIZE", "BLOCK_SIZE"),
             tunables=(Tunable("BLOCK_SIZE", (8, 16, 32), 16),),
             seed=SEED_GUIDE,
+            prelude=(COMMON, GUIDE_MATRIX),
         ),
         KernelSpec(
             name="guide_smem_submatrix_16",
@@ -156,6 +175,7 @@ VARIANTS: dict[str, KernelSpec] = {
             block=(16, 16, 1),
             tile=(16, 16),
             seed=SEED_GUIDE,
+            prelude=(COMMON, GUIDE_MATRIX),
         ),
         KernelSpec(
             name="naive_16x16_alpha_beta",
@@ -198,6 +218,7 @@ VARIANTS: dict[str, KernelSpec] = {
             tile=(128, 128),
             tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_TEXTBOOK,
+            prelude=(COMMON, TILE128),
         ),
         KernelSpec(
             name="smem_a_transposed",
@@ -209,6 +230,7 @@ VARIANTS: dict[str, KernelSpec] = {
             tile=(128, 128),
             tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_TEXTBOOK,
+            prelude=(COMMON, TILE128),
         ),
         KernelSpec(
             name="smem_prefetch_registers",
@@ -220,6 +242,7 @@ VARIANTS: dict[str, KernelSpec] = {
             tile=(128, 128),
             tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_TEXTBOOK,
+            prelude=(COMMON, TILE128),
         ),
         KernelSpec(
             name="global_prefetch_double_buffer",
@@ -231,6 +254,7 @@ VARIANTS: dict[str, KernelSpec] = {
             tile=(128, 128),
             tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_TEXTBOOK,
+            prelude=(COMMON, TILE128),
         ),
         KernelSpec(
             name="smem_padding",
@@ -242,6 +266,7 @@ VARIANTS: dict[str, KernelSpec] = {
             tile=(128, 128),
             tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_SWIZZLE,
+            prelude=(COMMON, TILE128),
         ),
         KernelSpec(
             name="smem_swizzle_xor",
@@ -253,6 +278,7 @@ VARIANTS: dict[str, KernelSpec] = {
             tile=(128, 128),
             tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_SWIZZLE,
+            prelude=(COMMON, TILE128),
         ),
         KernelSpec(
             name="pitched_b_transposed_tile",
@@ -286,6 +312,7 @@ VARIANTS: dict[str, KernelSpec] = {
             tile=(128, 128),
             tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_TEXTBOOK,  # past the seeds: builds on the textbook ladder
+            prelude=(COMMON, TILE128),
         ),
         KernelSpec(
             name="cp_async_multistage",
@@ -297,6 +324,25 @@ VARIANTS: dict[str, KernelSpec] = {
             tile=(128, 128),
             tunables=(Tunable("STAGES", (2, 3, 4), 4),),
             seed=SEED_TEXTBOOK,  # past the seeds: builds on the textbook ladder
+        ),
+        KernelSpec(
+            name="warp_tile_large",
+            technique="warp_tile's double-buffered, swizzled pipeline with larger tunable block tiles "
+            "(default 128x256, 8x16 outputs per thread, BK=16), unguarded slab loads for blocks inside C, "
+            "grouped block rasterisation",
+            source_file="warp_tile_large.cu",
+            entry="sgemm_warp_tile_large",
+            block=(256, 1, 1),
+            tile=("BM", "BN"),
+            tunables=(
+                Tunable("BM", (64, 128), 128),
+                Tunable("BN", (128, 256), 256),
+                Tunable("BK", (8, 16), 16),
+                Tunable("GROUP_M", (1, 8), 8),
+                Tunable("FMA_ORDER", (0, 1), 0),
+            ),
+            seed=SEED_TEXTBOOK,  # past the seeds: builds on warp_tile and the textbook ladder
+            prelude=(COMMON, TILE128),
         ),
     )
 }

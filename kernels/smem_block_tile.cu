@@ -18,121 +18,50 @@
 #define BK 8
 #endif
 
-#define THREADS 256
-#define BM 128
-#define BN 128
-#define HALF 64
-#define A_LOADS (BM * BK / 4 / THREADS)  // float4 of A per thread per slab
-#define B_LOADS (BK * BN / 4 / THREADS)
-
-#if (BK % 8) != 0
-#error "BK must be a multiple of 8 (each thread loads whole float4s of both slabs)"
-#endif
-
-__device__ __forceinline__ float4 load_row4(const float* __restrict__ P, int rows, int cols, int r,
-                                            int c, bool vec) {
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r < rows) {
-        const float* p = P + (size_t)r * cols + c;
-        if (vec && c < cols) {  // cols % 4 == 0 and c % 4 == 0, so c + 3 < cols as well
-            v = __ldg(reinterpret_cast<const float4*>(p));
-        } else {
-            if (c < cols) v.x = __ldg(p);
-            if (c + 1 < cols) v.y = __ldg(p + 1);
-            if (c + 2 < cols) v.z = __ldg(p + 2);
-            if (c + 3 < cols) v.w = __ldg(p + 3);
-        }
-    }
-    return v;
-}
-
-__device__ __forceinline__ void store_row4(float* __restrict__ Cm, int rows, int cols, int r, int c,
-                                           const float* acc, float alpha, float beta, bool vec) {
-    if (r >= rows) return;
-    float* p = Cm + (size_t)r * cols + c;
-    float4 out = make_float4(alpha * acc[0], alpha * acc[1], alpha * acc[2], alpha * acc[3]);
-    if (vec && c < cols) {
-        if (beta != 0.0f) {
-            const float4 old = *reinterpret_cast<const float4*>(p);
-            out.x += beta * old.x;
-            out.y += beta * old.y;
-            out.z += beta * old.z;
-            out.w += beta * old.w;
-        }
-        *reinterpret_cast<float4*>(p) = out;
-    } else {
-        if (c < cols) p[0] = (beta == 0.0f) ? out.x : out.x + beta * p[0];
-        if (c + 1 < cols) p[1] = (beta == 0.0f) ? out.y : out.y + beta * p[1];
-        if (c + 2 < cols) p[2] = (beta == 0.0f) ? out.z : out.z + beta * p[2];
-        if (c + 3 < cols) p[3] = (beta == 0.0f) ? out.w : out.w + beta * p[3];
-    }
-}
-
-__device__ __forceinline__ bool aligned16(const void* p) {
-    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
-}
-
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(tile128::kThreads)
 sgemm_smem_block_tile(int M, int N, int K, float alpha, const float* __restrict__ A,
                       const float* __restrict__ B, float beta, float* __restrict__ C) {
-    __shared__ __align__(16) float As[BM][BK];
-    __shared__ __align__(16) float Bs[BK][BN];
-
-    const bool a_vec = (K % 4 == 0) && aligned16(A);
-    const bool b_vec = (N % 4 == 0) && aligned16(B);
-    const bool c_vec = (N % 4 == 0) && aligned16(C);
-
+    __shared__ __align__(16) float As[tile128::kM][BK];  // row-major, as in global memory
+    __shared__ __align__(16) float Bs[BK][tile128::kN];
+    const VecFlags vec = vec_flags(N, K, A, B, C);
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int tid = ty * 16 + tx;
-    const int bm0 = blockIdx.y * BM;
-    const int bn0 = blockIdx.x * BN;
+    const int bm0 = blockIdx.y * tile128::kM, bn0 = blockIdx.x * tile128::kN;
 
     float acc[8][8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+    zero_tile(acc);
 
     for (int k0 = 0; k0 < K; k0 += BK) {
-        // Consecutive threads take consecutive float4 along a row: coalesced global reads.
+        // Each float4 stored as loaded; consecutive threads take consecutive float4 along a row,
+        // so the global reads are coalesced.
 #pragma unroll
-        for (int l = 0; l < A_LOADS; ++l) {
-            const int idx = tid + l * THREADS;
-            const int r = idx / (BK / 4), c = (idx % (BK / 4)) * 4;
-            *reinterpret_cast<float4*>(&As[r][c]) = load_row4(A, M, K, bm0 + r, k0 + c, a_vec);
+        for (int l = 0; l < tile128::Slab<BK>::a_loads; ++l) {
+            const int idx = tid + l * tile128::kThreads;
+            int r, c;
+            tile128::a_piece<BK>(idx, r, c);
+            *reinterpret_cast<float4*>(&As[r][c]) = tile128::load_a4<BK>(A, M, K, bm0, k0, idx, vec.a);
         }
 #pragma unroll
-        for (int l = 0; l < B_LOADS; ++l) {
-            const int idx = tid + l * THREADS;
-            const int r = idx / (BN / 4), c = (idx % (BN / 4)) * 4;
-            *reinterpret_cast<float4*>(&Bs[r][c]) = load_row4(B, K, N, k0 + r, bn0 + c, b_vec);
+        for (int l = 0; l < tile128::Slab<BK>::b_loads; ++l) {
+            const int idx = tid + l * tile128::kThreads;
+            tile128::store_b4(Bs, idx, tile128::load_b4(B, K, N, bn0, k0, idx, vec.b));
         }
         __syncthreads();
 
+        // The 8 A values of a k-step are 8 scalar loads down a column of As; B is two float4.
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             float a[8], b[8];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 a[i] = As[ty * 4 + i][k];
-                a[4 + i] = As[HALF + ty * 4 + i][k];
+                a[4 + i] = As[64 + ty * 4 + i][k];
             }
-            const float4 b_lo = *reinterpret_cast<const float4*>(&Bs[k][tx * 4]);
-            const float4 b_hi = *reinterpret_cast<const float4*>(&Bs[k][HALF + tx * 4]);
-            b[0] = b_lo.x; b[1] = b_lo.y; b[2] = b_lo.z; b[3] = b_lo.w;
-            b[4] = b_hi.x; b[5] = b_hi.y; b[6] = b_hi.z; b[7] = b_hi.w;
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) acc[i][j] += a[i] * b[j];
+            load_pair4(&Bs[k][tx * 4], &Bs[k][64 + tx * 4], b);
+            outer_product(acc, a, b);
         }
         __syncthreads();  // the slabs are overwritten by the next iteration
     }
 
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const int r = bm0 + (i < 4 ? ty * 4 + i : HALF + ty * 4 + i - 4);
-        store_row4(C, M, N, r, bn0 + tx * 4, &acc[i][0], alpha, beta, c_vec);
-        store_row4(C, M, N, r, bn0 + HALF + tx * 4, &acc[i][4], alpha, beta, c_vec);
-    }
+    store_quadrants_8x8(C, M, N, bm0 + ty * 4, 64, bn0 + tx * 4, 64, acc, alpha, beta, vec.c);
 }

@@ -13,132 +13,29 @@
 #define BK 8
 #endif
 
-#define THREADS 256
-#define BM 128
-#define BN 128
-#define HALF 64
-#define A_LOADS (BM * BK / 4 / THREADS)  // float4 of A per thread per slab
-#define B_LOADS (BK * BN / 4 / THREADS)
-
-#if (BK % 8) != 0
-#error "BK must be a multiple of 8 (each thread loads whole float4s of both slabs)"
-#endif
-
-__device__ __forceinline__ float4 load_row4(const float* __restrict__ P, int rows, int cols, int r,
-                                            int c, bool vec) {
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r < rows) {
-        const float* p = P + (size_t)r * cols + c;
-        if (vec && c < cols) {  // cols % 4 == 0 and c % 4 == 0, so c + 3 < cols as well
-            v = __ldg(reinterpret_cast<const float4*>(p));
-        } else {
-            if (c < cols) v.x = __ldg(p);
-            if (c + 1 < cols) v.y = __ldg(p + 1);
-            if (c + 2 < cols) v.z = __ldg(p + 2);
-            if (c + 3 < cols) v.w = __ldg(p + 3);
-        }
-    }
-    return v;
-}
-
-__device__ __forceinline__ void store_row4(float* __restrict__ Cm, int rows, int cols, int r, int c,
-                                           const float* acc, float alpha, float beta, bool vec) {
-    if (r >= rows) return;
-    float* p = Cm + (size_t)r * cols + c;
-    float4 out = make_float4(alpha * acc[0], alpha * acc[1], alpha * acc[2], alpha * acc[3]);
-    if (vec && c < cols) {
-        if (beta != 0.0f) {
-            const float4 old = *reinterpret_cast<const float4*>(p);
-            out.x += beta * old.x;
-            out.y += beta * old.y;
-            out.z += beta * old.z;
-            out.w += beta * old.w;
-        }
-        *reinterpret_cast<float4*>(p) = out;
-    } else {
-        if (c < cols) p[0] = (beta == 0.0f) ? out.x : out.x + beta * p[0];
-        if (c + 1 < cols) p[1] = (beta == 0.0f) ? out.y : out.y + beta * p[1];
-        if (c + 2 < cols) p[2] = (beta == 0.0f) ? out.z : out.z + beta * p[2];
-        if (c + 3 < cols) p[3] = (beta == 0.0f) ? out.w : out.w + beta * p[3];
-    }
-}
-
-// Step k's fragments: this thread's 8 rows of the transposed A slab and its 8 columns of B, each
-// as two float4 (the 4x4 quadrants at offsets 0 and HALF).
-__device__ __forceinline__ void load_fragments(const float (*As)[BM], const float (*Bs)[BN], int k,
-                                               int ty, int tx, float (&a)[8], float (&b)[8]) {
-    const float4 a_lo = *reinterpret_cast<const float4*>(&As[k][ty * 4]);
-    const float4 a_hi = *reinterpret_cast<const float4*>(&As[k][HALF + ty * 4]);
-    const float4 b_lo = *reinterpret_cast<const float4*>(&Bs[k][tx * 4]);
-    const float4 b_hi = *reinterpret_cast<const float4*>(&Bs[k][HALF + tx * 4]);
-    a[0] = a_lo.x; a[1] = a_lo.y; a[2] = a_lo.z; a[3] = a_lo.w;
-    a[4] = a_hi.x; a[5] = a_hi.y; a[6] = a_hi.z; a[7] = a_hi.w;
-    b[0] = b_lo.x; b[1] = b_lo.y; b[2] = b_lo.z; b[3] = b_lo.w;
-    b[4] = b_hi.x; b[5] = b_hi.y; b[6] = b_hi.z; b[7] = b_hi.w;
-}
-
-__device__ __forceinline__ bool aligned16(const void* p) {
-    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
-}
-
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(tile128::kThreads)
 sgemm_smem_prefetch_registers(int M, int N, int K, float alpha, const float* __restrict__ A,
                               const float* __restrict__ B, float beta, float* __restrict__ C) {
-    __shared__ __align__(16) float As[BK][BM];  // transposed: As[k][m]
-    __shared__ __align__(16) float Bs[BK][BN];
-
-    const bool a_vec = (K % 4 == 0) && aligned16(A);
-    const bool b_vec = (N % 4 == 0) && aligned16(B);
-    const bool c_vec = (N % 4 == 0) && aligned16(C);
-
+    __shared__ __align__(16) float As[BK][tile128::kM];  // transposed, as in smem_a_transposed
+    __shared__ __align__(16) float Bs[BK][tile128::kN];
+    const VecFlags vec = vec_flags(N, K, A, B, C);
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int tid = ty * 16 + tx;
-    const int bm0 = blockIdx.y * BM;
-    const int bn0 = blockIdx.x * BN;
+    const int bm0 = blockIdx.y * tile128::kM, bn0 = blockIdx.x * tile128::kN;
 
     float acc[8][8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+    zero_tile(acc);
 
     for (int k0 = 0; k0 < K; k0 += BK) {
-        // Consecutive threads take consecutive float4 along a row: coalesced global reads.
-#pragma unroll
-        for (int l = 0; l < A_LOADS; ++l) {
-            const int idx = tid + l * THREADS;
-            const int r = idx / (BK / 4), c = (idx % (BK / 4)) * 4;
-            const float4 v = load_row4(A, M, K, bm0 + r, k0 + c, a_vec);
-            As[c + 0][r] = v.x;
-            As[c + 1][r] = v.y;
-            As[c + 2][r] = v.z;
-            As[c + 3][r] = v.w;
-        }
-#pragma unroll
-        for (int l = 0; l < B_LOADS; ++l) {
-            const int idx = tid + l * THREADS;
-            const int r = idx / (BN / 4), c = (idx % (BN / 4)) * 4;
-            *reinterpret_cast<float4*>(&Bs[r][c]) = load_row4(B, K, N, k0 + r, bn0 + c, b_vec);
-        }
+        tile128::copy_slab<BK, tile128::kM, tile128::PlainColumns>(As, Bs, A, B, M, N, K, bm0, bn0, k0, tid, vec.a, vec.b);
         __syncthreads();
 
-        float a[2][8], b[2][8];  // two register sets: [k & 1] is used while [(k + 1) & 1] loads
-        load_fragments(As, Bs, 0, ty, tx, a[0], b[0]);
-#pragma unroll
-        for (int k = 0; k < BK; ++k) {
-            if (k + 1 < BK) load_fragments(As, Bs, k + 1, ty, tx, a[(k + 1) & 1], b[(k + 1) & 1]);
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) acc[i][j] += a[k & 1][i] * b[k & 1][j];
-        }
+        // Two register sets: step k computes on [k & 1] while step k + 1 loads into the other.
+        float a[2][8], b[2][8];
+        tile128::load_fragments<tile128::kM, tile128::PlainColumns>(As, Bs, 0, ty * 4, 64, tx * 4, 64, a[0], b[0]);
+        tile128::slab_fmas_prefetched<BK, tile128::kM, tile128::PlainColumns>(As, Bs, ty * 4, 64, tx * 4, 64, acc, a, b);
         __syncthreads();  // the slabs are overwritten by the next iteration
     }
 
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const int r = bm0 + (i < 4 ? ty * 4 + i : HALF + ty * 4 + i - 4);
-        store_row4(C, M, N, r, bn0 + tx * 4, &acc[i][0], alpha, beta, c_vec);
-        store_row4(C, M, N, r, bn0 + HALF + tx * 4, &acc[i][4], alpha, beta, c_vec);
-    }
+    store_quadrants_8x8(C, M, N, bm0 + ty * 4, 64, bn0 + tx * 4, 64, acc, alpha, beta, vec.c);
 }

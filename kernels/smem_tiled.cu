@@ -40,8 +40,5 @@ extern "C" __global__ void sgemm_smem_tiled(int M, int N, int K, float alpha,
         __syncthreads();  // the next iteration overwrites the tiles
     }
 
-    if (row < M && col < N) {
-        float* out = C + (size_t)row * N + col;
-        *out = (beta == 0.0f) ? alpha * acc : alpha * acc + beta * *out;
-    }
+    if (row < M && col < N) store_axpby(C + (size_t)row * N + col, acc, alpha, beta);
 }

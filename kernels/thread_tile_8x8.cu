@@ -20,77 +20,29 @@
 #define HALF_M 64  // row offset of the second quadrant row
 #define HALF_N 64
 
-__device__ __forceinline__ float4 load_row4(const float* __restrict__ P, int rows, int cols, int r,
-                                            int c, bool vec) {
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r < rows) {
-        const float* p = P + (size_t)r * cols + c;
-        if (vec && c < cols) {  // cols % 4 == 0 and c % 4 == 0, so c + 3 < cols as well
-            v = __ldg(reinterpret_cast<const float4*>(p));
-        } else {
-            if (c < cols) v.x = __ldg(p);
-            if (c + 1 < cols) v.y = __ldg(p + 1);
-            if (c + 2 < cols) v.z = __ldg(p + 2);
-            if (c + 3 < cols) v.w = __ldg(p + 3);
-        }
-    }
-    return v;
-}
-
-__device__ __forceinline__ void store_row4(float* __restrict__ Cm, int rows, int cols, int r, int c,
-                                           const float* acc, float alpha, float beta, bool vec) {
-    if (r >= rows) return;
-    float* p = Cm + (size_t)r * cols + c;
-    float4 out = make_float4(alpha * acc[0], alpha * acc[1], alpha * acc[2], alpha * acc[3]);
-    if (vec && c < cols) {
-        if (beta != 0.0f) {
-            const float4 old = *reinterpret_cast<const float4*>(p);
-            out.x += beta * old.x;
-            out.y += beta * old.y;
-            out.z += beta * old.z;
-            out.w += beta * old.w;
-        }
-        *reinterpret_cast<float4*>(p) = out;
-    } else {
-        if (c < cols) p[0] = (beta == 0.0f) ? out.x : out.x + beta * p[0];
-        if (c + 1 < cols) p[1] = (beta == 0.0f) ? out.y : out.y + beta * p[1];
-        if (c + 2 < cols) p[2] = (beta == 0.0f) ? out.z : out.z + beta * p[2];
-        if (c + 3 < cols) p[3] = (beta == 0.0f) ? out.w : out.w + beta * p[3];
-    }
-}
-
-__device__ __forceinline__ bool aligned16(const void* p) {
-    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS_X * THREADS_Y)
 sgemm_thread_tile_8x8(int M, int N, int K, float alpha, const float* __restrict__ A,
                       const float* __restrict__ B, float beta, float* __restrict__ C) {
-    const bool a_vec = (K % 4 == 0) && aligned16(A);
-    const bool b_vec = (N % 4 == 0) && aligned16(B);
-    const bool c_vec = (N % 4 == 0) && aligned16(C);
+    const VecFlags vec = vec_flags(N, K, A, B, C);
 
     const int row0 = blockIdx.y * BM + threadIdx.y * 4;
     const int col0 = blockIdx.x * BN + threadIdx.x * 4;
 
     float acc[8][8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+    zero_tile(acc);
 
     for (int k = 0; k < K; k += 4) {
         float4 a[8];  // a[i]: A[row i of this thread][k .. k+3]
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            a[i] = load_row4(A, M, K, row0 + i, k, a_vec);
-            a[4 + i] = load_row4(A, M, K, row0 + HALF_M + i, k, a_vec);
+            a[i] = load_row4(A, M, K, row0 + i, k, vec.a);
+            a[4 + i] = load_row4(A, M, K, row0 + HALF_M + i, k, vec.a);
         }
         float b[4][8];  // b[kk]: B[k + kk][the 8 columns of this thread]
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-            const float4 lo = load_row4(B, K, N, k + kk, col0, b_vec);
-            const float4 hi = load_row4(B, K, N, k + kk, col0 + HALF_N, b_vec);
+            const float4 lo = load_row4(B, K, N, k + kk, col0, vec.b);
+            const float4 hi = load_row4(B, K, N, k + kk, col0 + HALF_N, vec.b);
             b[kk][0] = lo.x; b[kk][1] = lo.y; b[kk][2] = lo.z; b[kk][3] = lo.w;
             b[kk][4] = hi.x; b[kk][5] = hi.y; b[kk][6] = hi.z; b[kk][7] = hi.w;
         }
@@ -105,10 +57,5 @@ sgemm_thread_tile_8x8(int M, int N, int K, float alpha, const float* __restrict_
         }
     }
 
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const int r = row0 + (i < 4 ? i : HALF_M + i - 4);
-        store_row4(C, M, N, r, col0, &acc[i][0], alpha, beta, c_vec);
-        store_row4(C, M, N, r, col0 + HALF_N, &acc[i][4], alpha, beta, c_vec);
-    }
+    store_quadrants_8x8(C, M, N, row0, HALF_M, col0, HALF_N, acc, alpha, beta, vec.c);
 }

@@ -1,0 +1,149 @@
+// Shared device helpers for the SGEMM kernels: guarded loads, the alpha/beta epilogue, register
+// tile arithmetic. Not a kernel of its own.
+// How it reaches a kernel: registry.py prepends this text (and any other prelude a KernelSpec
+// names) to the kernel's .cu source, with #line markers, so LaunchSpec.source stays one
+// self-contained translation unit. Kernels never #include our files: NVRTC is given no
+// filesystem include path.
+// Rules for code in a prelude: everything is __device__ __forceinline__ (the kernels compile to
+// the same code as when these lines were pasted into each file); no macros, and no identifier
+// that a tunable could -D away (BK, TILE, BLOCK, BLOCK_SIZE, STAGES, SKEW, COALESCED, BM, BN,
+// THREADS, ...), since the -D options apply to the prelude as well.
+
+// A row of a matrix is 16-byte aligned only if the base pointer is (and the row length is a
+// multiple of 4 floats); kernels test the base once and choose 128-bit or scalar accesses.
+__device__ __forceinline__ bool aligned16(const void* p) {
+    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
+}
+
+// Which operands allow 128-bit accesses: A's rows are 16-byte aligned when K % 4 == 0 and A is,
+// B's and C's when N % 4 == 0 and the base is.
+struct VecFlags {
+    bool a, b, c;
+};
+__device__ __forceinline__ VecFlags vec_flags(int N, int K, const float* A, const float* B, const float* C) {
+    return {(K % 4 == 0) && aligned16(A), (N % 4 == 0) && aligned16(B), (N % 4 == 0) && aligned16(C)};
+}
+
+// P[r][c .. c+3] of a rows x cols row-major matrix, zeros outside it. c is a multiple of 4.
+// vec: every row starts 16-byte aligned, so the in-bounds piece is one aligned 128-bit load;
+// otherwise (and for pieces that cross the right edge) four guarded scalar loads.
+__device__ __forceinline__ float4 load_row4(const float* __restrict__ P, int rows, int cols, int r,
+                                            int c, bool vec) {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r < rows) {
+        const float* p = P + (size_t)r * cols + c;
+        if (vec && c < cols) {  // cols % 4 == 0 and c % 4 == 0, so c + 3 < cols as well
+            v = __ldg(reinterpret_cast<const float4*>(p));
+        } else {
+            if (c < cols) v.x = __ldg(p);
+            if (c + 1 < cols) v.y = __ldg(p + 1);
+            if (c + 2 < cols) v.z = __ldg(p + 2);
+            if (c + 3 < cols) v.w = __ldg(p + 3);
+        }
+    }
+    return v;
+}
+
+// One element of the epilogue: *p = alpha * acc + beta * *p. BLAS convention: with beta == 0,
+// C is write-only (it may hold NaN or garbage; the runner poisons it to check).
+__device__ __forceinline__ void store_axpby(float* p, float acc, float alpha, float beta) {
+    *p = (beta == 0.0f) ? alpha * acc : alpha * acc + beta * *p;
+}
+
+// C[r][c .. c+3] = alpha * acc[0..3] + beta * C[r][c .. c+3], only inside C, C unread when
+// beta == 0. vec: rows of C are 16-byte aligned (N % 4 == 0, aligned base), so an in-bounds
+// piece is one 128-bit load/store.
+__device__ __forceinline__ void store_row4(float* __restrict__ Cm, int rows, int cols, int r, int c,
+                                           const float* acc, float alpha, float beta, bool vec) {
+    if (r >= rows) return;
+    float* p = Cm + (size_t)r * cols + c;
+    float4 out = make_float4(alpha * acc[0], alpha * acc[1], alpha * acc[2], alpha * acc[3]);
+    if (vec && c < cols) {
+        if (beta != 0.0f) {
+            const float4 old = *reinterpret_cast<const float4*>(p);
+            out.x += beta * old.x;
+            out.y += beta * old.y;
+            out.z += beta * old.z;
+            out.w += beta * old.w;
+        }
+        *reinterpret_cast<float4*>(p) = out;
+    } else {
+        if (c < cols) p[0] = (beta == 0.0f) ? out.x : out.x + beta * p[0];
+        if (c + 1 < cols) p[1] = (beta == 0.0f) ? out.y : out.y + beta * p[1];
+        if (c + 2 < cols) p[2] = (beta == 0.0f) ? out.z : out.z + beta * p[2];
+        if (c + 3 < cols) p[3] = (beta == 0.0f) ? out.w : out.w + beta * p[3];
+    }
+}
+
+// The epilogue of an 8x8 register tile laid out as 2x2 quadrants of 4x4: rows r0 .. r0+3 and
+// r0 + dr .. r0 + dr + 3, columns c0 .. c0+3 and c0 + dc .. c0 + dc + 3 (acc[i][0..3] and
+// acc[i][4..7]).
+__device__ __forceinline__ void store_quadrants_8x8(float* __restrict__ Cm, int rows, int cols, int r0,
+                                                    int dr, int c0, int dc, const float (&acc)[8][8],
+                                                    float alpha, float beta, bool vec) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int r = r0 + (i < 4 ? i : dr + i - 4);
+        store_row4(Cm, rows, cols, r, c0, &acc[i][0], alpha, beta, vec);
+        store_row4(Cm, rows, cols, r, c0 + dc, &acc[i][4], alpha, beta, vec);
+    }
+}
+
+template <int Rows, int Cols>
+__device__ __forceinline__ void zero_tile(float (&acc)[Rows][Cols]) {
+#pragma unroll
+    for (int i = 0; i < Rows; ++i)
+#pragma unroll
+        for (int j = 0; j < Cols; ++j) acc[i][j] = 0.0f;
+}
+
+// acc += a (column) x b (row): one k-step of a register tile, Rows * Cols FMAs, i outer, j inner.
+template <int Rows, int Cols>
+__device__ __forceinline__ void outer_product(float (&acc)[Rows][Cols], const float (&a)[Rows],
+                                              const float (&b)[Cols]) {
+#pragma unroll
+    for (int i = 0; i < Rows; ++i)
+#pragma unroll
+        for (int j = 0; j < Cols; ++j) acc[i][j] += a[i] * b[j];
+}
+
+// Two 128-bit shared (or global) loads into 8 registers: x[0..3] from lo, x[4..7] from hi.
+// Both addresses must be 16-byte aligned.
+__device__ __forceinline__ void load_pair4(const float* lo, const float* hi, float (&x)[8]) {
+    const float4 l = *reinterpret_cast<const float4*>(lo);
+    const float4 h = *reinterpret_cast<const float4*>(hi);
+    x[0] = l.x; x[1] = l.y; x[2] = l.z; x[3] = l.w;
+    x[4] = h.x; x[5] = h.y; x[6] = h.z; x[7] = h.w;
+}
+
+// x[4j .. 4j+3] = p[0 .. 3] as one 128-bit load (p 16-byte aligned); j is a compile-time index
+// once the caller's loop is unrolled.
+template <int Len>
+__device__ __forceinline__ void load4(float (&x)[Len], int j, const float* p) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    x[4 * j + 0] = v.x;
+    x[4 * j + 1] = v.y;
+    x[4 * j + 2] = v.z;
+    x[4 * j + 3] = v.w;
+}
+
+// Grouped rasterisation: which C tile (tile_m, tile_n) this block computes. The runner launches
+// a (tiles across) x (tiles down) grid, and blocks start roughly in launch order, x fastest; taken
+// literally, the blocks resident at one time form a few full block-rows, reading a few rows of A
+// and all of B. Here consecutive blocks walk down a group of `group` block-rows first, then
+// across, so the resident set is a squarer patch of C and shares more of A and B in L2. A
+// bijection on the grid (the last group may have fewer rows); group <= 1 keeps the plain order.
+__device__ __forceinline__ void raster_grouped(int group, int& tile_m, int& tile_n) {
+    if (group <= 1) {
+        tile_m = blockIdx.y;
+        tile_n = blockIdx.x;
+        return;
+    }
+    const int id = blockIdx.y * gridDim.x + blockIdx.x;  // launch order
+    const int per_group = group * gridDim.x;
+    const int first_m = (id / per_group) * group;
+    const int rows = min((int)gridDim.y - first_m, group);
+    const int in_group = id % per_group;
+    tile_m = first_m + in_group % rows;
+    tile_n = in_group / rows;
+}
