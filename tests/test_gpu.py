@@ -19,7 +19,7 @@ from worker.cases import Case, TimingPolicy
 pytestmark = pytest.mark.gpu
 
 KERNELS = [name for name, spec in VARIANTS.items() if spec.source_file]
-ODD_SIZES = [(1, 1, 1), (7, 13, 5), (1000, 1003, 997), (4097, 4095, 1023)]
+ODD_SIZES = [(1, 1, 1), (7, 13, 5), (1000, 1003, 997), (1000, 1024, 1000), (4097, 4095, 1023)]
 POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=1.0))
 
 
