@@ -1,64 +1,240 @@
-"""Plotly figure builders. Each returns a Figure, or the reason there is nothing to draw."""
+"""Plotly figure builders. Each returns a Figure, or the reason there is nothing to draw.
+
+Numbers go to Plotly as plain lists (not numpy arrays, which plotly.py would base64-encode),
+so a page's chart data can be read back as JSON by the tests.
+"""
+
+import html
+from statistics import fmean
 
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 
-from dashboard.queries import HistoryFilter, HistoryPoint
+from dashboard.compare import Comparison
+from dashboard.filters import size_label
+from dashboard.history import History
+from dashboard.overview import Ladder
+from dashboard.sweep import SweepPoint
+
+PALETTE = qualitative.Plotly + qualitative.D3[1:] + qualitative.Dark24
+FAIL = {"symbol": "x", "size": 13, "color": "#c62828", "line": {"width": 2}}
+LAYOUT = {"template": "plotly_white", "margin": {"l": 70, "r": 20, "t": 70, "b": 60}, "height": 440,
+          "hovermode": "closest", "legend": {"orientation": "v"}}
 
 
-def history_figure(points: list[HistoryPoint], f: HistoryFilter) -> go.Figure | str:
-    if not points and f.m is None:
-        return "No verified results with a commit yet: post a job with a commit, and its points appear here."
-    if not points:
-        return (
-            f"No verified results for GPU {f.gpu or 'any'} at {f.m}x{f.n}x{f.k} ({f.mode or 'any'} mode) "
-            "that carry a commit: post a job with a commit, or pick another GPU or size."
-        )
-    commits: list[str] = []
-    for p in points:  # points arrive in commit order
-        if p.sha not in commits:
-            commits.append(p.sha)
+def _color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def _text(s: str | None, width: int = 72) -> str:
+    """Free text (commit messages, errors) made safe for Plotly's hover HTML, one line."""
+    line = (s or "").strip().splitlines()[0] if (s or "").strip() else ""
+    return html.escape(line if len(line) <= width else line[: width - 1] + "…")
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _failures(x: list, customdata: list[list], hover: str) -> go.Scatter:
+    """Failed verification drawn as red crosses on the axis: a wrong kernel has no speed."""
+    return go.Scatter(x=x, y=[0] * len(x), mode="markers+text", name="failed verification", marker=FAIL,
+                      text=["failed"] * len(x), textposition="top center", textfont={"color": FAIL["color"]},
+                      customdata=customdata, hovertemplate=hover + "<extra>failed verification</extra>")
+
+
+# -- history ------------------------------------------------------------------------------
+
+def history_figure(h: History) -> go.Figure | str:
+    f = h.f
+    if f.gpu is None or f.size is None:
+        who = f"on {f.gpu}" if f.gpu else "with a commit"
+        return f"No verified results {who} yet: post a job with a commit, and its points appear here."
+    where = f"GPU {f.gpu} at {size_label(f.size)} ({f.mode} mode)"
+    if not h.points and h.n_unverified:
+        return (f"No verified results for {where}: all {h.n_unverified} results there failed verification, "
+                "and a wrong kernel has no speed to chart. The jobs page shows their errors.")
+    if not h.points:
+        return (f"No verified results for {where} that carry a commit: post a job with a commit, "
+                "or pick another GPU, size or mode.")
 
     fig = go.Figure()
-    by_variant: dict[str, list[HistoryPoint]] = {}
-    for p in points:
-        by_variant.setdefault(p.variant, []).append(p)
-    for variant, series in by_variant.items():
-        fig.add_trace(
-            go.Scatter(
-                x=[p.sha[:10] for p in series],
-                y=[p.gflops for p in series],
-                mode="lines+markers",
-                name=variant,
-                customdata=[[p.sha, str(p.commit_time)[:19], p.pct_of_cublas or 0, (p.noise or 0) * 100] for p in series],
-                hovertemplate=(
-                    "<b>%{fullData.name}</b><br>%{customdata[0]}<br>%{customdata[1]}<br>"
-                    "%{y:,.0f} GFLOPS (%{customdata[2]:.1f}% of cuBLAS)<br>noise %{customdata[3]:.2f}%<extra></extra>"
-                ),
-            )
-        )
-    # cuBLAS measured in the same jobs, one point per commit: the line to beat.
+    x_of = {sha: sha[:10] for sha in h.commits}
+    series: dict[str, list] = {}
+    for p in h.points:
+        series.setdefault(p.variant, []).append(p)
+    for i, (variant, pts) in enumerate(series.items()):
+        color, xs = _color(i), [x_of[p.sha] for p in pts]
+        ys = [p.gflops for p in pts]
+        upper = [p.gflops * (1 + (p.noise or 0)) for p in pts]
+        lower = [p.gflops * (1 - (p.noise or 0)) for p in pts]
+        # The band is each point's own sample noise (stddev/mean): a step smaller than it is not news.
+        fig.add_trace(go.Scatter(x=xs + xs[::-1], y=upper + lower[::-1], fill="toself", mode="lines",
+                                 line={"width": 0}, fillcolor=_rgba(color, 0.18), name=f"{variant} noise",
+                                 legendgroup=variant, showlegend=False, hoverinfo="skip"))
+        # Hover text made here, one string a point: far cheaper for plotly.py to validate than
+        # per-point customdata lists when a page holds thousands of points.
+        hover = [f"<b>{html.escape(variant)}</b> {p.gflops:,.0f} GFLOPS ({p.pct_of_cublas or 0:.1f}% of cuBLAS)<br>"
+                 f"{p.sha}<br>{_text(p.message)}<br>{str(p.commit_time)[:19]} UTC<br>"
+                 f"noise ±{(p.noise or 0) * 100:.2f}% · {p.n_results} result(s)" for p in pts]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=variant, legendgroup=variant,
+                                 line={"color": color}, text=hover, hovertemplate="%{text}<extra></extra>"))
     cublas: dict[str, list[float]] = {}
-    for p in points:
+    for p in h.points:  # cuBLAS timed in the same jobs: the line to beat
         if p.cublas_gflops:
             cublas.setdefault(p.sha, []).append(p.cublas_gflops)
     if cublas:
-        shas = [s for s in commits if s in cublas]
-        fig.add_trace(
-            go.Scatter(
-                x=[s[:10] for s in shas],
-                y=[sum(cublas[s]) / len(cublas[s]) for s in shas],
-                mode="lines",
-                name="cuBLAS (same jobs)",
-                line={"dash": "dash", "color": "gray"},
-            )
-        )
+        shas = [s for s in h.commits if s in cublas]
+        fig.add_trace(go.Scatter(x=[x_of[s] for s in shas], y=[fmean(cublas[s]) for s in shas], mode="lines",
+                                 name="cuBLAS (same jobs)", line={"dash": "dash", "color": "gray"}))
+    if h.regressions:
+        fig.add_trace(go.Scatter(
+            x=[x_of[p.sha] for p in h.regressions], y=[p.gflops for p in h.regressions], mode="markers",
+            name="regression", marker={**FAIL, "size": 15},
+            customdata=[[p.variant, p.sha, html.escape(p.verdict.reason)] for p in h.regressions],
+            hovertemplate="<b>regression</b> %{customdata[0]}<br>%{customdata[1]}<br>%{customdata[2]}<extra></extra>",
+        ))
     fig.update_layout(
-        title=f"GFLOPS by commit: {f.gpu}, {f.m}x{f.n}x{f.k}, {f.mode} L2",
-        xaxis={"title": "commit (oldest first)", "type": "category", "categoryorder": "array",
-               "categoryarray": [s[:10] for s in commits]},
+        **LAYOUT,
+        title={"text": f"GFLOPS by commit: {f.gpu}, {size_label(f.size)}, {f.mode} L2",
+               "subtitle": {"text": f"{len(h.commits)} newest commits, oldest first; band: ±noise; "
+                                    f"{len(h.regressions)} regression(s) flagged"}},
+        xaxis={"title": "commit (by commit time)", "type": "category", "categoryorder": "array",
+               "categoryarray": [x_of[s] for s in h.commits]},
         yaxis={"title": "GFLOPS", "rangemode": "tozero"},
-        hovermode="closest",
-        margin={"l": 60, "r": 20, "t": 60, "b": 60},
-        template="plotly_white",
     )
+    return fig
+
+
+# -- overview: the latest ladder of one GPU -------------------------------------------------
+
+def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str) -> go.Figure | str:
+    if not lad.rungs:
+        return f"No results on {lad.gpu_name} at {size_label(size)} ({mode} mode)."
+    ok = [r for r in lad.rungs if r.verified and r.gflops is not None]
+    failed = [r for r in lad.rungs if not r.verified]
+    labels = [r.variant for r in lad.rungs]
+    fig = go.Figure()
+    if ok:
+        fig.add_trace(go.Bar(
+            x=[r.variant for r in ok], y=[r.gflops for r in ok], name="GFLOPS", marker={"color": "#3b6ea8"},
+            text=[f"{lad.pct_of_peak(r):.1f}% of peak" if lad.peak.gflops else f"{r.pct_of_cublas or 0:.0f}% of cuBLAS"
+                  for r in ok],
+            textposition="outside",
+            customdata=[[r.pct_of_cublas or 0, lad.pct_of_peak(r) or 0, r.sha or "no commit", (r.noise or 0) * 100]
+                        for r in ok],
+            hovertemplate=("<b>%{x}</b> %{y:,.0f} GFLOPS<br>%{customdata[0]:.1f}% of cuBLAS · "
+                           "%{customdata[1]:.1f}% of FP32 peak<br>commit %{customdata[2]} · noise ±%{customdata[3]:.2f}%"
+                           "<extra></extra>"),
+        ))
+    if failed:
+        fig.add_trace(_failures([r.variant for r in failed], [[_text(r.error, 120)] for r in failed],
+                                "<b>%{x}</b><br>%{customdata[0]}"))
+    cublas = [r.cublas_gflops for r in ok if r.cublas_gflops]
+    if cublas:
+        mean = fmean(cublas)
+        fig.add_trace(go.Scatter(x=labels, y=[mean] * len(labels), mode="lines", name=f"cuBLAS {mean:,.0f} GFLOPS",
+                                 line={"dash": "dash", "color": "gray"}, hoverinfo="name"))
+    if lad.peak.gflops:
+        fig.add_trace(go.Scatter(x=labels, y=[lad.peak.gflops] * len(labels), mode="lines",
+                                 name=f"FP32 peak {lad.peak.gflops:,.0f} GFLOPS",
+                                 line={"dash": "dot", "color": "#b66a00"}, hoverinfo="name"))
+    fig.update_layout(
+        **LAYOUT,
+        title={"text": f"{lad.gpu_name}: {size_label(size)}, {mode} L2",
+               "subtitle": {"text": f"each variant's newest result · {lad.peak.how}"}},
+        xaxis={"title": "variant", "type": "category", "categoryorder": "array", "categoryarray": labels},
+        yaxis={"title": "GFLOPS", "rangemode": "tozero"},
+    )
+    return fig
+
+
+# -- sweep -----------------------------------------------------------------------------------
+
+def sweep_figure(points: list[SweepPoint], mode: str | None) -> go.Figure | str:
+    if not points:
+        return (f"No results in {mode} mode for the chosen GPUs, variants and commit: "
+                "pick other filters, or post a job.")
+    ok = [p for p in points if p.verified and p.gflops is not None]
+    failed = [p for p in points if not p.verified]
+    sizes = sorted({p.size for p in points}, key=lambda s: (s[0] * s[1] * s[2], s))
+    if not ok:
+        return f"All {len(failed)} newest results for these filters failed verification: a wrong kernel has no speed."
+    gpus = sorted({p.gpu for p in points})
+    variants = sorted({p.variant for p in points})
+    fig = go.Figure()
+    for (gpu, variant) in sorted({(p.gpu, p.variant) for p in ok}):
+        pts = [p for p in ok if p.gpu == gpu and p.variant == variant]
+        fig.add_trace(go.Scatter(
+            x=[size_label(p.size) for p in pts], y=[p.gflops for p in pts], mode="lines+markers",
+            name=f"{variant} · {gpu}", legendgroup=variant,
+            line={"color": _color(variants.index(variant)), "dash": ["solid", "dash", "dot", "dashdot"][gpus.index(gpu) % 4]},
+            customdata=[[p.sha or "no commit", (p.noise or 0) * 100, p.cublas_gflops or 0] for p in pts],
+            hovertemplate=("<b>%{fullData.name}</b> %{x}<br>%{y:,.0f} GFLOPS (cuBLAS %{customdata[2]:,.0f})<br>"
+                           "commit %{customdata[0]} · noise ±%{customdata[1]:.2f}%<extra></extra>"),
+        ))
+    if failed:
+        fig.add_trace(_failures([size_label(p.size) for p in failed],
+                                [[f"{p.variant} · {p.gpu}", _text(p.error, 120)] for p in failed],
+                                "<b>%{customdata[0]}</b> %{x}<br>%{customdata[1]}"))
+    fig.update_layout(
+        **LAYOUT,
+        title={"text": f"GFLOPS by size, {mode} L2", "subtitle": {"text": "each point: the newest result for its GPU, variant and size"}},
+        xaxis={"title": "M×N×K (by flop count)", "type": "category", "categoryorder": "array",
+               "categoryarray": [size_label(s) for s in sizes]},
+        yaxis={"title": "GFLOPS", "rangemode": "tozero"},
+    )
+    return fig
+
+
+# -- compare ---------------------------------------------------------------------------------
+
+def compare_figure(c: Comparison) -> go.Figure | str:
+    if c.reason:
+        return c.reason
+    labels = [r.label for r in c.rows]
+    fig = go.Figure()
+    for key, color in (("a", "#8a8a8a"), ("b", "#3b6ea8")):
+        cells = [getattr(r, key) for r in c.rows]
+        fig.add_trace(go.Bar(
+            x=labels, y=[cell.gflops if cell and cell.verified else None for cell in cells],
+            name=f"{key.upper()}: {getattr(c.f, key)}", marker={"color": color},
+            text=[f"{r.delta_pct:+.1f}%" if key == "b" and r.delta_pct is not None else "" for r in c.rows],
+            textposition="outside",
+            hovertemplate="<b>%{x}</b><br>%{y:,.0f} GFLOPS<extra>%{fullData.name}</extra>",
+        ))
+    what = "commits" if c.f.by == "commit" else "GPU models"
+    fig.update_layout(
+        **LAYOUT, barmode="group",
+        title={"text": f"{c.f.a} vs {c.f.b} ({what}), {c.f.mode} L2",
+               "subtitle": {"text": "labels on B: change from A; failed verification leaves a gap"}},
+        xaxis={"title": "variant and size", "type": "category"},
+        yaxis={"title": "GFLOPS", "rangemode": "tozero"},
+    )
+    return fig
+
+
+# -- one job ---------------------------------------------------------------------------------
+
+def job_figure(results: list) -> go.Figure | str:
+    if not results:
+        return "No results yet: they appear here case by case as the worker finishes them."
+    ok = [r for r in results if r.verified and r.gflops is not None]
+    failed = [r for r in results if not r.verified]
+    label = lambda r: f"{r.variant} {size_label((r.m, r.n, r.k))}"  # noqa: E731
+    fig = go.Figure()
+    if ok:
+        fig.add_trace(go.Bar(x=[label(r) for r in ok], y=[r.gflops for r in ok], name="variant",
+                             marker={"color": "#3b6ea8"}, text=[f"{r.pct_of_cublas or 0:.0f}% of cuBLAS" for r in ok],
+                             textposition="outside"))
+        fig.add_trace(go.Bar(x=[label(r) for r in ok], y=[r.cublas_gflops for r in ok], name="cuBLAS (same case)",
+                             marker={"color": "#c8c8c8"}))
+    if failed:
+        fig.add_trace(_failures([label(r) for r in failed], [[_text(r.error, 120)] for r in failed],
+                                "<b>%{x}</b><br>%{customdata[0]}"))
+    fig.update_layout(**LAYOUT, barmode="group", title={"text": "GFLOPS per case"},
+                      xaxis={"title": "case", "type": "category", "categoryarray": [label(r) for r in results],
+                             "categoryorder": "array"},
+                      yaxis={"title": "GFLOPS", "rangemode": "tozero"})
     return fig

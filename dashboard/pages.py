@@ -1,58 +1,177 @@
-"""Dashboard routes: server-rendered pages that read the database directly."""
+"""Dashboard routes: server-rendered pages that read the database directly.
 
+Every page takes its filters from the URL (a permalink) and `format=csv|json` for the rows
+behind the view. A chart with too little data is replaced by the reason.
+"""
+
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlencode
 
 import plotly
-from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
+import plotly.graph_objects as go
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from api.deps import SessionDep
+from api.deps import SessionDep, SettingsDep
 from api.models import Job
-from dashboard import figures, queries
+from api.regression import Thresholds
+from dashboard import compare, export, figures, history, overview, queries, sweep
+from dashboard.filters import Format, Name, Names, Size, clean, size_label, size_param
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
+templates.env.filters["size"] = size_label
+templates.env.filters["options"] = lambda values: [(v, v) for v in values]  # <option> value = label
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
 
 # plotly.js ships inside the plotly package; the GPU nodes may have no internet, so no CDN.
 PLOTLY_JS_DIR = Path(plotly.__file__).parent / "package_data"
 
-Dim = Annotated[int | None, Query(ge=1, le=1 << 20)]
+SizeDep = Annotated[Size | None, Depends(size_param)]
+Sha = Annotated[str | None, Query(max_length=64, pattern=r"^[0-9a-fA-F]*$")]
 
+
+@dataclass
+class Chart:
+    """A figure embedded in a page, or the reason there is none (the template shows one or the other)."""
+
+    id: str
+    html: str | None = None
+    reason: str | None = None
+
+
+def chart(div_id: str, fig: go.Figure | str) -> Chart:
+    if isinstance(fig, str):
+        return Chart(div_id, reason=fig)
+    config = {"displaylogo": False, "responsive": True}
+    return Chart(div_id, html=fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=config))
+
+
+def render(request: Request, fmt: str, view: str, template: str, context: dict, *, filters: dict,
+           columns: list[str], rows: list[dict], reason: str | None = None, **json_extra):
+    if fmt == "csv":
+        return export.csv_response(view, columns, rows)
+    if fmt == "json":
+        return export.json_response(view, filters, rows, reason, **json_extra)
+    kept = [(k, v) for k, v in request.query_params.multi_items() if k != "format"]
+    exports = {f: f"{request.url.path}?{urlencode(kept + [('format', f)])}" for f in ("csv", "json")}
+    return templates.TemplateResponse(request, template, {**context, "view": view, "exports": exports})
+
+
+def _reasons(charts: list[Chart]) -> str | None:
+    return "; ".join(c.reason for c in charts if c.reason) or None
+
+
+# -- overview ------------------------------------------------------------------------------
 
 @router.get("/", response_class=HTMLResponse)
-def jobs_page(request: Request, db: SessionDep):
-    return templates.TemplateResponse(request, "jobs.html", {"jobs": queries.recent_jobs(db)})
+def overview_page(request: Request, db: SessionDep, size: SizeDep, gpu: Name = None, mode: Name = None,
+                  format: Format = "html"):
+    if not (size and mode):  # open on the newest result's size and mode
+        newest = queries.newest(db, gpu, size, mode) or queries.newest(db, gpu, size, mode, verified=False)
+        size, mode = size or (newest.size if newest else None), mode or (newest.mode if newest else None)
+    cat = queries.catalog(db, mode)
+    ladders = overview.load_ladders(db, size, mode, gpu) if size and mode else []
+    charts = [chart(f"ladder-{i}", figures.ladder_figure(lad, size, mode)) for i, lad in enumerate(ladders)]
+    if not cat.modes:
+        reason = "No results yet: post a job (gemmwatch submit --variants naive,smem_tiled --size 4096) and its ladder appears here."
+    elif not ladders:
+        reason = f"No results at {size_label(size) if size else 'any size'} in {mode or 'any'} mode" + (
+            f" on {gpu}" if gpu else "") + ": pick another size, mode or GPU."
+    else:
+        reason = None
+    filters = {"gpu": gpu, "size": size_label(size) if size else None, "mode": mode}
+    return render(request, format, "overview", "overview.html",
+                  {"cat": cat, "gpu": gpu, "size": size, "mode": mode, "ladders": list(zip(ladders, charts)),
+                   "reason": reason},
+                  filters=filters, columns=overview.COLUMNS, rows=overview.export_rows(ladders),
+                  reason=reason or _reasons(charts))
+
+
+# -- history -------------------------------------------------------------------------------
+
+@router.get("/history", response_class=HTMLResponse)
+def history_page(request: Request, db: SessionDep, cfg: SettingsDep, size: SizeDep, gpu: Name = None,
+                 mode: Name = None, last: Annotated[int, Query(ge=1, le=history.MAX_LAST)] = history.DEFAULT_LAST,
+                 format: Format = "html"):
+    newest = None if (gpu and size and mode) else queries.newest(db, gpu, size, mode)
+    if newest:  # fill what the URL left out from the newest verified result, so the page opens on data
+        gpu, size, mode = gpu or newest.gpu, size or newest.size, mode or newest.mode
+    cat = queries.catalog(db, mode)
+    f = history.HistoryFilter(gpu, size, mode, last)
+    h = history.load_history(db, f, Thresholds.from_settings(cfg))
+    c = chart("history-chart", figures.history_figure(h))
+    filters = {"gpu": gpu, "size": size_label(size) if size else None, "mode": mode, "last": last}
+    return render(request, format, "history", "history.html", {"cat": cat, "f": f, "h": h, "chart": c},
+                  filters=filters, columns=history.COLUMNS, rows=history.export_rows(h), reason=c.reason)
+
+
+# -- sweep ---------------------------------------------------------------------------------
+
+@router.get("/sweep", response_class=HTMLResponse)
+def sweep_page(request: Request, db: SessionDep, gpu: Names = [], variant: Names = [], mode: Name = None,
+               sha: Sha = None, format: Format = "html"):
+    if not mode:
+        newest = queries.newest(db) or queries.newest(db, verified=False)
+        mode = newest.mode if newest else None
+    cat = queries.catalog(db, mode)
+    f = sweep.SweepFilter(clean(gpu), clean(variant), mode, sha or None)
+    points = sweep.load_sweep(db, f) if f.mode else []
+    c = chart("sweep-chart", figures.sweep_figure(points, f.mode))
+    filters = {**asdict(f), "gpus": list(f.gpus), "variants": list(f.variants)}
+    return render(request, format, "sweep", "sweep.html", {"cat": cat, "f": f, "chart": c},
+                  filters=filters, columns=sweep.COLUMNS, rows=sweep.export_rows(points), reason=c.reason)
+
+
+# -- compare -------------------------------------------------------------------------------
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(request: Request, db: SessionDep, by: compare.By = "commit", a: Name = None, b: Name = None,
+                 gpu: Name = None, sha: Sha = None, mode: Name = None, format: Format = "html"):
+    newest = None if (mode and (gpu or by == "gpu")) else queries.newest(db, gpu if by == "commit" else None, None, mode)
+    mode = mode or (newest.mode if newest else None)
+    cat = queries.catalog(db, mode)
+    if by == "commit":
+        gpu = gpu or (newest.gpu if newest else None)
+        options = compare.commit_choices(db, gpu)
+    else:
+        options = cat.gpus
+    # Default to the two newest commits (B the newer), or the first two GPU models.
+    if by == "commit" and not (a or b) and len(options) >= 2:
+        a, b = options[1], options[0]
+    elif by == "gpu" and not (a or b) and len(options) >= 2:
+        a, b = options[0], options[1]
+    f = compare.CompareFilter(by, a or None, b or None, gpu, sha or None, mode)
+    comp = compare.load_comparison(db, f)
+    c = chart("compare-chart", figures.compare_figure(comp))
+    return render(request, format, "compare", "compare.html",
+                  {"cat": cat, "f": f, "comp": comp, "options": options, "chart": c},
+                  filters=asdict(f), columns=compare.COLUMNS, rows=compare.export_rows(comp), reason=c.reason)
+
+
+# -- jobs ----------------------------------------------------------------------------------
+
+@router.get("/jobs", response_class=HTMLResponse)
+def jobs_page(request: Request, db: SessionDep, status: Name = None,
+              limit: Annotated[int, Query(ge=1, le=1000)] = 50, format: Format = "html"):
+    jobs = queries.recent_jobs(db, limit, status or None)
+    return render(request, format, "jobs", "jobs.html", {"jobs": jobs, "status": status},
+                  filters={"status": status, "limit": limit}, columns=queries.JOB_COLUMNS,
+                  rows=[queries.job_row(j) for j in jobs], reason=None if jobs else "no jobs")
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(request: Request, db: SessionDep, job_id: int):
+def job_page(request: Request, db: SessionDep, job_id: int, format: Format = "html"):
     job = db.get(Job, job_id) if 1 <= job_id < 2**31 else None
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id}")
-    return templates.TemplateResponse(request, "job.html", {"job": job})
-
-
-@router.get("/history", response_class=HTMLResponse)
-def history_page(
-    request: Request,
-    db: SessionDep,
-    gpu: str | None = None,
-    m: Dim = None,
-    n: Dim = None,
-    k: Dim = None,
-    mode: str | None = None,
-):
-    f = queries.default_history_filter(db, queries.HistoryFilter(gpu or None, m, n, k, mode or None))
-    fig = figures.history_figure(queries.history_points(db, f), f)
-    chart = fig if isinstance(fig, str) else fig.to_html(full_html=False, include_plotlyjs=False, div_id="history-chart")
-    return templates.TemplateResponse(
-        request,
-        "history.html",
-        {"f": f, "choices": queries.history_choices(db), "chart": chart, "has_chart": not isinstance(fig, str)},
-    )
+    c = chart("job-chart", figures.job_figure(job.results))
+    return render(request, format, "job", "job.html", {"job": job, "chart": c},
+                  filters={"id": job_id}, columns=queries.RESULT_COLUMNS,
+                  rows=[queries.result_row(r) for r in job.results], reason=c.reason, job=queries.job_row(job))
 
 
 def mount_dashboard(app: FastAPI) -> None:

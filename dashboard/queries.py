@@ -1,96 +1,115 @@
-"""SQL reads for the pages. Aggregation happens in the database, not in Python."""
+"""SQL reads shared by the pages: what the filters can be set to, the job list.
+
+Aggregation happens in the database (GROUP BY); Python only ever sees summary rows.
+"""
 
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
-from api.models import Commit, Gpu, Job, Result
+from api.models import Gpu, Job, Result
+from dashboard.filters import Size
 
 
 @dataclass(frozen=True)
-class HistoryFilter:
-    gpu: str | None = None  # GPU model, e.g. H100
-    m: int | None = None
-    n: int | None = None
-    k: int | None = None
-    mode: str | None = None
+class Catalog:
+    """What the filter menus offer."""
+
+    gpus: list[str]  # GPU models
+    modes: list[str]
+    sizes: list[Size]  # sizes measured in the chosen mode
+    variants: list[str]
+
+
+def distinct(db: Session, cols: list, where=(), cap: int = 1000) -> list[tuple]:
+    """Distinct values of an index's leading columns, one index probe per value.
+
+    A loose index scan, spelled as "the next value after the last one" (PostgreSQL has no
+    skip scan before version 18): a GROUP BY would read every result to find a few dozen
+    sizes or variants.
+    """
+    out: list[tuple] = []
+    while len(out) < cap:
+        query = select(*cols).where(*where).order_by(*cols).limit(1)
+        if out:
+            query = query.where(tuple_(*cols) > tuple_(*out[-1]) if len(cols) > 1 else cols[0] > out[-1][0])
+        row = db.execute(query).first()
+        if row is None:
+            return out
+        out.append(tuple(row))
+    return out
+
+
+def catalog(db: Session, mode: str | None = None) -> Catalog:
+    # GPU models from the GPU table (a row per card a worker has used); the rest from results,
+    # through ix_result_dashboard (mode, m, n, k, ...) and ix_result_history (variant, ...).
+    gpus = list(db.scalars(select(Gpu.model).distinct().order_by(Gpu.model)))
+    modes = [m for (m,) in distinct(db, [Result.mode])]
+    sizes = distinct(db, [Result.m, Result.n, Result.k], [Result.mode == mode]) if mode else []
+    variants = [v for (v,) in distinct(db, [Result.variant])]
+    return Catalog(gpus, modes, sorted(sizes, key=lambda s: (s[0] * s[1] * s[2], s)), variants)
 
 
 @dataclass(frozen=True)
-class HistoryPoint:
-    variant: str
-    sha: str
-    commit_time: object
-    gflops: float
-    cublas_gflops: float | None
-    pct_of_cublas: float | None
-    noise: float | None
-    n_results: int
+class Newest:
+    gpu: str
+    size: Size
+    mode: str
 
 
-def recent_jobs(db: Session, limit: int = 50) -> list[Job]:
-    return list(db.scalars(select(Job).order_by(Job.id.desc()).limit(limit)).unique())
-
-
-def history_choices(db: Session) -> dict[str, list]:
-    """What the history filters can be set to: only values that have verified results."""
-    verified = Result.verified.is_(True)
-    gpus = db.scalars(
-        select(Gpu.model).join(Result, Result.gpu_id == Gpu.id).where(verified).distinct().order_by(Gpu.model)
-    ).all()
-    sizes = db.execute(
-        select(Result.m, Result.n, Result.k).where(verified).distinct().order_by(Result.m, Result.n, Result.k)
-    ).all()
-    modes = db.scalars(select(Result.mode).where(verified).distinct().order_by(Result.mode)).all()
-    return {"gpus": list(gpus), "sizes": [tuple(s) for s in sizes], "modes": list(modes)}
-
-
-def default_history_filter(db: Session, f: HistoryFilter) -> HistoryFilter:
-    """Fill what the URL left out from the newest verified result, so the page opens on data."""
-    if f.gpu and f.m and f.n and f.k and f.mode:
-        return f
-    newest = db.execute(
+def newest(db: Session, gpu: str | None = None, size: Size | None = None, mode: str | None = None,
+           verified: bool = True) -> Newest | None:
+    """The GPU model, size and mode of the newest result matching what the URL gave: the view
+    a page opens on when the URL leaves filters out."""
+    where = []
+    if verified:
+        where.append(Result.verified.is_(True))
+    if gpu:
+        where.append(Result.gpu_id.in_(gpu_ids(db, gpu)))
+    if size:
+        where += [Result.m == size[0], Result.n == size[1], Result.k == size[2]]
+    if mode:
+        where.append(Result.mode == mode)
+    row = db.execute(
         select(Gpu.model, Result.m, Result.n, Result.k, Result.mode)
         .join(Gpu, Result.gpu_id == Gpu.id)
-        .where(Result.verified.is_(True))
-        .order_by(Result.id.desc())
-        .limit(1)
+        .where(Result.id == select(func.max(Result.id)).where(*where).scalar_subquery())
     ).first()
-    if newest is None:
-        return f
-    gpu, m, n, k, mode = newest
-    if f.m and f.n and f.k:
-        m, n, k = f.m, f.n, f.k
-    return HistoryFilter(gpu=f.gpu or gpu, m=m, n=n, k=k, mode=f.mode or mode)
+    return Newest(row[0], (row[1], row[2], row[3]), row[4]) if row else None
 
 
-def history_points(db: Session, f: HistoryFilter) -> list[HistoryPoint]:
-    """Verified results per (commit, variant), averaged in SQL, oldest commit first.
+def gpu_ids(db: Session, model: str) -> list[int]:
+    """Physical GPUs of a model. Resolved first (a tiny table) so result scans filter on an id."""
+    return list(db.scalars(select(Gpu.id).where(Gpu.model == model)))
 
-    Unverified results are excluded: a wrong kernel has no speed.
-    """
-    commit_time = func.coalesce(Commit.committed_at, Commit.created_at)
-    query = (
-        select(
-            Result.variant,
-            Commit.sha,
-            func.min(commit_time).label("commit_time"),
-            func.avg(Result.gflops),
-            func.avg(Result.cublas_gflops),
-            func.avg(Result.pct_of_cublas),
-            func.avg(Result.noise),
-            func.count(Result.id),
-        )
-        .join(Commit, Result.commit_id == Commit.id)
-        .join(Gpu, Result.gpu_id == Gpu.id)
-        .where(Result.verified.is_(True), Result.gflops.is_not(None))
-        .group_by(Result.variant, Commit.id, Commit.sha)
-        .order_by(func.min(commit_time), Commit.id)
-    )
-    if f.gpu:
-        query = query.where(Gpu.model == f.gpu)
-    for column, value in ((Result.m, f.m), (Result.n, f.n), (Result.k, f.k), (Result.mode, f.mode)):
-        if value is not None:
-            query = query.where(column == value)
-    return [HistoryPoint(*row) for row in db.execute(query).all()]
+
+def recent_jobs(db: Session, limit: int = 50, status: str | None = None) -> list[Job]:
+    query = select(Job).order_by(Job.id.desc()).limit(limit)
+    if status:
+        query = query.where(Job.status == status)
+    return list(db.scalars(query).unique())
+
+
+JOB_COLUMNS = ["id", "status", "kind", "progress_done", "progress_total", "current_case", "variants", "sizes",
+               "gpu", "commit", "created_at", "finished_at", "error"]
+
+
+def job_row(j: Job) -> dict:
+    return {
+        "id": j.id, "status": j.status, "kind": j.kind, "progress_done": j.progress_done,
+        "progress_total": j.progress_total, "current_case": j.current_case, "variants": j.variants,
+        "sizes": j.sizes, "gpu": j.gpu.name if j.gpu else j.gpu_model, "commit": j.commit.sha if j.commit else None,
+        "created_at": j.created_at, "finished_at": j.finished_at, "error": j.error,
+    }
+
+
+RESULT_COLUMNS = ["id", "case_index", "variant", "m", "n", "k", "mode", "tunables", "verified", "rel_error",
+                  "median_ms", "gflops", "cublas_gflops", "pct_of_cublas", "n_samples", "noise", "converged", "error"]
+
+
+def result_row(r: Result) -> dict:
+    row = {c: getattr(r, c) for c in RESULT_COLUMNS}
+    if not r.verified:  # a wrong kernel has no speed, in exports as on the page
+        row.update(median_ms=None, gflops=None, pct_of_cublas=None)
+    return row

@@ -3,6 +3,7 @@
 # Redis on 127.0.0.1:6379 and PostgreSQL on 127.0.0.1:5432 (trust auth, user postgres).
 # Starts them where they are installed but stopped; installs them from Debian's packages
 # where they are missing and we are root. Fails loudly if either is still unreachable.
+# Also installs Debian's chromium for the browser test where it is missing.
 set -euo pipefail
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -35,6 +36,14 @@ if ! port_open 5432; then
   pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
   wait_port 5432 || { echo "services: PostgreSQL did not start on 127.0.0.1:5432" >&2; exit 1; }
   echo "services: started PostgreSQL $version"
+fi
+
+# The browser test (tests/test_browser.py) drives Debian's chromium through Playwright; no
+# browser is ever downloaded, so install the distribution's one where it is missing.
+if [ ! -x /usr/bin/chromium ]; then
+  apt_install chromium
+  [ -x /usr/bin/chromium ] || { echo "services: chromium did not install at /usr/bin/chromium" >&2; exit 1; }
+  echo "services: installed chromium"
 fi
 
 # The tests connect as postgres over TCP without a password (trust), as this machine is set up.

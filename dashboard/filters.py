@@ -1,0 +1,58 @@
+"""Filters live in the URL so that every view is a shareable permalink.
+
+Sizes travel as one `size=4096x4096x4096` parameter (a plain <select> in a GET form sends
+it as is, no script needed); `m`, `n`, `k` are still accepted for older links.
+"""
+
+import re
+from typing import Annotated, Literal
+
+from fastapi import HTTPException, Query
+
+Size = tuple[int, int, int]
+MAX_DIM = 1 << 20
+
+Format = Annotated[Literal["html", "csv", "json"], Query(description="html page, or the view's rows as csv or json")]
+Dim = Annotated[int | None, Query(ge=1, le=MAX_DIM)]
+# GPU models, variants and modes are compared for equality only; the cap keeps junk out of SQL.
+Name = Annotated[str | None, Query(max_length=120)]
+Names = Annotated[list[str], Query(max_length=120)]
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(?:[x×*,]\s*(\d+)\s*[x×*,]\s*(\d+))?\s*$")
+
+
+def size_label(size: Size) -> str:
+    return "x".join(str(d) for d in size)
+
+
+def parse_size(text: str) -> Size:
+    """'4096x4096x4096', or '4096' for a cube. Anything else is a 422 naming the field."""
+    match = _SIZE.match(text)
+    if match:
+        dims = [int(g) for g in match.groups() if g is not None]
+        size = (dims[0],) * 3 if len(dims) == 1 else tuple(dims)
+        if all(1 <= d <= MAX_DIM for d in size):
+            return size  # type: ignore[return-value]
+    raise HTTPException(
+        status_code=422,
+        detail=f"size: expected MxNxK with each dimension in 1..{MAX_DIM} (e.g. 4096x4096x4096), got {text!r}",
+    )
+
+
+def size_param(
+    size: Annotated[str | None, Query(max_length=40, description="MxNxK, e.g. 4096x4096x4096")] = None,
+    m: Dim = None,
+    n: Dim = None,
+    k: Dim = None,
+) -> Size | None:
+    """A FastAPI dependency: the size asked for, or None to let the page pick one."""
+    if size:
+        return parse_size(size)
+    if m and n and k:
+        return (m, n, k)
+    return None
+
+
+def clean(values: list[str]) -> tuple[str, ...]:
+    """Multi-valued filters, in the order given, without blanks or repeats."""
+    return tuple(dict.fromkeys(v.strip() for v in values if v and v.strip()))

@@ -1,0 +1,121 @@
+"""Overview: per GPU, the latest ladder — each variant's newest result at one size and mode.
+
+A ladder is drawn per GPU name (the SKU, e.g. "NVIDIA H100 80GB HBM3"), not per model:
+an H100 SXM and an H100 PCIe share the model "H100" but not their SM count, so their
+FP32 peaks differ.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from api.models import Commit, Gpu, Result
+from dashboard.filters import Size
+
+# FP32 lanes per SM. 128 from Pascal GP10x on, except the data-centre parts that spend the
+# area on FP64 instead (P100, V100, T4-era Turing and A100 have 64).
+_LANES_64 = {"6.0", "7.0", "7.2", "7.5", "8.0"}
+
+
+@dataclass(frozen=True)
+class Peak:
+    gflops: float | None
+    how: str  # the arithmetic, or why there is no number
+
+
+def fp32_peak(sm_count: int | None, compute_capability: str | None, max_sm_clock_mhz: float | None) -> Peak:
+    """SMs x FP32 lanes x 2 (an FMA is two flops) x the maximum SM clock, as NVML reports it."""
+    if not sm_count:
+        return Peak(None, "FP32 peak unknown: the GPU's SM count was not recorded")
+    if not max_sm_clock_mhz:
+        return Peak(None, "FP32 peak unknown: no maximum SM clock recorded for this GPU (env.gpu.max_sm_clock_mhz)")
+    lanes = 64 if compute_capability in _LANES_64 else 128
+    gflops = sm_count * lanes * 2 * max_sm_clock_mhz / 1e3
+    return Peak(gflops, f"FP32 peak {gflops / 1e3:,.1f} TFLOPS = {sm_count} SMs × {lanes} lanes × 2 × {max_sm_clock_mhz:g} MHz")
+
+
+@dataclass(frozen=True)
+class Rung:
+    variant: str
+    verified: bool
+    gflops: float | None
+    cublas_gflops: float | None
+    pct_of_cublas: float | None
+    noise: float | None
+    error: str | None
+    sha: str | None
+    job_id: int
+    result_id: int
+    created_at: datetime
+
+
+@dataclass
+class Ladder:
+    gpu_name: str
+    gpu_model: str
+    peak: Peak
+    rungs: list[Rung]  # verified ones ascending by GFLOPS, failures first
+
+    def pct_of_peak(self, r: Rung) -> float | None:
+        if r.gflops is None or not self.peak.gflops:
+            return None
+        return 100 * r.gflops / self.peak.gflops
+
+
+def load_ladders(db: Session, size: Size, mode: str, gpu_model: str | None = None) -> list[Ladder]:
+    m, n, k = size
+    where = [Result.m == m, Result.n == n, Result.k == k, Result.mode == mode]
+    if gpu_model:
+        where.append(Gpu.model == gpu_model)
+    newest = (
+        select(func.max(Result.id))
+        .join(Gpu, Result.gpu_id == Gpu.id)
+        .where(*where)
+        .group_by(Gpu.name, Result.variant)
+    )
+    rows = db.execute(
+        select(Gpu.name, Gpu.model, Result.variant, Result.verified, Result.gflops, Result.cublas_gflops,
+               Result.pct_of_cublas, Result.noise, Result.error, Commit.sha, Result.job_id, Result.id,
+               Result.created_at)
+        .join(Gpu, Result.gpu_id == Gpu.id)
+        .outerjoin(Commit, Result.commit_id == Commit.id)
+        .where(Result.id.in_(newest))
+        .order_by(Gpu.name)
+    ).all()
+    by_gpu: dict[tuple[str, str], list[Rung]] = {}
+    for name, model, *rest in rows:
+        r = Rung(*rest)
+        if not r.verified:  # a wrong kernel has no speed
+            r = Rung(**{**r.__dict__, "gflops": None, "pct_of_cublas": None})
+        by_gpu.setdefault((name, model), []).append(r)
+    ladders = []
+    for (name, model), rungs in by_gpu.items():
+        rungs.sort(key=lambda r: (r.verified, r.gflops or 0.0, r.variant))
+        ladders.append(Ladder(name, model, _peak_of(db, name, max(r.result_id for r in rungs)), rungs))
+    return ladders
+
+
+def _peak_of(db: Session, gpu_name: str, result_id: int) -> Peak:
+    """SM count and compute capability are on the GPU row; the clock only in results' env."""
+    sm_count, cc = db.execute(
+        select(func.max(Gpu.sm_count), func.max(Gpu.compute_capability)).where(Gpu.name == gpu_name)
+    ).one()
+    env = db.scalar(select(Result.env).where(Result.id == result_id)) or {}
+    clock = (env.get("gpu") or {}).get("max_sm_clock_mhz")
+    return fp32_peak(sm_count, cc, float(clock) if isinstance(clock, (int, float)) else None)
+
+
+COLUMNS = ["gpu", "variant", "verified", "gflops", "cublas_gflops", "pct_of_cublas", "pct_of_fp32_peak",
+           "fp32_peak_gflops", "noise", "error", "sha", "job_id", "result_id", "created_at"]
+
+
+def export_rows(ladders: list[Ladder]) -> list[dict]:
+    return [
+        {"gpu": lad.gpu_name, "variant": r.variant, "verified": r.verified, "gflops": r.gflops,
+         "cublas_gflops": r.cublas_gflops, "pct_of_cublas": r.pct_of_cublas, "pct_of_fp32_peak": lad.pct_of_peak(r),
+         "fp32_peak_gflops": lad.peak.gflops, "noise": r.noise, "error": r.error, "sha": r.sha,
+         "job_id": r.job_id, "result_id": r.result_id, "created_at": r.created_at}
+        for lad in ladders for r in lad.rungs
+    ]
