@@ -119,6 +119,9 @@ class CupyRunner:
             out.env["cublas_stats"] = stats.summarise(t.cublas_ms)
             out.env["throttled_samples_discarded"] = t.discarded
             out.env["throttle_reasons_seen"] = t.reasons_seen
+            out.env["all_samples_throttled"] = t.all_throttled
+            if t.all_throttled:
+                out.converged = False
 
         with gpu_identity.nvml():
             out.env["after"] = gpu_identity.device_state(self.pci_bus_id)
@@ -191,6 +194,8 @@ class CupyRunner:
                 break
 
         got = PairedSamples()
+        throttled_v: list[float] = []
+        throttled_c: list[float] = []
         deadline = time.perf_counter() + policy.time_cap_s
         batch = 5  # pairs queued before one synchronise, so the host never starves the GPU
         while True:
@@ -210,14 +215,19 @@ class CupyRunner:
                 got.reasons_seen |= reasons
             if reasons and policy.discard_throttled:
                 got.discarded += batch
+                throttled_v += times[0::2]
+                throttled_c += times[1::2]
             else:
                 got.variant_ms += times[0::2]
                 got.cublas_ms += times[1::2]
             got.converged = policy.satisfied(got.variant_ms, got.cublas_ms)
             if got.converged or (time.perf_counter() >= deadline and got.variant_ms):
                 return got
-            if time.perf_counter() >= deadline + policy.time_cap_s:  # throttled the whole time
-                raise RuntimeError(f"GPU throttled (NVML reasons 0x{got.reasons_seen:x}) for every sample")
+            if time.perf_counter() >= deadline + policy.time_cap_s:
+                # Held down the whole time (a sustained power cap on a heavy kernel): report what
+                # was measured, flagged, rather than nothing. Both sides ran under the same cap.
+                got.variant_ms, got.cublas_ms, got.all_throttled = throttled_v, throttled_c, True
+                return got
 
     def _flusher(self):
         """Overwrite a buffer twice the size of L2 so the next sample starts with a cold cache."""
@@ -249,6 +259,7 @@ class PairedSamples:
     converged: bool = False
     discarded: int = 0  # pairs dropped because the clocks were throttled
     reasons_seen: int = 0
+    all_throttled: bool = False  # no unthrottled sample within twice the time cap: throttled ones kept
 
 
 def _compact(samples: list[float]) -> list[float]:
