@@ -1,6 +1,8 @@
 """The application factory: API routers, and the dashboard mounted beside them."""
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError
 
 from api.auth import Reader
 from api.routes import catalog, health, jobs, results
@@ -14,6 +16,12 @@ def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI
         version="0.1.0",
     )
     app.state.settings = cfg
+
+    @app.exception_handler(DataError)
+    def _unstorable_value(request: Request, exc: DataError) -> JSONResponse:
+        # Input that passed validation but that the database cannot hold (PostgreSQL refuses
+        # NUL characters in text, for one): the request's fault, and nothing was stored.
+        return JSONResponse(status_code=422, content={"detail": f"a value cannot be stored: {exc.orig}"})
     for module in (jobs, results, catalog):
         app.include_router(module.router, dependencies=[Reader])  # public unless GEMMWATCH_AUTH_READS
     app.include_router(health.router)

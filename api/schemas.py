@@ -3,6 +3,7 @@
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import json
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
@@ -16,6 +17,9 @@ JobKind = Literal["bench", "autotune"]
 TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
 GpuModel = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,59}$")]
+# What the database can hold: 32-bit integers and finite floats (JSON has no NaN or Infinity).
+Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class CommitIn(BaseModel):
@@ -50,7 +54,7 @@ class SourceIn(BaseModel):
     )
     block: list[int] = Field(min_length=1, max_length=3, description="threads per block [x, y, z]")
     tile: list[int] = Field(min_length=2, max_length=2, description="[rows, cols] of C per block; the grid follows")
-    defines: dict[Identifier, int] = Field(default_factory=dict, max_length=32, description="-D options")
+    defines: dict[Identifier, Int32] = Field(default_factory=dict, max_length=32, description="-D options")
 
     @field_validator("source")
     @classmethod
@@ -97,7 +101,7 @@ class JobCreate(BaseModel):
         description="bench: each variant once per size; autotune: every tunable combination per size,"
         " and the fastest verified one becomes the default for that GPU model and size",
     )
-    tunables: dict[str, dict[str, int]] = Field(
+    tunables: dict[str, dict[str, Int32]] = Field(
         default_factory=dict,
         description='bench only: tunables per variant, e.g. {"warp_tile": {"BK": 16}};'
         " otherwise the tuned configuration for the GPU and size, or the registry default",
@@ -327,13 +331,24 @@ class VerdictOut(BaseModel):
     reason: str
 
 
+def _numbers(value: Any):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _numbers(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _numbers(v)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield value
+
+
 class GpuIn(BaseModel):
     uuid: Annotated[str, StringConstraints(min_length=1, max_length=80)]
     name: Annotated[str, StringConstraints(min_length=1, max_length=120)]
     model: GpuModel
-    sm_count: int | None = None
+    sm_count: Int32 | None = None
     compute_capability: Annotated[str, StringConstraints(max_length=10)] | None = None
-    memory_mib: int | None = None
+    memory_mib: Int32 | None = None
     driver: Annotated[str, StringConstraints(max_length=40)] | None = None
 
 
@@ -347,26 +362,39 @@ class ResultIn(BaseModel):
     dtype: Literal["float32"] = "float32"
     mode: Literal["cold", "hot"] = "cold"
     compute_mode: Literal["fp32", "tf32"] = "fp32"
-    tunables: dict[str, int] = Field(default_factory=dict)
+    tunables: dict[Identifier, Int32] = Field(default_factory=dict, max_length=32)
     verified: bool
-    rel_error: float | None = None
-    median_ms: float | None = Field(default=None, gt=0)
-    mean_ms: float | None = None
-    stddev_ms: float | None = None
-    min_ms: float | None = None
-    max_ms: float | None = None
-    q1_ms: float | None = None
-    q3_ms: float | None = None
-    gflops: float | None = Field(default=None, ge=0)
-    cublas_median_ms: float | None = None
-    cublas_gflops: float | None = None
-    pct_of_cublas: float | None = None
-    n_samples: int = Field(default=0, ge=0)
-    noise: float | None = None
+    rel_error: Finite | None = Field(default=None, ge=0)
+    median_ms: Finite | None = Field(default=None, gt=0)
+    mean_ms: Finite | None = None
+    stddev_ms: Finite | None = None
+    min_ms: Finite | None = None
+    max_ms: Finite | None = None
+    q1_ms: Finite | None = None
+    q3_ms: Finite | None = None
+    gflops: Finite | None = Field(default=None, ge=0)
+    cublas_median_ms: Finite | None = None
+    cublas_gflops: Finite | None = None
+    pct_of_cublas: Finite | None = None
+    n_samples: int = Field(default=0, ge=0, le=10_000_000)
+    noise: Finite | None = None
     converged: bool = False
-    error: str | None = None
-    samples_ms: list[float] = Field(default_factory=list, max_length=100_000)
+    error: Annotated[str, StringConstraints(max_length=100_000)] | None = None
+    samples_ms: list[Finite] = Field(default_factory=list, max_length=100_000)
     env: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env_is_plain_json(cls, env: dict[str, Any]) -> dict[str, Any]:
+        try:
+            text = json.dumps(env, allow_nan=False)
+        except ValueError as exc:
+            raise ValueError(f"env must be plain JSON without NaN or Infinity ({exc})") from None
+        if len(text) > 1_000_000:
+            raise ValueError("env is larger than 1 MB")
+        if any(isinstance(v, int) and abs(v) >= 2**63 for v in _numbers(env)):
+            raise ValueError("env holds an integer beyond 64 bits")
+        return env
 
     @model_validator(mode="after")
     def _no_speed_without_verification(self) -> "ResultIn":

@@ -62,6 +62,15 @@ def test_bad_job_is_422_naming_the_field_and_stores_nothing(client, cfg, body, f
     assert jobs_stored(cfg) == 0
 
 
+def test_text_the_database_cannot_hold_is_422_not_500(client, cfg):
+    body = {**GOOD, "commit": {"sha": "abcd", "message": "a\u0000b"}}
+    resp = client.post("/api/jobs", json=body)
+    assert resp.status_code in (202, 422)  # SQLite stores NUL; PostgreSQL cannot
+    if resp.status_code == 422:
+        assert "cannot be stored" in resp.json()["detail"] and jobs_stored(cfg) == 0
+    assert client.get("/api/results", params={"variant": "a\x00b"}).status_code in (200, 422)
+
+
 def test_malformed_json_is_422_not_500(client, cfg):
     resp = client.post("/api/jobs", content=b"{not json", headers={"content-type": "application/json"})
     assert resp.status_code == 422
