@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     discard_throttled: bool = Field(default=True, validation_alias="GEMMWATCH_DISCARD_THROTTLED")
     case_time_cap_s: float = Field(default=3.0, validation_alias="GEMMWATCH_CASE_TIME_CAP_S")
     max_rel_error: float = Field(default=1e-4, validation_alias="GEMMWATCH_MAX_REL_ERROR")
+    # TF32 keeps 10 mantissa bits: its products land near 3e-4 from FP32, so it gets its own bound.
+    max_rel_error_tf32: float = Field(default=2e-3, validation_alias="GEMMWATCH_MAX_REL_ERROR_TF32")
     timing_mode: str = Field(default="cold", validation_alias="GEMMWATCH_TIMING_MODE")
     # A case (compile, verify, time) taking longer than this is killed and fails its job.
     case_timeout_s: float = Field(default=120.0, validation_alias="GEMMWATCH_CASE_TIMEOUT_S")

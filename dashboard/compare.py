@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from api.models import Commit, Gpu, Job, Result
 from dashboard.filters import Size, size_label
-from dashboard.queries import gpu_ids
+from dashboard.queries import FP32_ONLY, gpu_ids
 
 By = Literal["commit", "gpu"]
 
@@ -94,7 +94,7 @@ def load_comparison(db: Session, f: CompareFilter) -> Comparison:
     if f.a == f.b:
         out.reason = f"A and B are the same {f.by} ({f.a}): pick two different ones."
         return out
-    where = [Result.mode == f.mode]
+    where = [Result.mode == f.mode, FP32_ONLY]
     if f.by == "commit":
         sides = {}
         for key in ("a", "b"):

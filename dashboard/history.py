@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from api.models import Commit, Result
 from api.regression import Point, Thresholds, Verdict, judge
 from dashboard.filters import Size
-from dashboard.queries import gpu_ids
+from dashboard.queries import FP32_ONLY, gpu_ids
 
 DEFAULT_LAST = 100
 MAX_LAST = 2000
@@ -59,7 +59,7 @@ class History:
 
 def _matching(ids: list[int], f: HistoryFilter):
     m, n, k = f.size
-    return (Result.gpu_id.in_(ids), Result.m == m, Result.n == n, Result.k == k, Result.mode == f.mode)
+    return (Result.gpu_id.in_(ids), Result.m == m, Result.n == n, Result.k == k, Result.mode == f.mode, FP32_ONLY)
 
 
 def load_history(db: Session, f: HistoryFilter, th: Thresholds) -> History:

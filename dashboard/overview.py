@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from api.models import Commit, Gpu, Result
 from dashboard.filters import Size
+from dashboard.queries import FP32_ONLY
 
 # FP32 lanes per SM. 128 from Pascal GP10x on, except the data-centre parts that spend the
 # area on FP64 instead (P100, V100, T4-era Turing and A100 have 64).
@@ -66,7 +67,7 @@ class Ladder:
 
 def load_ladders(db: Session, size: Size, mode: str, gpu_model: str | None = None) -> list[Ladder]:
     m, n, k = size
-    where = [Result.m == m, Result.n == n, Result.k == k, Result.mode == mode]
+    where = [Result.m == m, Result.n == n, Result.k == k, Result.mode == mode, FP32_ONLY]
     if gpu_model:
         where.append(Gpu.model == gpu_model)
     newest = (

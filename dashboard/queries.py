@@ -22,6 +22,11 @@ class Catalog:
     variants: list[str]
 
 
+# Charts compare against cuBLAS FP32; TF32 results (tensor cores, a different baseline) are
+# never mixed into them. They are in the job pages, the API and kernels/README.md.
+FP32_ONLY = Result.compute_mode == "fp32"
+
+
 def distinct(db: Session, cols: list, where=(), cap: int = 1000) -> list[tuple]:
     """Distinct values of an index's leading columns, one index probe per value.
 

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from api.models import Commit, Gpu, Result
 from dashboard.filters import Size
+from dashboard.queries import FP32_ONLY
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class SweepPoint:
 
 
 def load_sweep(db: Session, f: SweepFilter) -> list[SweepPoint]:
-    where = [Result.mode == f.mode]
+    where = [Result.mode == f.mode, FP32_ONLY]
     if f.gpus:
         where.append(Gpu.model.in_(f.gpus))
     if f.variants:

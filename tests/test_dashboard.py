@@ -289,3 +289,20 @@ def test_drawn_verdicts_agree_with_flag_series():
         fast = flag_drawn(points, [True] * len(points), th)
         assert [v.regression for v in fast] == [v.regression for v in full]
         assert [v.reason for v in fast if v.regression] == [v.reason for v in full if v.regression]
+
+
+def test_tf32_results_are_never_mixed_into_the_fp32_charts(client, cfg):
+    from sqlalchemy import update
+
+    from api.db import session_factory
+    from api.models import Result
+
+    for i, sha in enumerate(["aaaa01", "bbbb02"]):
+        add_result(cfg, "naive", (4096, 4096, 4096), sha, gflops=5000.0 + i, commit_index=i)
+        tf32_job = add_result(cfg, "tf32_kernel", (4096, 4096, 4096), sha, gflops=300_000.0, commit_index=i)
+        with session_factory(cfg)() as db:
+            db.execute(update(Result).where(Result.job_id == tf32_job).values(compute_mode="tf32"))
+            db.commit()
+    page = client.get("/history?gpu=H100&size=4096x4096x4096&mode=cold").text
+    assert "naive" in traces(page) and "tf32_kernel" not in traces(page)
+    assert "tf32_kernel" not in client.get("/?size=4096x4096x4096&mode=cold").text

@@ -19,11 +19,12 @@ class TimingPolicy:
     mode: str  # "cold": L2 flushed before every sample; "hot": back-to-back launches
     min_time_s: float = 0.0
     discard_throttled: bool = True
+    max_rel_error_tf32: float = 2e-3
 
     @classmethod
     def from_settings(cls, s) -> "TimingPolicy":
         return cls(s.warmup_ms, s.min_samples, s.max_noise, s.case_time_cap_s, s.max_rel_error, s.timing_mode,
-                   s.min_time_s, s.discard_throttled)
+                   s.min_time_s, s.discard_throttled, s.max_rel_error_tf32)
 
     def satisfied(self, *series: list[float]) -> bool:
         """nvbench's stdrel rule, for every series: enough samples, quiet enough, long enough."""

@@ -75,9 +75,15 @@ class CupyRunner:
     # -- one case -----------------------------------------------------------------
     def run_case(self, case: Case, policy: TimingPolicy) -> CaseOutcome:
         cp = self.cp
-        out = CaseOutcome(mode=policy.mode, compute_mode="fp32")
-        out.env["notes"] = ["kernels compiled by NVRTC with -ftz=true (CuPy adds it): denormals flush to zero",
-                            "cuBLAS baseline: cupy.matmul, FP32 compute, TF32 off"]
+        # A TF32 kernel is verified with the TF32 bound and timed against cuBLAS TF32, never FP32.
+        tf32 = case.launch is not None and getattr(case.launch, "compute_mode", "fp32") == "tf32"
+        tolerance = policy.max_rel_error_tf32 if tf32 else policy.max_rel_error
+        out = CaseOutcome(mode=policy.mode, compute_mode="tf32" if tf32 else "fp32")
+        out.env["notes"] = [
+            "kernels compiled by NVRTC with -ftz=true (CuPy adds it): denormals flush to zero",
+            "cuBLAS baseline: cupy.matmul with CUBLAS_TF32_TENSOR_OP_MATH (TF32 tensor cores)" if tf32
+            else "cuBLAS baseline: cupy.matmul, FP32 compute, TF32 off",
+        ]
         a, b = self._inputs(case)
         launch = self._compile(case) if case.launch is not None else None
 
@@ -86,19 +92,19 @@ class CupyRunner:
 
         if launch is not None:
             err = self._verify(launch, a, b, case.seed)
-            out.verified = err <= policy.max_rel_error
+            out.verified = err <= tolerance
             if err == float("inf"):
                 out.error = "wrong result: C holds NaN or Inf (elements left unwritten, or read before written)"
             else:
                 out.rel_error = err
                 if not out.verified:
-                    out.error = f"wrong result: relative error {err:.3g} > {policy.max_rel_error:g}"
+                    out.error = f"wrong result: relative error {err:.3g} > {tolerance:g}"
         else:
             out.verified, out.rel_error = True, 0.0
 
         c = cp.empty((case.m, case.n), dtype=cp.float32)
         c_ref = cp.empty_like(c)
-        run_cublas = lambda: cp.matmul(a, b, out=c_ref)  # noqa: E731
+        run_cublas = self._tf32_matmul(a, b, c_ref) if tf32 else (lambda: cp.matmul(a, b, out=c_ref))
         run_variant = (lambda: launch(a, b, c, 1.0, 0.0)) if launch is not None else run_cublas
 
         if out.verified:  # a wrong kernel gets no speed
@@ -133,6 +139,24 @@ class CupyRunner:
                 "defines": case.launch.defines,
             }
         return out
+
+    def _tf32_matmul(self, a, b, out):
+        """cuBLAS with TF32 tensor cores allowed for this call only; the handle is put back to
+        its FP32 math mode right after, so FP32 baselines stay FP32."""
+        from cupy_backends.cuda.libs import cublas
+
+        handle = self.cp.cuda.device.get_cublas_handle()
+        tf32_mode = getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3)
+        fp32_mode = self.cublas_math_mode or 0
+
+        def run():
+            cublas.setMathMode(handle, tf32_mode)
+            try:
+                self.cp.matmul(a, b, out=out)
+            finally:
+                cublas.setMathMode(handle, fp32_mode)
+
+        return run
 
     def _inputs(self, case: Case):
         cp = self.cp
