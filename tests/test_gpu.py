@@ -137,3 +137,37 @@ def test_a_faulting_kernel_restarts_the_gpu_process_and_the_next_job_runs():
         assert conn.recv() == ("done",)
     finally:
         gpu_process.discard()
+
+
+ENDLESS = """
+extern "C" __global__ void endless(int M, int N, int K, float alpha, const float* A, const float* B,
+                                   float beta, float* C) {
+    volatile int spin = 1;
+    while (spin) { }  // never ends
+}
+"""
+
+
+def test_faulting_and_endless_kernels_fail_their_jobs_and_the_worker_goes_on(tmp_path, sqlite_url, redis_url, start_worker):
+    """Through the API and a real worker: an out-of-bounds kernel and a kernel that never ends
+    each fail their job with a clear message; the next job on the same worker succeeds."""
+    cfg = make_settings(tmp_path, sqlite_url, redis_url)
+    upgrade_database(cfg)
+    client = make_client(cfg)
+    start_worker(cfg, runner=None, GEMMWATCH_CASE_TIMEOUT_S="20")
+    oob = (Path(__file__).parent / "fixtures" / "out_of_bounds.cu").read_text()
+
+    def src(name, text, entry):
+        return {"name": name, "source": text, "entry": entry, "block": [32, 1, 1], "tile": [32, 32]}
+
+    bad = wait_for_job(client, client.post("/api/jobs", json={
+        "sources": [src("oob", oob, "sgemm_out_of_bounds")], "sizes": [[256, 256, 256]]}).json()["id"], timeout=120)
+    assert bad["status"] == "failed" and "left the GPU unusable" in bad["error"]
+
+    hung = wait_for_job(client, client.post("/api/jobs", json={
+        "sources": [src("endless", ENDLESS, "endless")], "sizes": [[64, 64, 64]]}).json()["id"], timeout=120)
+    assert hung["status"] == "failed" and "exceeded the 20 s case time limit; killed" in hung["error"]
+
+    good = wait_for_job(client, client.post("/api/jobs", json={"variants": ["smem_tiled"], "sizes": [[512, 512, 512]]}).json()["id"],
+                        timeout=120)
+    assert good["status"] == "succeeded" and good["results"][0]["verified"]
