@@ -29,6 +29,8 @@ GUIDE_MATRIX = "guide_matrix.cuh"  # the CUDA guide's strided Matrix view
 
 Dim = int | str
 
+COMPUTE_MODES = ("fp32", "tf32")
+
 
 @dataclass(frozen=True)
 class Tunable:
@@ -47,6 +49,7 @@ class LaunchSpec:
     block: tuple[int, int, int]
     tile: tuple[int, int]  # rows and columns of C computed by one block
     defines: dict[str, int] = field(default_factory=dict)
+    compute_mode: str = "fp32"  # "fp32", or "tf32": tensor-core inputs rounded to TF32 (10-bit mantissa)
 
     def grid(self, m: int, n: int) -> tuple[int, int, int]:
         return (-(-n // self.tile[1]), -(-m // self.tile[0]), 1)
@@ -66,6 +69,13 @@ class KernelSpec:
     tunables: tuple[Tunable, ...] = ()
     seed: str | None = None
     prelude: tuple[str, ...] = (COMMON,)
+    # "fp32": true FP32 arithmetic, checked against cuBLAS FP32. "tf32": inputs rounded to TF32 for
+    # the tensor cores; to be checked with a TF32 tolerance and compared with cuBLAS TF32.
+    compute_mode: str = "fp32"
+
+    def __post_init__(self) -> None:
+        if self.compute_mode not in COMPUTE_MODES:
+            raise ValueError(f"{self.name}: compute_mode {self.compute_mode!r} not in {COMPUTE_MODES}")
 
     def defaults(self) -> dict[str, int]:
         return {t.name: t.default for t in self.tunables}
@@ -97,6 +107,7 @@ class KernelSpec:
             block=tuple(dim(d) for d in self.block),  # type: ignore[arg-type]
             tile=tuple(dim(d) for d in self.tile),  # type: ignore[arg-type]
             defines=values,
+            compute_mode=self.compute_mode,
         )
 
     def source(self) -> str:
@@ -113,6 +124,7 @@ class KernelSpec:
             "seed": self.seed,
             "source_file": self.source_file,
             "entry": self.entry,
+            "compute_mode": self.compute_mode,
             "tunables": [{"name": t.name, "values": list(t.values), "default": t.default} for t in self.tunables],
         }
 
@@ -343,6 +355,19 @@ VARIANTS: dict[str, KernelSpec] = {
             ),
             seed=SEED_TEXTBOOK,  # past the seeds: builds on warp_tile and the textbook ladder
             prelude=(COMMON, TILE128),
+        ),
+        KernelSpec(
+            name="tf32_mma_sync",
+            technique="TF32 tensor cores through inline-PTX mma.sync m16n8k8 (inputs rounded with "
+            "cvt.rna.tf32), 2x4 warps of 64x32 C sub-tiles on a double-buffered 128x128 x BK "
+            "shared-memory pipeline, FP32 accumulation",
+            source_file="tf32_mma_sync.cu",
+            entry="sgemm_tf32_mma_sync",
+            block=(256, 1, 1),
+            tile=(128, 128),
+            tunables=(Tunable("BK", (8, 16), 16),),
+            seed=SEED_TEXTBOOK,  # past the seeds: builds on the textbook ladder
+            compute_mode="tf32",
         ),
     )
 }
