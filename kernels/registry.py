@@ -135,6 +135,22 @@ SEED_GUIDE = "002_3f42798b53ca6e9c.txt"  # CUDA programming guide's Matrix / Get
 SEED_SWIZZLE = "003_6ba4e7f2604c6f00.txt"  # shared-memory bank conflicts: XOR swizzle vs padding
 SEED_PITCHED = "004_d0a690938e8c7a2e.txt"  # TILE kernel with transposed B; register-staged A^T kernel
 
+def _tile128(name: str, technique: str, seed: str) -> KernelSpec:
+    """A step of the 128x128 ladder (smem_block_tile ... warp_tile's siblings): they share the
+    block shape, C tile, BK tunable and the tile128.cuh prelude, and differ in technique only."""
+    return KernelSpec(
+        name=name,
+        technique=technique,
+        source_file=f"{name}.cu",
+        entry=f"sgemm_{name}",
+        block=(16, 16, 1),
+        tile=(128, 128),
+        tunables=(Tunable("BK", (8, 16), 8),),
+        seed=seed,
+        prelude=(COMMON, TILE128),
+    )
+
+
 VARIANTS: dict[str, KernelSpec] = {
     spec.name: spec
     for spec in (
@@ -220,77 +236,41 @@ VARIANTS: dict[str, KernelSpec] = {
             tile=(128, 128),
             seed=SEED_TEXTBOOK,
         ),
-        KernelSpec(
-            name="smem_block_tile",
-            technique="128 x BK slabs of A and B staged in shared memory by the whole block, 8x8 register "
+        _tile128(
+            "smem_block_tile",
+            "128 x BK slabs of A and B staged in shared memory by the whole block, 8x8 register "
             "tile per thread read from shared memory",
-            source_file="smem_block_tile.cu",
-            entry="sgemm_smem_block_tile",
-            block=(16, 16, 1),
-            tile=(128, 128),
-            tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_TEXTBOOK,
-            prelude=(COMMON, TILE128),
         ),
-        KernelSpec(
-            name="smem_a_transposed",
-            technique="smem_block_tile with the A slab stored transposed (As[k][m]) so each thread's A "
+        _tile128(
+            "smem_a_transposed",
+            "smem_block_tile with the A slab stored transposed (As[k][m]) so each thread's A "
             "fragment is two float4 shared loads",
-            source_file="smem_a_transposed.cu",
-            entry="sgemm_smem_a_transposed",
-            block=(16, 16, 1),
-            tile=(128, 128),
-            tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_TEXTBOOK,
-            prelude=(COMMON, TILE128),
         ),
-        KernelSpec(
-            name="smem_prefetch_registers",
-            technique="smem_a_transposed with shared-memory fragments double-buffered in registers, "
+        _tile128(
+            "smem_prefetch_registers",
+            "smem_a_transposed with shared-memory fragments double-buffered in registers, "
             "loaded one k-step ahead of the FMAs",
-            source_file="smem_prefetch_registers.cu",
-            entry="sgemm_smem_prefetch_registers",
-            block=(16, 16, 1),
-            tile=(128, 128),
-            tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_TEXTBOOK,
-            prelude=(COMMON, TILE128),
         ),
-        KernelSpec(
-            name="global_prefetch_double_buffer",
-            technique="next slab's global loads issued into registers before computing the current one, "
+        _tile128(
+            "global_prefetch_double_buffer",
+            "next slab's global loads issued into registers before computing the current one, "
             "stored afterwards into the other of two shared buffers (one barrier per slab)",
-            source_file="global_prefetch_double_buffer.cu",
-            entry="sgemm_global_prefetch_double_buffer",
-            block=(16, 16, 1),
-            tile=(128, 128),
-            tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_TEXTBOOK,
-            prelude=(COMMON, TILE128),
         ),
-        KernelSpec(
-            name="smem_padding",
-            technique="global_prefetch_double_buffer with the transposed-A store bank conflict removed "
+        _tile128(
+            "smem_padding",
+            "global_prefetch_double_buffer with the transposed-A store bank conflict removed "
             "by padding each shared k-row by 4 floats (keeps float4 alignment)",
-            source_file="smem_padding.cu",
-            entry="sgemm_smem_padding",
-            block=(16, 16, 1),
-            tile=(128, 128),
-            tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_SWIZZLE,
-            prelude=(COMMON, TILE128),
         ),
-        KernelSpec(
-            name="smem_swizzle_xor",
-            technique="global_prefetch_double_buffer with the transposed-A store bank conflict removed "
+        _tile128(
+            "smem_swizzle_xor",
+            "global_prefetch_double_buffer with the transposed-A store bank conflict removed "
             "by XOR-swizzling 16-byte chunks per k-row (no padding)",
-            source_file="smem_swizzle_xor.cu",
-            entry="sgemm_smem_swizzle_xor",
-            block=(16, 16, 1),
-            tile=(128, 128),
-            tunables=(Tunable("BK", (8, 16), 8),),
             seed=SEED_SWIZZLE,
-            prelude=(COMMON, TILE128),
         ),
         KernelSpec(
             name="pitched_b_transposed_tile",
