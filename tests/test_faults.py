@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from api.db import session_factory, upgrade_database
 from api.models import Result
