@@ -4,11 +4,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import json
-import re
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from api.settings import settings
+from api.source_guard import SourceRefused, check_source
 from kernels.registry import VARIANTS
 from kernels.tuning import configurations
 
@@ -35,9 +35,6 @@ class CommitIn(BaseModel):
 
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
-# A preprocessor directive that reads a file. NVRTC would open any path it names, so user code
-# may not include anything (line continuations are joined before looking).
-_INCLUDE = re.compile(r"^\s*#\s*(include|include_next|import)\b|__has_include", re.MULTILINE)
 
 
 class SourceIn(BaseModel):
@@ -61,8 +58,10 @@ class SourceIn(BaseModel):
     def _source_is_safe(cls, text: str) -> str:
         if len(text.encode()) > settings.max_source_bytes:
             raise ValueError(f"source is {len(text.encode())} bytes; at most {settings.max_source_bytes}")
-        if _INCLUDE.search(text.replace("\\\n", "")):
-            raise ValueError("sources must be self-contained: #include (and __has_include) is not allowed")
+        try:
+            check_source(text)  # layer 1 of 3 (api/source_guard.py); the compile is confined too
+        except SourceRefused as refusal:
+            raise ValueError(f"source refused at {refusal}") from None
         return text
 
     @field_validator("block")

@@ -1,6 +1,7 @@
 """One env-driven settings object for the API, the worker, the dashboard and the CLI."""
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -53,6 +54,13 @@ class Settings(BaseSettings):
     requeue_after_s: float = Field(default=120.0, validation_alias="GEMMWATCH_REQUEUE_AFTER_S")
     reaper_interval_s: float = Field(default=15.0, validation_alias="GEMMWATCH_REAPER_INTERVAL_S")
 
+    # Compiling a kernel (worker/compiler.py): a confined process of its own, with these limits.
+    compile_timeout_s: float = Field(default=60.0, gt=0, validation_alias="GEMMWATCH_COMPILE_TIMEOUT_S")
+    compile_memory_mb: int = Field(default=4096, ge=256, validation_alias="GEMMWATCH_COMPILE_MEMORY_MB")
+    # Where the compiler cannot be confined (no Landlock): refuse a job's own sources, or warn and compile.
+    unconfined_sources: Literal["refuse", "warn"] = Field(default="refuse", validation_alias="GEMMWATCH_UNCONFINED_SOURCES")
+    kernel_cache_dir_override: Path | None = Field(default=None, validation_alias="GEMMWATCH_KERNEL_CACHE_DIR")
+
     # Dotted path of the object that does the GPU work. Tests point it at a CPU double.
     runner: str = Field(default="worker.runner:CupyRunner", validation_alias="GEMMWATCH_RUNNER")
 
@@ -61,6 +69,10 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'gemmwatch.db').resolve()}"
+
+    @property
+    def kernel_cache_dir(self) -> Path:
+        return self.kernel_cache_dir_override or self.data_dir / "kernel-cache"
 
     @property
     def embedded_broker(self) -> bool:

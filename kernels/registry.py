@@ -50,6 +50,9 @@ class LaunchSpec:
     tile: tuple[int, int]  # rows and columns of C computed by one block
     defines: dict[str, int] = field(default_factory=dict)
     compute_mode: str = "fp32"  # "fp32", or "tf32": tensor-core inputs rounded to TF32 (10-bit mantissa)
+    # "registry": our own source; "job": brought by a job, so hostile until proven otherwise
+    # (compiled only where the compiler is confined, its compile log filtered).
+    origin: str = "registry"
 
     def grid(self, m: int, n: int) -> tuple[int, int, int]:
         return (-(-n // self.tile[1]), -(-m // self.tile[0]), 1)

@@ -11,39 +11,31 @@ Fault injection for tests, through the environment:
   FAKE_GPU_WRONG_VARIANT=name   that variant drops its last K column (a wrong kernel)
   FAKE_GPU_SLEEP_S=seconds      each case sleeps first (to observe progress)
 
-A job's own kernels (not in the registry) are compiled for sm_90 with the machine's nvcc, so
-compile errors come back as they would from NVRTC; a source that defines
-FAKE_GPU_SLOWDOWN_PCT is timed that much slower (to stand in for a slower kernel).
+A job's own kernels are compiled for sm_90 by the product's own compile step (worker/compiler.py:
+NVRTC from its PyPI wheel, in the confined compile process), so compile errors, refusals and
+the filtered log come back exactly as on a GPU worker; only loading and running the cubin is
+left out. A source that defines FAKE_GPU_SLOWDOWN_PCT is timed that much slower (to stand in
+for a slower kernel).
 """
 
 import os
 import re
-import shutil
 import socket
-import subprocess
-import tempfile
 import time
 
 import numpy as np
 
-from kernels.registry import VARIANTS
-from worker import stats
+from api.settings import settings
+from worker import compiler, stats
 from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
 
 
-class CompileException(Exception):
-    """Named as CuPy's is, so the worker reports it the same way."""
-
-
-def compile_with_nvcc(launch) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, f"{launch.variant}.cu")
-        with open(src, "w") as f:
-            f.write(launch.source)
-        cmd = [shutil.which("nvcc") or "nvcc", "-arch=sm_90", "-c", "-o", os.devnull, *launch.compile_options(), src]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise CompileException((proc.stdout + proc.stderr).replace(src, f"{launch.variant}.cu"))
+def compile_as_a_worker_would(launch) -> None:
+    """The same call CupyRunner._compile makes, for an sm_90 GPU."""
+    names = (launch.entry,) if "<" in launch.entry else ()
+    options = [compiler.arch_option("9.0"), "-ftz=true", *launch.compile_options()]
+    compiler.compile_kernel(launch.source, name=f"{launch.variant}.cu", options=options, name_expressions=names,
+                            untrusted=launch.origin == "job", cfg=settings)
 
 FAKE_MODEL = "FAKE"
 
@@ -68,8 +60,8 @@ class CpuRunner:
             while True:
                 time.sleep(1)
         slowdown = 1.0
-        if case.launch is not None and case.variant not in VARIANTS:
-            compile_with_nvcc(case.launch)
+        if case.launch is not None and case.launch.origin == "job":
+            compile_as_a_worker_would(case.launch)
             match = re.search(r"#define\s+FAKE_GPU_SLOWDOWN_PCT\s+(\d+)", case.launch.source)
             slowdown += int(match.group(1)) / 100 if match else 0.0
         rng = np.random.default_rng(case.seed)

@@ -126,7 +126,8 @@ def launch_for(name: str, tunables: dict[str, int], sources: dict[str, dict[str,
         return None
     if name in sources:
         s = sources[name]
-        return LaunchSpec(name, s["source"], s["entry"], tuple(s["block"]), tuple(s["tile"]), dict(s["defines"]))
+        return LaunchSpec(name, s["source"], s["entry"], tuple(s["block"]), tuple(s["tile"]), dict(s["defines"]),
+                          origin="job")
     return VARIANTS[name].resolve(tunables)
 
 

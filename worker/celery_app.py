@@ -20,3 +20,22 @@ def _start_reaper(**_):
     from worker.reaper import start_reaper_thread
 
     start_reaper_thread(settings)
+
+
+@worker_ready.connect
+def _report_compile_confinement(**_):
+    """Say at start-up whether a job's own sources can be compiled here (worker/compiler.py)."""
+    import logging
+
+    from worker.compiler import probe
+
+    found = probe(settings)
+    log = logging.getLogger("gemmwatch.worker")
+    if found.available:
+        log.warning("compiler confinement: %s (NVRTC %s)", found.detail, found.nvrtc)
+    elif settings.unconfined_sources == "warn":
+        log.warning("this worker cannot confine the compiler (%s): job sources are compiled UNCONFINED "
+                    "(GEMMWATCH_UNCONFINED_SOURCES=warn)", found.detail)
+    else:
+        log.warning("this worker cannot confine the compiler (%s): job sources will be refused "
+                    "(GEMMWATCH_UNCONFINED_SOURCES=refuse)", found.detail)

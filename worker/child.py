@@ -19,6 +19,7 @@ import traceback
 from multiprocessing.connection import Connection
 
 from worker.cases import Case, CaseOutcome, TimingPolicy
+from worker.compiler import CompileError, CompileRefused
 
 
 def load_runner(dotted: str):
@@ -64,8 +65,10 @@ def _healthy(runner) -> bool:
 
 
 def _readable(exc: Exception) -> str:
-    """Compiler errors carry their log in the message; keep it whole, line numbers included."""
+    """Compiler errors carry their (filtered) log in the message; keep it whole, line numbers included."""
     text = str(exc).strip() or type(exc).__name__
-    if type(exc).__name__ == "CompileException":
+    if isinstance(exc, CompileError):
         return f"compile error:\n{text}"
+    if isinstance(exc, CompileRefused):
+        return f"compile stopped: {text}"
     return f"{type(exc).__name__}: {text}\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:])

@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker import gpu_identity, stats
+from api.settings import settings
+from worker import compiler, gpu_identity, stats
 from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
 
 
@@ -167,15 +168,20 @@ class CupyRunner:
         return a, b
 
     def _compile(self, case: Case):
-        """NVRTC through cupy.RawModule; CuPy keeps compiled modules in CUPY_CACHE_DIR."""
+        """A cubin from the confined compile process (worker/compiler.py), loaded here: this
+        process, which holds the GPU and the worker's settings, never runs the compiler."""
         cp = self.cp
         spec = case.launch
-        key = (spec.source, spec.entry, spec.compile_options())
+        # -ftz=true: what CuPy's own NVRTC path always added, so figures stay comparable.
+        options = [compiler.arch_option(self.device.compute_capability), "-ftz=true", *spec.compile_options()]
+        key = (spec.source, spec.entry, tuple(options))
         if key not in self._modules:
             # A template entry ("sgemm<128, 8>") is instantiated through NVRTC name expressions.
-            names = (spec.entry,) if "<" in spec.entry else None
-            module = cp.RawModule(code=spec.source, options=spec.compile_options(), name_expressions=names)
-            self._modules[key] = module.get_function(spec.entry)
+            names = (spec.entry,) if "<" in spec.entry else ()
+            built = compiler.compile_kernel(spec.source, name=f"{spec.variant}.cu", options=options,
+                                            name_expressions=names, untrusted=spec.origin == "job", cfg=settings)
+            module = cp.RawModule(path=str(built.cubin_path))
+            self._modules[key] = module.get_function(built.lowered.get(spec.entry, spec.entry))
         kernel = self._modules[key]
         m, n, k = case.m, case.n, case.k
         grid, block = spec.grid(m, n), spec.block

@@ -1,0 +1,191 @@
+"""Layers 2, 3 and 4 on their own: the compile step called directly, past layer 1.
+
+NVRTC is a library that needs no GPU (its PyPI wheel is in the test extra), so these run on CI
+with the real compiler, the real Landlock of this kernel and the real compile process. To show
+what each layer does alone, some tests take Landlock away from the compile process the way a
+machine without it would: a `landlock` package on its PYTHONPATH that cannot be imported.
+"""
+
+import os
+import time
+
+import pytest
+
+from api.settings import Settings
+from tests.conftest import make_settings, wait_for_job
+from worker import compiler
+from worker.compiler import WITHHELD, CompileError, CompileRefused
+
+CANARIES = {
+    "DATABASE_URL": "postgresql+psycopg://gemmwatch:canary-db-password@db/gemmwatch",
+    "BROKER_URL": "redis://:canary-broker-password@redis:6379/0",
+    "GEMMWATCH_CANARY_SECRET": "canary-secret-value",
+}
+OPTIONS = ["-arch=sm_90", "-ftz=true", "-std=c++17"]
+KERNEL = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n'
+# 2^26 distinct template instantiations: the compiler runs away (time and memory).
+RUNAWAY = (
+    "template<int N, unsigned M> struct T { __device__ static float f(float x) "
+    "{ return T<N-1, 2*M>::f(x) + T<N-1, 2*M+1>::f(x); } };\n"
+    "template<unsigned M> struct T<0, M> { __device__ static float f(float x) { return x + M; } };\n"
+    'extern "C" __global__ void k(float *x) { x[0] = T<26, 0>::f(x[0]); }\n'
+)
+
+
+@pytest.fixture
+def secrets(monkeypatch):
+    """The worker's environment holds secrets, as a deployed worker's does."""
+    for name, value in CANARIES.items():
+        monkeypatch.setenv(name, value)
+    return CANARIES
+
+
+@pytest.fixture
+def no_landlock(tmp_path, monkeypatch):
+    """A machine without Landlock: the compile process cannot import a binding for it."""
+    fake = tmp_path / "no-landlock" / "landlock"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no Landlock on this machine')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(fake.parent), os.environ.get("PYTHONPATH")])))
+    compiler._probe.cache_clear()
+    yield
+    compiler._probe.cache_clear()
+
+
+def cfg(tmp_path, **extra) -> Settings:
+    return Settings(GEMMWATCH_DATA_DIR=str(tmp_path / "data"), **extra)
+
+
+def build(settings, source, untrusted=True, name="job.cu", names=()):
+    return compiler.compile_kernel(source, name=name, options=OPTIONS, name_expressions=names,
+                                   untrusted=untrusted, cfg=settings)
+
+
+def assert_nothing_leaked(text: str) -> None:
+    assert "root:x:0:0" not in text
+    for value in CANARIES.values():
+        assert value not in text
+        assert value.split("@")[0].split(":")[-1] not in text  # not even the password alone
+
+
+def test_this_machine_confines_the_compiler(tmp_path):
+    confinement = compiler.probe(cfg(tmp_path))
+    assert confinement.nvrtc, confinement.detail
+    assert confinement.available, f"Landlock should be available on CI's kernel: {confinement.detail}"
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "/proc/self/environ", "/proc/1/environ"])
+@pytest.mark.parametrize("untrusted", [True, False], ids=["filtered-log", "unfiltered-log"])
+def test_an_include_past_layer_1_opens_nothing(tmp_path, secrets, path, untrusted):
+    """Layer 2 alone holds: even with the log unfiltered (untrusted=False), nothing is read."""
+    with pytest.raises(CompileError) as failed:
+        build(cfg(tmp_path), f'#include "{path}"\n' + KERNEL, untrusted=untrusted)
+    text = str(failed.value)
+    assert "cannot open source file" in text and "Permission denied" in text
+    assert_nothing_leaked(text)
+
+
+def test_the_compile_process_holds_no_secrets_even_unconfined(tmp_path, secrets, no_landlock):
+    """Without Landlock the include of /proc/self/environ does succeed: the compile process's own
+    environment is what it reads, and it holds none of the worker's settings."""
+    settings = cfg(tmp_path, GEMMWATCH_UNCONFINED_SOURCES="warn")
+    assert not compiler.probe(settings).available
+    with pytest.raises(CompileError) as failed:
+        build(settings, '#include "/proc/self/environ"\n' + KERNEL, untrusted=False)
+    text = str(failed.value)
+    assert "/proc/self/environ(" in text  # NVRTC did read it: the diagnostics are located there
+    assert "HOME=" in text or "PATH=" in text
+    assert_nothing_leaked(text)
+
+
+def test_layer_3_withholds_what_another_file_said(tmp_path, secrets, no_landlock):
+    """With layers 1 and 2 gone, /etc/passwd is read by the compiler; its lines never reach the user."""
+    settings = cfg(tmp_path, GEMMWATCH_UNCONFINED_SOURCES="warn")
+    source = '__device__ int broken = ;\n#include "/etc/passwd"\n' + KERNEL
+    with pytest.raises(CompileError) as failed:
+        build(settings, source)
+    text = str(failed.value)
+    assert WITHHELD in text
+    assert "root" not in text and "/bin/" not in text and "nologin" not in text
+    assert "job.cu(1): error" in text  # the job's own diagnostic, with its own line number
+
+
+def test_filter_log_keeps_own_lines_and_counts(tmp_path):
+    log = ('job.cu(3): error: expected a ";"\n  int x\n       ^\n\n'
+           '/etc/shadow(1): error: identifier "root" is undefined\n  root:$6$secret:19000\n  ^\n\n'
+           '2 errors detected in the compilation of "job.cu".')
+    text = compiler.filter_log(log, "job.cu")
+    assert 'job.cu(3): error: expected a ";"' in text and "int x" in text
+    assert "secret" not in text and "root" not in text
+    assert text.count(WITHHELD) == 1
+    assert text.endswith('2 errors detected in the compilation of "job.cu".')
+
+
+def test_without_confinement_job_sources_are_refused_by_default(tmp_path, no_landlock):
+    with pytest.raises(CompileRefused, match="GEMMWATCH_UNCONFINED_SOURCES=warn"):
+        build(cfg(tmp_path), KERNEL)
+    build(cfg(tmp_path), KERNEL, untrusted=False)  # our own registry sources still compile
+
+
+def test_a_runaway_compile_ends_at_its_own_time_limit(tmp_path):
+    started = time.monotonic()
+    with pytest.raises(CompileRefused, match="2 s compile time limit"):
+        build(cfg(tmp_path, GEMMWATCH_COMPILE_TIMEOUT_S=2), RUNAWAY)
+    assert time.monotonic() - started < 15
+
+
+def test_a_runaway_compile_ends_at_its_memory_limit(tmp_path):
+    with pytest.raises((CompileError, CompileRefused), match="out of memory|memory limit"):
+        build(cfg(tmp_path, GEMMWATCH_COMPILE_MEMORY_MB=512, GEMMWATCH_COMPILE_TIMEOUT_S=120), RUNAWAY)
+
+
+def test_a_compiled_module_comes_from_the_cache_the_second_time(tmp_path):
+    settings = cfg(tmp_path)
+    source = "template<int N> __global__ void scale(float *x) { x[threadIdx.x] *= N; }\n"
+    first = build(settings, source, names=("scale<3>",))
+    again = build(settings, source, names=("scale<3>",))
+    other = compiler.compile_kernel(source, name="job.cu", options=OPTIONS + ["-DX=1"], name_expressions=("scale<3>",),
+                                    untrusted=True, cfg=settings)
+    assert not first.cached and again.cached and not other.cached
+    assert again.cubin_path == first.cubin_path and other.cubin_path != first.cubin_path
+    assert first.lowered["scale<3>"].startswith("_Z") and first.cubin_path.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_compile_errors_keep_their_line_numbers(tmp_path):
+    with pytest.raises(CompileError) as failed:
+        build(cfg(tmp_path), "\n\n" + KERNEL.replace("*= 2.0f;", "*= 2.0f"))
+    assert "job.cu(3): error" in str(failed.value)
+
+
+@pytest.fixture
+def stack(tmp_path, pg_url, redis_url, start_worker):
+    from api.db import upgrade_database
+    from tests.conftest import make_client
+
+    settings = make_settings(tmp_path, pg_url, redis_url)
+    upgrade_database(settings)
+    return settings, make_client(settings)
+
+
+def job_with(client, text):
+    body = {"sources": [{"name": "mine", "source": text, "entry": "k", "block": [32], "tile": [1, 32]}],
+            "sizes": [[8, 8, 8]]}
+    resp = client.post("/api/jobs", json=body)
+    assert resp.status_code == 202, resp.text
+    return wait_for_job(client, resp.json()["id"], timeout=90)
+
+
+def test_a_runaway_compile_fails_its_job_through_a_real_worker(stack, start_worker):
+    settings, client = stack
+    start_worker(settings, GEMMWATCH_COMPILE_TIMEOUT_S="2", GEMMWATCH_CASE_TIMEOUT_S="60")
+    job = job_with(client, RUNAWAY)
+    assert job["status"] == "failed"
+    assert "compile stopped: compile exceeded the 2 s compile time limit" in job["error"]
+
+
+def test_a_worker_without_confinement_refuses_job_sources(stack, start_worker, no_landlock):
+    settings, client = stack
+    worker = start_worker(settings)
+    job = job_with(client, KERNEL)
+    assert job["status"] == "failed" and "cannot be confined" in job["error"]
+    assert "cannot confine the compiler" in worker.log()  # said at start-up, not only per job

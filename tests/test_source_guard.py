@@ -1,0 +1,123 @@
+"""Layer 1 on its own: directives read as the preprocessor reads them, whatever the spelling.
+
+Hypothesis builds directives the way an attacker would spell them (splices inside words,
+comments between tokens, digraphs, trigraphs, every newline convention) and checks that each
+forbidden one is refused at its own line, while the same noise around allowed directives
+passes: a guard that refused everything would fail the second half.
+"""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from api.source_guard import ALLOWED_DIRECTIVES, SourceRefused, check_source
+from kernels.registry import KERNEL_DIR
+
+FORBIDDEN_DIRECTIVES = ["include", "include_next", "import", "embed", "assert", "ident", "sccs"]
+FILES = ['"/etc/passwd"', "</proc/self/environ>", '"../../worker/.env"']
+
+newline = st.sampled_from(["\n", "\r\n", "\r"])
+# What may stand between the '#' and the directive's name without changing its meaning.
+gap = st.lists(st.sampled_from([" ", "\t", "/* c */", "/**/", "\\\n", "\\\r\n", "/*\\\n*/"]), max_size=3).map("".join)
+hash_sign = st.sampled_from(["#", "%:", "??="])
+
+
+@st.composite
+def spliced(draw, word: str, splices=("\\\n", "\\\r\n", "\\ \n")) -> str:
+    """The word with backslash-newline splices at random places inside it (a backslash, spaces
+    and a newline splices in GCC and Clang, not in every compiler: forbidden words use it too)."""
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(word) - 1)), max_size=3)))
+    parts, last = [], 0
+    for cut in cuts:
+        parts.append(word[last:cut])
+        last = cut
+    parts.append(word[last:])
+    return draw(st.sampled_from(splices)).join(parts)
+
+
+@st.composite
+def preamble(draw) -> tuple[str, int]:
+    """Harmless lines before the attack; returns the text and how many lines it spans."""
+    lines = draw(st.lists(st.sampled_from(["int a;", "// note", "/* block */", "#define X 1", "", "  "]), max_size=5))
+    nl = draw(newline)
+    return "".join(line + nl for line in lines), len(lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(preamble(), st.data())
+def test_forbidden_directives_are_refused_at_their_line_however_spelled(pre, data):
+    text, lines_before = pre
+    name = data.draw(st.sampled_from(FORBIDDEN_DIRECTIVES))
+    attack = (data.draw(st.sampled_from(["", " ", "\t"])) + data.draw(hash_sign) + data.draw(gap)
+              + data.draw(spliced(name)) + " " + data.draw(st.sampled_from(FILES)))
+    with pytest.raises(SourceRefused) as refused:
+        check_source(text + attack + data.draw(newline) + "__global__ void k() {}\n")
+    assert refused.value.line == lines_before + 1
+    assert name in str(refused.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(preamble(), st.data())
+def test_the_same_noise_around_allowed_directives_passes(pre, data):
+    text, _ = pre
+    name = data.draw(st.sampled_from(sorted(ALLOWED_DIRECTIVES - {"pragma", "line", "error", "warning"})))
+    argument = {"define": " Y 2", "undef": " Y", "if": " 1", "ifdef": " Y", "ifndef": " Y", "elif": " 0"}.get(name, "")
+    directive = data.draw(hash_sign) + data.draw(gap) + data.draw(spliced(name, ("\\\n", "\\\r\n"))) + argument
+    check_source(text + directive + data.draw(newline) + "__global__ void k() {}\n")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["__has_include", "__has_include_next", "__has_embed", "__pragma"]), st.data())
+def test_file_probing_operators_are_refused_even_when_spliced(word, data):
+    with pytest.raises(SourceRefused, match=word):
+        check_source(f"#if defined(X) && {data.draw(spliced(word))}(\"/etc/passwd\")\n#endif\n")
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ('int a;\n#pragma GCC dependency "/etc/passwd"\n', 2, ["#pragma GCC"]),
+    ('_Pragma("GCC dependency \\"/etc/passwd\\"")\n', 1, ["_Pragma"]),
+    ("#define P(x) _Pragma(#x)\n", 1, ["literal string"]),
+    ("#define J(a, b) a ## b\nJ(__has_, include)\n", 1, ["token pasting"]),
+    ("#define J(a, b) a %:%: b\n", 1, ["token pasting"]),
+    ('#line 7 "/etc/passwd"\n', 1, ["line number only"]),
+    ("#define X include\n#X </etc/passwd>\n", 2, ["#X"]),
+    ('int x; /*\n*/ #include "/etc/passwd"\n', 2, ["#include"]),
+    ('const char *s = R"(\n#include "/etc/passwd"\n)";\n', 1, ["raw string"]),
+    ("/* never closed\n#include </etc/passwd>\n", 1, ["unterminated"]),
+    ('// comment ??/\n#include "/etc/passwd"\n', 2, ["#include"]),
+    ("int a;\x00\n", 1, ["NUL"]),
+])
+def test_other_ways_in_are_refused(text, line, words):
+    with pytest.raises(SourceRefused) as refused:
+        check_source(text)
+    assert refused.value.line == line
+    for word in words:
+        assert word in str(refused.value)
+
+
+@pytest.mark.parametrize("text", [
+    "#pragma unroll 4\nint x = 1'000'000;\n",
+    "const char c = '#';\nconst char *s = \"#include <x>\";\n",
+    '_Pragma("unroll")\n#pragma nv_diag_suppress 177\n',
+    "#if 0\ndon't stop me now\n#endif\n",
+    "#\n#line 40\n#error stop here\n",
+    "#define STR(x) #x\nconst char *s = STR(include);\n",
+])
+def test_ordinary_kernel_code_passes(text):
+    check_source(text)
+
+
+@pytest.mark.parametrize("path", sorted(KERNEL_DIR.glob("*.cu*")), ids=lambda p: p.name)
+def test_every_builtin_kernel_file_would_pass_as_a_jobs_own_source(path):
+    """`gemmwatch ci` sends a commit's own versions of the ladder's files as job sources."""
+    check_source(path.read_text())
+
+
+def test_a_refusal_is_a_422_that_names_the_line(client):
+    text = "__global__ void k() {}\n// fine\n%:  inc\\\nlude </proc/self/environ>\n"
+    resp = client.post("/api/jobs", json={"sources": [{"name": "mine", "source": text, "entry": "k", "block": [1],
+                                                       "tile": [1, 1]}], "sizes": [[8, 8, 8]]})
+    assert resp.status_code == 422, resp.text
+    message = " ".join(d["msg"] for d in resp.json()["detail"])
+    assert "line 3" in message and "#include" in message
+    assert client.get("/api/jobs").json() == []  # nothing stored

@@ -1,0 +1,185 @@
+"""Compiling a kernel: NVRTC in a short-lived, confined process; cubins cached by content.
+
+The GPU process never compiles. It asks `compile_kernel` for a cubin and loads that, so a job's
+source meets the compiler only in worker/nvrtc_sandbox.py, a process that
+  - starts from a fresh interpreter with an environment of a few harmless variables (no
+    DATABASE_URL, BROKER_URL, tokens or any GEMMWATCH_* setting),
+  - runs under a memory limit (GEMMWATCH_COMPILE_MEMORY_MB) and a time limit
+    (GEMMWATCH_COMPILE_TIMEOUT_S), so a runaway compile ends its case clearly,
+  - confines itself with Landlock before it compiles: no file can be opened.
+Where Landlock is missing, a job's own sources are refused unless GEMMWATCH_UNCONFINED_SOURCES
+says `warn` (built-in sources from the registry are ours and always compile).
+
+The compile log of a job's source shows diagnostics located in that source only (layer 3):
+anything located in another file is replaced by a line saying it was withheld.
+
+A cubin is stored under a hash of (source, options, name expressions, NVRTC version), so a kernel
+compiled once is not compiled again, by this worker or after a restart.
+"""
+
+import base64
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SANDBOX = Path(__file__).with_name("nvrtc_sandbox.py")
+# What the compile process may inherit: where programs and libraries are, and nothing else.
+_PASSED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL")
+WITHHELD = "[a diagnostic located outside the job's source was withheld]"
+
+
+class CompileError(Exception):
+    """NVRTC rejected the source; the message is its log (filtered for a job's own source)."""
+
+
+class CompileRefused(Exception):
+    """The compile did not run to its end: time or memory limit, no confinement, no NVRTC."""
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    cubin_path: Path
+    lowered: dict[str, str]  # name expression -> mangled name, for template entries
+    log: str
+    cached: bool
+
+
+@dataclass(frozen=True)
+class Confinement:
+    available: bool
+    detail: str
+    nvrtc: str | None
+
+
+def arch_option(compute_capability: str) -> str:
+    """'9.0' or '90' -> -arch=sm_90 (a cubin: the driver loads it without a PTX JIT)."""
+    return f"-arch=sm_{compute_capability.replace('.', '')}"
+
+
+def compile_kernel(source: str, *, name: str, options: list[str], name_expressions: tuple[str, ...] = (),
+                   untrusted: bool, cfg) -> CompiledKernel:
+    """A cubin for `source`, from the cache or from a confined compile.
+
+    untrusted: the job's own source (refused where the compiler cannot be confined, unless
+    the settings say otherwise; its compile log is filtered).
+    """
+    confinement = probe(cfg)
+    if confinement.nvrtc is None:
+        raise CompileRefused(confinement.detail)
+    key = hashlib.sha256(json.dumps([source, name, options, list(name_expressions), confinement.nvrtc]).encode())
+    cache = Path(cfg.kernel_cache_dir).resolve()
+    cubin_path, meta_path = cache / f"{key.hexdigest()}.cubin", cache / f"{key.hexdigest()}.json"
+    if cubin_path.exists() and meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        return CompiledKernel(cubin_path, meta["lowered"], meta["log"], cached=True)
+
+    require = untrusted and cfg.unconfined_sources != "warn"
+    if untrusted and not confinement.available:
+        if require:
+            raise CompileRefused(
+                f"job sources are refused on this worker: the compiler cannot be confined ({confinement.detail}); "
+                "GEMMWATCH_UNCONFINED_SOURCES=warn accepts them"
+            )
+        log.warning("compiling a job's source WITHOUT confinement (%s)", confinement.detail)
+    reply = _run_sandbox(
+        {"source": source, "name": name, "options": options, "name_expressions": list(name_expressions),
+         "require_confinement": require},
+        cfg.compile_timeout_s, cfg.compile_memory_mb,
+    )
+    if not reply.get("ok"):
+        if "log" in reply:
+            raise CompileError(filter_log(reply["log"], name) if untrusted else reply["log"])
+        raise CompileRefused(reply.get("error", "the compile process gave no answer"))
+    text = filter_log(reply["log"], name) if untrusted else reply["log"]
+    cache.mkdir(parents=True, exist_ok=True)
+    _write_atomically(cubin_path, base64.b64decode(reply["cubin"]))
+    _write_atomically(meta_path, json.dumps({"lowered": reply["lowered"], "log": text}).encode())
+    return CompiledKernel(cubin_path, reply["lowered"], text, cached=False)
+
+
+def probe(cfg) -> Confinement:
+    """Whether this machine can confine the compiler (asked once per process, by really trying)."""
+    return _probe(str(SANDBOX), cfg.compile_timeout_s, cfg.compile_memory_mb)
+
+
+@functools.lru_cache(maxsize=4)
+def _probe(_sandbox: str, timeout_s: float, memory_mb: int) -> Confinement:
+    try:
+        reply = _run_sandbox({"probe": True, "options": ["-arch=sm_90"]}, timeout_s, memory_mb)
+    except CompileRefused as exc:
+        return Confinement(False, str(exc), None)
+    if not reply.get("ok"):
+        return Confinement(False, reply.get("error", "no answer"), None)
+    return Confinement(bool(reply["confined"]), reply["confinement"], reply["nvrtc"])
+
+
+def _run_sandbox(request: dict, timeout_s: float, memory_mb: int) -> dict:
+    env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
+    memory = memory_mb * 1024 * 1024
+
+    def limits():  # in the child, before exec: bounded memory, no core file
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    with tempfile.TemporaryDirectory(prefix="gemmwatch-compile-") as home:
+        env["HOME"] = home
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-s", "-B", str(SANDBOX)], input=json.dumps(request), capture_output=True,
+                text=True, env=env, cwd=home, timeout=timeout_s, preexec_fn=limits,
+            )
+        except subprocess.TimeoutExpired:
+            raise CompileRefused(
+                f"compile exceeded the {timeout_s:g} s compile time limit (GEMMWATCH_COMPILE_TIMEOUT_S); "
+                "killed"
+            ) from None
+    if proc.returncode != 0 or not proc.stdout.strip():
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1][:300]
+        if "MemoryError" in proc.stderr or "std::bad_alloc" in proc.stderr or proc.returncode < 0:
+            raise CompileRefused(
+                f"compile process ended (exit {proc.returncode}) under its {memory_mb} MiB memory limit "
+                f"(GEMMWATCH_COMPILE_MEMORY_MB): {last}"
+            )
+        raise CompileRefused(f"compile process failed (exit {proc.returncode}): {last}")
+    return json.loads(proc.stdout)
+
+
+# file(line): severity -- how NVRTC (EDG) starts a diagnostic.
+_DIAGNOSTIC = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?:catastrophic error|internal error|error|warning|remark)\b")
+_SUMMARY = re.compile(r"^\d+ (?:catastrophic )?errors? detected in the compilation of ")
+
+
+def filter_log(text: str, own_name: str) -> str:
+    """Keep the diagnostics located in the job's own source (its line numbers as they are);
+    replace every other diagnostic, with the lines that belong to it, by one WITHHELD line."""
+    out: list[str] = []
+    keeping = True
+    for line in text.splitlines():
+        m = _DIAGNOSTIC.match(line)
+        if m:
+            keeping = m.group("file") == own_name
+            if not keeping:
+                out.append(WITHHELD)
+        elif _SUMMARY.match(line):
+            keeping = True
+        if keeping:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
