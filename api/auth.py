@@ -42,6 +42,12 @@ def revoke_token(db: Session, name: str) -> bool:
     return True
 
 
+def find_token(db: Session, token: str) -> ApiToken | None:
+    """The live (not revoked) token row for a token string, or None."""
+    row = db.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token)))
+    return row if row is not None and row.revoked_at is None else None
+
+
 def _check(db: Session, creds: HTTPAuthorizationCredentials | None) -> ApiToken:
     unauthorized = HTTPException(
         status_code=status.HTTP_401_UNAUTHORIZED,
@@ -50,8 +56,8 @@ def _check(db: Session, creds: HTTPAuthorizationCredentials | None) -> ApiToken:
     )
     if creds is None or creds.scheme.lower() != "bearer":
         raise unauthorized
-    row = db.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(creds.credentials)))
-    if row is None or row.revoked_at is not None:
+    row = find_token(db, creds.credentials)
+    if row is None:
         raise unauthorized
     row.last_used_at = utcnow()
     db.commit()

@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     # Access: writes (jobs, results) need a bearer token; reads of /api are public unless set.
     auth_writes: bool = Field(default=True, validation_alias="GEMMWATCH_AUTH_WRITES")
     auth_reads: bool = Field(default=False, validation_alias="GEMMWATCH_AUTH_READS")
+    # Signs the dashboard's session cookie (dashboard/login.py); made once in the data dir when unset.
+    # Set it (the same on every API server) in a deployment.
+    secret_key: str | None = Field(default=None, min_length=32, validation_alias="GEMMWATCH_SECRET_KEY")
+    session_max_age_s: float = Field(default=7 * 86400, gt=0, validation_alias="GEMMWATCH_SESSION_MAX_AGE_S")
 
     # Regression detection (api/regression.py explains the method).
     regression_boundary: float = Field(default=0.999, validation_alias="GEMMWATCH_REGRESSION_BOUNDARY")

@@ -9,9 +9,17 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, Response
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(...), =cmd|...).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(value) -> str:
+    """Text from a request (branch, message, variant, error) that a spreadsheet would run as a
+    formula gets a leading apostrophe; numbers are data, so -3.5 stays -3.5."""
     if value is None:
         return ""
+    if isinstance(value, str):
+        return "'" + value if value.startswith(_FORMULA_START) else value
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, (list, dict)):

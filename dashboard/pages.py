@@ -19,7 +19,7 @@ from fastapi.templating import Jinja2Templates
 from api.deps import SessionDep, SettingsDep
 from api.models import Job
 from api.regression import Thresholds
-from dashboard import compare, export, figures, history, overview, queries, sweep
+from dashboard import compare, export, figures, history, login, overview, queries, sweep
 from dashboard.filters import Format, Name, Names, Size, clean, size_label, size_param
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
@@ -176,4 +176,6 @@ def job_page(request: Request, db: SessionDep, job_id: int, format: Format = "ht
 
 def mount_dashboard(app: FastAPI) -> None:
     app.mount("/static/plotly", StaticFiles(directory=PLOTLY_JS_DIR), name="plotly")
-    app.include_router(router)
+    app.include_router(login.router)
+    # Pages and their CSV/JSON exports: behind the login when GEMMWATCH_AUTH_READS is on.
+    app.include_router(router, dependencies=[Depends(login.require_dashboard_reader)])

@@ -1,0 +1,102 @@
+"""Reads of the dashboard, when GEMMWATCH_AUTH_READS is on: a token once, then a signed cookie.
+
+The login page takes an API token and, if it is live, sets a cookie that holds the token's id,
+signed (itsdangerous) with the server's secret and stamped with its time: HttpOnly (no script
+reads it), SameSite=Lax (no other site's form or script sends it), Secure over HTTPS. Each
+request checks that the token is still not revoked, so `gemmwatch token revoke` ends its
+sessions too. A script may send `Authorization: Bearer <token>` instead (CSV/JSON exports).
+"""
+
+import os
+import secrets
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import APIRouter, Form, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+from api.auth import find_token
+from api.deps import SessionDep
+from api.models import ApiToken
+
+COOKIE = "gemmwatch_session"
+router = APIRouter(tags=["dashboard"], include_in_schema=False)
+
+
+def secret_key(cfg) -> str:
+    """GEMMWATCH_SECRET_KEY, or one made once and kept (0600) in the data directory."""
+    if cfg.secret_key:
+        return cfg.secret_key
+    path = Path(cfg.data_dir) / "secret_key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(48))
+    return path.read_text().strip()
+
+
+def _signer(cfg) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(secret_key(cfg), salt="gemmwatch-dashboard-session")
+
+
+def session_token(request: Request, db) -> ApiToken | None:
+    """The live token behind this request: its bearer header, or its signed session cookie."""
+    cfg = request.app.state.settings
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return find_token(db, header[7:].strip())
+    cookie = request.cookies.get(COOKIE)
+    if not cookie:
+        return None
+    try:
+        token_id = _signer(cfg).loads(cookie, max_age=cfg.session_max_age_s)
+    except BadSignature:  # forged, tampered with, or expired
+        return None
+    row = db.get(ApiToken, token_id) if isinstance(token_id, int) else None
+    return row if row is not None and row.revoked_at is None else None
+
+
+def require_dashboard_reader(request: Request, db: SessionDep) -> None:
+    """Every dashboard page and export: public unless GEMMWATCH_AUTH_READS, then a live token."""
+    if not request.app.state.settings.auth_reads or session_token(request, db) is not None:
+        return
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    raise HTTPException(status_code=303, detail="log in first", headers={"Location": f"/login?next={quote(target)}"})
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a path on this site: never //host or a scheme, so the login cannot send you elsewhere."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_page(request: Request, next: str | None = None, failed: bool = False):
+    from dashboard.pages import templates
+
+    return templates.TemplateResponse(request, "login.html", {"next": _safe_next(next), "failed": failed,
+                                                               "view": "login"})
+
+
+@router.post("/login")
+def log_in(request: Request, db: SessionDep, token: Annotated[str, Form(max_length=200)],
+           next: Annotated[str, Form(max_length=2000)] = "/"):
+    row = find_token(db, token.strip())
+    if row is None:
+        return RedirectResponse(f"/login?failed=true&next={quote(_safe_next(next))}", status_code=303)
+    cfg = request.app.state.settings
+    resp = RedirectResponse(_safe_next(next), status_code=303)
+    resp.set_cookie(COOKIE, _signer(cfg).dumps(row.id), max_age=int(cfg.session_max_age_s), httponly=True,
+                    samesite="lax", secure=request.url.scheme == "https", path="/")
+    return resp
+
+
+@router.post("/logout")
+def log_out():
+    resp = RedirectResponse("/login", status_code=303)
+    resp.delete_cookie(COOKIE, path="/")
+    return resp
