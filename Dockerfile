@@ -3,7 +3,8 @@ FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     VIRTUAL_ENV=/opt/gemmwatch PATH=/opt/gemmwatch/bin:$PATH \
-    CUPY_CACHE_DIR=/var/cache/gemmwatch/cupy
+    CUPY_CACHE_DIR=/var/cache/gemmwatch/cupy \
+    GEMMWATCH_KERNEL_CACHE_DIR=/var/cache/gemmwatch/cubin
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \
     && rm -rf /var/lib/apt/lists/* && python3 -m venv $VIRTUAL_ENV
 

@@ -1,0 +1,74 @@
+"""A job's own source on a real GPU worker: the guards hold there, and honest sources still run.
+
+Run on the lent H100 (`gpu` marker). Layer 1 through the API; layer 2 by the compile step as
+the GPU worker's own process calls it, past layer 1; then a job with its own templated kernel
+is compiled in the confined process, loaded by the GPU process and verified against cuBLAS.
+"""
+
+import pytest
+
+from api.db import upgrade_database
+from tests.conftest import make_client, make_settings, wait_for_job
+from tests.test_compile_sandbox import CANARIES, KERNEL, assert_nothing_leaked
+from worker import compiler
+
+pytestmark = pytest.mark.gpu
+
+TEMPLATED = """
+template <int TILE>
+__global__ void my_gemm(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {
+    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+    C[row * N + col] = beta == 0.0f ? alpha * acc : alpha * acc + beta * C[row * N + col];
+}
+"""
+
+
+@pytest.fixture
+def stack(tmp_path, sqlite_url, redis_url, start_worker, monkeypatch):
+    for name, value in CANARIES.items():
+        if name.startswith("GEMMWATCH_"):
+            monkeypatch.setenv(name, value)
+    cfg = make_settings(tmp_path, sqlite_url, redis_url)
+    upgrade_database(cfg)
+    worker = start_worker(cfg, runner=None, GEMMWATCH_CASE_TIME_CAP_S="1")
+    return cfg, make_client(cfg), worker
+
+
+def test_this_gpu_machine_confines_the_compiler(tmp_path):
+    from api.settings import Settings
+
+    found = compiler.probe(Settings(GEMMWATCH_DATA_DIR=str(tmp_path)))
+    assert found.nvrtc and found.available, found.detail
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "/proc/self/environ"])
+def test_layer_2_on_the_gpu_machine(tmp_path, monkeypatch, path):
+    from api.settings import Settings
+    from worker.compiler import CompileError
+
+    for name, value in CANARIES.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(CompileError) as failed:
+        compiler.compile_kernel(f'#include "{path}"\n' + KERNEL, name="evil.cu", options=["-arch=sm_90"],
+                                untrusted=False, cfg=Settings(GEMMWATCH_DATA_DIR=str(tmp_path)))
+    assert "cannot open source file" in str(failed.value)
+    assert_nothing_leaked(str(failed.value))
+
+
+def test_hostile_sources_are_refused_then_an_honest_templated_one_runs(stack):
+    cfg, client, worker = stack
+    for text in ('#include "/proc/self/environ"\n', '%:inc\\\nlude "/etc/passwd"\n', "#if __has_include(</etc/passwd>)\n#endif\n"):
+        resp = client.post("/api/jobs", json={"sources": [{"name": "evil", "source": text + TEMPLATED,
+                                                           "entry": "my_gemm<16>", "block": [16, 16], "tile": [16, 16]}],
+                                              "sizes": [[64, 64, 64]]})
+        assert resp.status_code == 422 and "root:" not in resp.text
+    body = {"sources": [{"name": "mine", "source": TEMPLATED, "entry": "my_gemm<16>", "block": [16, 16],
+                         "tile": [16, 16]}], "variants": ["mine", "smem_tiled"], "sizes": [[1000, 1003, 997]]}
+    job = wait_for_job(client, client.post("/api/jobs", json=body).json()["id"], timeout=180)
+    assert job["status"] == "succeeded", job["error"]
+    assert all(r["verified"] for r in job["results"]) and len(job["results"]) == 2
+    assert "compiler confinement: Landlock" in worker.log()
+    assert_nothing_leaked(worker.log())
