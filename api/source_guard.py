@@ -31,6 +31,7 @@ FORBIDDEN_IDENTIFIERS = frozenset({"__has_include", "__has_include_next", "__has
 
 _TRIGRAPHS = {"=": "#", "/": "\\", "'": "^", "(": "[", ")": "]", "!": "|", "<": "{", ">": "}", "-": "~"}
 _TRIGRAPH = re.compile(r"\?\?([=/'()!<>\-])")
+_CONTROL = re.compile(r"[\x01-\x08\x0e-\x1f\x7f]")
 _SPLICE_STRICT = re.compile(r"\\\n")
 _SPLICE_LENIENT = re.compile(r"\\[ \t\f\v]*\n")  # GCC and Clang accept spaces between \ and newline
 
@@ -76,6 +77,12 @@ def check_source(text: str) -> None:
     text = text.replace("\r\n", "\n").replace("\r", "\n")  # every newline convention counts
     if "\0" in text:
         raise SourceRefused(text[: text.index("\0")].count("\n") + 1, "NUL character in the source")
+    control = _CONTROL.search(text)
+    if control:
+        # No kernel needs one, and compilers differ on some (Ctrl-Z ends a file for one of them):
+        # a character that may or may not count as whitespace or a line end is one reading too many.
+        raise SourceRefused(text[: control.start()].count("\n") + 1,
+                            f"control character {control.group()!r} in the source")
     refusals = []
     # The most liberal reading first: at equal lines its refusal names what a compiler would see.
     for trigraphs in (True, False):
@@ -138,6 +145,13 @@ def _tokens(text: str, newlines: list[int], splices: list[int]):
             continue
         if kind == "open_comment":
             raise SourceRefused(line_of(m.start()), "unterminated /* comment")
+        if kind == "punct" and m.group() == "\\":
+            # Outside a literal a backslash only starts a universal character name, which spells an
+            # identifier in another alphabet (_Pr\u0061gma); NVRTC refuses basic letters so spelled
+            # today, but nothing legitimate needs it.
+            raise SourceRefused(line_of(m.start()), "a backslash outside a string that does not end its line "
+                                                    "(one with spaces after it, or a universal character name "
+                                                    "such as \\u0069) is not allowed in job sources")
         if kind == "raw_string":
             raise SourceRefused(line_of(m.start()), "raw string literals (R\"...\") are not allowed in job sources")
         yield _Token(kind, m.group(), line_of(m.start()), at_line_start)

@@ -32,10 +32,7 @@ from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
 
 def compile_as_a_worker_would(launch) -> None:
     """The same call CupyRunner._compile makes, for an sm_90 GPU."""
-    names = (launch.entry,) if "<" in launch.entry else ()
-    options = [compiler.arch_option("9.0"), "-ftz=true", *launch.compile_options()]
-    compiler.compile_kernel(launch.source, name=f"{launch.variant}.cu", options=options, name_expressions=names,
-                            untrusted=launch.origin == "job", cfg=settings)
+    compiler.compile_launch(launch, "9.0", settings)
 
 FAKE_MODEL = "FAKE"
 

@@ -121,6 +121,22 @@ def test_filter_log_keeps_own_lines_and_counts(tmp_path):
     assert text.endswith('2 errors detected in the compilation of "job.cu".')
 
 
+def test_a_probe_that_got_no_answer_is_not_remembered(tmp_path, monkeypatch):
+    """A worker whose first compile process could not load NVRTC (a busy or half-set-up
+    machine) asks again next time instead of refusing every compile until it restarts."""
+    broken = tmp_path / "no-nvrtc" / "cuda"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('NVRTC missing for now')\n")
+    settings = cfg(tmp_path)
+    compiler._probe.cache_clear()
+    with monkeypatch.context() as m:
+        m.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(broken.parent), os.environ.get("PYTHONPATH")])))
+        found = compiler.probe(settings)
+        assert found.nvrtc is None and "NVRTC missing for now" in found.detail
+    assert compiler.probe(settings).nvrtc
+    build(settings, KERNEL)
+
+
 def test_without_confinement_job_sources_are_refused_by_default(tmp_path, no_landlock):
     with pytest.raises(CompileRefused, match="GEMMWATCH_UNCONFINED_SOURCES=warn"):
         build(cfg(tmp_path), KERNEL)

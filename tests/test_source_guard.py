@@ -86,6 +86,9 @@ def test_file_probing_operators_are_refused_even_when_spliced(word, data):
     ("/* never closed\n#include </etc/passwd>\n", 1, ["unterminated"]),
     ('// comment ??/\n#include "/etc/passwd"\n', 2, ["#include"]),
     ("int a;\x00\n", 1, ["NUL"]),
+    ('int a;\x1a#include "/etc/passwd"\n', 1, ["control character"]),
+    ('int a;\n_Pr\\u0061gma("GCC dependency \\"/etc/passwd\\"")\n', 2, ["universal character name"]),
+    ('#if __has_incl\\u0075de("/etc/passwd")\n#endif\n', 1, ["universal character name"]),
 ])
 def test_other_ways_in_are_refused(text, line, words):
     with pytest.raises(SourceRefused) as refused:
@@ -121,3 +124,61 @@ def test_a_refusal_is_a_422_that_names_the_line(client):
     message = " ".join(d["msg"] for d in resp.json()["detail"])
     assert "line 3" in message and "#include" in message
     assert client.get("/api/jobs").json() == []  # nothing stored
+
+
+# The guard judged against the compiler itself. NVRTC takes headers from memory: "x.h" is
+# offered with a body that stops the compile, so a source that reads it or even probes for it
+# (__has_include) compiles differently with the header offered and without. Hypothesis strings
+# together pieces an attacker would use; whatever the guard passes must not see the header.
+
+PIECES = ["#", "%:", "??=", "##", "%:%:", " ", "\t", "\f", "\v", "\\\n", "\\\r\n", "\\ \n", "\n", "\r\n", "\r",
+          "\x0c", "\u2028", "\u0085", "/*c*/", "/*\n*/", "//c", "include", "inc", "lude", "include_next", "import",
+          "embed", "__has_include", "__has_", "_Pragma", "pragma", "define", "if", "line", "error", "once",
+          "push_macro", "X", "H", "1", "R", "\\u0069", '"x.h"', "<x.h>", "(", ")", '"', "'",
+          "#define H #\n", "#define I include\n", "#define P(x) x\n", "#define S(x) #x\n", "H I \"x.h\"\n",
+          "P(#include \"x.h\")\n", "#if 1\n", "#endif\n"]
+
+
+def nvrtc_log(source: str, offer_header: bool) -> str:
+    nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
+    headers, names = ([b"#error HEADER_WAS_READ\n"], [b"x.h"]) if offer_header else ([], [])
+    status, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"job.cu", len(headers), headers, names)
+    try:
+        result = nvrtc.nvrtcCompileProgram(prog, 2, [b"-arch=sm_90", b"-std=c++17"])[0]
+        size = nvrtc.nvrtcGetProgramLogSize(prog)[1]
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        return f"{result}\n{log.decode(errors='replace')}"
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+@pytest.mark.parametrize("source", ['#include "x.h"\n', '%:inc\\\nlude "x.h"\n', '\f\v# /*c*/ include <x.h>\n',
+                                    '#if __has_include("x.h")\n#error HEADER_WAS_SEEN\n#endif\n'])
+def test_the_oracle_sees_a_plain_read_or_probe(source):
+    """The compiler-side check below can fail: these spellings (all refused) do see the header."""
+    with pytest.raises(SourceRefused):
+        check_source(source)
+    assert nvrtc_log(source, offer_header=True) != nvrtc_log(source, offer_header=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=16).map("".join))
+def test_whatever_the_guard_passes_never_reaches_a_header_in_nvrtc(source):
+    try:
+        check_source(source)
+    except SourceRefused:
+        return
+    with_header = nvrtc_log(source, offer_header=True)
+    assert "HEADER_WAS_READ" not in with_header
+    assert with_header == nvrtc_log(source, offer_header=False), "the source saw whether x.h exists"
+
+
+def test_a_directive_made_by_a_macro_is_no_directive():
+    """The guard passes a '#' that comes out of a macro: in C and C++ a directive is only ever
+    spelled in the source. The compiler agrees: it reports the '#' and never reads the header."""
+    source = '#define H #\n#define I include\nH I "x.h"\n'
+    check_source(source)
+    with_header = nvrtc_log(source, offer_header=True)
+    assert "HEADER_WAS_READ" not in with_header and '"#" not expected here' in with_header
+    assert with_header == nvrtc_log(source, offer_header=False)

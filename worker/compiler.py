@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -65,6 +64,17 @@ class Confinement:
 def arch_option(compute_capability: str) -> str:
     """'9.0' or '90' -> -arch=sm_90 (a cubin: the driver loads it without a PTX JIT)."""
     return f"-arch=sm_{compute_capability.replace('.', '')}"
+
+
+def compile_launch(spec, compute_capability: str, cfg) -> CompiledKernel:
+    """A registry or job kernel (a LaunchSpec) as a cubin for a GPU of this compute capability:
+    the one place that chooses the options, for the GPU runner and the CPU double alike."""
+    # -ftz=true: what CuPy's own NVRTC path always added, so figures stay comparable.
+    options = [arch_option(compute_capability), "-ftz=true", *spec.compile_options()]
+    # A template entry ("sgemm<128, 8>") is instantiated through an NVRTC name expression.
+    names = (spec.entry,) if "<" in spec.entry else ()
+    return compile_kernel(spec.source, name=f"{spec.variant}.cu", options=options, name_expressions=names,
+                          untrusted=spec.origin == "job", cfg=cfg)
 
 
 def compile_kernel(source: str, *, name: str, options: list[str], name_expressions: tuple[str, ...] = (),
@@ -110,7 +120,12 @@ def compile_kernel(source: str, *, name: str, options: list[str], name_expressio
 
 def probe(cfg) -> Confinement:
     """Whether this machine can confine the compiler (asked once per process, by really trying)."""
-    return _probe(str(SANDBOX), cfg.compile_timeout_s, cfg.compile_memory_mb)
+    found = _probe(str(SANDBOX), cfg.compile_timeout_s, cfg.compile_memory_mb)
+    if found.nvrtc is None:
+        # Only an answer is remembered: a probe that got none (a compile process starved of time
+        # on a busy machine, say) is tried again by the next compile instead of failing all of them.
+        _probe.cache_clear()
+    return found
 
 
 @functools.lru_cache(maxsize=4)
@@ -126,18 +141,16 @@ def _probe(_sandbox: str, timeout_s: float, memory_mb: int) -> Confinement:
 
 def _run_sandbox(request: dict, timeout_s: float, memory_mb: int) -> dict:
     env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-    memory = memory_mb * 1024 * 1024
-
-    def limits():  # in the child, before exec: bounded memory, no core file
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
+    # The sandbox sets its own RLIMIT_AS (and no core file) as its first act, before it reads the
+    # request: no preexec_fn here, which is unsafe in the GPU process (CUDA's threads) and would
+    # rule out the vfork/posix_spawn start.
+    argv = [sys.executable, "-s", "-B", str(SANDBOX), str(memory_mb * 1024 * 1024)]
     with tempfile.TemporaryDirectory(prefix="gemmwatch-compile-") as home:
         env["HOME"] = home
         try:
             proc = subprocess.run(
-                [sys.executable, "-s", "-B", str(SANDBOX)], input=json.dumps(request), capture_output=True,
-                text=True, env=env, cwd=home, timeout=timeout_s, preexec_fn=limits,
+                argv, input=json.dumps(request), capture_output=True,
+                text=True, env=env, cwd=home, timeout=timeout_s,
             )
         except subprocess.TimeoutExpired:
             raise CompileRefused(

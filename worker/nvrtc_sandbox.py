@@ -1,7 +1,7 @@
 """The confined compile process (layer 2 of 3 against a hostile job source). Run as a script.
 
 worker/compiler.py starts this file with a fresh interpreter, an environment that holds none
-of gemmwatch's settings, a memory limit and a time limit. It reads one JSON request on stdin,
+of gemmwatch's settings and a time limit; the memory limit (argv[1], bytes) it sets itself first. It reads one JSON request on stdin,
 loads NVRTC and compiles a throw-away kernel first (so every library NVRTC loads lazily is
 already mapped), then confines itself with Landlock so that no file can be opened, listed or
 written any more, and only then compiles the job's source. The cubin goes back on stdout.
@@ -15,6 +15,15 @@ import sys
 
 # This file's folder (worker/) is sys.path[0] for a script; none of it is wanted here.
 sys.path.pop(0)
+
+import resource  # noqa: E402
+
+if __name__ == "__main__":
+    # First act, before the request is read or NVRTC loaded: the memory limit worker/compiler.py
+    # passes in argv (RLIMIT_AS), and no core file that could hold the source or the log.
+    _memory = int(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_AS, (_memory, _memory))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 import base64  # noqa: E402
 import json  # noqa: E402

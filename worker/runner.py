@@ -172,14 +172,9 @@ class CupyRunner:
         process, which holds the GPU and the worker's settings, never runs the compiler."""
         cp = self.cp
         spec = case.launch
-        # -ftz=true: what CuPy's own NVRTC path always added, so figures stay comparable.
-        options = [compiler.arch_option(self.device.compute_capability), "-ftz=true", *spec.compile_options()]
-        key = (spec.source, spec.entry, tuple(options))
+        key = (spec.source, spec.entry, spec.compile_options(), spec.origin)
         if key not in self._modules:
-            # A template entry ("sgemm<128, 8>") is instantiated through NVRTC name expressions.
-            names = (spec.entry,) if "<" in spec.entry else ()
-            built = compiler.compile_kernel(spec.source, name=f"{spec.variant}.cu", options=options,
-                                            name_expressions=names, untrusted=spec.origin == "job", cfg=settings)
+            built = compiler.compile_launch(spec, self.device.compute_capability, settings)
             module = cp.RawModule(path=str(built.cubin_path))
             self._modules[key] = module.get_function(built.lowered.get(spec.entry, spec.entry))
         kernel = self._modules[key]
