@@ -191,6 +191,43 @@ def job_with(client, text):
     return wait_for_job(client, resp.json()["id"], timeout=90)
 
 
+def job_past_layer_1(settings, client, text: str, entry: str = "k") -> dict:
+    """A job stored and queued as the API would, without the API's check (layer 1): what a
+    way past the guard, or a write straight to the database, would hand the worker."""
+    from api.broker import enqueue_job, queue_for
+    from api.db import session_factory
+    from api.models import Job
+
+    source = {"name": "mine", "source": text, "entry": entry, "block": [32], "tile": [1, 32], "defines": {}}
+    with session_factory(settings)() as db:
+        job = Job(status="queued", kind="bench", variants=["mine"], sizes=[[8, 8, 8]], tunables={}, sources=[source],
+                  queue=queue_for(None), progress_total=1)
+        db.add(job)
+        db.commit()
+        job_id, queue = job.id, job.queue
+    enqueue_job(job_id, queue, settings)
+    return wait_for_job(client, job_id, timeout=90)
+
+
+def test_a_job_past_layer_1_reads_no_file_and_leaks_no_secret_through_a_real_worker(stack, start_worker):
+    """Must-show 1 on CI: the worker holds secrets in its environment; a job whose source
+    includes /proc/self/environ (and /etc/passwd) reaches the compile step and fails with
+    neither file's content nor any secret in its error or in the worker's log."""
+    settings, client = stack
+    # The worker's own DATABASE_URL and BROKER_URL are real here (it must reach them): they are
+    # checked as they are, the other canaries as planted.
+    worker = start_worker(settings, **{k: v for k, v in CANARIES.items() if not k.endswith("_URL")})
+    for path in ("/proc/self/environ", "/etc/passwd"):
+        job = job_past_layer_1(settings, client, f'#include "{path}"\n' + KERNEL)
+        assert job["status"] == "failed", job
+        assert "cannot open source file" in job["error"] and "Permission denied" in job["error"]
+        assert_nothing_leaked(job["error"])
+        assert settings.resolved_database_url not in job["error"] and settings.broker_url not in job["error"]
+    assert_nothing_leaked(worker.log())
+    honest = job_past_layer_1(settings, client, KERNEL)  # and the worker goes on
+    assert honest["status"] == "succeeded", honest["error"]
+
+
 def test_a_runaway_compile_fails_its_job_through_a_real_worker(stack, start_worker):
     settings, client = stack
     start_worker(settings, GEMMWATCH_COMPILE_TIMEOUT_S="2", GEMMWATCH_CASE_TIMEOUT_S="60")

@@ -9,7 +9,7 @@ import pytest
 
 from api.db import upgrade_database
 from tests.conftest import make_client, make_settings, wait_for_job
-from tests.test_compile_sandbox import CANARIES, KERNEL, assert_nothing_leaked
+from tests.test_compile_sandbox import CANARIES, KERNEL, assert_nothing_leaked, job_past_layer_1
 from worker import compiler
 
 pytestmark = pytest.mark.gpu
@@ -27,13 +27,13 @@ __global__ void my_gemm(int M, int N, int K, float alpha, const float* A, const 
 
 
 @pytest.fixture
-def stack(tmp_path, sqlite_url, redis_url, start_worker, monkeypatch):
-    for name, value in CANARIES.items():
-        if name.startswith("GEMMWATCH_"):
-            monkeypatch.setenv(name, value)
+def stack(tmp_path, sqlite_url, redis_url, start_worker):
     cfg = make_settings(tmp_path, sqlite_url, redis_url)
     upgrade_database(cfg)
-    worker = start_worker(cfg, runner=None, GEMMWATCH_CASE_TIME_CAP_S="1")
+    # Planted in the worker's own environment (worker_env drops the test process's GEMMWATCH_*);
+    # its DATABASE_URL and BROKER_URL stay real so that it can work.
+    canaries = {k: v for k, v in CANARIES.items() if not k.endswith("_URL")}
+    worker = start_worker(cfg, runner=None, GEMMWATCH_CASE_TIME_CAP_S="1", **canaries)
     return cfg, make_client(cfg), worker
 
 
@@ -71,4 +71,21 @@ def test_hostile_sources_are_refused_then_an_honest_templated_one_runs(stack):
     assert job["status"] == "succeeded", job["error"]
     assert all(r["verified"] for r in job["results"]) and len(job["results"]) == 2
     assert "compiler confinement: Landlock" in worker.log()
+    assert_nothing_leaked(worker.log())
+
+
+def test_a_job_past_layer_1_on_a_gpu_worker_leaks_nothing_then_a_normal_job_runs(stack):
+    """Must-show 1 on the GPU: jobs that include /proc/self/environ and /etc/passwd, stored
+    without the API's check, reach the GPU worker's compile step and fail with nothing of the
+    worker's environment (canaries planted by the fixture) in their error or the worker's log."""
+    cfg, client, worker = stack
+    for path in ("/proc/self/environ", "/etc/passwd"):
+        job = job_past_layer_1(cfg, client, f'#include "{path}"\n' + KERNEL)
+        assert job["status"] == "failed" and "Permission denied" in job["error"], job
+        assert_nothing_leaked(job["error"])
+        assert cfg.resolved_database_url not in job["error"] and cfg.broker_url not in job["error"]
+    body = {"sources": [{"name": "mine", "source": TEMPLATED, "entry": "my_gemm<16>", "block": [16, 16],
+                         "tile": [16, 16]}], "sizes": [[512, 512, 512]]}
+    job = wait_for_job(client, client.post("/api/jobs", json=body).json()["id"], timeout=180)
+    assert job["status"] == "succeeded" and job["results"][0]["verified"], job["error"]
     assert_nothing_leaked(worker.log())
