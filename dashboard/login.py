@@ -68,8 +68,11 @@ def require_dashboard_reader(request: Request, db: SessionDep) -> None:
 
 
 def _safe_next(target: str | None) -> str:
-    """Only a path on this site: never //host or a scheme, so the login cannot send you elsewhere."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+    """Only a path on this site: never //host or a scheme, so the login cannot send you elsewhere.
+    Browsers drop tabs and newlines from a URL ("/\t/host" is "//host"), so no control character
+    or space is kept either (Starlette happens to percent-encode them today; this does not rely on it)."""
+    if (not target or not target.startswith("/") or target.startswith("//") or "\\" in target
+            or any(c <= " " or c == "\x7f" for c in target)):
         return "/"
     return target
 

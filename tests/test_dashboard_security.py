@@ -124,9 +124,14 @@ def test_a_forged_or_revoked_session_is_sent_back_to_the_login(gated):
 
 def test_the_login_only_sends_you_to_this_site(gated):
     _, token, client = gated
-    for target in ("//evil.example/x", "https://evil.example/", "/\\evil.example"):
+    # A browser drops tabs and newlines from a URL before reading it: "/\t/evil" is "//evil".
+    for target in ("//evil.example/x", "https://evil.example/", "/\\evil.example", "/\t/evil.example/x",
+                   "/\n/evil.example/x", "/\r/evil.example", " //evil.example"):
         resp = client.post("/login", data={"token": token, "next": target})
         assert resp.headers["location"] == "/", target
+        assert client.get("/login", params={"next": target}).text.count("evil.example") == 0, target
+    resp = client.post("/login", data={"token": token, "next": "/jobs?gpu=H100"})
+    assert resp.headers["location"] == "/jobs?gpu=H100"  # a path of this site is kept
 
 
 def test_a_script_can_read_exports_with_a_bearer_token(gated):
