@@ -150,6 +150,25 @@ def test_a_runaway_compile_ends_at_its_own_time_limit(tmp_path):
     assert time.monotonic() - started < 15
 
 
+def test_a_runaway_compile_ends_by_itself_when_nobody_waits_for_it(tmp_path):
+    """The GPU process may be killed at its case time limit while it waits for a compile: the
+    compile process, orphaned, still ends at its own CPU limit instead of running on."""
+    import json
+    import subprocess
+
+    started = time.monotonic()
+    proc = subprocess.Popen(compiler.sandbox_command(timeout_s=2, memory_mb=4096), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, text=True)
+    request = {"source": RUNAWAY, "name": "job.cu", "options": OPTIONS, "name_expressions": [],
+               "require_confinement": False}
+    try:
+        proc.communicate(json.dumps(request), timeout=60)  # no timeout of ours cuts it short before
+    finally:
+        proc.kill()
+    assert proc.returncode < 0  # killed by a signal (SIGXCPU or SIGKILL), not finished
+    assert time.monotonic() - started < 30
+
+
 def test_a_runaway_compile_ends_at_its_memory_limit(tmp_path):
     with pytest.raises((CompileError, CompileRefused), match="out of memory|memory limit"):
         build(cfg(tmp_path, GEMMWATCH_COMPILE_MEMORY_MB=512, GEMMWATCH_COMPILE_TIMEOUT_S=120), RUNAWAY)

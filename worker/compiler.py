@@ -22,8 +22,10 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -139,12 +141,18 @@ def _probe(_sandbox: str, timeout_s: float, memory_mb: int) -> Confinement:
     return Confinement(bool(reply["confined"]), reply["confinement"], reply["nvrtc"])
 
 
+def sandbox_command(timeout_s: float, memory_mb: int) -> list[str]:
+    """The compile process's command line. It sets its own limits as its first act, before it
+    reads the request: RLIMIT_AS, no core file, and RLIMIT_CPU just past the time limit, so a
+    runaway compile ends even if the process that waits for it is killed first (a GPU process
+    past its case time limit, say). No preexec_fn here: that is unsafe in the GPU process
+    (CUDA's threads) and would rule out the vfork/posix_spawn start."""
+    return [sys.executable, "-s", "-B", str(SANDBOX), str(memory_mb * 1024 * 1024), str(math.ceil(timeout_s) + 1)]
+
+
 def _run_sandbox(request: dict, timeout_s: float, memory_mb: int) -> dict:
     env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-    # The sandbox sets its own RLIMIT_AS (and no core file) as its first act, before it reads the
-    # request: no preexec_fn here, which is unsafe in the GPU process (CUDA's threads) and would
-    # rule out the vfork/posix_spawn start.
-    argv = [sys.executable, "-s", "-B", str(SANDBOX), str(memory_mb * 1024 * 1024)]
+    argv = sandbox_command(timeout_s, memory_mb)
     with tempfile.TemporaryDirectory(prefix="gemmwatch-compile-") as home:
         env["HOME"] = home
         try:
@@ -159,6 +167,10 @@ def _run_sandbox(request: dict, timeout_s: float, memory_mb: int) -> dict:
             ) from None
     if proc.returncode != 0 or not proc.stdout.strip():
         last = (proc.stderr.strip().splitlines() or ["no message"])[-1][:300]
+        if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL) and "MemoryError" not in proc.stderr:
+            raise CompileRefused(
+                f"compile exceeded its CPU time limit ({timeout_s:g} s, GEMMWATCH_COMPILE_TIMEOUT_S); killed"
+            )
         if "MemoryError" in proc.stderr or "std::bad_alloc" in proc.stderr or proc.returncode < 0:
             raise CompileRefused(
                 f"compile process ended (exit {proc.returncode}) under its {memory_mb} MiB memory limit "

@@ -1,7 +1,7 @@
 """The confined compile process (layer 2 of 3 against a hostile job source). Run as a script.
 
 worker/compiler.py starts this file with a fresh interpreter, an environment that holds none
-of gemmwatch's settings and a time limit; the memory limit (argv[1], bytes) it sets itself first. It reads one JSON request on stdin,
+of gemmwatch's settings and a time limit; its memory and CPU limits (argv) it sets itself first. It reads one JSON request on stdin,
 loads NVRTC and compiles a throw-away kernel first (so every library NVRTC loads lazily is
 already mapped), then confines itself with Landlock so that no file can be opened, listed or
 written any more, and only then compiles the job's source. The cubin goes back on stdout.
@@ -19,10 +19,13 @@ sys.path.pop(0)
 import resource  # noqa: E402
 
 if __name__ == "__main__":
-    # First act, before the request is read or NVRTC loaded: the memory limit worker/compiler.py
-    # passes in argv (RLIMIT_AS), and no core file that could hold the source or the log.
-    _memory = int(sys.argv[1])
+    # First act, before the request is read or NVRTC loaded, the limits worker/compiler.py passes
+    # in argv: memory (RLIMIT_AS, bytes), CPU seconds (SIGXCPU, then SIGKILL a second later: the
+    # compile ends even if nobody waits for it any more), and no core file that could hold the
+    # source or the log.
+    _memory, _cpu_s = int(sys.argv[1]), int(sys.argv[2])
     resource.setrlimit(resource.RLIMIT_AS, (_memory, _memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (_cpu_s, _cpu_s + 1))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 import base64  # noqa: E402
