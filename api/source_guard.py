@@ -103,6 +103,11 @@ def _check_reading(text: str, trigraphs: bool, splice: re.Pattern) -> None:
         if tok.kind == "paste":
             raise SourceRefused(tok.line, "token pasting (## or %:%:) is not allowed in job sources: it can assemble "
                                           "_Pragma or __has_include out of harmless pieces")
+        if tok.kind == "number" and any(word in tok.text for word in (*FORBIDDEN_IDENTIFIERS, "_Pragma")):
+            # A pp-number swallows what follows "e+", "p-" or a digit separator (1e+__has_include is one
+            # token, and NVRTC agrees); a lexer that stopped earlier would see the name, so refuse it.
+            raise SourceRefused(tok.line, f"{tok.text!r}: a number that runs into a file-reading operator "
+                                          "is not allowed in job sources")
         if tok.kind == "identifier":
             if tok.text in FORBIDDEN_IDENTIFIERS:
                 raise SourceRefused(tok.line, f"{tok.text} is not allowed in job sources (it can read or probe a file)")

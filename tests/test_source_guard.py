@@ -89,6 +89,8 @@ def test_file_probing_operators_are_refused_even_when_spliced(word, data):
     ('int a;\x1a#include "/etc/passwd"\n', 1, ["control character"]),
     ('int a;\n_Pr\\u0061gma("GCC dependency \\"/etc/passwd\\"")\n', 2, ["universal character name"]),
     ('#if __has_incl\\u0075de("/etc/passwd")\n#endif\n', 1, ["universal character name"]),
+    ('int a;\n#if 0x1p-__has_include("/etc/passwd")\n#endif\n', 2, ["number that runs into"]),
+    ("int a = 1'_Pragma(\"once\");\n", 1, ["number that runs into"]),
 ])
 def test_other_ways_in_are_refused(text, line, words):
     with pytest.raises(SourceRefused) as refused:
@@ -134,7 +136,7 @@ def test_a_refusal_is_a_422_that_names_the_line(client):
 PIECES = ["#", "%:", "??=", "##", "%:%:", " ", "\t", "\f", "\v", "\\\n", "\\\r\n", "\\ \n", "\n", "\r\n", "\r",
           "\x0c", "\u2028", "\u0085", "/*c*/", "/*\n*/", "//c", "include", "inc", "lude", "include_next", "import",
           "embed", "__has_include", "__has_", "_Pragma", "pragma", "define", "if", "line", "error", "once",
-          "push_macro", "X", "H", "1", "R", "\\u0069", '"x.h"', "<x.h>", "(", ")", '"', "'",
+          "push_macro", "X", "H", "1", "1'", "0x1p-", "1e+", "R", "\\u0069", '"x.h"', "<x.h>", "(", ")", '"', "'",
           "#define H #\n", "#define I include\n", "#define P(x) x\n", "#define S(x) #x\n", "H I \"x.h\"\n",
           "P(#include \"x.h\")\n", "#if 1\n", "#endif\n"]
 
