@@ -76,6 +76,15 @@ def gpu_worker_plan() -> list[tuple[dict[str, str], list[str], str]]:
     ]
 
 
+def _die_with_parent() -> None:
+    """In a worker started by `up`: end when `up` ends, however it ends. uvicorn re-raises the
+    SIGTERM it handled once it has shut down, so `up`'s own clean-up may never run."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 @app.command()
 def up(
     port: Annotated[int, typer.Option(help="port for the API and dashboard")] = 8000,
@@ -97,7 +106,8 @@ def up(
     workers = []
     for extra_env, queues, name in plan:
         env = {**os.environ, **extra_env}
-        workers.append(subprocess.Popen(worker_command(queues, name, "WARNING"), env=env))
+        workers.append(subprocess.Popen(worker_command(queues, name, "WARNING"), env=env,
+                                        preexec_fn=_die_with_parent))
         console.print(f"worker {name}: queues {', '.join(queues)}")
 
     db = settings.resolved_database_url

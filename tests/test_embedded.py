@@ -20,6 +20,7 @@ def test_up_serves_and_jobs_fail_cleanly_without_a_gpu(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up", "--port", str(port)],
                             cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
+    workers: list[int] = []
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -48,6 +49,24 @@ def test_up_serves_and_jobs_fail_cleanly_without_a_gpu(tmp_path):
         log = (tmp_path / "up.log").read_text()
         assert f"http://127.0.0.1:{port}/" in log
         assert token not in log  # tokens are never logged
+        workers = children(proc.pid)
+        assert workers, "gemmwatch up started no worker process"
     finally:
         proc.terminate()
         proc.wait(30)
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in workers):  # no worker outlives `up`
+        assert time.monotonic() < deadline, f"worker processes {workers} outlived gemmwatch up"
+        time.sleep(0.3)
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/status").read().split("State:")[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
