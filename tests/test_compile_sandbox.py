@@ -228,7 +228,7 @@ def job_past_layer_1(settings, client, text: str, entry: str = "k") -> dict:
     return wait_for_job(client, job_id, timeout=90)
 
 
-def test_a_job_past_layer_1_reads_no_file_and_leaks_no_secret_through_a_real_worker(stack, start_worker):
+def test_a_job_that_gets_past_layer_1_leaks_nothing_into_its_error_or_the_logs(stack, start_worker):
     """Must-show 1 on CI: the worker holds secrets in its environment; a job whose source
     includes /proc/self/environ (and /etc/passwd) reaches the compile step and fails with
     neither file's content nor any secret in its error or in the worker's log."""
@@ -261,28 +261,3 @@ def test_a_worker_without_confinement_refuses_job_sources(stack, start_worker, n
     job = job_with(client, KERNEL)
     assert job["status"] == "failed" and "cannot be confined" in job["error"]
     assert "cannot confine the compiler" in worker.log()  # said at start-up, not only per job
-
-
-def test_a_job_that_gets_past_layer_1_leaks_nothing_into_its_error_or_the_logs(stack, start_worker, secrets):
-    """A job row written past the API (as if layer 1 had a hole) reaches the real worker's
-    compile step: it fails, and neither its error nor the worker's log holds a secret."""
-    from api.broker import enqueue_job
-    from api.db import session_factory
-    from api.models import Job
-
-    settings, client = stack
-    worker = start_worker(settings, GEMMWATCH_CANARY_SECRET=CANARIES["GEMMWATCH_CANARY_SECRET"])
-    text = '#include "/proc/self/environ"\n#include "/etc/passwd"\n' + KERNEL
-    with session_factory(settings)() as db:
-        job = Job(status="queued", kind="bench", variants=["mine"], sizes=[[8, 8, 8]], tunables={}, queue="gpu.any",
-                  sources=[{"name": "mine", "source": text, "entry": "k", "block": [32, 1, 1], "tile": [1, 32],
-                            "defines": {}}], progress_total=1)
-        db.add(job)
-        db.commit()
-        job_id = job.id
-    enqueue_job(job_id, "gpu.any", settings)
-    job = wait_for_job(client, job_id, timeout=90)
-    assert job["status"] == "failed" and "cannot open source file" in job["error"], job["error"]
-    assert_nothing_leaked(job["error"])
-    assert settings.resolved_database_url.split("//")[1] not in job["error"]
-    assert_nothing_leaked(worker.log())
