@@ -41,10 +41,8 @@ def header_comment(text: str) -> str:
 @pytest.mark.parametrize(("name", "params"), CONFIGS, ids=[f"{n}-{'-'.join(f'{k}{v}' for k, v in p.items())}" for n, p in CONFIGS])
 def test_kernel_compiles_for_sm90(name, params, tmp_path):
     launch = VARIANTS[name].resolve(params)
-    options = [compiler.arch_option("9.0"), "-ftz=true", *launch.compile_options()]
-    try:
-        built = compiler.compile_kernel(launch.source, name=f"{name}.cu", options=options, untrusted=False,
-                                        cfg=Settings(GEMMWATCH_DATA_DIR=str(tmp_path)))
+    try:  # exactly as the GPU runner compiles it (options, name expressions), for an sm_90 GPU
+        built = compiler.compile_launch(launch, "9.0", Settings(GEMMWATCH_DATA_DIR=str(tmp_path)))
     except compiler.CompileError as exc:
         pytest.fail(f"{name} {params} does not compile:\n{exc}", pytrace=False)
     assert built.cubin_path.read_bytes()[:4] == b"\x7fELF"
