@@ -35,6 +35,13 @@ class Settings(BaseSettings):
     # TF32 keeps 10 mantissa bits: its products land near 3e-4 from FP32, so it gets its own bound.
     max_rel_error_tf32: float = Field(default=2e-3, validation_alias="GEMMWATCH_MAX_REL_ERROR_TF32")
     timing_mode: str = Field(default="cold", validation_alias="GEMMWATCH_TIMING_MODE")
+    # A sample holds no host launch overhead: a blocking kernel holds the stream while a batch is
+    # queued (worker/stream_hold.py). Off only to show what it changes.
+    hold_stream: bool = Field(default=True, validation_alias="GEMMWATCH_HOLD_STREAM")
+    # How a cold sample's L2 is evicted: "readwrite" (our kernel) or "memset" (nvbench's way).
+    l2_flush: Literal["readwrite", "memset"] = Field(default="readwrite", validation_alias="GEMMWATCH_L2_FLUSH")
+    # Converged also means the medians of the first and second halves of the samples agree this closely.
+    max_drift: float = Field(default=0.01, gt=0, validation_alias="GEMMWATCH_MAX_DRIFT")
     # A case (compile, verify, time) taking longer than this is killed and fails its job.
     case_timeout_s: float = Field(default=120.0, validation_alias="GEMMWATCH_CASE_TIMEOUT_S")
 

@@ -1,5 +1,7 @@
 """Small pure pieces: statistics, the registry's launch geometry, GPU model names, sizes."""
 
+import statistics
+
 import pytest
 import typer
 
@@ -19,6 +21,26 @@ def test_noise_and_convergence():
     assert not stats.has_converged([1.0, 1.2] * 6, 10, 0.005)  # too noisy
     s = stats.summarise([4.0, 1.0, 3.0, 2.0])
     assert (s["median_ms"], s["min_ms"], s["max_ms"], s["mean_ms"]) == (2.5, 1.0, 4.0, 2.5)
+
+
+def test_a_few_far_outliers_do_not_stop_convergence_but_stddev_would():
+    import random
+
+    rng = random.Random(3)
+    samples = [1.0 + rng.gauss(0, 0.002) for _ in range(200)]
+    for i in (17, 60, 99, 150, 190):
+        samples[i] = 3.0  # a clock step or an interrupt, as seen in stored raw samples
+    assert stats.noise(samples) > 0.1  # stddev/mean: "noisy" by 20x the old 0.5 % limit
+    assert stats.has_converged(samples, 10, 0.005)
+    lo, hi = stats.median_ci(samples)
+    assert lo < statistics.median(samples) < hi and (hi - lo) / 2 < 0.001
+
+
+def test_a_wandering_figure_never_converges():
+    ramp = [1.0 + 0.05 * i / 400 for i in range(400)]  # clocks stepping down over the case: +5 %
+    c = stats.convergence(ramp)
+    assert c["median_ci_rel"] < 0.005  # precise about a median that is not there to be found
+    assert c["drift_rel"] > 0.02 and not stats.has_converged(ramp, 10, 0.005)
 
 
 def test_policy_needs_samples_quiet_and_time_for_every_series():

@@ -20,16 +20,20 @@ class TimingPolicy:
     min_time_s: float = 0.0
     discard_throttled: bool = True
     max_rel_error_tf32: float = 2e-3
+    hold_stream: bool = True  # nvbench's blocking kernel: no host launch overhead inside a sample
+    flush: str = "readwrite"  # how a cold sample's L2 is evicted: "readwrite" or "memset"
+    max_drift: float = 0.01
 
     @classmethod
     def from_settings(cls, s) -> "TimingPolicy":
         return cls(s.warmup_ms, s.min_samples, s.max_noise, s.case_time_cap_s, s.max_rel_error, s.timing_mode,
-                   s.min_time_s, s.discard_throttled, s.max_rel_error_tf32)
+                   s.min_time_s, s.discard_throttled, s.max_rel_error_tf32, s.hold_stream, s.l2_flush, s.max_drift)
 
     def satisfied(self, *series: list[float]) -> bool:
-        """nvbench's stdrel rule, for every series: enough samples, quiet enough, long enough."""
+        """For every series: enough samples, a median known to within max_noise, no drift
+        between its halves, and enough kernel time (worker/stats.py says why not stddev/mean)."""
         return all(
-            stats.has_converged(x, self.min_samples, self.max_noise) and sum(x) / 1e3 >= self.min_time_s
+            stats.has_converged(x, self.min_samples, self.max_noise, self.max_drift) and sum(x) / 1e3 >= self.min_time_s
             for x in series
         )
 

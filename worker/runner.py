@@ -40,6 +40,8 @@ class CupyRunner:
         self.pci_bus_id = self.device.pci_bus_id
         self._modules: dict[tuple, Any] = {}
         self._flush_buffer = None
+        self._readwrite_flush = None
+        self._hold = None
 
     def healthy(self) -> bool:
         """False once a kernel fault has poisoned this process's CUDA context."""
@@ -127,6 +129,9 @@ class CupyRunner:
             out.env["throttled_samples_discarded"] = t.discarded
             out.env["throttle_reasons_seen"] = t.reasons_seen
             out.env["all_samples_throttled"] = t.all_throttled
+            out.env["stream_hold"] = {"used": policy.hold_stream, "batches_dropped": t.hold_timeouts}
+            out.env["l2_flush"] = policy.flush if policy.mode == "cold" else None
+            out.env["convergence"] = {"variant": stats.convergence(t.variant_ms), "cublas": stats.convergence(t.cublas_ms)}
             if t.all_throttled:
                 out.converged = False
 
@@ -204,10 +209,13 @@ class CupyRunner:
 
     def _time_pair(self, run_variant, run_cublas, policy: TimingPolicy) -> "PairedSamples":
         """Interleaved A B A B samples with CUDA events until both series satisfy the policy
-        (nvbench's stdrel) or the time cap is hit. Batches during which NVML reported a
-        throttled clock are dropped when the policy says so."""
+        (worker/stats.py: the median known to +-max_noise, no drift) or the time cap is hit.
+        Each batch is queued behind a stream hold (worker/stream_hold.py), so no sample waits
+        for a launch. Batches during which NVML reported a throttled clock are dropped when the
+        policy says so."""
         cp = self.cp
-        flush = self._flusher() if policy.mode == "cold" else (lambda: None)
+        flush = self._flusher(policy.flush) if policy.mode == "cold" else (lambda: None)
+        hold = self._stream_hold() if policy.hold_stream else None
         stream = cp.cuda.get_current_stream()
 
         warm_end = time.perf_counter() + policy.warmup_ms / 1000.0
@@ -222,29 +230,39 @@ class CupyRunner:
         throttled_v: list[float] = []
         throttled_c: list[float] = []
         deadline = time.perf_counter() + policy.time_cap_s
-        batch = 5  # pairs queued before one synchronise, so the host never starves the GPU
+        batch = 4  # pairs queued behind one hold; grows while a batch is short (fewer host round trips)
         while True:
             events = []
-            for _ in range(batch):
-                for fn in (run_variant, run_cublas):
-                    flush()
-                    start, end = cp.cuda.Event(), cp.cuda.Event()
-                    start.record(stream)
-                    fn()
-                    end.record(stream)
-                    events.append((start, end))
+            if hold is not None:
+                hold.hold(stream)  # the GPU waits here until the whole batch is queued
+            try:
+                for _ in range(batch):
+                    for fn in (run_variant, run_cublas):
+                        flush()
+                        start, end = cp.cuda.Event(), cp.cuda.Event()
+                        start.record(stream)
+                        fn()
+                        end.record(stream)
+                        events.append((start, end))
+            finally:
+                if hold is not None:
+                    hold.release()
             end.synchronize()
             reasons = gpu_identity.throttle_reasons(self.pci_bus_id)
             times = [cp.cuda.get_elapsed_time(s, e) for s, e in events]
             if reasons:
                 got.reasons_seen |= reasons
-            if reasons and policy.discard_throttled:
-                got.discarded += batch
+            if hold is not None and hold.timed_out():
+                got.hold_timeouts += 1  # the GPU may have waited for launches: not a clean batch
+            elif reasons and policy.discard_throttled:
+                got.discarded += len(events) // 2
                 throttled_v += times[0::2]
                 throttled_c += times[1::2]
             else:
                 got.variant_ms += times[0::2]
                 got.cublas_ms += times[1::2]
+            if sum(times) < 20.0 and batch < 32:
+                batch *= 2
             got.converged = policy.satisfied(got.variant_ms, got.cublas_ms)
             if got.converged or (time.perf_counter() >= deadline and got.variant_ms):
                 return got
@@ -254,14 +272,26 @@ class CupyRunner:
                 got.variant_ms, got.cublas_ms, got.all_throttled = throttled_v, throttled_c, True
                 return got
 
-    def _flusher(self):
-        """Overwrite a buffer twice the size of L2 so the next sample starts with a cold cache."""
+    def _stream_hold(self):
+        if self._hold is None:
+            from worker.stream_hold import StreamHold
+
+            self._hold = StreamHold(self.cp, self.device.compute_capability, settings)
+        return self._hold
+
+    def _flusher(self, how: str):
+        """Before a cold sample: "readwrite" (default) reads and writes 2x the L2's size with our
+        own kernel; "memset" zero-fills it with cudaMemset, as nvbench and CuPy's fill(0) do."""
         cp = self.cp
-        if self._flush_buffer is None:
-            l2 = self.device.attributes["L2CacheSize"]
-            self._flush_buffer = cp.empty(max(2 * l2, 1 << 20) // 4, dtype=cp.float32)
-        buf = self._flush_buffer
-        return lambda: buf.fill(0.0)
+        l2 = self.device.attributes["L2CacheSize"]
+        if how == "memset":
+            if self._flush_buffer is None:
+                self._flush_buffer = cp.empty(max(2 * l2, 1 << 20) // 4, dtype=cp.float32)
+            buf = self._flush_buffer
+            return lambda: buf.fill(0.0)
+        if self._readwrite_flush is None:
+            self._readwrite_flush = self._stream_hold().flusher(l2)
+        return self._readwrite_flush
 
 
 def _check_cublas_math_mode(cp) -> int | None:
@@ -285,6 +315,7 @@ class PairedSamples:
     discarded: int = 0  # pairs dropped because the clocks were throttled
     reasons_seen: int = 0
     all_throttled: bool = False  # no unthrottled sample within twice the time cap: throttled ones kept
+    hold_timeouts: int = 0  # batches dropped because the stream hold gave up before the host released it
 
 
 def _compact(samples: list[float]) -> list[float]:

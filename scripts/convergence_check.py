@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Must-show 2 of issue 10: how many cases of a full-ladder run converge with default settings.
+
+Every registered kernel (and cuBLAS) at 256^3 ... 8192^3 and the skinny shapes, through the runner
+exactly as a job runs it. Prints one JSON line per case and a summary line: the share converged,
+and which cases at 2048^3 and up ran into the time cap (converged false means the cap ended it).
+  python scripts/convergence_check.py > convergence.jsonl
+"""
+
+import json
+import time
+
+from api.settings import Settings
+from kernels.registry import VARIANTS
+from worker.cases import Case, TimingPolicy
+
+SHAPES = [(d, d, d) for d in (256, 512, 1024, 2048, 4096, 8192)] + [
+    (16, 4096, 4096), (4096, 16, 4096), (64, 8192, 8192), (8192, 8192, 64)]
+
+
+def main() -> None:
+    from worker.runner import CupyRunner
+
+    runner = CupyRunner()
+    policy = TimingPolicy.from_settings(Settings())
+    rows = []
+    for m, n, k in SHAPES:
+        for name, spec in VARIANTS.items():
+            launch = spec.resolve() if spec.source_file else None
+            t0 = time.perf_counter()
+            out = runner.run_case(Case(0, name, m, n, k, seed=m + n + k, launch=launch), policy)
+            rows.append({"variant": name, "shape": f"{m}x{n}x{k}", "verified": out.verified,
+                         "converged": out.converged, "n": out.n_samples, "seconds": round(time.perf_counter() - t0, 2),
+                         "big": min(m, n, k) >= 2048, **(out.env.get("convergence") or {}).get("variant", {})})
+            print(json.dumps(rows[-1]), flush=True)
+    timed = [r for r in rows if r["verified"]]
+    capped_big = [f"{r['variant']} {r['shape']}" for r in timed if r["big"] and not r["converged"]]
+    print(json.dumps({"cases": len(timed), "converged_share": sum(r["converged"] for r in timed) / len(timed),
+                      "capped_at_2048_and_up": capped_big}))
+
+
+if __name__ == "__main__":
+    main()

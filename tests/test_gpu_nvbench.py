@@ -1,0 +1,93 @@
+"""gemmwatch's cold medians against NVIDIA's own tool, nvbench (the `cuda-bench` package).
+
+Same process, same GPU, same input arrays: cuBLAS and three ladder variants, timed by the
+gemmwatch runner (interleaved with cuBLAS, stream held, L2 flushed) and by nvbench's cold
+measurement (its blocking kernel, its L2 flush, one sample per launch). The medians must agree
+within 2 % at every shape, small and skinny ones included. GEMMWATCH_BENCH_OUT=path appends the
+table as JSON lines (docs/BENCHMARKS.md shows it).
+"""
+
+import json
+import os
+import statistics
+import struct
+from pathlib import Path
+
+import pytest
+
+from api.settings import Settings
+from kernels.registry import VARIANTS
+from worker.cases import Case, TimingPolicy
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [(128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (4096, 4096, 4096),
+          (16, 4096, 4096), (4096, 16, 4096), (64, 8192, 8192), (8192, 8192, 64)]
+KERNELS = ["smem_tiled", "thread_tile_8x8", "warp_tile_large"]
+TOLERANCE = 0.02
+
+
+def nvbench_medians(benchmarks: dict, tmp: Path) -> dict[str, float]:
+    """Run every benchmark once under nvbench (cold measurement); median GPU time (ms) by name."""
+    import cuda.bench as bench
+    import cupy as cp
+
+    for name, fn in benchmarks.items():
+        def body(state, fn=fn):
+            def launch(handle):
+                with cp.cuda.ExternalStream(handle.get_stream().__cuda_stream__()[1]):
+                    fn()
+            state.exec(launch)
+
+        bench.register(body).set_name(name)
+    out = tmp / "nvbench.json"
+    # --jsonbin: the JSON plus every sample time (float32 seconds) in a file beside it.
+    bench.run_all_benchmarks(["nvbench", "--jsonbin", str(out), "--timeout", "5", "--min-samples", "50"])
+    found = {}
+    for b in json.loads(out.read_text())["benchmarks"]:
+        state = b["states"][0]
+        summaries = {s["tag"]: {d["name"]: d["value"] for d in s["data"]} for s in state["summaries"]}
+        samples = next((v for tag, v in summaries.items() if tag.endswith("nv/cold/sample_times")), None)
+        if samples:
+            name = samples["filename"]
+            path = next(p for p in (Path(name), tmp / name, Path.cwd() / name) if p.exists())
+            raw = path.read_bytes()
+            found[b["name"]] = 1e3 * statistics.median(struct.unpack(f"<{len(raw) // 4}f", raw))
+        else:  # an nvbench without sample files: its mean
+            found[b["name"]] = 1e3 * float(summaries["nv/cold/time/gpu/mean"]["value"])
+    return found
+
+
+def test_cold_medians_agree_with_nvbench_at_every_shape(tmp_path):
+    import cupy as cp
+
+    from worker.runner import CupyRunner
+
+    runner = CupyRunner()
+    policy = TimingPolicy.from_settings(Settings())  # what a job gets: cold, stream held
+    ours, benchmarks = {}, {}
+    for m, n, k in SHAPES:
+        for name in KERNELS:
+            case = Case(0, name, m, n, k, seed=m * 7 + n * 3 + k, launch=VARIANTS[name].resolve())
+            out = runner.run_case(case, policy)
+            assert out.verified, out.error
+            ours[f"{name}-{m}x{n}x{k}"] = (out.median_ms, out.converged)
+            ours.setdefault(f"cublas-{m}x{n}x{k}", (out.cublas_median_ms, out.converged))
+            a, b = runner._inputs(case)
+            c = cp.empty((m, n), dtype=cp.float32)
+            launch = runner._compile(case)
+            benchmarks[f"{name}-{m}x{n}x{k}"] = lambda launch=launch, a=a, b=b, c=c: launch(a, b, c, 1.0, 0.0)
+            if f"cublas-{m}x{n}x{k}" not in benchmarks:
+                benchmarks[f"cublas-{m}x{n}x{k}"] = lambda a=a, b=b, c=c: cp.matmul(a, b, out=c)
+    theirs = nvbench_medians(benchmarks, tmp_path)
+
+    rows = []
+    for key, (ms, converged) in ours.items():
+        rows.append({"case": key, "gemmwatch_ms": ms, "nvbench_ms": theirs[key], "ratio": ms / theirs[key],
+                     "converged": converged})
+        print(json.dumps(rows[-1]))
+    if os.environ.get("GEMMWATCH_BENCH_OUT"):
+        with open(os.environ["GEMMWATCH_BENCH_OUT"] + ".nvbench.jsonl", "a") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+    off = [r for r in rows if abs(r["ratio"] - 1) > TOLERANCE]
+    assert not off, off
