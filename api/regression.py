@@ -166,8 +166,11 @@ def paired_ratio_interval(base_ms: list[float], head_ms: list[float], confidence
 
     ratios = np.asarray(head_ms, dtype=float) / np.asarray(base_ms, dtype=float)
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(ratios), size=(resamples, len(ratios)))
-    medians = np.median(ratios[picks], axis=1)
+    chunk = max(1, 2_000_000 // len(ratios))  # bounded memory however many pairs a long run took
+    medians = np.concatenate([
+        np.median(ratios[rng.integers(0, len(ratios), size=(min(chunk, resamples - done), len(ratios)))], axis=1)
+        for done in range(0, resamples, chunk)
+    ])
     tail = (1 - confidence) / 2
     low, high = np.quantile(medians, [tail, 1 - tail])
     return float(np.median(ratios)), float(low), float(high)

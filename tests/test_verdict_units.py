@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from api.regression import PairedThresholds, judge_paired
-from worker.resources import H100, SmLimits, changes, describe, occupancy
+from api.confirm import resource_changes as changes
+from worker.resources import H100, SmLimits, describe, occupancy
 
 
 def _confirm_job(rng, gpu_speed: float, true_ratio: float, pairs: int = 40, noise: float = 0.005):

@@ -95,17 +95,3 @@ def sm_limits(device) -> SmLimits:
 def for_function(function, block: tuple[int, ...], device) -> dict:
     return describe(function_attributes(function), block, 0, sm_limits(device)) | {"sm": asdict(sm_limits(device))}
 
-
-def changes(base: dict | None, head: dict | None) -> list[str]:
-    """What moved between two results' resources, in words for the CI summary."""
-    if not base or not head:
-        return []
-    words = []
-    for key, label in (("registers_per_thread", "registers"), ("static_smem_bytes", "static smem bytes"),
-                       ("dynamic_smem_bytes", "dynamic smem bytes"), ("local_bytes_per_thread", "spill bytes")):
-        if base.get(key) != head.get(key):
-            words.append(f"{label} {base.get(key)} -> {head.get(key)}")
-    if base.get("blocks_per_sm") != head.get("blocks_per_sm"):
-        words.append(f"occupancy {base.get('blocks_per_sm')} -> {head.get('blocks_per_sm')} block/SM,"
-                     f" limited by {head.get('limited_by')}")
-    return words
