@@ -5,6 +5,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.ancestry import COMMIT_TIME as _COMMIT_TIME, chain, first_parent
+from api.confirm import resource_changes
 from api.models import Commit, Gpu, Job, Result
 from api.regression import Point, Thresholds, judge
 from api.schemas import VerdictOut
@@ -92,5 +93,18 @@ def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | Non
         else:
             status = "ok"
         out.append(VerdictOut(**common, status=status, delta=v.delta, baseline_mean=v.baseline_mean,
-                              baseline_points=len(history), reason=v.reason))
+                              baseline_points=len(history), reason=v.reason,
+                              resource_changes=_resource_changes(db, r, job, base_sha, base_branch)))
     return out
+
+
+def _resource_changes(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None) -> list[str]:
+    """The head result's kernel resources against the newest result of the same series on the
+    base commit (or the head's first parent)."""
+    base = _ancestry_anchor(db, job, base_sha, base_branch) or (_find(db, base_sha) if base_sha else None)
+    if base is None or not (r.env or {}).get("resources"):
+        return []
+    env = db.scalar(select(Result.env).where(
+        Result.commit_id == base.id, Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k,
+        Result.mode == r.mode, Result.verified.is_(True)).order_by(Result.id.desc()).limit(1))
+    return resource_changes((env or {}).get("resources"), r.env["resources"])

@@ -333,6 +333,8 @@ class VerdictOut(BaseModel):
     baseline_mean: float | None
     baseline_points: int
     reason: str
+    resource_changes: list[str] = Field(default_factory=list,
+                                        description="kernel resources vs the base commit's result, in words")
 
 
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]

@@ -82,6 +82,8 @@ def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list
         lines += ["", "Regressions:", *notes]
     if confirmation is not None:
         lines += confirmation_lines(confirmation)
+    else:
+        lines += resource_lines(verdicts)
     return "\n".join(lines) + "\n"
 
 
@@ -99,12 +101,14 @@ def confirmation_lines(confirmation: list[dict]) -> list[str]:
         interval = f"[{c['low']:.4f}, {c['high']:.4f}]" if c["low"] is not None else "—"
         lines.append(f"| {c['variant']} | {c['m']}×{c['n']}×{c['k']} | {ratio} | {interval} | {c['pairs']} |"
                      f" {CONFIRM_ICONS[c['status']]} |")
-    lines += [f"- {c['variant']} {c['m']}×{c['n']}×{c['k']}: {c['reason']}" for c in confirmation]
+    lines += ["", *(f"- {c['variant']} {c['m']}×{c['n']}×{c['k']}: {c['reason']}" for c in confirmation)]
+    return lines + resource_lines(confirmation)
+
+
+def resource_lines(rows: list[dict]) -> list[str]:
     changes = [f"- {c['variant']} {c['m']}×{c['n']}×{c['k']}: {', '.join(c['resource_changes'])}"
-               for c in confirmation if c["resource_changes"]]
-    if changes:
-        lines += ["", "Kernel resources vs base:", *changes]
-    return lines
+               for c in rows if c.get("resource_changes")]
+    return ["", "Kernel resources vs base:", *changes] if changes else []
 
 
 def looks_changed(verdicts: list[dict]) -> list[dict]:

@@ -54,6 +54,11 @@ def test_a_3_percent_step_is_confirmed_and_an_unchanged_commit_is_not(cfg, start
     res = slowed["results"][0]["env"]["resources"]
     assert res["registers_per_thread"] == 168 and res["blocks_per_sm"] == 1 and res["limited_by"] == "registers"
 
+    # The history verdict names the resource change against the base commit's result too.
+    verdicts = {v["variant"]: v for v in client.get(f"/api/jobs/{slowed['id']}/verdicts").json()}
+    assert verdicts["my_gemm"]["resource_changes"][0] == "registers 34 -> 168"
+    assert verdicts["naive"]["resource_changes"] == []
+
     got = confirmed(client, slowed)  # base: the first parent
     mine = got["my_gemm"]
     assert mine["status"] == "regression", mine
