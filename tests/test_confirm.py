@@ -34,6 +34,8 @@ def confirmed(client, head_job: dict, **body) -> dict[str, dict]:
     assert job["status"] == "succeeded", job["error"]
     for r in job["results"]:  # kept out of every history: no commit, a mode of its own
         assert r["commit"] is None and r["mode"] == "ab"
+    page = client.get(f"/jobs/{job['id']}").text  # the job page shows the paired verdicts
+    assert 'id="confirmation"' in page and "vs base" in page
     return {c["variant"]: c for c in client.get(f"/api/jobs/{job['id']}/confirmation").json()}
 
 
@@ -53,6 +55,12 @@ def test_a_3_percent_step_is_confirmed_and_an_unchanged_commit_is_not(cfg, start
 
     res = slowed["results"][0]["env"]["resources"]
     assert res["registers_per_thread"] == 168 and res["blocks_per_sm"] == 1 and res["limited_by"] == "registers"
+
+    page = client.get(f"/jobs/{slowed['id']}").text
+    assert 'id="resources"' in page and "<td class=\"num\">168</td>" in page and "registers" in page
+    compared = client.get("/compare", params={"by": "commit", "a": "aaaa0001", "b": "bbbb0002", "gpu": "FAKE",
+                                              "mode": "cold"}).text
+    assert "34 regs · 6 block/SM (registers)" in compared and "168 regs · 1 block/SM (registers)" in compared
 
     # The history verdict names the resource change against the base commit's result too.
     verdicts = {v["variant"]: v for v in client.get(f"/api/jobs/{slowed['id']}/verdicts").json()}
