@@ -143,7 +143,7 @@ def exit_code(job: dict, verdicts: list[dict], confirmation: list[dict] | None =
 
 
 def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str | None, timeout: float,
-           with_confirmation: bool = True) -> int:
+           with_confirmation: bool = True, always_confirm: bool = False) -> int:
     try:
         resp = client.post("/api/jobs", json=body)
         if resp.status_code != 202:
@@ -152,7 +152,9 @@ def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str 
         job = wait(client, resp.json(), timeout)
         params = {k: v for k, v in (("base", base), ("base_branch", base_branch)) if v}
         verdicts = client.get(f"/api/jobs/{job['id']}/verdicts", params=params).json()
-        changed = looks_changed(verdicts) if job["status"] == "succeeded" else []
+        changed = []
+        if job["status"] == "succeeded":
+            changed = [v for v in verdicts if v["delta"] is not None] if always_confirm else looks_changed(verdicts)
         confirmation = confirm(client, job, base, changed, timeout) if with_confirmation and changed else None
     except (httpx.HTTPError, TimeoutError) as exc:
         console.print(f"[red]{exc}[/red]")

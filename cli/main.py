@@ -229,6 +229,7 @@ def ci(
     parents: Annotated[str | None, typer.Option(help="the commit's parent shas, first parent first, comma-separated"
                                                 " (default: `git rev-parse COMMIT^@` here)")] = None,
     confirm: Annotated[bool, typer.Option(help="confirm a change by timing base and head kernels in one job")] = True,
+    always_confirm: Annotated[bool, typer.Option(help="confirm every compared result, changed or not")] = False,
 ):
     """Benchmark a commit and compare with its base; a change is confirmed by an A/B job unless
     --no-confirm. Exit 0: no regression; 1: regression; 2: a failed or unverified result;
@@ -242,7 +243,7 @@ def ci(
     branch = branch or os.environ.get("GITHUB_HEAD_REF") or os.environ.get("GITHUB_REF_NAME") or None
     body = build_job(commit, branch, repo, [parse_size(s) for s in size or ["4096"]], gpu, names, kernels_dir, shas)
     with api_client(server, token) as client:
-        raise typer.Exit(run_ci(client, body, base, base_branch, timeout, confirm))
+        raise typer.Exit(run_ci(client, body, base, base_branch, timeout, confirm, always_confirm))
 
 
 @app.command("run")
