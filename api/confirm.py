@@ -12,6 +12,8 @@ from api.regression import PairedThresholds, judge_paired
 from api.schemas import ConfirmationOut, ConfirmIn
 
 KIND = "confirm"
+# The mode of a confirmation's results: kept apart from every history, baseline and chart by it.
+AB_MODE = "ab"
 
 
 def _unprocessable(field: str, message: str) -> HTTPException:

@@ -75,6 +75,9 @@ def test_a_3_percent_step_is_confirmed_and_an_unchanged_commit_is_not(cfg, start
     assert any(c.startswith("occupancy 6 -> 1 block/SM, limited by registers") for c in mine["resource_changes"])
     assert got["naive"]["status"] != "regression" and got["naive"]["resource_changes"] == []
 
+    overview = client.get("/").text  # the dashboard's menus and charts leave A/B results out
+    assert 'value="ab"' not in overview and 'value="cold"' in overview
+
     got = confirmed(client, same, variants=["my_gemm"], base="aaaa0001")
     assert set(got) == {"my_gemm"} and got["my_gemm"]["status"] != "regression", got
     assert got["my_gemm"]["pairs"] >= 10

@@ -4,10 +4,10 @@ samples shares the clocks and temperature of its moment (api/regression.py judge
 
 from dataclasses import replace
 
+from api.confirm import AB_MODE
 from worker import gpu_identity, resources, stats
 from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
 
-AB_MODE = "ab"  # results of a confirmation are kept apart from every history and chart by this mode
 
 
 def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
