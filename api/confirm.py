@@ -24,9 +24,8 @@ def base_commit(db: Session, head: Commit, base_sha: str | None) -> Commit | Non
     if base_sha:
         return db.scalar(select(Commit).where(Commit.repo == head.repo, Commit.sha.startswith(base_sha, autoescape=True))
                          .order_by(Commit.id.desc()))
-    parent = first_parent(db, head)
-    if parent is not None or head.parents is not None:
-        return parent
+    if head.parents:  # ancestry known: the first parent, or nothing if gemmwatch never saw it
+        return first_parent(db, head)
     earlier = by_time_before(db, head, 1)
     return earlier[0] if earlier else None
 

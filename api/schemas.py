@@ -13,7 +13,9 @@ from kernels.registry import VARIANTS
 from kernels.tuning import configurations
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-JobKind = Literal["bench", "autotune", "confirm"]
+JobKind = Literal["bench", "autotune"]
+# A confirm job is made by POST /api/jobs/{id}/confirm, never posted as a job of its own.
+AnyJobKind = Literal["bench", "autotune", "confirm"]
 TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
 GpuModel = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,59}$")]
@@ -254,7 +256,7 @@ class ResultDetailOut(ResultOut):
 
 class JobOut(BaseModel):
     id: int
-    kind: JobKind
+    kind: AnyJobKind
     status: JobStatus
     progress: Progress
     current_case: str | None

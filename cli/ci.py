@@ -40,12 +40,13 @@ def build_job(commit: str, branch: str | None, repo: str, sizes: list[list[int]]
 
 def git_parents(commit: str) -> list[str] | None:
     """`git rev-parse <commit>^@` in the working directory: the parents, first parent first;
-    None where git or the commit is not at hand (then the server orders history by commit time)."""
+    None where git, the commit or its parents are not at hand (the server then orders by commit time)."""
     try:
         run = subprocess.run(["git", "rev-parse", f"{commit}^@"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return run.stdout.split() if run.returncode == 0 else None
+    # No parents printed: a root commit, or a shallow clone that cut them off; commit time then.
+    return run.stdout.split() or None if run.returncode == 0 else None
 
 
 def wait(client: httpx.Client, job: dict, timeout: float, what: str = "job") -> dict:

@@ -18,7 +18,7 @@ from api.models import Job, Result, TunedConfig, utcnow
 from api.settings import Settings, settings
 from api.store import upsert_gpu
 from worker.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, plan
-from worker import gpu_process
+from worker import gpu_process, webhook
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,7 @@ class JobRun:
         status = "failed" if self.problems else "succeeded"
         error = "\n".join(self.problems) if self.problems else None
         self.update(status=status, error=error, finished_at=utcnow(), current_case=None)
+        webhook.notify(self.cfg, self.job_id)  # a confirmed regression, told in the background
         return status
 
     # -- the child process --------------------------------------------------------
