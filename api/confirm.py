@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 
 from api.ancestry import by_time_before, first_parent
 from api.kernel_store import kernel_of
-from api.models import Commit, Job, Result
+from api.models import Commit, Job
 from api.regression import PairedThresholds, judge_paired
 from api.schemas import ConfirmationOut, ConfirmIn
 

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.conftest import make_client
+from tests.conftest import make_client, wait_for_job
 from tests.test_ci_hook import KERNEL
 from tests.test_confirm import SLOWER, bench
 
@@ -52,18 +52,19 @@ def receiver():
     r.server.shutdown()
 
 
-def _confirm(client, job):
-    resp = client.post(f"/api/jobs/{job['id']}/confirm", json={"variants": ["my_gemm"]})
-    assert resp.status_code == 202, resp.text
-    return resp.json()["id"]
-
-
-def test_a_confirmed_regression_is_posted_with_retries(cfg, start_worker, receiver):
-    start_worker(cfg, GEMMWATCH_WEBHOOK_URL=receiver.url, GEMMWATCH_WEBHOOK_BRANCHES="main")
+def _confirm_a_slowed_commit(cfg, start_worker, receiver, branches: str):
+    """Base and a 3 % slower head on branch main, then the head's confirmation; its job id."""
+    start_worker(cfg, GEMMWATCH_WEBHOOK_URL=receiver.url, GEMMWATCH_WEBHOOK_BRANCHES=branches)
     client = make_client(cfg)
     bench(client, "aaaa0001", KERNEL, [])
     slowed = bench(client, "bbbb0002", SLOWER, ["aaaa0001"])
-    confirm_id = _confirm(client, slowed)
+    resp = client.post(f"/api/jobs/{slowed['id']}/confirm", json={"variants": ["my_gemm"]})
+    assert resp.status_code == 202, resp.text
+    return client, resp.json()["id"]
+
+
+def test_a_confirmed_regression_is_posted_with_retries(cfg, start_worker, receiver):
+    _, confirm_id = _confirm_a_slowed_commit(cfg, start_worker, receiver, "main")
     (body,) = receiver.wait()
     assert receiver.attempts == 2  # the first answer was 503
     assert body["event"] == "confirmed_regression" and body["job"] == confirm_id
@@ -73,15 +74,8 @@ def test_a_confirmed_regression_is_posted_with_retries(cfg, start_worker, receiv
 
 
 def test_an_unwatched_branch_sends_nothing(cfg, start_worker, receiver):
-    start_worker(cfg, GEMMWATCH_WEBHOOK_URL=receiver.url, GEMMWATCH_WEBHOOK_BRANCHES="release")
-    client = make_client(cfg)
-    bench(client, "aaaa0001", KERNEL, [])
-    slowed = bench(client, "bbbb0002", SLOWER, ["aaaa0001"])
-    job_id = _confirm(client, slowed)
-    deadline = time.monotonic() + 60
-    while client.get(f"/api/jobs/{job_id}").json()["status"] not in ("succeeded", "failed"):
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    client, job_id = _confirm_a_slowed_commit(cfg, start_worker, receiver, "release")
+    assert wait_for_job(client, job_id)["status"] == "succeeded"
     statuses = [c["status"] for c in client.get(f"/api/jobs/{job_id}/confirmation").json()]
     assert statuses == ["regression"]  # a regression, but not on a watched branch
     time.sleep(2)
