@@ -1,14 +1,14 @@
 """Verdicts for a job's results against their baseline: the history of the same series
 (variant, size, GPU model, timing mode) on the base commit or branch."""
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from api.ancestry import COMMIT_TIME as _COMMIT_TIME, chain, first_parent
+from api.confirm import resource_changes
 from api.models import Commit, Gpu, Job, Result
 from api.regression import Point, Thresholds, judge
 from api.schemas import VerdictOut
-
-_COMMIT_TIME = func.coalesce(Commit.committed_at, Commit.created_at)
 
 
 def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None, window: int) -> list[Point]:
@@ -23,8 +23,15 @@ def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branc
             Result.job_id != job.id,
         )
     )
+    anchor = _ancestry_anchor(db, job, base_sha, base_branch)
+    if anchor is not None:
+        # First-parent ancestry: the anchor and its ancestors, nearest last, whatever their dates.
+        position = {c.id: i for i, c in enumerate(chain(db, anchor, window))}
+        rows = db.execute(query.add_columns(Result.commit_id, Result.id).where(Result.commit_id.in_(list(position)))).all()
+        rows.sort(key=lambda row: (-position[row[6]], row[7]))
+        return [Point(g, robust_noise(noise, q1, q3, med), n) for g, noise, n, q1, q3, med, _, _ in rows[-window:]]
     if base_sha:
-        base = db.scalar(select(Commit).where(Commit.sha.startswith(base_sha, autoescape=True)).order_by(Commit.id.desc()))
+        base = _find(db, base_sha)
         if base is None:
             return []
         # The base commit's own results, and what came before it on its branch.
@@ -38,6 +45,22 @@ def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branc
             query = query.where(Commit.id != job.commit_id)
     rows = db.execute(query.order_by(_COMMIT_TIME.desc(), Result.id.desc()).limit(window)).all()
     return [Point(g, robust_noise(noise, q1, q3, med), n) for g, noise, n, q1, q3, med in reversed(rows)]
+
+
+def _ancestry_anchor(db: Session, job: Job, base_sha: str | None, base_branch: str | None) -> Commit | None:
+    """Where the baseline's first-parent walk starts: the base commit, or the job commit's first
+    parent; None where no parents were sent (then commit time orders the history)."""
+    if base_sha:
+        base = _find(db, base_sha)
+        return base if base is not None and base.parents is not None else None
+    c = job.commit
+    if c is None or not c.parents or (base_branch and base_branch != c.branch):
+        return None
+    return first_parent(db, c)
+
+
+def _find(db: Session, sha_prefix: str) -> Commit | None:
+    return db.scalar(select(Commit).where(Commit.sha.startswith(sha_prefix, autoescape=True)).order_by(Commit.id.desc()))
 
 
 def robust_noise(noise: float | None, q1: float | None, q3: float | None, median: float | None) -> float | None:
@@ -70,5 +93,18 @@ def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | Non
         else:
             status = "ok"
         out.append(VerdictOut(**common, status=status, delta=v.delta, baseline_mean=v.baseline_mean,
-                              baseline_points=len(history), reason=v.reason))
+                              baseline_points=len(history), reason=v.reason,
+                              resource_changes=_resource_changes(db, r, job, base_sha, base_branch)))
     return out
+
+
+def _resource_changes(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None) -> list[str]:
+    """The head result's kernel resources against the newest result of the same series on the
+    base commit (or the head's first parent)."""
+    base = _ancestry_anchor(db, job, base_sha, base_branch) or (_find(db, base_sha) if base_sha else None)
+    if base is None or not (r.env or {}).get("resources"):
+        return []
+    env = db.scalar(select(Result.env).where(
+        Result.commit_id == base.id, Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k,
+        Result.mode == r.mode, Result.verified.is_(True)).order_by(Result.id.desc()).limit(1))
+    return resource_changes((env or {}).get("resources"), r.env["resources"])

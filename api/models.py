@@ -60,6 +60,9 @@ class Commit(Base):
     branch: Mapped[str | None] = mapped_column(String(200))
     message: Mapped[str | None] = mapped_column(Text)
     committed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # Parent shas as `git rev-parse HEAD^@` gives them (first parent first); history follows the
+    # first-parent chain, and falls back to commit time where no parents were sent.
+    parents: Mapped[list[Any] | None] = mapped_column(JSON)
     # First time gemmwatch saw this commit: orders history when no commit date was sent.
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
@@ -97,6 +100,8 @@ class Job(Base):
     enqueued_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # Set on results measured elsewhere and posted (POST /api/results): re-posting a run adds nothing.
     run_id: Mapped[str | None] = mapped_column(String(100))
+    # kind "confirm": {"base_job", "head_job", "base_sha", "head_sha"}, the two jobs whose kernels it times.
+    confirm: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     commit: Mapped[Commit | None] = relationship(lazy="joined")
     gpu: Mapped[Gpu | None] = relationship(lazy="joined")
@@ -176,6 +181,17 @@ class TunedConfig(Base):
     gflops: Mapped[float] = mapped_column(Float)
     job_id: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"))
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+class KernelSource(Base):
+    """Every kernel source a job ran, by its SHA-256: a built-in variant's code changes with the
+    deployment, so the source as it was is kept for a later re-measurement."""
+
+    __tablename__ = "kernel_source"
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    source: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
 class ApiToken(Base):

@@ -111,3 +111,86 @@ def _judge_few(recent: list[Point], current: Point, th: Thresholds) -> Verdict:
 def flag_series(points: list[Point], th: Thresholds = Thresholds()) -> list[Verdict]:
     """A verdict for every point of a series ordered oldest first, each against those before it."""
     return [judge(points[:i], p, th) for i, p in enumerate(points)]
+
+
+# -- Same-job A/B confirmation -------------------------------------------------------------------
+# The history verdict above compares measurements taken on other days, maybe on another card: a
+# GPU's clocks, temperature and neighbours drift by a few percent from one day to the next, and
+# that drift is indistinguishable from a small real change. A confirmation job times the base
+# commit's kernel and the head's interleaved (A B A B ...) on one GPU, so each pair of samples
+# shares the clock and thermal state of the moment it was taken.
+#
+# The method: the per-pair time ratio head/base, its median, and a percentile-bootstrap
+# confidence interval of that median (resampling whole pairs).
+# - Pairing is what cancels drift: a clock step between pairs moves both sides of the ratio.
+#   Mann-Whitney on the two sample sets was not chosen: it ignores the pairing, so a clock
+#   change during the run widens both sets, and on a quiet GPU it calls a 0.3 % difference
+#   "significant", which needs an effect-size floor bolted on afterwards.
+# - The median ratio, not the mean: a preempted or throttled sample moves it by one rank.
+# - The bootstrap assumes no distribution of the ratios (they are skewed and often bimodal when
+#   clocks step) and gives the effect size and its uncertainty as one interval a person can read.
+# - The verdict is an equivalence test on that interval against a band of +-min_change:
+#   wholly above the band: regression; wholly below: improvement; wholly inside: no change;
+#   anything else (the interval straddles a band edge, or too few pairs): undecided.
+#   So a run that is too noisy to tell never fails a build and never passes a regression: it
+#   says so.
+
+
+@dataclass(frozen=True)
+class PairedThresholds:
+    confidence: float = 0.99  # two-sided confidence of the bootstrap interval
+    min_change: float = 0.01  # the "no change" band: +-1 % of time per pair
+    min_pairs: int = 10  # fewer pairs than this: undecided
+    resamples: int = 2000
+
+    @classmethod
+    def from_settings(cls, s) -> "PairedThresholds":
+        return cls(s.confirm_confidence, s.confirm_min_change, s.confirm_min_pairs, s.confirm_resamples)
+
+
+@dataclass(frozen=True)
+class PairedVerdict:
+    status: str  # "regression", "improvement", "no change", "undecided"
+    ratio: float | None  # median head/base time ratio: 1.03 = head takes 3 % longer
+    low: float | None
+    high: float | None
+    pairs: int
+    reason: str
+
+
+def paired_ratio_interval(base_ms: list[float], head_ms: list[float], confidence: float,
+                          resamples: int, seed: int = 0) -> tuple[float, float, float]:
+    """Median of head/base per pair, with its percentile-bootstrap interval (pairs resampled whole).
+    Seeded, so the same samples always give the same verdict."""
+    import numpy as np
+
+    ratios = np.asarray(head_ms, dtype=float) / np.asarray(base_ms, dtype=float)
+    rng = np.random.default_rng(seed)
+    chunk = max(1, 2_000_000 // len(ratios))  # bounded memory however many pairs a long run took
+    medians = np.concatenate([
+        np.median(ratios[rng.integers(0, len(ratios), size=(min(chunk, resamples - done), len(ratios)))], axis=1)
+        for done in range(0, resamples, chunk)
+    ])
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(medians, [tail, 1 - tail])
+    return float(np.median(ratios)), float(low), float(high)
+
+
+def judge_paired(base_ms: list[float], head_ms: list[float], th: PairedThresholds = PairedThresholds()) -> PairedVerdict:
+    pairs = min(len(base_ms), len(head_ms))
+    base_ms, head_ms = base_ms[:pairs], head_ms[:pairs]
+    if pairs < th.min_pairs or min(base_ms, default=0) <= 0 or min(head_ms, default=0) <= 0:
+        return PairedVerdict("undecided", None, None, None, pairs,
+                             f"{pairs} usable pair(s); at least {th.min_pairs} are needed")
+    ratio, low, high = paired_ratio_interval(base_ms, head_ms, th.confidence, th.resamples)
+    band_low, band_high = 1 - th.min_change, 1 + th.min_change
+    interval = f"head/base time {ratio:.4f} [{low:.4f}, {high:.4f}] ({100 * th.confidence:g} % CI, {pairs} pairs)"
+    if low > band_high:
+        status, why = "regression", f"slower beyond the {100 * th.min_change:g} % band"
+    elif high < band_low:
+        status, why = "improvement", f"faster beyond the {100 * th.min_change:g} % band"
+    elif low >= band_low and high <= band_high:
+        status, why = "no change", f"inside the +-{100 * th.min_change:g} % band"
+    else:
+        status, why = "undecided", f"the interval crosses an edge of the +-{100 * th.min_change:g} % band"
+    return PairedVerdict(status, ratio, low, high, pairs, f"{interval}: {why}")

@@ -14,6 +14,8 @@ from kernels.tuning import configurations
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 JobKind = Literal["bench", "autotune"]
+# A confirm job is made by POST /api/jobs/{id}/confirm, never posted as a job of its own.
+AnyJobKind = Literal["bench", "autotune", "confirm"]
 TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
 GpuModel = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,59}$")]
@@ -32,6 +34,10 @@ class CommitIn(BaseModel):
     branch: Annotated[str, StringConstraints(max_length=200)] | None = None
     message: Annotated[str, StringConstraints(max_length=10_000)] | None = None
     committed_at: datetime | None = None
+    parents: list[Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]] | None = Field(
+        default=None, max_length=64,
+        description="parent shas, first parent first (`git rev-parse HEAD^@`); history follows the first parent",
+    )
 
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -184,6 +190,7 @@ class CommitOut(BaseModel):
     branch: str | None
     message: str | None
     committed_at: datetime | None
+    parents: list[str] | None = None
 
 
 class GpuOut(BaseModel):
@@ -249,7 +256,7 @@ class ResultDetailOut(ResultOut):
 
 class JobOut(BaseModel):
     id: int
-    kind: JobKind
+    kind: AnyJobKind
     status: JobStatus
     progress: Progress
     current_case: str | None
@@ -327,6 +334,42 @@ class VerdictOut(BaseModel):
     delta: float | None = Field(description="(gflops - baseline mean) / baseline mean")
     baseline_mean: float | None
     baseline_points: int
+    reason: str
+    resource_changes: list[str] = Field(default_factory=list,
+                                        description="kernel resources vs the base commit's result, in words")
+
+
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
+
+
+class ConfirmIn(BaseModel):
+    """Which of the head job's cases to confirm, against which base commit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: Sha | None = Field(default=None, description="base commit sha (or prefix); default: the head commit's"
+                             " first parent, else the previous commit on its branch")
+    variants: list[Annotated[str, StringConstraints(max_length=120)]] | None = Field(
+        default=None, max_length=32, description="default: every verified variant of the head job")
+    sizes: list[list[int]] | None = Field(default=None, max_length=64, description="[[M, N, K], ...]; default: all")
+
+
+class ConfirmationOut(BaseModel):
+    result_id: int
+    variant: str
+    m: int
+    n: int
+    k: int
+    status: Literal["regression", "improvement", "no change", "undecided", "failed"]
+    ratio: float | None = Field(description="median head/base time per pair: 1.03 = head 3 % slower")
+    low: float | None = Field(description="lower end of the ratio's confidence interval")
+    high: float | None
+    pairs: int
+    head_gflops: float | None
+    base_gflops: float | None
+    head_resources: dict[str, Any] | None
+    base_resources: dict[str, Any] | None
+    resource_changes: list[str]
     reason: str
 
 

@@ -75,6 +75,16 @@ class Settings(BaseSettings):
     # Dotted path of the object that does the GPU work. Tests point it at a CPU double.
     runner: str = Field(default="worker.runner:CupyRunner", validation_alias="GEMMWATCH_RUNNER")
 
+    # Same-job A/B confirmation (api/regression.py, "Same-job A/B confirmation", explains the method).
+    confirm_confidence: float = Field(default=0.99, gt=0.5, lt=1, validation_alias="GEMMWATCH_CONFIRM_CONFIDENCE")
+    confirm_min_change: float = Field(default=0.01, gt=0, lt=1, validation_alias="GEMMWATCH_CONFIRM_MIN_CHANGE")
+    confirm_min_pairs: int = Field(default=10, ge=3, validation_alias="GEMMWATCH_CONFIRM_MIN_PAIRS")
+    confirm_resamples: int = Field(default=2000, ge=100, le=100_000, validation_alias="GEMMWATCH_CONFIRM_RESAMPLES")
+    # A confirmed regression on a watched branch is POSTed here as JSON (worker/webhook.py), retried with backoff.
+    webhook_url: str | None = Field(default=None, validation_alias="GEMMWATCH_WEBHOOK_URL")
+    webhook_branches: str = Field(default="main", validation_alias="GEMMWATCH_WEBHOOK_BRANCHES")
+    webhook_attempts: int = Field(default=5, ge=1, le=20, validation_alias="GEMMWATCH_WEBHOOK_ATTEMPTS")
+
     @property
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -13,7 +13,7 @@ def upsert_commit(db: Session, c: CommitIn) -> Commit:
         row = Commit(sha=c.sha, repo=c.repo)
         db.add(row)
     # Later posts may know more (branch, message, date) than the first one did.
-    for field in ("branch", "message", "committed_at"):
+    for field in ("branch", "message", "committed_at", "parents"):
         value = getattr(c, field)
         if value is not None:
             setattr(row, field, value)

@@ -1,10 +1,15 @@
 """`gemmwatch ci`: benchmark a commit, compare it with its base, fail the build on a regression.
 
+A result that looks changed against its history (or its base) is confirmed by a second job that
+times the base commit's kernel and the head's interleaved on one GPU; that paired verdict decides
+(`--no-confirm` keeps the history verdict alone).
+
 Exit codes: 0 no regression, 1 regression, 2 a failed or unverified result, 3 server
 unreachable or timed out.
 """
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,8 +23,10 @@ console = Console(stderr=True)
 
 
 def build_job(commit: str, branch: str | None, repo: str, sizes: list[list[int]], gpu: str | None,
-              variants: list[str], kernels_dir: Path | None) -> dict:
+              variants: list[str], kernels_dir: Path | None, parents: list[str] | None = None) -> dict:
     body: dict = {"sizes": sizes, "commit": {"sha": commit, "repo": repo, "branch": branch}}
+    if parents is not None:
+        body["commit"]["parents"] = parents
     if kernels_dir is not None:
         sources = load_sources(kernels_dir)
         if variants:
@@ -31,20 +38,31 @@ def build_job(commit: str, branch: str | None, repo: str, sizes: list[list[int]]
     return body
 
 
-def wait(client: httpx.Client, job: dict, timeout: float) -> dict:
+def git_parents(commit: str) -> list[str] | None:
+    """`git rev-parse <commit>^@` in the working directory: the parents, first parent first;
+    None where git, the commit or its parents are not at hand (the server then orders by commit time)."""
+    try:
+        run = subprocess.run(["git", "rev-parse", f"{commit}^@"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    # No parents printed: a root commit, or a shallow clone that cut them off; commit time then.
+    return run.stdout.split() or None if run.returncode == 0 else None
+
+
+def wait(client: httpx.Client, job: dict, timeout: float, what: str = "job") -> dict:
     deadline = time.monotonic() + timeout
-    with console.status(f"job {job['id']} queued") as status:
+    with console.status(f"{what} {job['id']} queued") as status:
         while job["status"] in ("queued", "running"):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job {job['id']} still {job['status']} after {timeout:g} s")
             time.sleep(1.0)
             job = client.get(f"/api/jobs/{job['id']}").json()
             p = job["progress"]
-            status.update(f"job {job['id']} {job['status']} {p['done']}/{p['total']} {job.get('current_case') or ''}")
+            status.update(f"{what} {job['id']} {job['status']} {p['done']}/{p['total']} {job.get('current_case') or ''}")
     return job
 
 
-def summary(job: dict, verdicts: list[dict], base_label: str) -> str:
+def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list[dict] | None = None) -> str:
     lines = [
         f"### gemmwatch: {job['commit']['sha'][:12]} on {job.get('ran_on') or job['queue']} (vs {base_label})",
         "",
@@ -63,18 +81,70 @@ def summary(job: dict, verdicts: list[dict], base_label: str) -> str:
     notes = [f"- {v['variant']} {v['m']}×{v['n']}×{v['k']}: {v['reason']}" for v in verdicts if v["status"] == "regression"]
     if notes:
         lines += ["", "Regressions:", *notes]
+    if confirmation is not None:
+        lines += confirmation_lines(confirmation)
+    else:
+        lines += resource_lines(verdicts)
     return "\n".join(lines) + "\n"
 
 
-def exit_code(job: dict, verdicts: list[dict]) -> int:
+CONFIRM_ICONS = {"regression": "❌ regression", "improvement": "🚀 improvement", "no change": "✅ no change",
+                 "undecided": "❔ undecided", "failed": "❌ failed"}
+
+
+def confirmation_lines(confirmation: list[dict]) -> list[str]:
+    """The same-job A/B verdicts: the head/base time ratio with its interval, and what changed in
+    the kernels' resources."""
+    lines = ["", "Confirmed in one job (base and head kernels interleaved on one GPU):", "",
+             "| variant | size | head/base time | interval | pairs | confirmed |", "| --- | --- | ---: | ---: | ---: | --- |"]
+    for c in confirmation:
+        ratio = f"{c['ratio']:.4f}" if c["ratio"] is not None else "—"
+        interval = f"[{c['low']:.4f}, {c['high']:.4f}]" if c["low"] is not None else "—"
+        lines.append(f"| {c['variant']} | {c['m']}×{c['n']}×{c['k']} | {ratio} | {interval} | {c['pairs']} |"
+                     f" {CONFIRM_ICONS[c['status']]} |")
+    lines += ["", *(f"- {c['variant']} {c['m']}×{c['n']}×{c['k']}: {c['reason']}" for c in confirmation)]
+    return lines + resource_lines(confirmation)
+
+
+def resource_lines(rows: list[dict]) -> list[str]:
+    changes = [f"- {c['variant']} {c['m']}×{c['n']}×{c['k']}: {', '.join(c['resource_changes'])}"
+               for c in rows if c.get("resource_changes")]
+    return ["", "Kernel resources vs base:", *changes] if changes else []
+
+
+def looks_changed(verdicts: list[dict]) -> list[dict]:
+    return [v for v in verdicts if v["status"] in ("regression", "faster")]
+
+
+def confirm(client: httpx.Client, job: dict, base: str | None, changed: list[dict], timeout: float) -> list[dict] | None:
+    """Ask the server to time the base and head kernels of the changed cases in one job; None
+    (with the reason printed) when it cannot, and the history verdict stands."""
+    body = {"base": base, "variants": sorted({v["variant"] for v in changed}),
+            "sizes": [list(s) for s in sorted({(v["m"], v["n"], v["k"]) for v in changed})]}
+    resp = client.post(f"/api/jobs/{job['id']}/confirm", json=body)
+    if resp.status_code != 202:
+        console.print(f"[yellow]no confirmation ({resp.status_code}): {resp.text}; the history verdict stands[/yellow]")
+        return None
+    done = wait(client, resp.json(), timeout, "confirmation")
+    return client.get(f"/api/jobs/{done['id']}/confirmation").json()
+
+
+def exit_code(job: dict, verdicts: list[dict], confirmation: list[dict] | None = None) -> int:
+    """With a confirmation, its verdict decides each case it measured; a case it could not
+    measure keeps its history verdict."""
     if job["status"] != "succeeded" or any(v["status"] == "unverified" for v in verdicts):
         return FAILED
-    if any(v["status"] == "regression" for v in verdicts):
+    confirmed = {(c["variant"], c["m"], c["n"], c["k"]): c["status"] for c in confirmation or []}
+    if any(status == "regression" for status in confirmed.values()):
         return REGRESSION
+    for v in verdicts:
+        if v["status"] == "regression" and confirmed.get((v["variant"], v["m"], v["n"], v["k"]), "failed") == "failed":
+            return REGRESSION
     return OK
 
 
-def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str | None, timeout: float) -> int:
+def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str | None, timeout: float,
+           with_confirmation: bool = True, always_confirm: bool = False) -> int:
     try:
         resp = client.post("/api/jobs", json=body)
         if resp.status_code != 202:
@@ -83,12 +153,16 @@ def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str 
         job = wait(client, resp.json(), timeout)
         params = {k: v for k, v in (("base", base), ("base_branch", base_branch)) if v}
         verdicts = client.get(f"/api/jobs/{job['id']}/verdicts", params=params).json()
+        changed = []
+        if job["status"] == "succeeded":
+            changed = [v for v in verdicts if v["delta"] is not None] if always_confirm else looks_changed(verdicts)
+        confirmation = confirm(client, job, base, changed, timeout) if with_confirmation and changed else None
     except (httpx.HTTPError, TimeoutError) as exc:
         console.print(f"[red]{exc}[/red]")
         return UNREACHABLE
-    text = summary(job, verdicts, base[:12] if base else f"branch {base_branch or body['commit']['branch']}")
+    text = summary(job, verdicts, base[:12] if base else f"branch {base_branch or body['commit']['branch']}", confirmation)
     print(text)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
             f.write(text)
-    return exit_code(job, verdicts)
+    return exit_code(job, verdicts, confirmation)

@@ -236,17 +236,24 @@ def ci(
     gpu: Annotated[str | None, typer.Option(help="GPU model, e.g. H100")] = None,
     timeout: Annotated[float, typer.Option(help="seconds to wait for the job")] = 1800.0,
     token: Annotated[str | None, typer.Option(help="API token (default: $GEMMWATCH_TOKEN)")] = None,
+    parents: Annotated[str | None, typer.Option(help="the commit's parent shas, first parent first, comma-separated"
+                                                " (default: `git rev-parse COMMIT^@` here)")] = None,
+    confirm: Annotated[bool, typer.Option(help="confirm a change by timing base and head kernels in one job")] = True,
+    always_confirm: Annotated[bool, typer.Option(help="confirm every compared result, changed or not")] = False,
 ):
-    """Benchmark a commit and compare with its base. Exit 0: no regression; 1: regression;
-    2: a failed or unverified result; 3: server unreachable or timed out."""
-    from cli.ci import build_job, run_ci
+    """Benchmark a commit and compare with its base; a change is confirmed by an A/B job unless
+    --no-confirm. Exit 0: no regression; 1: regression; 2: a failed or unverified result;
+    3: server unreachable or timed out."""
+    from cli.ci import build_job, git_parents, run_ci
 
     names = [v.strip() for v in (variants or "").split(",") if v.strip()]
     if not names and kernels_dir is None:
         raise typer.BadParameter("give --variants or --kernels-dir")
-    body = build_job(commit, branch, repo, [parse_size(s) for s in size or ["4096"]], gpu, names, kernels_dir)
+    shas = [p.strip() for p in parents.split(",") if p.strip()] if parents is not None else git_parents(commit)
+    branch = branch or os.environ.get("GITHUB_HEAD_REF") or os.environ.get("GITHUB_REF_NAME") or None
+    body = build_job(commit, branch, repo, [parse_size(s) for s in size or ["4096"]], gpu, names, kernels_dir, shas)
     with api_client(server, token) as client:
-        raise typer.Exit(run_ci(client, body, base, base_branch, timeout))
+        raise typer.Exit(run_ci(client, body, base, base_branch, timeout, confirm, always_confirm))
 
 
 @app.command("run")

@@ -35,6 +35,7 @@ class Cell:
     error: str | None
     sha: str | None
     result_id: int
+    resources: dict | None = None  # registers, shared memory, occupancy (worker/resources.py)
 
 
 @dataclass(frozen=True)
@@ -124,14 +125,15 @@ def load_comparison(db: Session, f: CompareFilter) -> Comparison:
     )
     rows = db.execute(
         select(side_col, Result.variant, Result.m, Result.n, Result.k, Result.verified, Result.gflops,
-               Result.noise, Result.error, Commit.sha, Result.id)
+               Result.noise, Result.error, Commit.sha, Result.id, Result.env)
         .join(Gpu, Result.gpu_id == Gpu.id)
         .outerjoin(Commit, Result.commit_id == Commit.id)
         .where(Result.id.in_(newest))
     ).all()
     cells: dict[tuple, dict[str, Cell]] = {}
-    for side, variant, m, n, k, ok, gf, noise, err, sha, rid in rows:
-        cells.setdefault((variant, (m, n, k)), {})[sides[side]] = Cell(ok, gf if ok else None, noise, err, sha, rid)
+    for side, variant, m, n, k, ok, gf, noise, err, sha, rid, env in rows:
+        cells.setdefault((variant, (m, n, k)), {})[sides[side]] = Cell(ok, gf if ok else None, noise, err, sha, rid,
+                                                                       (env or {}).get("resources"))
     out.rows = [CompareRow(v, s, c.get("a"), c.get("b"))
                 for (v, s), c in sorted(cells.items(), key=lambda kv: (kv[0][1][0] * kv[0][1][1] * kv[0][1][2], kv[0]))]
     if not out.rows:

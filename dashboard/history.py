@@ -1,7 +1,9 @@
 """History: GFLOPS per variant across commits for one GPU model, size and timing mode.
 
-Commits are ordered by commit time (the date the CI hook sent, else when gemmwatch first
-saw the commit); the database stores no parent links, so ancestry order is not available.
+Commits are ordered by git ancestry where the CI hook sent their parents (each commit after
+its parents, api/ancestry.py), so a rebased commit with an old date still follows the commit it
+was rebased onto; commit time (the date the CI hook sent, else when gemmwatch first saw the
+commit) orders what ancestry does not.
 Only the newest `last` commits are drawn, plus `window` older ones fetched only to give the
 first drawn points a baseline for regression detection.
 """
@@ -13,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from api.ancestry import ordered
 from api.models import Commit, Result
 from api.regression import Point, Thresholds, Verdict, judge
 from dashboard.filters import Size
@@ -96,7 +99,8 @@ def load_history(db: Session, f: HistoryFilter, th: Thresholds) -> History:
         .where(*where, Result.commit_id.in_(list(recent)), Result.gflops.is_not(None))
         .group_by(Result.variant, Commit.id, Commit.sha, Commit.message)
     ).all()
-    rows.sort(key=lambda r: (recent[r[3]], r[3]))  # oldest commit first
+    rank = _ancestry_rank(db, recent)
+    rows.sort(key=lambda r: rank[r[3]])  # oldest commit first
 
     order: dict[str, None] = {}  # commits' shas, oldest first
     series: dict[str, list[HistoryPoint]] = {}
@@ -111,6 +115,11 @@ def load_history(db: Session, f: HistoryFilter, th: Thresholds) -> History:
                               [p.sha in drawn for p in points], th)
         out.points += [_with(p, v) for p, v in zip(points, verdicts) if p.sha in drawn]
     return out
+
+
+def _ancestry_rank(db: Session, recent: dict[int, datetime]) -> dict[int, int]:
+    commits = db.execute(select(Commit.id, Commit.sha, Commit.parents).where(Commit.id.in_(list(recent)))).all()
+    return {cid: i for i, cid in enumerate(ordered((cid, sha, parents, recent[cid]) for cid, sha, parents in commits))}
 
 
 def flag_drawn(points: list[Point], drawn: list[bool], th: Thresholds) -> list[Verdict | None]:

@@ -18,7 +18,8 @@ from fastapi.templating import Jinja2Templates
 
 from api.deps import SessionDep, SettingsDep
 from api.models import Job
-from api.regression import Thresholds
+from api.confirm import confirmation
+from api.regression import PairedThresholds, Thresholds
 from dashboard import compare, export, figures, history, login, overview, queries, sweep
 from dashboard.filters import Format, Name, Names, Size, clean, size_label, size_param
 
@@ -164,12 +165,13 @@ def jobs_page(request: Request, db: SessionDep, status: Name = None,
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(request: Request, db: SessionDep, job_id: int, format: Format = "html"):
+def job_page(request: Request, db: SessionDep, cfg: SettingsDep, job_id: int, format: Format = "html"):
     job = db.get(Job, job_id) if 1 <= job_id < 2**31 else None
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id}")
     c = chart("job-chart", figures.job_figure(job.results))
-    return render(request, format, "job", "job.html", {"job": job, "chart": c},
+    confirmed = confirmation(job, PairedThresholds.from_settings(cfg)) if job.kind == "confirm" else None
+    return render(request, format, "job", "job.html", {"job": job, "chart": c, "confirmation": confirmed},
                   filters={"id": job_id}, columns=queries.RESULT_COLUMNS,
                   rows=[queries.result_row(r) for r in job.results], reason=c.reason, job=queries.job_row(job))
 

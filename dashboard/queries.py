@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
+from api.confirm import AB_MODE  # a confirmation's results belong on its job page only
 from api.models import Gpu, Job, Result
 from dashboard.filters import Size
 
@@ -50,7 +51,7 @@ def catalog(db: Session, mode: str | None = None) -> Catalog:
     # GPU models from the GPU table (a row per card a worker has used); the rest from results,
     # through ix_result_dashboard (mode, m, n, k, ...) and ix_result_history (variant, ...).
     gpus = list(db.scalars(select(Gpu.model).distinct().order_by(Gpu.model)))
-    modes = [m for (m,) in distinct(db, [Result.mode])]
+    modes = [m for (m,) in distinct(db, [Result.mode]) if m != AB_MODE]
     sizes = distinct(db, [Result.m, Result.n, Result.k], [Result.mode == mode]) if mode else []
     variants = [v for (v,) in distinct(db, [Result.variant])]
     return Catalog(gpus, modes, sorted(sizes, key=lambda s: (s[0] * s[1] * s[2], s)), variants)
@@ -67,7 +68,7 @@ def newest(db: Session, gpu: str | None = None, size: Size | None = None, mode: 
            verified: bool = True) -> Newest | None:
     """The GPU model, size and mode of the newest result matching what the URL gave: the view
     a page opens on when the URL leaves filters out."""
-    where = []
+    where = [Result.mode != AB_MODE]
     if verified:
         where.append(Result.verified.is_(True))
     if gpu:

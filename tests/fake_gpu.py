@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from api.settings import settings
-from worker import compiler, stats
+from worker import ab, compiler, resources, stats
 from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
 
 
@@ -56,11 +56,8 @@ class CpuRunner:
         if os.environ.get("FAKE_GPU_HANG_VARIANT") == case.variant:
             while True:
                 time.sleep(1)
-        slowdown = 1.0
-        if case.launch is not None and case.launch.origin == "job":
-            compile_as_a_worker_would(case.launch)
-            match = re.search(r"#define\s+FAKE_GPU_SLOWDOWN_PCT\s+(\d+)", case.launch.source)
-            slowdown += int(match.group(1)) / 100 if match else 0.0
+        slowdown = _slowdown(case.launch)
+        base_slowdown = _slowdown(case.base) if case.base is not None else None
         rng = np.random.default_rng(case.seed)
         a = rng.uniform(-1, 1, (case.m, case.k)).astype(np.float32)
         b = rng.uniform(-1, 1, (case.k, case.n)).astype(np.float32)
@@ -76,24 +73,19 @@ class CpuRunner:
         got = variant()
         err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
         out = CaseOutcome(mode=policy.mode, rel_error=err, verified=err <= policy.max_rel_error)
+        if case.launch is not None:
+            out.env["resources"] = fake_resources(case.launch)
         if not out.verified:
             out.error = f"wrong result: relative error {err:.3g} > {policy.max_rel_error:g}"
             return out
+        if case.base is not None:  # a confirmation: the same product timed as head and as base
+            out.mode = ab.AB_MODE
+            out.env["base_resources"] = fake_resources(case.base)
+            head_ms, base_ms, converged = _interleaved(variant, variant, slowdown, base_slowdown, policy)
+            ab.record(out, case, head_ms, base_ms, converged)
+            return out
 
-        warm_end = time.perf_counter() + policy.warmup_ms / 1000.0
-        while time.perf_counter() < warm_end:  # as the real runner: BLAS threads and caches settle first
-            variant()
-            baseline()
-        v_ms, b_ms = [], []
-        deadline = time.perf_counter() + policy.time_cap_s
-        while True:
-            for fn, into in ((variant, v_ms), (baseline, b_ms)):
-                t0 = time.perf_counter()
-                fn()
-                elapsed = (time.perf_counter() - t0) * 1e3
-                into.append(elapsed * slowdown if fn is variant else elapsed)
-            if policy.satisfied(v_ms, b_ms) or (time.perf_counter() > deadline and len(v_ms) >= policy.min_samples):
-                break
+        v_ms, b_ms, _ = _interleaved(variant, baseline, slowdown, 1.0, policy)
         s = stats.summarise(v_ms)
         out.add_timing(v_ms, s)
         out.converged = policy.satisfied(v_ms, b_ms)
@@ -101,5 +93,50 @@ class CpuRunner:
         out.cublas_median_ms = stats.summarise(b_ms)["median_ms"]
         out.cublas_gflops = gflops(case.m, case.n, case.k, out.cublas_median_ms)
         out.pct_of_cublas = 100.0 * out.cublas_median_ms / out.median_ms
-        out.env = {"stats": s, "runner": "tests.fake_gpu:CpuRunner"}
+        out.env.update({"stats": s, "runner": "tests.fake_gpu:CpuRunner"})
         return out
+
+
+def _slowdown(launch) -> float:
+    """A job's own kernel is compiled as a worker would; FAKE_GPU_SLOWDOWN_PCT in it slows its timing."""
+    if launch is None or launch.origin != "job":
+        return 1.0
+    compile_as_a_worker_would(launch)
+    match = re.search(r"#define\s+FAKE_GPU_SLOWDOWN_PCT\s+(\d+)", launch.source)
+    return 1.0 + (int(match.group(1)) / 100 if match else 0.0)
+
+
+def _interleaved(fn_a, fn_b, scale_a: float, scale_b: float, policy: TimingPolicy):
+    """A B A B samples until the policy is satisfied or the time cap, as the runner's _time_pair."""
+    warm_end = time.perf_counter() + policy.warmup_ms / 1000.0
+    while time.perf_counter() < warm_end:  # as the real runner: BLAS threads and caches settle first
+        fn_a()
+        fn_b()
+    a_ms, b_ms = [], []
+    deadline = time.perf_counter() + policy.time_cap_s
+    order = ((fn_a, scale_a, a_ms), (fn_b, scale_b, b_ms))
+    while True:
+        # A B, then B A: the Python between pairs (the stopping rule) leaves the CPU's caches cold for
+        # whichever runs first, a position bias a GPU's event timing does not have; alternating
+        # the order cancels it, and an untimed call before each sample shrinks it.
+        order = order[::-1]
+        for fn, scale, into in order:
+            fn()
+            t0 = time.perf_counter()
+            fn()
+            into.append((time.perf_counter() - t0) * 1e3 * scale)
+        if policy.satisfied(a_ms, b_ms) or (time.perf_counter() > deadline and len(a_ms) >= policy.min_samples):
+            return a_ms, b_ms, policy.satisfied(a_ms, b_ms)
+
+
+def fake_resources(launch) -> dict:
+    """Plausible attributes for a kernel the CPU cannot load: registers grow with the outputs each
+    thread holds (or FAKE_GPU_REGS in the source), shared memory with two K-slabs of the tile."""
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    outputs = max(1, launch.tile[0] * launch.tile[1] // threads)
+    match = re.search(r"#define\s+FAKE_GPU_REGS\s+(\d+)", launch.source)
+    regs = int(match.group(1)) if match else min(255, 32 + 2 * outputs)
+    bk = int(launch.defines.get("BK", 8))
+    smem = 4 * bk * (launch.tile[0] + launch.tile[1]) if outputs > 1 else 0
+    return resources.describe({"num_regs": regs, "shared_size_bytes": smem, "local_size_bytes": 0,
+                               "max_threads_per_block": 1024}, launch.block)

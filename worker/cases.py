@@ -48,11 +48,12 @@ class Case:
     seed: int
     launch: LaunchSpec | None  # None: cuBLAS alone
     tunables: dict[str, int] = field(default_factory=dict)
+    base: LaunchSpec | None = None  # a confirmation case: the base commit's kernel, timed against `launch`
 
     @property
     def label(self) -> str:
         params = "".join(f" {k}={v}" for k, v in sorted(self.tunables.items()))
-        return f"{self.variant} {self.m}x{self.n}x{self.k}{params}"
+        return f"{self.variant} {self.m}x{self.n}x{self.k}{params}" + (" head vs base" if self.base else "")
 
 
 @dataclass
@@ -129,10 +130,27 @@ def launch_for(name: str, tunables: dict[str, int], sources: dict[str, dict[str,
     if name == CUBLAS:
         return None
     if name in sources:
-        s = sources[name]
-        return LaunchSpec(name, s["source"], s["entry"], tuple(s["block"]), tuple(s["tile"]), dict(s["defines"]),
-                          origin="job")
+        return spec_from_dict(name, {**sources[name], "origin": "job"})
     return VARIANTS[name].resolve(tunables)
+
+
+def spec_from_dict(name: str, k: dict[str, Any]) -> LaunchSpec:
+    """A job's own source, or a kernel thawed from the store (api/kernel_store.py), as a LaunchSpec."""
+    return LaunchSpec(name, k["source"], k["entry"], tuple(k["block"]), tuple(k["tile"]), dict(k["defines"]),
+                      k.get("compute_mode", "fp32"), k.get("origin", "job"))
+
+
+def freeze_plan(db, entries: list[dict[str, Any]], sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Record in each plan entry the kernel it resolves to, its source kept by digest, so this
+    commit's kernel can be measured again after the registry has moved on."""
+    from api.kernel_store import freeze
+
+    by_name = {s["name"]: s for s in sources}
+    for e in entries:
+        if "head" not in e:
+            launch = launch_for(e["variant"], e["tunables"], by_name)
+            e["kernel"] = freeze(db, launch) if launch is not None else None
+    return entries
 
 
 def cases_from_plan(entries: list[dict[str, Any]], job_id: int, sources: list[dict[str, Any]] = ()) -> list[Case]:
@@ -140,9 +158,12 @@ def cases_from_plan(entries: list[dict[str, Any]], job_id: int, sources: list[di
     cases = []
     for index, e in enumerate(entries):
         name, m, n, k = e["variant"], e["m"], e["n"], e["k"]
-        launch = launch_for(name, e["tunables"], by_name)
         seed = zlib.crc32(f"{job_id}:{m}:{n}:{k}".encode())  # same inputs for every variant of a size
-        cases.append(Case(index, name, m, n, k, seed, launch, dict(e["tunables"])))
+        if "head" in e:  # a confirmation: the head's kernel timed against the base's
+            launch, base = spec_from_dict(name, e["head"]), spec_from_dict(name, e["base"])
+        else:
+            launch, base = launch_for(name, e["tunables"], by_name), None
+        cases.append(Case(index, name, m, n, k, seed, launch, dict(e["tunables"]), base))
     return cases
 
 

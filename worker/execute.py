@@ -17,8 +17,8 @@ from api.db import session_factory
 from api.models import Job, Result, TunedConfig, utcnow
 from api.settings import Settings, settings
 from api.store import upsert_gpu
-from worker.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, plan
-from worker import gpu_process
+from worker.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, plan
+from worker import gpu_process, webhook
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,8 @@ class JobRun:
             if job.plan is None:
                 own = {src["name"] for src in job.sources or []}
                 tuned = self._tuned(db, job, gpu_model)
-                job.plan = plan(job.kind, job.variants, job.sizes, job.tunables or {}, tuned, own)
+                job.plan = freeze_plan(db, plan(job.kind, job.variants, job.sizes, job.tunables or {}, tuned, own),
+                                       job.sources or [])
             cases = cases_from_plan(job.plan, job.id, job.sources or [])
             done = set(db.scalars(select(Result.case_index).where(Result.job_id == job.id)))
             job.progress_total, job.progress_done = len(cases), len(done)
@@ -146,6 +147,7 @@ class JobRun:
         status = "failed" if self.problems else "succeeded"
         error = "\n".join(self.problems) if self.problems else None
         self.update(status=status, error=error, finished_at=utcnow(), current_case=None)
+        webhook.notify(self.cfg, self.job_id)  # a confirmed regression, told in the background
         return status
 
     # -- the child process --------------------------------------------------------

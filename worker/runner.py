@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api.settings import settings
-from worker import compiler, gpu_identity, stats
+from worker import ab, compiler, gpu_identity, resources, stats
 from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
 
 
@@ -77,6 +77,8 @@ class CupyRunner:
 
     # -- one case -----------------------------------------------------------------
     def run_case(self, case: Case, policy: TimingPolicy) -> CaseOutcome:
+        if case.base is not None:
+            return ab.run_ab(self, case, policy)
         cp = self.cp
         # A TF32 kernel is verified with the TF32 bound and timed against cuBLAS TF32, never FP32.
         tf32 = case.launch is not None and getattr(case.launch, "compute_mode", "fp32") == "tf32"
@@ -138,6 +140,7 @@ class CupyRunner:
         with gpu_identity.nvml():
             out.env["after"] = gpu_identity.device_state(self.pci_bus_id)
         if launch is not None:
+            out.env["resources"] = resources.for_function(launch.function, case.launch.block, self.device)
             out.env["launch"] = {
                 "entry": case.launch.entry,
                 "block": case.launch.block,
@@ -189,6 +192,7 @@ class CupyRunner:
         def launch(a, b, c, alpha: float, beta: float):
             kernel(grid, block, (cp.int32(m), cp.int32(n), cp.int32(k), cp.float32(alpha), a, b, cp.float32(beta), c))
 
+        launch.function = kernel  # its attributes (registers, shared memory) go with the result
         return launch
 
     def _verify(self, launch, a, b, seed: int) -> float:

@@ -10,8 +10,9 @@ from api.broker import enqueue_job, queue_for
 from api.deps import SessionDep, SettingsDep
 from api.models import Job, utcnow
 from api.baselines import verdicts
-from api.regression import Thresholds
-from api.schemas import JobCreate, JobOut, JobStatus, VerdictOut
+from api.confirm import confirmation, plan_confirmation
+from api.regression import PairedThresholds, Thresholds
+from api.schemas import ConfirmationOut, ConfirmIn, JobCreate, JobOut, JobStatus, VerdictOut
 from api.store import upsert_commit
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,10 @@ def create_job(body: JobCreate, db: SessionDep, cfg: SettingsDep):
     )
     if body.commit is not None:
         job.commit = upsert_commit(db, body.commit)
+    return _publish(job, db, cfg)
+
+
+def _publish(job: Job, db, cfg):
     db.add(job)
     db.commit()
     try:
@@ -89,3 +94,25 @@ def get_verdicts(
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id}")
     return verdicts(db, job, base, base_branch, Thresholds.from_settings(cfg))
+
+
+@router.post("/{job_id}/confirm", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut, dependencies=[Writer])
+def confirm_job(job_id: JobId, body: ConfirmIn, db: SessionDep, cfg: SettingsDep):
+    """Queue a confirmation of this job's results: each case's base-commit kernel and head kernel,
+    timed interleaved on one GPU (api/confirm.py)."""
+    head = db.get(Job, job_id)
+    if head is None:
+        raise HTTPException(status_code=404, detail=f"no job {job_id}")
+    return _publish(plan_confirmation(db, head, body), db, cfg)
+
+
+@router.get("/{job_id}/confirmation", response_model=list[ConfirmationOut])
+def get_confirmation(job_id: JobId, db: SessionDep, cfg: SettingsDep):
+    """A confirm job's verdicts from its paired samples: regression, improvement, no change,
+    undecided (or failed), with the head/base ratio's interval and the kernels' resource changes."""
+    job = db.get(Job, job_id)
+    if job is None:
+        raise HTTPException(status_code=404, detail=f"no job {job_id}")
+    if job.kind != "confirm":
+        raise HTTPException(status_code=422, detail=f"job {job_id} is a {job.kind} job, not a confirmation")
+    return confirmation(job, PairedThresholds.from_settings(cfg))

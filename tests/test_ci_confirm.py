@@ -1,0 +1,44 @@
+"""`gemmwatch ci` with the A/B confirmation: parents sent, the change confirmed in one job, both
+verdicts and the ratio's interval in the summary; `--no-confirm` keeps the history verdict."""
+
+from cli.ci import exit_code, looks_changed
+from tests.test_ci_hook import KERNEL, SLOWER, ci, kernels_dir, server  # noqa: F401 (fixture)
+
+
+def test_a_slowed_commit_is_confirmed_against_its_first_parent(server, tmp_path):  # noqa: F811
+    url, token = server
+    same, slow = kernels_dir(tmp_path / "a", KERNEL), kernels_dir(tmp_path / "b", SLOWER)
+    first = ci(url, token, tmp_path, "--commit", "abab0001", "--branch", "main", "--parents", "", "--kernels-dir", str(same))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Confirmed in one job" not in first.stdout  # nothing to confirm without a baseline
+
+    slowed = ci(url, token, tmp_path, "--commit", "abab0002", "--branch", "main", "--parents", "abab0001",
+                "--kernels-dir", str(slow))
+    assert slowed.returncode == 1, slowed.stdout + slowed.stderr
+    assert "Confirmed in one job" in slowed.stdout
+    row = next(line for line in slowed.stdout.splitlines() if line.startswith("| my_gemm") and "pairs" not in line
+               and "[" in line)
+    assert "❌ regression" in row  # the paired verdict, with its interval in the row
+    assert "head/base time" in slowed.stdout and "99 % CI" in slowed.stdout
+
+    history_only = ci(url, token, tmp_path, "--commit", "abab0003", "--branch", "main", "--parents", "abab0001",
+                      "--kernels-dir", str(slow), "--no-confirm")
+    assert history_only.returncode == 1, history_only.stdout + history_only.stderr
+    assert "Confirmed in one job" not in history_only.stdout and "❌ regression" in history_only.stdout
+
+
+def _verdict(status, variant="v"):
+    return {"variant": variant, "m": 1, "n": 1, "k": 1, "status": status}
+
+
+def test_the_confirmation_decides_the_exit_code():
+    job = {"status": "succeeded"}
+    history = [_verdict("regression")]
+    assert exit_code(job, history) == 1
+    assert exit_code(job, history, [_verdict("no change")]) == 0  # the history's alarm was drift
+    assert exit_code(job, history, [_verdict("undecided")]) == 0
+    assert exit_code(job, history, [_verdict("failed")]) == 1  # not re-measured: the history verdict stands
+    assert exit_code(job, [_verdict("faster")], [_verdict("regression")]) == 1
+    assert exit_code({"status": "failed"}, history, [_verdict("no change")]) == 2
+    assert looks_changed([_verdict("ok"), _verdict("faster", "f"), _verdict("regression", "r")]) == [
+        _verdict("faster", "f"), _verdict("regression", "r")]
