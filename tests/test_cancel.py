@@ -6,14 +6,19 @@ running after the grace period goes with its GPU process. The worker serves the 
 normally either way. The reaper never queues a cancelled job again.
 """
 
+import os
+import subprocess
+import sys
 import time
 from datetime import timedelta
 
+import httpx
 from sqlalchemy import select, update
 
-from api.db import session_factory
+from api.auth import create_token
+from api.db import session_factory, upgrade_database
 from api.models import Job, Result, utcnow
-from tests.conftest import make_client, wait_for_job
+from tests.conftest import ROOT, make_client, make_settings, wait_for_job
 from worker.reaper import reap
 
 SIZES = [[16, 16, 16], [24, 16, 8], [8, 8, 8]]
@@ -145,3 +150,34 @@ def test_the_reaper_never_queues_a_cancelled_job_again(cfg, client):
     assert reap(cfg) == [silent]
     assert row(cfg, silent).status == "queued"
     assert row(cfg, cancelled).status == "cancelled"
+
+
+def test_gemmwatch_cancel_from_the_shell(tmp_path, sqlite_url, live_server):
+    cfg = make_settings(tmp_path, sqlite_url)
+    upgrade_database(cfg)
+    with session_factory(cfg)() as db:
+        token = create_token(db, "shell")
+    url = live_server(cfg)
+    job_id = httpx.post(f"{url}/api/jobs", json={"variants": ["naive"], "sizes": [[8, 8, 8]]},
+                        headers={"Authorization": f"Bearer {token}"}).json()["id"]
+
+    def gemmwatch(*args, token=token):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMWATCH_")}
+        env.update(PYTHONPATH=str(ROOT), GEMMWATCH_DATA_DIR=str(tmp_path / "elsewhere"), COLUMNS="200")
+        if token:
+            env["GEMMWATCH_TOKEN"] = token
+        return subprocess.run([sys.executable, "-m", "cli.main", *args, "--server", url], env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    refused = gemmwatch("cancel", str(job_id), token=None)
+    assert refused.returncode == 2 and "401" in refused.stdout and row(cfg, job_id).status == "queued"
+
+    done = gemmwatch("cancel", str(job_id))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"job {job_id} cancelled (0/1 cases done" in done.stdout
+    assert row(cfg, job_id).status == "cancelled"
+
+    again = gemmwatch("cancel", str(job_id))
+    assert again.returncode == 1 and f"409: job {job_id} already ended (cancelled" in again.stdout
+    missing = gemmwatch("cancel", "424242")
+    assert missing.returncode == 1 and "404: no job 424242" in missing.stdout
