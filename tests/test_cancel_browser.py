@@ -4,40 +4,24 @@ Someone who opened the page without a session types a write token into the form;
 logged in (/login, the signed cookie) just presses the button. A wrong token cancels nothing.
 """
 
-import threading
-import time
-
 import pytest
-import uvicorn
 from playwright.sync_api import sync_playwright
 
-from api.app import create_app
 from api.auth import create_token
 from api.db import session_factory, upgrade_database
 from api.models import Job
-from tests.conftest import free_port, make_settings
+from tests.conftest import make_settings
 from tests.fake_results import add_job
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("cancel-page")
-    cfg = make_settings(tmp, f"sqlite:///{tmp / 'gemmwatch.db'}")
+@pytest.fixture
+def site(tmp_path, live_server):
+    cfg = make_settings(tmp_path, f"sqlite:///{tmp_path / 'gemmwatch.db'}")
     upgrade_database(cfg)
     with session_factory(cfg)() as db:
         token = create_token(db, "browser")
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(cfg), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield {"url": f"http://127.0.0.1:{port}", "cfg": cfg, "token": token}
-    server.should_exit = True
-    thread.join(10)
+    return {"url": live_server(cfg), "cfg": cfg, "token": token}
 
 
 @pytest.fixture
