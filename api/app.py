@@ -6,6 +6,7 @@ from sqlalchemy.exc import DataError
 
 from api.auth import Reader
 from api.routes import catalog, health, jobs, results
+from api.warm_up import lifespan
 from api.settings import Settings, settings
 
 
@@ -14,6 +15,7 @@ def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI
         title="gemmwatch",
         summary="Benchmark SGEMM kernel variants against cuBLAS, commit by commit and GPU by GPU",
         version="0.1.0",
+        lifespan=lifespan,
     )
     app.state.settings = cfg
 

@@ -49,11 +49,16 @@ def make_celery(cfg: Settings = settings) -> Celery:
 
 
 # One publishing app per broker, so its connection pool is reused across requests.
-_publishers: dict[tuple[str | None, str], Celery] = {}
+_publishers: dict[tuple[str | None, str | None], Celery] = {}
+
+
+def publisher(cfg: Settings = settings) -> Celery:
+    # broker_folder resolves a path (a filesystem call): only the embedded broker needs it.
+    key = (cfg.broker_url, None if cfg.broker_url else str(cfg.broker_folder))
+    if key not in _publishers:
+        _publishers[key] = make_celery(cfg)
+    return _publishers[key]
 
 
 def enqueue_job(job_id: int, queue: str, cfg: Settings = settings) -> None:
-    key = (cfg.broker_url, str(cfg.broker_folder))
-    if key not in _publishers:
-        _publishers[key] = make_celery(cfg)
-    _publishers[key].send_task(RUN_JOB_TASK, args=[job_id], queue=queue)
+    publisher(cfg).send_task(RUN_JOB_TASK, args=[job_id], queue=queue)

@@ -85,6 +85,11 @@ class Settings(BaseSettings):
     webhook_branches: str = Field(default="main", validation_alias="GEMMWATCH_WEBHOOK_BRANCHES")
     webhook_attempts: int = Field(default=5, ge=1, le=20, validation_alias="GEMMWATCH_WEBHOOK_ATTEMPTS")
 
+    # -- Cancelling jobs (api/cancel.py, worker/gpu_process.py) --
+    # A cancelled job's case still running this long after the worker saw the cancel is stopped
+    # by replacing the GPU process (a kernel that never ends); a case ending sooner keeps its result.
+    cancel_grace_s: float = Field(default=10.0, ge=0, validation_alias="GEMMWATCH_CANCEL_GRACE_S")
+
     @property
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -1,4 +1,4 @@
-"""`gemmwatch up | worker | submit`: run the whole thing, run one GPU worker, post a job."""
+"""`gemmwatch up | worker | submit | cancel`: run the whole thing, run one GPU worker, post or cancel a job."""
 
 import os
 import signal
@@ -303,6 +303,30 @@ def run_local(
             raise typer.Exit(2)
         console.print(f"posted as job {resp.json()['job_id']}: {server}/jobs/{resp.json()['job_id']}")
     raise typer.Exit(2 if problems else 0)
+
+
+@app.command()
+def cancel(
+    job_id: Annotated[int, typer.Argument(help="the job's id")],
+    server: Annotated[str, typer.Option(envvar="GEMMWATCH_SERVER")] = "http://127.0.0.1:8000",
+    token: Annotated[str | None, typer.Option(help="API token (default: $GEMMWATCH_TOKEN or the local one)")] = None,
+):
+    """Cancel a queued or running job: a queued one never runs, a running one stops after its
+    current case and keeps its results. Exits 1 if the job had already ended or does not exist."""
+    try:
+        with api_client(server, token) as client:
+            resp = client.post(f"/api/jobs/{job_id}/cancel")
+    except httpx.HTTPError as exc:
+        console.print(f"[red]cannot reach {server}: {exc}[/red]")
+        raise typer.Exit(3)
+    if resp.status_code != 200:
+        detail = resp.json().get("detail", resp.text) if resp.headers.get("content-type", "").startswith("application/json") else resp.text
+        console.print(f"[red]{resp.status_code}: {detail}[/red]")
+        raise typer.Exit(1 if resp.status_code in (404, 409) else 2)
+    job = resp.json()
+    p = job["progress"]
+    console.print(f"job {job_id} cancelled ({p['done']}/{p['total']} cases done; any running case stops the job "
+                  f"after it): {server}/jobs/{job_id}")
 
 
 @app.command()

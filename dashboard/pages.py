@@ -20,7 +20,7 @@ from api.deps import SessionDep, SettingsDep
 from api.models import Job
 from api.confirm import confirmation
 from api.regression import PairedThresholds, Thresholds
-from dashboard import compare, export, figures, history, login, overview, queries, sweep
+from dashboard import compare, export, figures, history, job_cancel, login, overview, queries, sweep
 from dashboard.filters import Format, Name, Names, Size, clean, size_label, size_param
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
@@ -171,7 +171,8 @@ def job_page(request: Request, db: SessionDep, cfg: SettingsDep, job_id: int, fo
         raise HTTPException(status_code=404, detail=f"no job {job_id}")
     c = chart("job-chart", figures.job_figure(job.results))
     confirmed = confirmation(job, PairedThresholds.from_settings(cfg)) if job.kind == "confirm" else None
-    return render(request, format, "job", "job.html", {"job": job, "chart": c, "confirmation": confirmed},
+    return render(request, format, "job", "job.html", {"job": job, "chart": c, "confirmation": confirmed,
+                                                       "cancel": job_cancel.form_state(request, db, job)},
                   filters={"id": job_id}, columns=queries.RESULT_COLUMNS,
                   rows=[queries.result_row(r) for r in job.results], reason=c.reason, job=queries.job_row(job))
 
@@ -181,3 +182,4 @@ def mount_dashboard(app: FastAPI) -> None:
     app.include_router(login.router)
     # Pages and their CSV/JSON exports: behind the login when GEMMWATCH_AUTH_READS is on.
     app.include_router(router, dependencies=[Depends(login.require_dashboard_reader)])
+    app.include_router(job_cancel.router, dependencies=[Depends(login.require_dashboard_reader)])

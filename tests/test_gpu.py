@@ -119,7 +119,7 @@ def test_a_faulting_kernel_restarts_the_gpu_process_and_the_next_job_runs():
     try:
         conn.send("job")
         assert conn.recv()[0] == "identity"
-        conn.send([Case(0, "out_of_bounds", 64, 64, 64, seed=3, launch=bad)])
+        conn.send(Case(0, "out_of_bounds", 64, 64, 64, seed=3, launch=bad))  # one case at a time (worker/child.py)
         assert conn.recv() == ("started", 0)
         kind, _, outcome = conn.recv()
         assert kind == "result" and not outcome.verified and outcome.error
@@ -133,10 +133,11 @@ def test_a_faulting_kernel_restarts_the_gpu_process_and_the_next_job_runs():
     try:
         conn.send("job")
         assert conn.recv()[0] == "identity"
-        conn.send([Case(0, "smem_tiled", 256, 256, 256, seed=3, launch=VARIANTS["smem_tiled"].resolve())])
+        conn.send(Case(0, "smem_tiled", 256, 256, 256, seed=3, launch=VARIANTS["smem_tiled"].resolve()))
         assert conn.recv() == ("started", 0)
         kind, _, outcome = conn.recv()
         assert outcome.verified, outcome.error
+        conn.send(None)  # the job is over
         assert conn.recv() == ("done",)
     finally:
         gpu_process.discard()
@@ -174,3 +175,45 @@ def test_faulting_and_endless_kernels_fail_their_jobs_and_the_worker_goes_on(tmp
     good = wait_for_job(client, client.post("/api/jobs", json={"variants": ["smem_tiled"], "sizes": [[512, 512, 512]]}).json()["id"],
                         timeout=120)
     assert good["status"] == "succeeded" and good["results"][0]["verified"]
+
+
+def test_cancel_on_a_real_gpu_stops_at_a_boundary_or_replaces_an_endless_kernels_process(
+        tmp_path, sqlite_url, redis_url, start_worker):
+    """Cancel through the API with the real runner: a job of many cases stops after the case in
+    hand and keeps its results; an endless kernel is stopped with its GPU process after the grace
+    period; the next job succeeds on a fresh GPU process."""
+    cfg = make_settings(tmp_path, sqlite_url, redis_url)
+    upgrade_database(cfg)
+    client = make_client(cfg)
+    start_worker(cfg, runner=None, GEMMWATCH_CANCEL_GRACE_S="3", GEMMWATCH_CASE_TIMEOUT_S="120")
+
+    def wait(check, timeout=120):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = client.get(f"/api/jobs/{job_id}").json()
+            if check(job):
+                return job
+            time.sleep(0.2)
+        raise AssertionError(f"job {job_id}: {job}")
+
+    sizes = [[n, n, n] for n in (512, 640, 768, 896, 1024, 1152, 1280, 1408)]
+    job_id = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": sizes}).json()["id"]
+    wait(lambda j: j["progress"]["done"] >= 2)
+    assert client.post(f"/api/jobs/{job_id}/cancel").json()["status"] == "cancelled"
+    job = wait(lambda j: (j["error"] or "").startswith("cancelled after"))
+    assert 2 <= len(job["results"]) < 16 and all(r["verified"] for r in job["results"])
+    assert job["status"] == "cancelled" and job["current_case"] is None
+    kept_pid = job["results"][0]["env"]["gpu"]["gpu_process_pid"]
+
+    src = {"name": "endless", "source": ENDLESS, "entry": "endless", "block": [32, 1, 1], "tile": [32, 32]}
+    job_id = client.post("/api/jobs", json={"sources": [src], "sizes": [[64, 64, 64]]}).json()["id"]
+    wait(lambda j: (j["current_case"] or "").startswith("endless"))
+    time.sleep(2)  # well inside the kernel
+    assert client.post(f"/api/jobs/{job_id}/cancel").json()["status"] == "cancelled"
+    hung = wait(lambda j: (j["error"] or "").startswith("cancelled after"), timeout=60)
+    assert "still running 3 s after the job was cancelled; stopped with its GPU process" in hung["error"]
+
+    good = wait_for_job(client, client.post("/api/jobs", json={"variants": ["smem_tiled"], "sizes": [[512, 512, 512]]}).json()["id"],
+                        timeout=120)
+    assert good["status"] == "succeeded" and good["results"][0]["verified"]
+    assert good["results"][0]["env"]["gpu"]["gpu_process_pid"] != kept_pid

@@ -8,9 +8,11 @@ the job, and starts a fresh one for the next job.
 The conversation, per job:
   parent -> child  "job"
   child -> parent  ("identity", dict) | ("fatal", message) and exit
-  parent -> child  the list of Cases to run (planned once the GPU model is known)
-  child -> parent  per case ("started", index) and ("result", index, CaseOutcome); then ("done",)
-                   or ("fatal", message) and exit, when a case left the GPU unusable
+  parent -> child  one Case at a time (planned once the GPU model is known), then None
+  child -> parent  per case ("started", index) and ("result", index, CaseOutcome), or
+                   ("fatal", message) and exit, when a case left the GPU unusable; after None ("done",)
+One case at a time lets the parent end a job between any two cases (a cancel) and keep the
+child, warm, for the next job.
 """
 
 import importlib
@@ -44,8 +46,7 @@ def child_main(conn: Connection, runner_path: str, policy: TimingPolicy) -> None
         except Exception as exc:
             conn.send(("fatal", f"could not read the GPU's identity: {exc}"))
             return
-        cases: list[Case] = conn.recv()
-        for case in cases:
+        while (case := conn.recv()) is not None:
             conn.send(("started", case.index))
             try:
                 outcome = runner.run_case(case, policy)

@@ -19,6 +19,7 @@ from api.settings import Settings, settings
 from api.store import upsert_gpu
 from worker.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, plan
 from worker import gpu_process, webhook
+from worker.job_end import end_job, is_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ class JobRun:
         self.Session = session_factory(cfg)
         self.problems: list[str] = []
         self.identity: dict | None = None
+        self.cancelled = False
 
     # -- database writes (each its own short transaction) ---------------------------
     @db_retry
@@ -56,7 +58,10 @@ class JobRun:
             db.commit()
             if not claimed:
                 job = db.get(Job, self.job_id)
-                log.info("job %s not claimed: %s", self.job_id, "missing" if job is None else job.status)
+                if job is not None and job.status == "cancelled":
+                    log.info("job %s skipped: cancelled before it ran", self.job_id)
+                else:
+                    log.info("job %s not claimed: %s", self.job_id, "missing" if job is None else job.status)
             return bool(claimed)
 
     @db_retry
@@ -141,12 +146,22 @@ class JobRun:
             job.heartbeat_at = utcnow()
             db.commit()
 
+    @db_retry
+    def cancel_requested(self) -> bool:
+        with self.Session() as db:
+            self.cancelled = is_cancelled(db, self.job_id)
+        return self.cancelled
+
+    @db_retry
+    def _end(self) -> str:
+        with self.Session() as db:
+            return end_job(db, self.job_id, self.problems)
+
     def finish(self, kind: str) -> str:
-        if kind == "autotune" and self.identity is not None:
+        # A cancelled autotune saw only some configurations: its best is no one's best.
+        if kind == "autotune" and self.identity is not None and not self.cancel_requested():
             self.record_tuned()  # a failed configuration does not spoil the others
-        status = "failed" if self.problems else "succeeded"
-        error = "\n".join(self.problems) if self.problems else None
-        self.update(status=status, error=error, finished_at=utcnow(), current_case=None)
+        status = self._end()
         webhook.notify(self.cfg, self.job_id)  # a confirmed regression, told in the background
         return status
 
@@ -170,6 +185,7 @@ class JobRun:
             on_started=lambda case: self.update(current_case=case.label),
             on_result=self.store,
             on_idle=self.update,  # heartbeat while a long case runs
+            should_stop=self.cancel_requested,
         )
 
 

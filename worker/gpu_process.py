@@ -7,6 +7,7 @@ gets a healthy GPU context.
 
 import multiprocessing as mp
 import time
+from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
@@ -14,6 +15,7 @@ from worker.cases import Case, CaseOutcome, TimingPolicy
 from worker.child import child_main
 
 IDLE_CALLBACK_S = 5.0  # how often on_idle runs while a case is in progress
+STOP_CHECK_S = 1.0  # how often a running case's job is checked for a cancel
 
 
 class GpuProcess:
@@ -65,27 +67,53 @@ def converse(
     on_started: Callable[[Case], None],
     on_result: Callable[[Case, CaseOutcome], None],
     on_idle: Callable[[], None] = lambda: None,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> list[str]:
     """Run one job's cases in the GPU process; returns the problems met (empty when all went well).
 
     on_identity gets the GPU's identity and returns the cases to run (planning needs the GPU
-    model). A case that outlives cfg.case_timeout_s is killed with its process.
+    model). A case that outlives cfg.case_timeout_s is killed with its process. Cases go to the
+    child one at a time; once should_stop() says so (a cancel), no further case is sent, and a
+    case still running cfg.cancel_grace_s after that is killed with its process.
     """
     gpu, conn = acquire(cfg.runner, TimingPolicy.from_settings(cfg))
     problems: list[str] = []
+    todo: deque[Case] = deque()
     by_index: dict[int, Case] = {}
     current: Case | None = None
+    stop_seen_at: float | None = None
     healthy = False
+
+    def send_next() -> None:
+        nonlocal current, stop_seen_at
+        current = None
+        if stop_seen_at is None and should_stop():
+            stop_seen_at = time.monotonic()
+        try:
+            conn.send(todo.popleft() if todo and stop_seen_at is None else None)
+        except OSError:  # the child is exiting; its last words ("fatal") are still to be read
+            pass
+
     try:
         conn.send("job")
         deadline = time.monotonic() + cfg.case_timeout_s
+        next_idle = time.monotonic() + IDLE_CALLBACK_S
         while True:
-            if not conn.poll(IDLE_CALLBACK_S):
-                if time.monotonic() > deadline:
+            if not conn.poll(STOP_CHECK_S):
+                now = time.monotonic()
+                if now > deadline:
                     what = current.label if current else "GPU set-up"
                     problems.append(f"{what}: exceeded the {cfg.case_timeout_s:g} s case time limit; killed")
                     return problems
-                on_idle()
+                if current is not None and stop_seen_at is None and should_stop():
+                    stop_seen_at = now
+                if current is not None and stop_seen_at is not None and now - stop_seen_at > cfg.cancel_grace_s:
+                    problems.append(f"{current.label}: still running {cfg.cancel_grace_s:g} s after the job was "
+                                    "cancelled; stopped with its GPU process")
+                    return problems
+                if now >= next_idle:
+                    on_idle()
+                    next_idle = now + IDLE_CALLBACK_S
                 continue
             try:
                 msg = conn.recv()
@@ -96,9 +124,9 @@ def converse(
             deadline = time.monotonic() + cfg.case_timeout_s
             kind = msg[0]
             if kind == "identity":
-                todo = on_identity(msg[1])
+                todo = deque(on_identity(msg[1]))
                 by_index = {c.index: c for c in todo}
-                conn.send(todo)
+                send_next()
             elif kind == "fatal":
                 problems.append(msg[1])
                 return problems
@@ -110,6 +138,7 @@ def converse(
                 on_result(case, outcome)
                 if outcome.error:
                     problems.append(f"{case.label}: {outcome.error}")
+                send_next()
             elif kind == "done":
                 healthy = True
                 return problems

@@ -14,7 +14,7 @@ import logging
 import threading
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from api.broker import enqueue_job, make_celery
 from api.db import session_factory
@@ -39,10 +39,12 @@ def reap(cfg: Settings) -> list[int]:
     republish: list[tuple[int, str]] = []
     with session_factory(cfg)() as db:
         stale = now - timedelta(seconds=cfg.heartbeat_stale_s)
-        for job in db.scalars(select(Job).where(Job.status == "running", Job.heartbeat_at < stale)):
-            log.warning("job %s: worker %s silent since %s; queueing it again", job.id, job.worker, job.heartbeat_at)
-            job.status, job.current_case = "queued", None
-            republish.append((job.id, job.queue))
+        for job in db.scalars(select(Job).where(Job.status == "running", Job.heartbeat_at < stale)).all():
+            # Conditional, as the cancel (api/cancel.py) is: a job cancelled since the SELECT stays cancelled.
+            if db.execute(update(Job).where(Job.id == job.id, Job.status == "running", Job.heartbeat_at < stale)
+                          .values(status="queued", current_case=None)).rowcount:
+                log.warning("job %s: worker %s silent since %s; queueing it again", job.id, job.worker, job.heartbeat_at)
+                republish.append((job.id, job.queue))
         old = now - timedelta(seconds=cfg.requeue_after_s)
         waiting = db.scalars(
             select(Job).where(Job.status == "queued", Job.run_id.is_(None),

@@ -7,6 +7,7 @@ from sqlalchemy import select
 
 from api.auth import Writer
 from api.broker import enqueue_job, queue_for
+from api.cancel import JobAlreadyEnded, JobNotFound, cancel_job
 from api.deps import SessionDep, SettingsDep
 from api.models import Job, utcnow
 from api.baselines import verdicts
@@ -42,12 +43,13 @@ def create_job(body: JobCreate, db: SessionDep, cfg: SettingsDep):
 
 
 def _publish(job: Job, db, cfg):
+    # Stamped before publishing so the accepted path costs one commit; a failed publish below
+    # marks the job failed, so no queued job claims a publish that did not happen.
+    job.enqueued_at = utcnow()
     db.add(job)
     db.commit()
     try:
         enqueue_job(job.id, job.queue, cfg)
-        job.enqueued_at = utcnow()
-        db.commit()
     except Exception as exc:  # broker down: say so, and leave no job that will never run
         log.warning("could not publish job %s: %s", job.id, exc)
         job.status, job.error, job.finished_at = "failed", f"broker unreachable, job not queued: {exc}", utcnow()
@@ -56,8 +58,8 @@ def _publish(job: Job, db, cfg):
             status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
             content={"detail": f"broker unreachable: job {job.id} was stored as failed; retry later", "id": job.id},
         )
-    db.refresh(job)
-    return JobOut.from_row(job)
+    # A new job has no results yet: answering from the row in hand saves a read per request.
+    return JobOut.from_row(job, with_results=False)
 
 
 @router.get("/{job_id}", response_model=JobOut)
@@ -78,6 +80,18 @@ def list_jobs(
     if status_:
         query = query.where(Job.status == status_)
     return [JobOut.from_row(j, with_results=False) for j in db.scalars(query).unique()]
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, dependencies=[Writer],
+             responses={404: {"description": "no such job"}, 409: {"description": "the job already ended"}})
+def cancel(job_id: JobId, db: SessionDep):
+    """A queued job never runs; a running one stops at its next case boundary and keeps its results."""
+    try:
+        return JobOut.from_row(cancel_job(db, job_id))
+    except JobNotFound as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from None
+    except JobAlreadyEnded as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from None
 
 
 @router.get("/{job_id}/verdicts", response_model=list[VerdictOut])
