@@ -182,13 +182,25 @@ def _check_directive(tokens: list[_Token], i: int) -> None:
         allowed = ", ".join(f"#{d}" for d in sorted(ALLOWED_DIRECTIVES))
         raise SourceRefused(hash_tok.line, f"directive #{name.text} is not allowed in job sources "
                                            f"(they must be self-contained; allowed: {allowed})")
-    if name.text == "line" and (len(rest) != 2 or rest[1].kind != "number"):
-        raise SourceRefused(hash_tok.line, "#line may give a line number only, not a file name")
+    if name.text == "line" and not _plain_line_marker(rest[1:]):
+        raise SourceRefused(hash_tok.line, "#line may give a line number and at most a plain file name "
+                                           "(letters, digits, _ . -; no path), as in #line 1 \"common.cuh\"")
     if name.text == "pragma":
         what = rest[1].text if len(rest) > 1 else ""
         if what not in ALLOWED_PRAGMAS:
             raise SourceRefused(hash_tok.line, f"#pragma {what} is not allowed in job sources "
                                                f"(allowed: {', '.join(sorted(ALLOWED_PRAGMAS))})")
+
+
+# A name a job's own source may give its parts (the registry marks its preludes so), never a path.
+PLAIN_FILE_NAME = re.compile(r'"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}"')
+
+
+def _plain_line_marker(args: list[_Token]) -> bool:
+    """#line N, or #line N "name": the name only relabels diagnostics, it opens nothing."""
+    if not args or args[0].kind != "number" or len(args) > 2:
+        return False
+    return len(args) == 1 or (args[1].kind == "string" and PLAIN_FILE_NAME.fullmatch(args[1].text) is not None)
 
 
 def _check_pragma_operator(tokens: list[_Token], i: int) -> None:

@@ -261,3 +261,11 @@ def test_a_worker_without_confinement_refuses_job_sources(stack, start_worker, n
     job = job_with(client, KERNEL)
     assert job["status"] == "failed" and "cannot be confined" in job["error"]
     assert "cannot confine the compiler" in worker.log()  # said at start-up, not only per job
+
+
+def test_a_part_the_source_names_itself_keeps_its_diagnostics(tmp_path):
+    """The ladder's preludes reach a job behind #line markers; their diagnostics are the job's own."""
+    source = '#line 1 "common.cuh"\n__device__ int broken = ;\n#line 1 "mine.cu"\n' + KERNEL
+    with pytest.raises(CompileError) as failed:
+        build(cfg(tmp_path), source, name="mine.cu")
+    assert "common.cuh(1): error" in str(failed.value) and WITHHELD not in str(failed.value)

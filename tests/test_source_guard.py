@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.source_guard import ALLOWED_DIRECTIVES, SourceRefused, check_source
-from kernels.registry import KERNEL_DIR
+from kernels.registry import KERNEL_DIR, VARIANTS
 
 FORBIDDEN_DIRECTIVES = ["include", "include_next", "import", "embed", "assert", "ident", "sccs"]
 FILES = ['"/etc/passwd"', "</proc/self/environ>", '"../../worker/.env"']
@@ -79,7 +79,9 @@ def test_file_probing_operators_are_refused_even_when_spliced(word, data):
     ("#define P(x) _Pragma(#x)\n", 1, ["literal string"]),
     ("#define J(a, b) a ## b\nJ(__has_, include)\n", 1, ["token pasting"]),
     ("#define J(a, b) a %:%: b\n", 1, ["token pasting"]),
-    ('#line 7 "/etc/passwd"\n', 1, ["line number only"]),
+    ('#line 7 "/etc/passwd"\n', 1, ["no path"]),
+    ('#line 7 "../secrets.h"\n', 1, ["no path"]),
+    ('#line 7 "a.cu" 3\n', 1, ["no path"]),
     ("#define X include\n#X </etc/passwd>\n", 2, ["#X"]),
     ('int x; /*\n*/ #include "/etc/passwd"\n', 2, ["#include"]),
     ('const char *s = R"(\n#include "/etc/passwd"\n)";\n', 1, ["raw string"]),
@@ -106,10 +108,18 @@ def test_other_ways_in_are_refused(text, line, words):
     '_Pragma("unroll")\n#pragma nv_diag_suppress 177\n',
     "#if 0\ndon't stop me now\n#endif\n",
     "#\n#line 40\n#error stop here\n",
+    '#line 1 "common.cuh"\n__device__ int x;\n#line 1 "smem_tiled.cu"\n',
     "#define STR(x) #x\nconst char *s = STR(include);\n",
 ])
 def test_ordinary_kernel_code_passes(text):
     check_source(text)
+
+
+@pytest.mark.parametrize("name", [n for n, spec in VARIANTS.items() if spec.source_file])
+def test_every_builtin_as_the_ci_hook_sends_it_passes(name):
+    """`gemmwatch ci` sends each ladder kernel as registry.resolve() composes it: its preludes
+    first, each behind a #line marker naming the part (a regression found on the H100)."""
+    check_source(VARIANTS[name].resolve().source)
 
 
 @pytest.mark.parametrize("path", sorted(KERNEL_DIR.glob("*.cu*")), ids=lambda p: p.name)
@@ -184,3 +194,12 @@ def test_a_directive_made_by_a_macro_is_no_directive():
     with_header = nvrtc_log(source, offer_header=True)
     assert "HEADER_WAS_READ" not in with_header and '"#" not expected here' in with_header
     assert with_header == nvrtc_log(source, offer_header=False)
+
+
+def test_the_ci_hooks_registry_sources_are_accepted_by_the_api(client):
+    from cli.kernel_sources import load_sources
+
+    sources = load_sources(KERNEL_DIR)
+    resp = client.post("/api/jobs", json={"sources": sources, "sizes": [[64, 64, 64]]})
+    assert resp.status_code == 202, resp.text[:500]
+    assert sorted(resp.json()["variants"]) == sorted(s["name"] for s in sources)

@@ -111,9 +111,9 @@ def compile_kernel(source: str, *, name: str, options: list[str], name_expressio
     )
     if not reply.get("ok"):
         if "log" in reply:
-            raise CompileError(filter_log(reply["log"], name) if untrusted else reply["log"])
+            raise CompileError(filter_log(reply["log"], own_file_names(source, name)) if untrusted else reply["log"])
         raise CompileRefused(reply.get("error", "the compile process gave no answer"))
-    text = filter_log(reply["log"], name) if untrusted else reply["log"]
+    text = filter_log(reply["log"], own_file_names(source, name)) if untrusted else reply["log"]
     cache.mkdir(parents=True, exist_ok=True)
     _write_atomically(cubin_path, base64.b64decode(reply["cubin"]))
     _write_atomically(meta_path, json.dumps({"lowered": reply["lowered"], "log": text}).encode())
@@ -185,15 +185,25 @@ _DIAGNOSTIC = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?:catastrophic erro
 _SUMMARY = re.compile(r"^\d+ (?:catastrophic )?errors? detected in the compilation of ")
 
 
-def filter_log(text: str, own_name: str) -> str:
+_LINE_MARKER = re.compile(r'^[ \t]*#[ \t]*line[ \t]+\d+[ \t]+"([A-Za-z0-9_][A-Za-z0-9_.\-]*)"', re.M)
+
+
+def own_file_names(source: str, name: str) -> set[str]:
+    """The job's source, and the parts it names itself with #line (the ladder's preludes:
+    layer 1 lets a #line give a plain name, never a path)."""
+    return {name, *_LINE_MARKER.findall(source)}
+
+
+def filter_log(text: str, own_names: str | set[str]) -> str:
     """Keep the diagnostics located in the job's own source (its line numbers as they are);
     replace every other diagnostic, with the lines that belong to it, by one WITHHELD line."""
+    own = {own_names} if isinstance(own_names, str) else own_names
     out: list[str] = []
     keeping = True
     for line in text.splitlines():
         m = _DIAGNOSTIC.match(line)
         if m:
-            keeping = m.group("file") == own_name
+            keeping = m.group("file") in own
             if not keeping:
                 out.append(WITHHELD)
         elif _SUMMARY.match(line):
