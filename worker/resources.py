@@ -72,8 +72,11 @@ _FUNC_ATTRS = {"max_threads_per_block": 0, "shared_size_bytes": 1, "const_size_b
 
 
 def function_attributes(function) -> dict:
-    """The loaded CUfunction's attributes, through the driver API (a RawModule function has no
-    `.attributes` of its own)."""
+    """The loaded CUfunction's attributes: CuPy 14's RawKernel reports them itself (same names as
+    CUfunction_attribute); an older CuPy's module Function goes through the driver API."""
+    if hasattr(function, "attributes"):
+        found = function.attributes
+        return {name: found[name] for name in _FUNC_ATTRS if name in found}
     from cupy.cuda import driver
 
     return {name: driver.funcGetAttribute(code, function.ptr) for name, code in _FUNC_ATTRS.items()}
