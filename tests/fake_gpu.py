@@ -18,6 +18,7 @@ left out. A source that defines FAKE_GPU_SLOWDOWN_PCT is timed that much slower 
 for a slower kernel).
 """
 
+import math
 import os
 import re
 import socket
@@ -132,7 +133,7 @@ def _interleaved(fn_a, fn_b, scale_a: float, scale_b: float, policy: TimingPolic
 def fake_resources(launch) -> dict:
     """Plausible attributes for a kernel the CPU cannot load: registers grow with the outputs each
     thread holds (or FAKE_GPU_REGS in the source), shared memory with two K-slabs of the tile."""
-    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    threads = math.prod(launch.block)
     outputs = max(1, launch.tile[0] * launch.tile[1] // threads)
     match = re.search(r"#define\s+FAKE_GPU_REGS\s+(\d+)", launch.source)
     regs = int(match.group(1)) if match else min(255, 32 + 2 * outputs)

@@ -217,7 +217,7 @@ def job_past_layer_1(settings, client, text: str, entry: str = "k") -> dict:
     from api.db import session_factory
     from api.models import Job
 
-    source = {"name": "mine", "source": text, "entry": entry, "block": [32], "tile": [1, 32], "defines": {}}
+    source = {"name": "mine", "source": text, "entry": entry, "block": [32, 1, 1], "tile": [1, 32], "defines": {}}
     with session_factory(settings)() as db:
         job = Job(status="queued", kind="bench", variants=["mine"], sizes=[[8, 8, 8]], tunables={}, sources=[source],
                   queue=queue_for(None), progress_total=1)

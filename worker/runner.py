@@ -268,7 +268,7 @@ class CupyRunner:
             if sum(times) < 20.0 and batch < 32:
                 batch *= 2
             got.converged = policy.satisfied(got.variant_ms, got.cublas_ms)
-            if got.converged or (time.perf_counter() >= deadline and got.variant_ms):
+            if got.converged or (time.perf_counter() >= deadline and len(got.variant_ms) >= policy.min_samples):
                 return got
             if time.perf_counter() >= deadline + policy.time_cap_s:
                 # Held down the whole time (a sustained power cap on a heavy kernel): report what
