@@ -5,7 +5,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError
 
 from api.auth import Reader
-from api.routes import catalog, health, jobs, results
+from api.metrics import install_metrics
+from api.routes import catalog, fleet, health, jobs, results
 from api.warm_up import lifespan
 from api.settings import Settings, settings
 
@@ -24,9 +25,10 @@ def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI
         # Input that passed validation but that the database cannot hold (PostgreSQL refuses
         # NUL characters in text, for one): the request's fault, and nothing was stored.
         return JSONResponse(status_code=422, content={"detail": f"a value cannot be stored: {exc.orig}"})
-    for module in (jobs, results, catalog):
+    for module in (jobs, results, catalog, fleet):
         app.include_router(module.router, dependencies=[Reader])  # public unless GEMMWATCH_AUTH_READS
     app.include_router(health.router)
+    install_metrics(app, cfg, dependencies=[Reader])
     if with_dashboard:
         # The one place the API reaches outward: the dashboard is served by the same app.
         from dashboard.pages import mount_dashboard

@@ -154,6 +154,7 @@ class Result(Base):
     q3_ms: Mapped[float | None] = mapped_column(Float)
     noise: Mapped[float | None] = mapped_column(Float)
     converged: Mapped[bool] = mapped_column(Boolean, default=False)
+    case_s: Mapped[float | None] = mapped_column(Float)  # the case's wall time in the GPU process
     error: Mapped[str | None] = mapped_column(Text)
     # Launch configuration, clocks/temperatures before and after, software versions.
     env: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -205,3 +206,26 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class Worker(Base):
+    """One Celery worker, which owns one GPU. It registers at start (worker/fleet.py), beats every
+    few seconds while it lives, and is marked offline by the reaper when the beats stop."""
+
+    __tablename__ = "worker"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)  # Celery node name, e.g. gpu0@node-a
+    host: Mapped[str] = mapped_column(String(200))
+    gpu_id: Mapped[int | None] = mapped_column(ForeignKey("gpu.id"))
+    gpu_index: Mapped[int | None] = mapped_column(Integer)  # NVML index on its host
+    model: Mapped[str] = mapped_column(String(60), index=True)
+    queues: Mapped[list[Any]] = mapped_column(default=list)
+    version: Mapped[str] = mapped_column(String(40))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), default="online")  # online | offline | stopped
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    last_beat_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    offline_since: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+    gpu: Mapped[Gpu | None] = relationship(lazy="joined")
+

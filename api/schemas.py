@@ -272,10 +272,11 @@ class JobOut(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    waiting: str | None = Field(None, description="why a queued job has not started, e.g. no live worker serves its queue")
     results: list[ResultOut]
 
     @classmethod
-    def from_row(cls, job, with_results: bool = True) -> "JobOut":
+    def from_row(cls, job, with_results: bool = True, waiting: str | None = None) -> "JobOut":
         return cls(
             id=job.id,
             kind=job.kind,
@@ -294,8 +295,51 @@ class JobOut(BaseModel):
             created_at=job.created_at,
             started_at=job.started_at,
             finished_at=job.finished_at,
+            waiting=waiting,
             results=[ResultOut.from_row(r) for r in job.results] if with_results else [],
         )
+
+
+class RunningJobOut(BaseModel):
+    id: int
+    progress: Progress
+    current_case: str | None
+
+
+class WorkerOut(BaseModel):
+    name: str = Field(description="Celery node name, e.g. gpu0@node-a")
+    host: str
+    model: str = Field(description="GPU model it serves ('none': no GPU)")
+    gpu: str | None = Field(description="the GPU's full name")
+    gpu_uuid: str | None
+    gpu_index: int | None = Field(description="the GPU's index on its host")
+    queues: list[str]
+    version: str
+    state: Literal["idle", "running", "offline", "stopped"]
+    job: RunningJobOut | None = Field(description="the job it runs now")
+    since: datetime | None = Field(description="offline or stopped since")
+    started_at: datetime
+    last_beat_at: datetime
+    jobs_last_day: int = Field(description="jobs it ended in the last 24 hours")
+
+    @classmethod
+    def from_view(cls, w) -> "WorkerOut":
+        row, job = w.row, w.job
+        return cls(
+            name=row.name, host=row.host, model=row.model, gpu=row.gpu.name if row.gpu else None,
+            gpu_uuid=row.gpu.uuid if row.gpu else None, gpu_index=row.gpu_index, queues=row.queues or [],
+            version=row.version, state=w.state, since=w.since, started_at=row.started_at,
+            last_beat_at=row.last_beat_at, jobs_last_day=w.jobs_last_day,
+            job=RunningJobOut(id=job.id, progress=Progress(done=job.progress_done, total=job.progress_total),
+                              current_case=job.current_case) if job else None,
+        )
+
+
+class QueueOut(BaseModel):
+    queue: str
+    queued: int = Field(description="jobs waiting in it")
+    live_workers: int
+    busy_workers: int
 
 
 class VariantOut(BaseModel):

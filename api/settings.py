@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     heartbeat_stale_s: float = Field(default=60.0, validation_alias="GEMMWATCH_HEARTBEAT_STALE_S")
     requeue_after_s: float = Field(default=120.0, validation_alias="GEMMWATCH_REQUEUE_AFTER_S")
     reaper_interval_s: float = Field(default=15.0, validation_alias="GEMMWATCH_REAPER_INTERVAL_S")
+    # Workers beat every worker_beat_s (worker/fleet.py); one silent for worker_offline_after_s is offline.
+    worker_beat_s: float = Field(default=5.0, gt=0, validation_alias="GEMMWATCH_WORKER_BEAT_S")
+    worker_offline_after_s: float = Field(default=30.0, gt=0, validation_alias="GEMMWATCH_WORKER_OFFLINE_AFTER_S")
 
     # Compiling a kernel (worker/compiler.py): a confined process of its own, with these limits.
     compile_timeout_s: float = Field(default=60.0, gt=0, validation_alias="GEMMWATCH_COMPILE_TIMEOUT_S")

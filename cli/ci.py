@@ -10,13 +10,13 @@ unreachable or timed out.
 
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 from rich.console import Console
 
 from cli.kernel_sources import load_sources
+from cli.progress import wait_for_job
 
 OK, REGRESSION, FAILED, UNREACHABLE = 0, 1, 2, 3
 console = Console(stderr=True)
@@ -47,19 +47,6 @@ def git_parents(commit: str) -> list[str] | None:
         return None
     # No parents printed: a root commit, or a shallow clone that cut them off; commit time then.
     return run.stdout.split() or None if run.returncode == 0 else None
-
-
-def wait(client: httpx.Client, job: dict, timeout: float, what: str = "job") -> dict:
-    deadline = time.monotonic() + timeout
-    with console.status(f"{what} {job['id']} queued") as status:
-        while job["status"] in ("queued", "running"):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"job {job['id']} still {job['status']} after {timeout:g} s")
-            time.sleep(1.0)
-            job = client.get(f"/api/jobs/{job['id']}").json()
-            p = job["progress"]
-            status.update(f"{what} {job['id']} {job['status']} {p['done']}/{p['total']} {job.get('current_case') or ''}")
-    return job
 
 
 def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list[dict] | None = None) -> str:
@@ -125,7 +112,7 @@ def confirm(client: httpx.Client, job: dict, base: str | None, changed: list[dic
     if resp.status_code != 202:
         console.print(f"[yellow]no confirmation ({resp.status_code}): {resp.text}; the history verdict stands[/yellow]")
         return None
-    done = wait(client, resp.json(), timeout, "confirmation")
+    done = wait_for_job(client, resp.json(), timeout, console, "confirmation")
     return client.get(f"/api/jobs/{done['id']}/confirmation").json()
 
 
@@ -150,7 +137,7 @@ def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str 
         if resp.status_code != 202:
             console.print(f"[red]the server refused the job ({resp.status_code}): {resp.text}[/red]")
             return FAILED if resp.status_code in (400, 401, 403, 422) else UNREACHABLE
-        job = wait(client, resp.json(), timeout)
+        job = wait_for_job(client, resp.json(), timeout, console)
         params = {k: v for k, v in (("base", base), ("base_branch", base_branch)) if v}
         verdicts = client.get(f"/api/jobs/{job['id']}/verdicts", params=params).json()
         changed = []

@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cli.progress import wait_for_job
+
 app = typer.Typer(help="gemmwatch: SGEMM kernels against cuBLAS, commit by commit, GPU by GPU.", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens for writes (stored hashed in the database).", no_args_is_help=True)
 app.add_typer(token_app, name="token")
@@ -54,11 +56,12 @@ def ensure_local_token() -> None:
     path.write_text(token + "\n")
 
 
-def worker_command(queues: list[str], name: str, loglevel: str = "INFO") -> list[str]:
+def worker_command(queues: list[str], name: str, loglevel: str = "INFO", host: str = "%h") -> list[str]:
+    """The node name name@host is the worker's identity in the fleet (worker/fleet.py); %h is Celery's host name."""
     return [
         sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
         "--pool", "solo", "--concurrency", "1",  # one job at a time owns the GPU
-        "-Q", ",".join(queues), "-n", f"{name}@%h", "--loglevel", loglevel,
+        "-Q", ",".join(queues), "-n", f"{name}@{host}", "--loglevel", loglevel,
     ]
 
 
@@ -204,16 +207,11 @@ def submit(
             console.print(f"job {job['id']} queued on {job['queue']}: {server}/jobs/{job['id']}")
             if not wait:
                 return
-            deadline = time.monotonic() + timeout
-            with console.status("waiting") as status:
-                while job["status"] in ("queued", "running"):
-                    if time.monotonic() > deadline:
-                        console.print(f"[red]timed out after {timeout:g} s; job {job['id']} is {job['status']}[/red]")
-                        raise typer.Exit(3)
-                    time.sleep(0.5)
-                    job = client.get(f"/api/jobs/{job['id']}").json()
-                    p = job["progress"]
-                    status.update(f"{job['status']} {p['done']}/{p['total']} {job.get('current_case') or ''}")
+            try:
+                job = wait_for_job(client, job, timeout, console, poll_s=0.5)
+            except TimeoutError as exc:
+                console.print(f"[red]timed out: {exc}[/red]")
+                raise typer.Exit(3)
     except httpx.HTTPError as exc:
         console.print(f"[red]cannot reach {server}: {exc}[/red]")
         raise typer.Exit(3)

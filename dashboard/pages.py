@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from api.deps import SessionDep, SettingsDep
+from api.fleet import load_fleet
 from api.models import Job
 from api.confirm import confirmation
 from api.regression import PairedThresholds, Thresholds
@@ -171,10 +172,24 @@ def job_page(request: Request, db: SessionDep, cfg: SettingsDep, job_id: int, fo
         raise HTTPException(status_code=404, detail=f"no job {job_id}")
     c = chart("job-chart", figures.job_figure(job.results))
     confirmed = confirmation(job, PairedThresholds.from_settings(cfg)) if job.kind == "confirm" else None
+    waiting = load_fleet(db, cfg).waiting_reason(job) if job.status == "queued" else None
     return render(request, format, "job", "job.html", {"job": job, "chart": c, "confirmation": confirmed,
+                                                       "waiting": waiting,
                                                        "cancel": job_cancel.form_state(request, db, job)},
                   filters={"id": job_id}, columns=queries.RESULT_COLUMNS,
-                  rows=[queries.result_row(r) for r in job.results], reason=c.reason, job=queries.job_row(job))
+                  rows=[queries.result_row(r) for r in job.results], reason=c.reason,
+                  job={**queries.job_row(job), "waiting": waiting})
+
+
+# -- fleet ---------------------------------------------------------------------------------
+
+@router.get("/fleet", response_class=HTMLResponse)
+def fleet_page(request: Request, db: SessionDep, cfg: SettingsDep, format: Format = "html"):
+    fleet = load_fleet(db, cfg)
+    rows = [queries.worker_row(w) for w in fleet.workers]
+    return render(request, format, "fleet", "fleet.html", {"workers": fleet.workers, "queues": fleet.queue_depths()},
+                  filters={}, columns=queries.WORKER_COLUMNS, rows=rows,
+                  reason=None if rows else "no worker has registered yet", queues=fleet.queue_depths())
 
 
 def mount_dashboard(app: FastAPI) -> None:

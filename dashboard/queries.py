@@ -110,6 +110,22 @@ def job_row(j: Job) -> dict:
     }
 
 
+WORKER_COLUMNS = ["name", "host", "model", "gpu", "gpu_index", "state", "since", "job", "progress", "current_case",
+                  "jobs_last_day", "queues", "version", "last_beat_at"]
+
+
+def worker_row(w) -> dict:
+    """One api.fleet.WorkerView as an export row."""
+    r, j = w.row, w.job
+    return {
+        "name": r.name, "host": r.host, "model": r.model, "gpu": r.gpu.name if r.gpu else None,
+        "gpu_index": r.gpu_index, "state": w.state, "since": w.since, "job": j.id if j else None,
+        "progress": f"{j.progress_done}/{j.progress_total}" if j else None, "current_case": j.current_case if j else None,
+        "jobs_last_day": w.jobs_last_day, "queues": ",".join(r.queues or []), "version": r.version,
+        "last_beat_at": r.last_beat_at,
+    }
+
+
 RESULT_COLUMNS = ["id", "case_index", "variant", "m", "n", "k", "mode", "tunables", "verified", "rel_error",
                   "median_ms", "gflops", "cublas_gflops", "pct_of_cublas", "n_samples", "noise", "converged", "error"]
 

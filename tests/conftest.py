@@ -124,8 +124,9 @@ def client(cfg) -> TestClient:
 class WorkerProcess:
     """A real `celery worker` process, as `gemmwatch worker` would run it."""
 
-    def __init__(self, env: dict[str, str], queues: str, log_path: Path):
+    def __init__(self, env: dict[str, str], queues: str, log_path: Path, host: str = "%h"):
         self.name = f"test-{uuid.uuid4().hex[:8]}"
+        self.host = host  # the node's host name as the fleet sees it (%h: this machine's)
         self.env = env
         self.log_path = log_path
         self.queues = queues
@@ -136,7 +137,7 @@ class WorkerProcess:
 
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            worker_command(self.queues.split(","), self.name), cwd=ROOT, env=self.env, stdout=log, stderr=log
+            worker_command(self.queues.split(","), self.name, host=self.host), cwd=ROOT, env=self.env, stdout=log, stderr=log
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -183,8 +184,8 @@ def start_worker(tmp_path):
     """Start real Celery workers for a test; each is stopped when the test ends."""
     started: list[WorkerProcess] = []
 
-    def start(cfg: Settings, queues: str = "gpu.any", runner: str | None = FAKE_RUNNER, **extra: str):
-        w = WorkerProcess(worker_env(cfg, runner, **extra), queues, tmp_path / f"worker{len(started)}.log")
+    def start(cfg: Settings, queues: str = "gpu.any", runner: str | None = FAKE_RUNNER, host: str = "%h", **extra: str):
+        w = WorkerProcess(worker_env(cfg, runner, **extra), queues, tmp_path / f"worker{len(started)}.log", host)
         started.append(w)
         return w.start()
 

@@ -39,16 +39,23 @@ FAKE_MODEL = "FAKE"
 
 
 class CpuRunner:
-    def identity(self) -> dict:
+    @staticmethod
+    def registration_identity() -> dict:
+        """FAKE_GPU_MODEL / FAKE_GPU_UUID let one machine stand in for several nodes' GPUs."""
+        model = os.environ.get("FAKE_GPU_MODEL", FAKE_MODEL)
         return {
-            "name": f"{FAKE_MODEL} CPU double",
-            "model": FAKE_MODEL,
-            "uuid": f"FAKE-{socket.gethostname()}",
+            "name": f"{model} CPU double",
+            "model": model,
+            "uuid": os.environ.get("FAKE_GPU_UUID", f"FAKE-{socket.gethostname()}"),
+            "index": 0,
             "sm_count": os.cpu_count(),
             "compute_capability": "0.0",
             "driver": "none",
             "memory_mib": 0,
         }
+
+    def identity(self) -> dict:
+        return self.registration_identity()
 
     def run_case(self, case: Case, policy: TimingPolicy) -> CaseOutcome:
         time.sleep(float(os.environ.get("FAKE_GPU_SLEEP_S", "0")))

@@ -6,7 +6,7 @@ which a prefork pool's daemonic children may not do):
 `gemmwatch worker` builds that command for the GPU it is given.
 """
 
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 
 from api.broker import make_celery
 from api.settings import settings
@@ -20,6 +20,26 @@ def _start_reaper(**_):
     from worker.reaper import start_reaper_thread
 
     start_reaper_thread(settings)
+
+
+@worker_ready.connect
+def _join_fleet(sender, **_):
+    """Register this worker (its GPU, queues, version) and beat while it lives (worker/fleet.py)."""
+    from worker.fleet import start_heartbeat_thread
+
+    queues = [q.name for q in sender.task_consumer.queues]
+    start_heartbeat_thread(settings, sender.hostname, queues)
+
+
+@worker_shutdown.connect
+def _leave_fleet(**_):
+    from worker.fleet import node_name, sign_off
+
+    if node_name():
+        try:
+            sign_off(settings, node_name())
+        except Exception:  # the database is away: the reaper marks us offline later instead
+            pass
 
 
 @worker_ready.connect

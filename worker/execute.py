@@ -6,6 +6,7 @@ Called by the Celery task with a job id; also callable directly (no Celery neede
 import logging
 import os
 import socket
+import time
 from datetime import timedelta
 
 from sqlalchemy import func, select, update
@@ -18,7 +19,7 @@ from api.models import Job, Result, TunedConfig, utcnow
 from api.settings import Settings, settings
 from api.store import upsert_gpu
 from worker.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, plan
-from worker import gpu_process, webhook
+from worker import fleet, gpu_process, webhook
 from worker.job_end import end_job, is_cancelled
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class JobRun:
         self.problems: list[str] = []
         self.identity: dict | None = None
         self.cancelled = False
+        self.case_started: dict[int, float] = {}  # case index -> monotonic time the child began it
 
     # -- database writes (each its own short transaction) ---------------------------
     @db_retry
@@ -52,7 +54,8 @@ class JobRun:
                 update(Job)
                 .where(Job.id == self.job_id)
                 .where((Job.status == "queued") | ((Job.status == "running") & (Job.heartbeat_at < stale)))
-                .values(status="running", worker=f"{socket.gethostname()}:{os.getpid()}", heartbeat_at=utcnow(),
+                .values(status="running", worker=fleet.node_name() or f"{socket.gethostname()}:{os.getpid()}",
+                        heartbeat_at=utcnow(),
                         started_at=func.coalesce(Job.started_at, utcnow()))
             ).rowcount
             db.commit()
@@ -140,11 +143,17 @@ class JobRun:
                 setattr(row, name, value)
             row.variant, row.m, row.n, row.k = case.variant, case.m, case.n, case.k
             row.tunables = case.tunables
+            if case.index in self.case_started:  # wall time in the GPU process: compile, verify, time
+                row.case_s = time.monotonic() - self.case_started[case.index]
             row.gpu_id, row.commit_id = job.gpu_id, job.commit_id
             db.flush()
             job.progress_done = _count_results(db, job.id)
             job.heartbeat_at = utcnow()
             db.commit()
+
+    def started(self, case: Case) -> None:
+        self.case_started[case.index] = time.monotonic()
+        self.update(current_case=case.label)
 
     @db_retry
     def cancel_requested(self) -> bool:
@@ -182,7 +191,7 @@ class JobRun:
         self.problems += gpu_process.converse(
             self.cfg,
             on_identity=on_identity,
-            on_started=lambda case: self.update(current_case=case.label),
+            on_started=self.started,
             on_result=self.store,
             on_idle=self.update,  # heartbeat while a long case runs
             should_stop=self.cancel_requested,

@@ -33,6 +33,7 @@ class VisibleGpu:
     index: int  # CUDA ordinal as this process sees it
     uuid: str
     name: str
+    nvml_index: int = 0  # index on the host, as nvidia-smi numbers it
 
     @property
     def model(self) -> str:
@@ -75,7 +76,7 @@ def visible_gpus() -> list[VisibleGpu]:
             if not match:
                 break  # CUDA stops at the first invalid entry too
             chosen.append(match[0])
-    return [VisibleGpu(ordinal, uuid, name) for ordinal, (_, uuid, name) in enumerate(chosen)]
+    return [VisibleGpu(ordinal, uuid, name, host_index) for ordinal, (host_index, uuid, name) in enumerate(chosen)]
 
 
 # Clock-event reasons that mean the SM clock is being held below what was asked for. Idle,
@@ -113,7 +114,23 @@ def device_state(pci_bus_id: str) -> dict[str, Any]:
 
 
 def static_identity(pci_bus_id: str) -> dict[str, Any]:
-    h = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())
+    return _identity_of(pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode()))
+
+
+def registration_identity() -> dict[str, Any] | None:
+    """The first visible GPU's identity through NVML alone, for a worker registering itself: no
+    CUDA context is made in the worker process (the GPU child owns the one context). None: no GPU."""
+    gpus = visible_gpus()
+    if not gpus:
+        return None
+    with nvml():
+        h = pynvml.nvmlDeviceGetHandleByUUID(gpus[0].uuid.encode())
+        ident = _identity_of(h)
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+    return {**ident, "index": gpus[0].nvml_index, "compute_capability": f"{major}.{minor}"}
+
+
+def _identity_of(h) -> dict[str, Any]:
     name = _text(pynvml.nvmlDeviceGetName(h))
     return {
         "name": name,

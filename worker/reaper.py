@@ -6,6 +6,7 @@
 - queued for longer than requeue_after_s while the broker holds no message in its queue: the
   broker lost it (Redis restarted; it keeps nothing on disk). Published again. A job that is
   merely waiting behind others still has messages ahead of it in the queue, so it is left alone.
+- a worker silent for worker_offline_after_s: marked offline, since its last beat (worker/fleet.py).
 Duplicate messages are harmless: a worker claims a job with one atomic UPDATE (worker/execute.py).
 Every worker runs this in a background thread; `gemmwatch reap` runs it once.
 """
@@ -18,7 +19,7 @@ from sqlalchemy import select, update
 
 from api.broker import enqueue_job, make_celery
 from api.db import session_factory
-from api.models import Job, utcnow
+from api.models import Job, Worker, utcnow
 from api.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ def reap(cfg: Settings) -> list[int]:
     now = utcnow()
     republish: list[tuple[int, str]] = []
     with session_factory(cfg)() as db:
+        mark_silent_workers_offline(db, cfg, now)
         stale = now - timedelta(seconds=cfg.heartbeat_stale_s)
         for job in db.scalars(select(Job).where(Job.status == "running", Job.heartbeat_at < stale)).all():
             # Conditional, as the cancel (api/cancel.py) is: a job cancelled since the SELECT stays cancelled.
@@ -62,6 +64,15 @@ def reap(cfg: Settings) -> list[int]:
     for job_id, queue in republish:
         enqueue_job(job_id, queue, cfg)
     return [job_id for job_id, _ in republish]
+
+
+def mark_silent_workers_offline(db, cfg: Settings, now) -> int:
+    silent = now - timedelta(seconds=cfg.worker_offline_after_s)
+    gone = db.execute(update(Worker).where(Worker.state == "online", Worker.last_beat_at < silent)
+                      .values(state="offline", offline_since=Worker.last_beat_at)).rowcount
+    if gone:
+        log.warning("%d worker(s) silent for %g s: marked offline", gone, cfg.worker_offline_after_s)
+    return gone
 
 
 def start_reaper_thread(cfg: Settings) -> threading.Thread:

@@ -56,6 +56,9 @@ class CupyRunner:
         self.cp.get_default_memory_pool().free_all_blocks()
 
     # -- identity -----------------------------------------------------------------
+    # A worker registers with NVML's view of its GPU, before (and without) a CUDA context.
+    registration_identity = staticmethod(gpu_identity.registration_identity)
+
     def identity(self) -> dict[str, Any]:
         cp = self.cp
         attrs = self.device.attributes

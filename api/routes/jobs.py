@@ -9,6 +9,7 @@ from api.auth import Writer
 from api.broker import enqueue_job, queue_for
 from api.cancel import JobAlreadyEnded, JobNotFound, cancel_job
 from api.deps import SessionDep, SettingsDep
+from api.fleet import load_fleet
 from api.models import Job, utcnow
 from api.baselines import verdicts
 from api.confirm import confirmation, plan_confirmation
@@ -63,23 +64,27 @@ def _publish(job: Job, db, cfg):
 
 
 @router.get("/{job_id}", response_model=JobOut)
-def get_job(job_id: JobId, db: SessionDep):
+def get_job(job_id: JobId, db: SessionDep, cfg: SettingsDep):
     job = db.get(Job, job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id}")
-    return JobOut.from_row(job)
+    waiting = load_fleet(db, cfg).waiting_reason(job) if job.status == "queued" else None
+    return JobOut.from_row(job, waiting=waiting)
 
 
 @router.get("", response_model=list[JobOut])
 def list_jobs(
     db: SessionDep,
+    cfg: SettingsDep,
     status_: Annotated[JobStatus | None, Query(alias="status")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ):
     query = select(Job).order_by(Job.id.desc()).limit(limit)
     if status_:
         query = query.where(Job.status == status_)
-    return [JobOut.from_row(j, with_results=False) for j in db.scalars(query).unique()]
+    jobs = db.scalars(query).unique().all()
+    fleet = load_fleet(db, cfg) if any(j.status == "queued" for j in jobs) else None
+    return [JobOut.from_row(j, with_results=False, waiting=fleet and fleet.waiting_reason(j)) for j in jobs]
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, dependencies=[Writer],

@@ -1,0 +1,28 @@
+"""Waiting for a job, as `gemmwatch submit` and `gemmwatch ci` both do: a live status line, and
+the server's reason for a wait printed as a line of its own (CI logs have no live status line)."""
+
+import time
+
+import httpx
+from rich.console import Console
+
+
+def wait_for_job(client: httpx.Client, job: dict, timeout: float, console: Console, what: str = "job",
+                 poll_s: float = 1.0) -> dict:
+    """Poll until the job ends; TimeoutError (naming why it waited, when the server said) at timeout."""
+    deadline = time.monotonic() + timeout
+    told = None
+    with console.status(f"{what} {job['id']} {job['status']}") as status:
+        while job["status"] in ("queued", "running"):
+            if time.monotonic() > deadline:
+                reason = f" ({job['waiting']})" if job.get("waiting") else ""
+                raise TimeoutError(f"{what} {job['id']} still {job['status']} after {timeout:g} s{reason}")
+            time.sleep(poll_s)
+            job = client.get(f"/api/jobs/{job['id']}").json()
+            if job.get("waiting") and job["waiting"] != told:
+                console.print(f"[yellow]{what} {job['id']} {job['waiting']}[/yellow]")
+            told = job.get("waiting")
+            p = job["progress"]
+            status.update(f"{what} {job['id']} {job['waiting'] or job['status']} {p['done']}/{p['total']} "
+                          f"{job.get('current_case') or ''}")
+    return job

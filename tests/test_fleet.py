@@ -1,0 +1,214 @@
+"""The fleet: real Celery workers register, beat, go offline, serve their own GPU model's queue;
+a job nobody serves says why it waits (API, job page, CLI, CI hook); /metrics counts it all.
+
+Workers are real processes on a real broker; the CPU double stands in for each one's GPU and
+reports the model it is given (FAKE_GPU_MODEL), so one machine plays several nodes.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
+
+from api.db import session_factory, upgrade_database
+from api.models import Job, Worker
+from tests.conftest import ROOT, make_client, make_settings, wait_for_job, worker_env
+from worker.reaper import reap
+
+FAST_BEATS = {"GEMMWATCH_WORKER_BEAT_S": "0.3"}
+
+
+@pytest.fixture
+def fleet_cfg(tmp_path, pg_url, redis_url):
+    """Production pairing: PostgreSQL and a Redis broker, as a fleet of nodes shares them."""
+    cfg = make_settings(tmp_path, pg_url, redis_url, GEMMWATCH_WORKER_OFFLINE_AFTER_S="2")
+    upgrade_database(cfg)
+    return cfg
+
+
+def poll(fetch, until, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = fetch()
+        if until(value):
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not met after {timeout} s; last: {value}")
+
+
+def workers_by_name(client) -> dict:
+    return {w["name"]: w for w in client.get("/api/workers").json()}
+
+
+def node(w) -> str:
+    return f"{w.name}@{socket.gethostname() if w.host == '%h' else w.host}"
+
+
+def test_worker_registers_beats_runs_and_signs_off(fleet_cfg, start_worker):
+    client = make_client(fleet_cfg)
+    assert client.get("/api/workers").json() == [] and client.get("/api/gpus").json() == []
+    w = start_worker(fleet_cfg, FAKE_GPU_SLEEP_S="0.5", **FAST_BEATS)
+    name = node(w)
+    me = poll(lambda: workers_by_name(client).get(name), lambda x: x is not None, what="registration")
+    assert me["host"] == socket.gethostname() and me["model"] == "FAKE" and me["gpu"] == "FAKE CPU double"
+    assert me["queues"] == ["gpu.any"] and me["version"] == version("gemmwatch")
+    assert me["state"] == "idle" and me["job"] is None and me["jobs_last_day"] == 0
+    # Known before any job ran: the GPU it registered with.
+    assert [g["model"] for g in client.get("/api/gpus").json()] == ["FAKE"]
+
+    first_beat = me["last_beat_at"]
+    poll(lambda: workers_by_name(client)[name]["last_beat_at"], lambda t: t > first_beat, 5, "a later heartbeat")
+
+    job_id = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": [[32, 32, 32]] * 2}).json()["id"]
+    busy = poll(lambda: workers_by_name(client)[name], lambda x: x["state"] == "running", what="running state")
+    assert busy["job"]["id"] == job_id and busy["job"]["progress"]["total"] == 4
+    job = wait_for_job(client, job_id)
+    assert job["status"] == "succeeded" and job["worker"] == name
+    after = poll(lambda: workers_by_name(client)[name], lambda x: x["state"] == "idle", what="idle again")
+    assert after["jobs_last_day"] == 1 and after["job"] is None
+
+    w.stop()  # a clean exit: stopped at once, not offline only when the beats are missed
+    gone = poll(lambda: workers_by_name(client)[name], lambda x: x["state"] == "stopped", 10, "sign-off")
+    assert gone["since"] is not None
+
+
+def test_a_silent_worker_is_marked_offline(fleet_cfg, start_worker):
+    client = make_client(fleet_cfg)
+    w = start_worker(fleet_cfg, **FAST_BEATS)
+    name = node(w)
+    poll(lambda: workers_by_name(client).get(name), lambda x: x and x["state"] == "idle", what="registration")
+    os.kill(w.proc.pid, signal.SIGKILL)  # no sign-off: only the silence tells
+    w.proc.wait()
+    # Readers judge the silence themselves, before any reaper ran...
+    seen = poll(lambda: workers_by_name(client)[name], lambda x: x["state"] == "offline", 10, "offline")
+    assert seen["since"] == seen["last_beat_at"]
+    with session_factory(fleet_cfg)() as db:
+        assert db.scalar(select(Worker.state).where(Worker.name == name)) == "online"
+    # ...and the reaper records it, since the last beat.
+    reap(fleet_cfg)
+    with session_factory(fleet_cfg)() as db:
+        row = db.scalar(select(Worker).where(Worker.name == name))
+        assert row.state == "offline" and row.offline_since == row.last_beat_at
+
+
+def run_cli(cfg, *args, timeout=60) -> subprocess.CompletedProcess:
+    env = worker_env(cfg, runner=None)
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_a_job_nobody_serves_says_why_it_waits(fleet_cfg, start_worker, live_server):
+    client = make_client(fleet_cfg)
+    job = client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[16, 16, 16]], "gpu": "A100"}).json()
+    want = "waiting: no live worker serves gpu.A100; last seen never"
+    assert client.get(f"/api/jobs/{job['id']}").json()["waiting"] == want
+    assert [j["waiting"] for j in client.get("/api/jobs").json()] == [want]
+    page = client.get(f"/jobs/{job['id']}")
+    assert want in page.text
+    assert client.get(f"/jobs/{job['id']}", params={"format": "json"}).json()["job"]["waiting"] == want
+
+    # The CLI and the CI hook print it, and the hook still ends with exit 3 at its timeout.
+    base = live_server(fleet_cfg)
+    token = client.headers["Authorization"].split()[1]
+    sub = run_cli(fleet_cfg, "submit", "--server", base, "--token", token, "--variants", "naive", "--size", "16",
+                  "--gpu", "A100", "--timeout", "3")
+    assert sub.returncode == 3 and "no live worker serves gpu.A100" in sub.stdout + sub.stderr
+    ci = run_cli(fleet_cfg, "ci", "--server", base, "--token", token, "--commit", "ab12cd34", "--variants", "naive",
+                 "--size", "16", "--gpu", "A100", "--timeout", "3", "--parents", "")
+    assert ci.returncode == 3, ci.stdout + ci.stderr
+    assert "no live worker serves gpu.A100" in ci.stderr
+
+    # A worker that served the queue once and went away: when it was last seen.
+    w = start_worker(fleet_cfg, "gpu.A100", FAKE_GPU_MODEL="A100", FAKE_GPU_UUID="GPU-a100", **FAST_BEATS)
+    ran = wait_for_job(client, job["id"])
+    assert ran["status"] == "succeeded" and ran["waiting"] is None
+    os.kill(w.proc.pid, signal.SIGKILL)
+    w.proc.wait()
+    last = poll(lambda: workers_by_name(client)[node(w)], lambda x: x["state"] == "offline", 10, "offline")
+    late = client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[16, 16, 16]], "gpu": "A100"}).json()
+    said = client.get(f"/api/jobs/{late['id']}").json()["waiting"]
+    assert said.startswith("waiting: no live worker serves gpu.A100; last seen 20")
+    assert last["last_beat_at"][:19].replace("T", " ") in said
+
+
+def test_jobs_behind_a_busy_worker_say_so(fleet_cfg, start_worker):
+    client = make_client(fleet_cfg)
+    start_worker(fleet_cfg, FAKE_GPU_SLEEP_S="1", **FAST_BEATS)
+    post = lambda: client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[16, 16, 16]] * 3}).json()["id"]  # noqa: E731
+    first, second = post(), post()
+    poll(lambda: client.get(f"/api/jobs/{first}").json()["status"], lambda s: s == "running", what="first running")
+    said = client.get(f"/api/jobs/{second}").json()["waiting"]
+    assert said == "waiting: all 1 live worker(s) serving gpu.any are busy; 1 job(s) queued on it"
+    assert wait_for_job(client, second)["status"] == "succeeded"
+
+
+def metric_samples(client) -> dict:
+    text = client.get("/metrics").text
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_count_jobs_queues_workers_results_and_latency(fleet_cfg, start_worker):
+    client = make_client(fleet_cfg)
+    w = start_worker(fleet_cfg, **FAST_BEATS)
+    poll(lambda: workers_by_name(client).get(node(w)), lambda x: x is not None, what="registration")
+    done = wait_for_job(client, client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"],
+                                                               "sizes": [[32, 32, 32]]}).json()["id"])
+    assert done["status"] == "succeeded"
+    for _ in range(2):
+        client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[16, 16, 16]], "gpu": "A100"})
+
+    m = metric_samples(client)
+    assert m[("gemmwatch_jobs", (("state", "succeeded"),))] == 1
+    assert m[("gemmwatch_jobs", (("state", "queued"),))] == 2
+    assert m[("gemmwatch_queue_depth", (("queue", "gpu.A100"),))] == 2
+    assert m[("gemmwatch_workers", (("model", "FAKE"), ("state", "idle")))] == 1
+    assert m[("gemmwatch_workers_online", ())] == 1
+    assert m[("gemmwatch_results_stored_total", ())] == 2
+    # Every stored case was timed; each bucket counts the cases at or under its bound.
+    assert m[("gemmwatch_case_duration_seconds_count", ())] == 2
+    assert 0 < m[("gemmwatch_case_duration_seconds_sum", ())] < 60
+    assert m[("gemmwatch_case_duration_seconds_bucket", (("le", "+Inf"),))] == 2
+    assert m[("gemmwatch_case_duration_seconds_bucket", (("le", "0.1"),))] <= 2
+    # wait_for_job polled GET /api/jobs/{job_id}: one series for the route, not one per job.
+    gets = m[("gemmwatch_http_request_duration_seconds_count",
+              (("method", "GET"), ("route", "/api/jobs/{job_id}"), ("status", "200")))]
+    assert gets >= 1
+    assert not any(dict(labels).get("route", "").startswith("/api/jobs/1") for _, labels in m)
+    posts = m[("gemmwatch_http_request_duration_seconds_count",
+               (("method", "POST"), ("route", "/api/jobs"), ("status", "202")))]
+    assert posts == 3
+
+
+def test_two_nodes_each_serve_their_own_model(fleet_cfg, start_worker):
+    """Two workers with their own host names and GPU models on one Redis and one PostgreSQL."""
+    client = make_client(fleet_cfg)
+    start_worker(fleet_cfg, "gpu.H100", host="node-a", FAKE_GPU_MODEL="H100", FAKE_GPU_UUID="GPU-node-a-0", **FAST_BEATS)
+    start_worker(fleet_cfg, "gpu.H200", host="node-b", FAKE_GPU_MODEL="H200", FAKE_GPU_UUID="GPU-node-b-0", **FAST_BEATS)
+    fleet = poll(lambda: client.get("/api/workers").json(), lambda ws: len(ws) == 2, what="both registered")
+    assert sorted((w["host"], w["model"], tuple(w["queues"])) for w in fleet) == [
+        ("node-a", "H100", ("gpu.H100",)), ("node-b", "H200", ("gpu.H200",))]
+
+    ids = {model: [client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[16, 16, 16]], "gpu": model}).json()["id"]
+                   for _ in range(2)] for model in ("H200", "H100")}
+    for model, job_ids in ids.items():
+        for job_id in job_ids:
+            job = wait_for_job(client, job_id)
+            assert job["status"] == "succeeded"
+            assert job["ran_on"] == f"{model} CPU double"
+            assert job["worker"].endswith("@node-a" if model == "H100" else "@node-b")
+    with session_factory(fleet_cfg)() as db:
+        assert len(db.scalars(select(Job)).all()) == 4
+    assert sorted(w["jobs_last_day"] for w in client.get("/api/workers").json()) == [2, 2]
+    page = client.get("/fleet").text
+    assert "node-a" in page and "node-b" in page and "H100 CPU double" in page and "H200 CPU double" in page
