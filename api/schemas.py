@@ -177,6 +177,15 @@ class JobCreate(BaseModel):
         )
 
 
+CONVERGED = (
+    "The stop rule held for the variant and its interleaved cuBLAS samples: at least GEMMWATCH_MIN_SAMPLES "
+    "samples over at least GEMMWATCH_MIN_TIME_S of sampling; the median's distribution-free 95 % confidence "
+    "interval within +-GEMMWATCH_MAX_NOISE of it; the medians of the first and second halves within "
+    "GEMMWATCH_MAX_DRIFT of each other. False: the case's time cap ended it first (the figure is still the "
+    "median of what was measured). Samples taken while NVML reported throttled clocks are dropped, unless "
+    "that lasted the whole case (env.all_samples_throttled: the kernel's steady state under a power cap).")
+
+
 class Progress(BaseModel):
     done: int
     total: int
@@ -235,7 +244,7 @@ class ResultOut(BaseModel):
     q1_ms: float | None
     q3_ms: float | None
     noise: float | None
-    converged: bool
+    converged: bool = Field(description=CONVERGED)
     error: str | None
     env: dict[str, Any]
     created_at: datetime

@@ -26,7 +26,7 @@ class Settings(BaseSettings):
     warmup_ms: float = Field(default=25.0, validation_alias="GEMMWATCH_WARMUP_MS")
     min_samples: int = Field(default=10, validation_alias="GEMMWATCH_MIN_SAMPLES")
     max_noise: float = Field(default=0.005, validation_alias="GEMMWATCH_MAX_NOISE")
-    # Kernel time (sum of the variant's samples) to gather before stopping, as nvbench's min_time.
+    # Time spent sampling before the stop rule may end a case (worker/cases.py TimingPolicy.satisfied).
     min_time_s: float = Field(default=0.1, validation_alias="GEMMWATCH_MIN_TIME_S")
     # Drop samples taken while NVML reports the clocks held down (power cap, thermal, HW slowdown).
     discard_throttled: bool = Field(default=True, validation_alias="GEMMWATCH_DISCARD_THROTTLED")

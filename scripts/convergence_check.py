@@ -5,9 +5,11 @@ Every registered kernel (and cuBLAS) at 256^3 ... 8192^3 and the skinny shapes, 
 exactly as a job runs it. Prints one JSON line per case and a summary line: the share converged,
 and which cases at 2048^3 and up ran into the time cap (converged false means the cap ended it).
   python scripts/convergence_check.py > convergence.jsonl
+  python scripts/convergence_check.py 8192 16x4096x4096      # only these shapes
 """
 
 import json
+import sys
 import time
 
 from api.settings import Settings
@@ -24,14 +26,18 @@ def main() -> None:
     runner = CupyRunner()
     policy = TimingPolicy.from_settings(Settings())
     rows = []
-    for m, n, k in SHAPES:
+    wanted = [tuple(int(x) for x in (a.split("x") * 3 if "x" not in a else a.split("x"))[:3]) for a in sys.argv[1:]]
+    for m, n, k in wanted or SHAPES:
         for name, spec in VARIANTS.items():
             launch = spec.resolve() if spec.source_file else None
             t0 = time.perf_counter()
             out = runner.run_case(Case(0, name, m, n, k, seed=m + n + k, launch=launch), policy)
             rows.append({"variant": name, "shape": f"{m}x{n}x{k}", "verified": out.verified,
                          "converged": out.converged, "n": out.n_samples, "seconds": round(time.perf_counter() - t0, 2),
-                         "big": min(m, n, k) >= 2048, **(out.env.get("convergence") or {}).get("variant", {})})
+                         "big": min(m, n, k) >= 2048, "error": out.error,
+                         # Both series must converge: the variant's and its interleaved cuBLAS baseline's.
+                         **(out.env.get("convergence") or {}).get("variant", {}),
+                         "cublas": (out.env.get("convergence") or {}).get("cublas")})
             print(json.dumps(rows[-1]), flush=True)
     timed = [r for r in rows if r["verified"]]
     capped_big = [f"{r['variant']} {r['shape']}" for r in timed if r["big"] and not r["converged"]]

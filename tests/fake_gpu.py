@@ -93,10 +93,10 @@ class CpuRunner:
             ab.record(out, case, head_ms, base_ms, converged)
             return out
 
-        v_ms, b_ms, _ = _interleaved(variant, baseline, slowdown, 1.0, policy)
+        v_ms, b_ms, converged = _interleaved(variant, baseline, slowdown, 1.0, policy)
         s = stats.summarise(v_ms)
         out.add_timing(v_ms, s)
-        out.converged = policy.satisfied(v_ms, b_ms)
+        out.converged = converged
         out.gflops = gflops(case.m, case.n, case.k, out.median_ms)
         out.cublas_median_ms = stats.summarise(b_ms)["median_ms"]
         out.cublas_gflops = gflops(case.m, case.n, case.k, out.cublas_median_ms)
@@ -121,7 +121,8 @@ def _interleaved(fn_a, fn_b, scale_a: float, scale_b: float, policy: TimingPolic
         fn_a()
         fn_b()
     a_ms, b_ms = [], []
-    deadline = time.perf_counter() + policy.time_cap_s
+    since = time.perf_counter()
+    deadline = since + policy.time_cap_s
     order = ((fn_a, scale_a, a_ms), (fn_b, scale_b, b_ms))
     while True:
         # A B, then B A: the Python between pairs (the stopping rule) leaves the CPU's caches cold for
@@ -133,8 +134,9 @@ def _interleaved(fn_a, fn_b, scale_a: float, scale_b: float, policy: TimingPolic
             t0 = time.perf_counter()
             fn()
             into.append((time.perf_counter() - t0) * 1e3 * scale)
-        if policy.satisfied(a_ms, b_ms) or (time.perf_counter() > deadline and len(a_ms) >= policy.min_samples):
-            return a_ms, b_ms, policy.satisfied(a_ms, b_ms)
+        converged = policy.satisfied(a_ms, b_ms, sampled_s=time.perf_counter() - since)
+        if converged or (time.perf_counter() > deadline and len(a_ms) >= policy.min_samples):
+            return a_ms, b_ms, converged
 
 
 def fake_resources(launch) -> dict:

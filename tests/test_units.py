@@ -43,16 +43,18 @@ def test_a_wandering_figure_never_converges():
     assert c["drift_rel"] > 0.02 and not stats.has_converged(ramp, 10, 0.005)
 
 
-def test_policy_needs_samples_quiet_and_time_for_every_series():
+def test_policy_needs_samples_quiet_series_and_sampling_time():
     from worker.cases import TimingPolicy
 
     policy = TimingPolicy(0, min_samples=10, max_noise=0.005, time_cap_s=1, max_rel_error=1e-4, mode="cold",
                           min_time_s=0.05)
-    quiet_long = [10.0, 10.01] * 5  # 10 samples, 100 ms of kernel time
-    quiet_short = [1.0, 1.001] * 5  # 10 ms only
-    assert policy.satisfied(quiet_long)
-    assert not policy.satisfied(quiet_short)
-    assert not policy.satisfied(quiet_long, [10.0, 12.0] * 5)  # the baseline is noisy
+    quiet = [10.0, 10.01] * 5
+    tiny_kernel = [0.01, 0.01001] * 5  # 10 us samples: their sum is tiny, the time spent sampling is not
+    assert policy.satisfied(quiet, sampled_s=0.05)
+    assert policy.satisfied(tiny_kernel, sampled_s=0.06)
+    assert not policy.satisfied(quiet, sampled_s=0.04)  # too soon, however quiet
+    assert not policy.satisfied(quiet[:8], sampled_s=1.0)  # too few samples
+    assert not policy.satisfied(quiet, [10.0, 12.0] * 5, sampled_s=1.0)  # the baseline is noisy
 
 
 def test_grid_covers_c_for_any_size():
