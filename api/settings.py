@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     hold_stream: bool = Field(default=True, validation_alias="GEMMWATCH_HOLD_STREAM")
     # How a cold sample's L2 is evicted: "readwrite" (our kernel) or "memset" (nvbench's way).
     l2_flush: Literal["readwrite", "memset"] = Field(default="readwrite", validation_alias="GEMMWATCH_L2_FLUSH")
+    # Order of a batch's samples: each kernel's in a block of its own (default), or alternating. With
+    # "pairs", each variant sample followed a cuBLAS kernel, and a small variant read 8-15 % slower
+    # than when timed alone or by nvbench on the H100 (docs/BENCHMARKS.md, issue 10): the kernel
+    # before it changes what it pays at start. Samples still pair up within a batch for ratios.
+    interleave: Literal["pairs", "blocks"] = Field(default="blocks", validation_alias="GEMMWATCH_INTERLEAVE")
     # Converged also means the medians of the first and second halves of the samples agree this closely.
     max_drift: float = Field(default=0.01, gt=0, validation_alias="GEMMWATCH_MAX_DRIFT")
     # A case (compile, verify, time) taking longer than this is killed and fails its job.

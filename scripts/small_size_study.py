@@ -7,6 +7,8 @@ cold measurement of the same launches in the same process:
   batch256       up to 256 pairs per batch: fewer idle gaps while the host computes the stop rule
   memset1x       nvbench's flush: a memset of 1x the L2 size
   hot            no flush at all (the warm-L2 floor)
+  blocks         a batch's variant samples in a row, then its cuBLAS samples (GEMMWATCH_INTERLEAVE=blocks)
+  alone          the variant's samples with nothing between them but the flush (cuBLAS not run)
 Prints one JSON line per case and way.   python scripts/small_size_study.py
 """
 
@@ -51,6 +53,8 @@ def main() -> None:
             "batch256": (base, 256, None),
             "memset1x": (base, 32, lambda: one_l2.fill(0.0)),
             "hot": (replace(base, mode="hot"), 32, None),
+            "blocks": (replace(base, interleave="blocks"), 32, None),
+            "alone": (base, 32, None),  # no cuBLAS between the variant's samples, as nvbench times it
         }
         for way, (policy, max_batch, flush) in ways.items():
             runner_module.MAX_BATCH_PAIRS = max_batch
@@ -58,7 +62,7 @@ def main() -> None:
             if flush is not None:
                 r._flusher = lambda how, flush=flush: flush
             try:
-                t = r._time_pair(run_v, run_c, policy)
+                t = r._time_pair(run_v, (lambda: None) if way == "alone" else run_c, policy)
             finally:
                 r._flusher = original
             print(json.dumps({"case": f"{name}-{d}", "way": way, "variant_us": 1e3 * statistics.median(t.variant_ms),

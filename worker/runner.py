@@ -248,21 +248,24 @@ class CupyRunner:
             events = []
             if hold is not None:
                 hold.hold(stream)  # the GPU waits here until the whole batch is queued
+            blocks = policy.interleave == "blocks"
+            order = [run_variant] * batch + [run_cublas] * batch if blocks else [run_variant, run_cublas] * batch
             try:
-                for _ in range(batch):
-                    for fn in (run_variant, run_cublas):
-                        flush()
-                        start, end = cp.cuda.Event(), cp.cuda.Event()
-                        start.record(stream)
-                        fn()
-                        end.record(stream)
-                        events.append((start, end))
+                for fn in order:
+                    flush()
+                    start, end = cp.cuda.Event(), cp.cuda.Event()
+                    start.record(stream)
+                    fn()
+                    end.record(stream)
+                    events.append((start, end))
             finally:
                 if hold is not None:
                     hold.release()
             end.synchronize()
             reasons = gpu_identity.throttle_reasons(self.pci_bus_id)
             times = [cp.cuda.get_elapsed_time(s, e) for s, e in events]
+            if blocks:  # back into pairs: the i-th variant sample with the batch's i-th cuBLAS sample
+                times = [t for pair in zip(times[:batch], times[batch:]) for t in pair]
             if reasons:
                 got.reasons_seen |= reasons
             if hold is not None and hold.timed_out():
