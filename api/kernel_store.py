@@ -1,8 +1,8 @@
 """Kernel sources kept by content, so any job's kernel can be compiled again later.
 
 A job's plan records, per case, the kernel it ran as {digest, entry, block, tile, defines,
-compute_mode, origin}; the text lives once in kernel_source under its SHA-256. A confirmation job
-(api/confirm.py) thaws the base and head kernels from there."""
+compute_mode, origin, arch, dynamic_smem}; the text lives once in kernel_source under its SHA-256.
+A confirmation job (api/confirm.py) thaws the base and head kernels from there."""
 
 import hashlib
 from typing import Any
@@ -26,7 +26,7 @@ def freeze(db: Session, launch) -> dict[str, Any]:
     """A LaunchSpec as plan data: everything but the source, which is kept by digest."""
     return {"digest": keep(db, launch.source), "entry": launch.entry, "block": list(launch.block),
             "tile": list(launch.tile), "defines": dict(launch.defines), "compute_mode": launch.compute_mode,
-            "origin": launch.origin}
+            "origin": launch.origin, "arch": launch.arch, "dynamic_smem": launch.dynamic_smem}
 
 
 def thaw(db: Session, frozen: dict[str, Any]) -> dict[str, Any] | None:

@@ -14,6 +14,8 @@ line. Kernels never #include our files: NVRTC gets no filesystem include path, a
 LaunchSpec.source stays one self-contained translation unit.
 """
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,12 +55,36 @@ class LaunchSpec:
     # "registry": our own source; "job": brought by a job, so hostile until proven otherwise
     # (compiled only where the compiler is confined, its compile log filtered).
     origin: str = "registry"
+    # The one GPU target the kernel is built for when it uses instructions of that target only
+    # ("sm_90a": wgmma, setmaxnreg); None: built for whatever GPU runs it.
+    arch: str | None = None
+    # Bytes of dynamic shared memory per block (above 48 KiB the runner raises the kernel's limit).
+    dynamic_smem: int = 0
 
     def grid(self, m: int, n: int) -> tuple[int, int, int]:
         return (-(-n // self.tile[1]), -(-m // self.tile[0]), 1)
 
     def compile_options(self) -> tuple[str, ...]:
         return ("-std=c++17", *(f"-D{k}={v}" for k, v in sorted(self.defines.items())))
+
+    def not_applicable_on(self, compute_capability: str) -> str | None:
+        """Why this kernel cannot run on a GPU of that compute capability ("9.0" or "90"), or None."""
+        if self.arch is None:
+            return None
+        needed = arch_compute_capability(self.arch)
+        have = compute_capability if "." in compute_capability else f"{compute_capability[:-1]}.{compute_capability[-1:]}"
+        if have == needed:
+            return None
+        return (f"not applicable: {self.variant} is built for {self.arch} and runs only on compute capability "
+                f"{needed}; this GPU has {have}")
+
+
+def arch_compute_capability(arch: str) -> str:
+    """'sm_90a' -> '9.0', 'sm_100a' -> '10.0': the one compute capability an arch-specific target runs on."""
+    match = re.fullmatch(r"sm_(\d+)(\d)a?", arch)
+    if match is None:
+        raise ValueError(f"not a GPU target: {arch!r}")
+    return f"{match.group(1)}.{match.group(2)}"
 
 
 @dataclass(frozen=True)
@@ -75,6 +101,10 @@ class KernelSpec:
     # "fp32": true FP32 arithmetic, checked against cuBLAS FP32. "tf32": inputs rounded to TF32 for
     # the tensor cores; to be checked with a TF32 tolerance and compared with cuBLAS TF32.
     compute_mode: str = "fp32"
+    # See LaunchSpec.arch: a kernel that needs one target (e.g. "sm_90a") declares it here.
+    arch: str | None = None
+    # Dynamic shared memory in bytes, from the resolved tunables (None: the kernel uses none).
+    dynamic_smem: Callable[[dict[str, int]], int] | None = None
 
     def __post_init__(self) -> None:
         if self.compute_mode not in COMPUTE_MODES:
@@ -111,6 +141,8 @@ class KernelSpec:
             tile=tuple(dim(d) for d in self.tile),  # type: ignore[arg-type]
             defines=values,
             compute_mode=self.compute_mode,
+            arch=self.arch,
+            dynamic_smem=self.dynamic_smem(values) if self.dynamic_smem else 0,
         )
 
     def source(self) -> str:
@@ -128,6 +160,7 @@ class KernelSpec:
             "source_file": self.source_file,
             "entry": self.entry,
             "compute_mode": self.compute_mode,
+            "arch": self.arch,
             "tunables": [{"name": t.name, "values": list(t.values), "default": t.default} for t in self.tunables],
         }
 
@@ -137,6 +170,12 @@ SEED_TEXTBOOK = "001_adac3a76413eb491.txt"  # openmlsys textbook: the FP32 SGEMM
 SEED_GUIDE = "002_3f42798b53ca6e9c.txt"  # CUDA programming guide's Matrix / GetSubMatrix kernels
 SEED_SWIZZLE = "003_6ba4e7f2604c6f00.txt"  # shared-memory bank conflicts: XOR swizzle vs padding
 SEED_PITCHED = "004_d0a690938e8c7a2e.txt"  # TILE kernel with transposed B; register-staged A^T kernel
+
+def _tf32_wgmma_smem(values: dict[str, int]) -> int:
+    """tf32_wgmma.cu's kSmemBytes: STAGES slabs of A (BM x 32 floats) and B (32 x 136 floats),
+    two 8-byte mbarriers per stage, and 1 KiB to align the ring to the 128-byte swizzle's period."""
+    return values["STAGES"] * (values["BM"] * 32 * 4 + 32 * 136 * 4) + 16 * values["STAGES"] + 1024
+
 
 def _tile128(name: str, technique: str, seed: str) -> KernelSpec:
     """A step of the 128x128 ladder (smem_block_tile ... warp_tile's siblings): they share the
@@ -351,6 +390,26 @@ VARIANTS: dict[str, KernelSpec] = {
             tunables=(Tunable("BK", (8, 16), 16),),
             seed=SEED_TEXTBOOK,  # past the seeds: builds on the textbook ladder
             compute_mode="tf32",
+        ),
+        KernelSpec(
+            name="tf32_wgmma",
+            technique="Hopper wgmma.mma_async (sm_90a) on TF32: C^T = B^T A^T so A is read K-major from "
+            "128-byte-swizzled shared memory by the tensor cores and B^T comes from registers; a "
+            "warp-specialised cp.async producer fills a STAGES-deep mbarrier ring, two consumer "
+            "warpgroups own BM x 64 of C each, setmaxnreg moves registers to them",
+            source_file="tf32_wgmma.cu",
+            entry="sgemm_tf32_wgmma",
+            block=(384, 1, 1),
+            tile=("BM", 128),
+            tunables=(
+                Tunable("BM", (128, 256), 256),
+                Tunable("STAGES", (3, 4), 4),
+                Tunable("GROUP_M", (1, 8), 8),
+            ),
+            seed=SEED_TEXTBOOK,  # past the seeds: builds on tf32_mma_sync and the textbook ladder
+            compute_mode="tf32",
+            arch="sm_90a",
+            dynamic_smem=_tf32_wgmma_smem,
         ),
     )
 }

@@ -10,6 +10,8 @@ Fault injection for tests, through the environment:
   FAKE_GPU_HANG_VARIANT=name    the child process never returns from that variant
   FAKE_GPU_WRONG_VARIANT=name   that variant drops its last K column (a wrong kernel)
   FAKE_GPU_SLEEP_S=seconds      each case sleeps first (to observe progress)
+  FAKE_GPU_COMPUTE_CAPABILITY=x.y  the compute capability the double reports (default 0.0, no GPU):
+                                kernels built for one target (sm_90a) are not applicable elsewhere
 
 A job's own kernels are compiled for sm_90 by the product's own compile step (worker/compiler.py:
 NVRTC from its PyPI wheel, in the confined compile process), so compile errors, refusals and
@@ -49,7 +51,7 @@ class CpuRunner:
             "uuid": os.environ.get("FAKE_GPU_UUID", f"FAKE-{socket.gethostname()}"),
             "index": 0,
             "sm_count": os.cpu_count(),
-            "compute_capability": "0.0",
+            "compute_capability": os.environ.get("FAKE_GPU_COMPUTE_CAPABILITY", "0.0"),
             "driver": "none",
             "memory_mib": 0,
         }

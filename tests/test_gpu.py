@@ -13,6 +13,7 @@ import pytest
 from api.db import upgrade_database
 from api.settings import Settings
 from kernels.registry import CUBLAS, VARIANTS
+from kernels.tuning import configurations
 from tests.conftest import make_client, make_settings, wait_for_job
 from worker.cases import Case, TimingPolicy
 
@@ -39,6 +40,8 @@ def run(runner, variant, m, n, k):
 @pytest.mark.parametrize("variant", KERNELS)
 def test_kernel_matches_cublas(runner, variant, size):
     out = run(runner, variant, *size)
+    if out.not_applicable:  # built for another GPU target (tf32_wgmma: sm_90a only)
+        pytest.skip(out.error)
     assert out.verified, out.error
     # TF32 keeps 10 mantissa bits: its own bound (the runner's), and a cuBLAS TF32 baseline.
     tf32 = VARIANTS[variant].compute_mode == "tf32"
@@ -47,6 +50,20 @@ def test_kernel_matches_cublas(runner, variant, size):
     assert out.gflops > 0 and out.cublas_gflops > 0 and out.pct_of_cublas > 0
     assert out.n_samples >= 10
     assert out.env["before"]["sm_clock_mhz"] is not None
+
+
+@pytest.mark.parametrize("size", [(1000, 1024, 1000), (4097, 4095, 1023)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("params", configurations(VARIANTS["tf32_wgmma"]), ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+def test_every_tf32_wgmma_configuration_matches_cublas(runner, params, size):
+    """Each tile height, ring depth and rasterisation of the wgmma kernel, on the aligned fast path
+    (1000 x 1024 x 1000) and the 4-byte edge path (4097 x 4095 x 1023)."""
+    launch = VARIANTS["tf32_wgmma"].resolve(params)
+    out = runner.run_case(Case(0, "tf32_wgmma", *size, seed=77, launch=launch), POLICY)
+    if out.not_applicable:
+        pytest.skip(out.error)
+    assert out.verified, out.error
+    assert out.compute_mode == "tf32" and out.rel_error <= POLICY.max_rel_error_tf32
+    assert out.env["resources"]["dynamic_smem_bytes"] == launch.dynamic_smem
 
 
 def test_a_kernel_that_leaves_c_unwritten_is_not_verified(runner):

@@ -91,6 +91,16 @@ class CaseOutcome:
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def not_applicable_here(cls, reason: str, mode: str) -> "CaseOutcome":
+        """A kernel this GPU cannot run (it was built for another target): not run, not verified,
+        and not a failure of the job. The reason is the result's error; env marks it."""
+        return cls(mode=mode, error=reason, env={"not_applicable": True})
+
+    @property
+    def not_applicable(self) -> bool:
+        return bool(self.env.get("not_applicable"))
+
     def add_timing(self, samples_ms: list[float], summary: dict[str, float]) -> None:
         """Copy a summary from worker.stats.summarise (same key names) and keep the raw samples."""
         self.samples_ms = samples_ms
@@ -101,6 +111,15 @@ class CaseOutcome:
 
 # Tuned configurations known for the GPU at hand: (variant, m, n, k) -> tunables.
 TunedLookup = dict[tuple[str, int, int, int], dict[str, int]]
+
+
+def not_applicable(case: Case, compute_capability: str, mode: str) -> CaseOutcome | None:
+    """The outcome of a case whose kernel (or confirmation base) needs another GPU target, else None."""
+    for launch in (case.launch, case.base):
+        reason = launch.not_applicable_on(compute_capability) if launch is not None else None
+        if reason:
+            return CaseOutcome.not_applicable_here(reason, mode)
+    return None
 
 
 def plan(
@@ -143,7 +162,7 @@ def launch_for(name: str, tunables: dict[str, int], sources: dict[str, dict[str,
 def spec_from_dict(name: str, k: dict[str, Any]) -> LaunchSpec:
     """A job's own source, or a kernel thawed from the store (api/kernel_store.py), as a LaunchSpec."""
     return LaunchSpec(name, k["source"], k["entry"], tuple(k["block"]), tuple(k["tile"]), dict(k["defines"]),
-                      k.get("compute_mode", "fp32"), k.get("origin", "job"))
+                      k.get("compute_mode", "fp32"), k.get("origin", "job"), k.get("arch"), k.get("dynamic_smem", 0))
 
 
 def freeze_plan(db, entries: list[dict[str, Any]], sources: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ import os
 import traceback
 from multiprocessing.connection import Connection
 
-from worker.cases import Case, CaseOutcome, TimingPolicy
+from worker.cases import Case, CaseOutcome, TimingPolicy, not_applicable
 from worker.compiler import CompileError, CompileRefused
 
 
@@ -42,14 +42,16 @@ def child_main(conn: Connection, runner_path: str, policy: TimingPolicy) -> None
             return
         try:
             # The pid shows, in each result, which GPU process made it (reuse, restarts).
-            conn.send(("identity", {**runner.identity(), "gpu_process_pid": os.getpid()}))
+            identity = runner.identity()
+            conn.send(("identity", {**identity, "gpu_process_pid": os.getpid()}))
         except Exception as exc:
             conn.send(("fatal", f"could not read the GPU's identity: {exc}"))
             return
         while (case := conn.recv()) is not None:
             conn.send(("started", case.index))
             try:
-                outcome = runner.run_case(case, policy)
+                # A kernel built for another GPU target is reported, not run (any runner, the CPU double too).
+                outcome = not_applicable(case, identity["compute_capability"], policy.mode) or runner.run_case(case, policy)
             except Exception as exc:
                 outcome = CaseOutcome(mode=policy.mode, error=_readable(exc))
             conn.send(("result", case.index, outcome))

@@ -72,7 +72,9 @@ def compile_launch(spec, compute_capability: str, cfg) -> CompiledKernel:
     """A registry or job kernel (a LaunchSpec) as a cubin for a GPU of this compute capability:
     the one place that chooses the options, for the GPU runner and the CPU double alike."""
     # -ftz=true: what CuPy's own NVRTC path always added, so figures stay comparable.
-    options = [arch_option(compute_capability), "-ftz=true", *spec.compile_options()]
+    # A kernel built for one target (sm_90a) names it; the runner checks the GPU matches first.
+    arch = f"-arch={spec.arch}" if getattr(spec, "arch", None) else arch_option(compute_capability)
+    options = [arch, "-ftz=true", *spec.compile_options()]
     # A template entry ("sgemm<128, 8>") is instantiated through an NVRTC name expression.
     names = (spec.entry,) if "<" in spec.entry else ()
     return compile_kernel(spec.source, name=f"{spec.variant}.cu", options=options, name_expressions=names,

@@ -95,6 +95,6 @@ def sm_limits(device) -> SmLimits:
     )
 
 
-def for_function(function, block: tuple[int, ...], device) -> dict:
-    return describe(function_attributes(function), block, 0, sm_limits(device)) | {"sm": asdict(sm_limits(device))}
+def for_function(function, block: tuple[int, ...], device, dynamic_smem: int = 0) -> dict:
+    return describe(function_attributes(function), block, dynamic_smem, sm_limits(device)) | {"sm": asdict(sm_limits(device))}
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from api.settings import settings
 from worker import ab, compiler, gpu_identity, resources, stats
-from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
+from worker.cases import Case, CaseOutcome, TimingPolicy, gflops, not_applicable
 
 # Most pairs queued behind one stream hold: a batch grows while its GPU time is under 20 ms.
 MAX_BATCH_PAIRS = 32
@@ -83,6 +83,9 @@ class CupyRunner:
 
     # -- one case -----------------------------------------------------------------
     def run_case(self, case: Case, policy: TimingPolicy) -> CaseOutcome:
+        skipped = not_applicable(case, self.device.compute_capability, policy.mode)
+        if skipped is not None:  # built for another GPU target (sm_90a on a non-Hopper GPU, say)
+            return skipped
         if case.base is not None:
             return ab.run_ab(self, case, policy)
         cp = self.cp
@@ -148,7 +151,8 @@ class CupyRunner:
         with gpu_identity.nvml():
             out.env["after"] = gpu_identity.device_state(self.pci_bus_id)
         if launch is not None:
-            out.env["resources"] = resources.for_function(launch.function, case.launch.block, self.device)
+            out.env["resources"] = resources.for_function(launch.function, case.launch.block, self.device,
+                                                          case.launch.dynamic_smem)
             out.env["launch"] = {
                 "entry": case.launch.entry,
                 "block": case.launch.block,
@@ -188,17 +192,21 @@ class CupyRunner:
         process, which holds the GPU and the worker's settings, never runs the compiler."""
         cp = self.cp
         spec = case.launch
-        key = (spec.source, spec.entry, spec.compile_options(), spec.origin)
+        key = (spec.source, spec.entry, spec.compile_options(), spec.origin, spec.arch, spec.dynamic_smem)
         if key not in self._modules:
             built = compiler.compile_launch(spec, self.device.compute_capability, settings)
             module = cp.RawModule(path=str(built.cubin_path))
-            self._modules[key] = module.get_function(built.lowered.get(spec.entry, spec.entry))
+            function = module.get_function(built.lowered.get(spec.entry, spec.entry))
+            if spec.dynamic_smem > 0:  # past 48 KiB a kernel gets its shared memory only when it asks
+                function.max_dynamic_shared_size_bytes = spec.dynamic_smem
+            self._modules[key] = function
         kernel = self._modules[key]
         m, n, k = case.m, case.n, case.k
-        grid, block = spec.grid(m, n), spec.block
+        grid, block, smem = spec.grid(m, n), spec.block, spec.dynamic_smem
 
         def launch(a, b, c, alpha: float, beta: float):
-            kernel(grid, block, (cp.int32(m), cp.int32(n), cp.int32(k), cp.float32(alpha), a, b, cp.float32(beta), c))
+            kernel(grid, block, (cp.int32(m), cp.int32(n), cp.int32(k), cp.float32(alpha), a, b, cp.float32(beta), c),
+                   shared_mem=smem)
 
         launch.function = kernel  # its attributes (registers, shared memory) go with the result
         return launch

@@ -1,0 +1,77 @@
+"""A kernel built for one GPU target (tf32_wgmma: sm_90a) is reported as not applicable on any other
+GPU: a clear result with the reason, the job still succeeds, nothing is compiled or launched.
+
+The CPU double stands in for the GPU and reports the compute capability FAKE_GPU_COMPUTE_CAPABILITY
+says, so the same job is tried as if on an A100 (8.0) and on an H100 (9.0).
+"""
+
+import pytest
+
+from api.db import upgrade_database
+from kernels.registry import VARIANTS, arch_compute_capability
+from tests.conftest import make_client, make_settings, wait_for_job
+from worker.cases import Case, not_applicable
+
+
+def test_arch_names_its_one_compute_capability():
+    assert arch_compute_capability("sm_90a") == "9.0"
+    assert arch_compute_capability("sm_100a") == "10.0"
+    with pytest.raises(ValueError):
+        arch_compute_capability("compute_90")
+
+
+@pytest.mark.parametrize("cc", ["9.0", "90"])
+def test_the_wgmma_kernel_runs_on_compute_capability_9_0(cc):
+    launch = VARIANTS["tf32_wgmma"].resolve()
+    assert launch.arch == "sm_90a" and launch.dynamic_smem > 48 * 1024
+    assert launch.not_applicable_on(cc) is None
+
+
+@pytest.mark.parametrize("cc", ["8.0", "80", "8.9", "10.0", "12.0"])
+def test_the_wgmma_kernel_is_not_applicable_elsewhere(cc):
+    reason = VARIANTS["tf32_wgmma"].resolve().not_applicable_on(cc)
+    assert reason.startswith("not applicable: tf32_wgmma is built for sm_90a")
+    outcome = not_applicable(Case(0, "tf32_wgmma", 64, 64, 64, 1, VARIANTS["tf32_wgmma"].resolve()), cc, "cold")
+    assert outcome.not_applicable and not outcome.verified and outcome.error == reason
+    assert outcome.gflops is None and outcome.n_samples == 0
+
+
+def test_kernels_without_a_target_run_anywhere():
+    for name in ("naive", "tf32_mma_sync", "warp_tile_large"):
+        assert VARIANTS[name].resolve().not_applicable_on("8.0") is None
+    assert not_applicable(Case(0, "cublas", 8, 8, 8, 1, None), "8.0", "cold") is None
+
+
+def test_dynamic_shared_memory_follows_the_tunables():
+    spec = VARIANTS["tf32_wgmma"]
+    big, small = spec.resolve({"BM": 256, "STAGES": 4}), spec.resolve({"BM": 128, "STAGES": 3})
+    assert big.dynamic_smem > small.dynamic_smem
+    # Every configuration fits the H100's 227 KiB of shared memory per block.
+    from kernels.tuning import configurations
+
+    assert max(spec.resolve(p).dynamic_smem for p in configurations(spec)) <= 227 * 1024
+
+
+@pytest.mark.parametrize(("cc", "wgmma_runs"), [("8.0", False), ("9.0", True)])
+def test_a_job_on_another_gpu_reports_the_wgmma_variant_as_not_applicable(
+        tmp_path, sqlite_url, redis_url, start_worker, cc, wgmma_runs):
+    cfg = make_settings(tmp_path, sqlite_url, redis_url)
+    upgrade_database(cfg)
+    client = make_client(cfg)
+    start_worker(cfg, FAKE_GPU_COMPUTE_CAPABILITY=cc)
+    resp = client.post("/api/jobs", json={"variants": ["tf32_wgmma", "naive"], "sizes": [[64, 48, 32]]})
+    assert resp.status_code == 202, resp.text
+    job = wait_for_job(client, resp.json()["id"], timeout=90)
+
+    assert job["status"] == "succeeded", job["error"]  # not applicable is no failure of the job
+    assert job["error"] is None
+    by_variant = {r["variant"]: r for r in job["results"]}
+    assert by_variant["naive"]["verified"] and by_variant["naive"]["gflops"] > 0
+    wgmma = by_variant["tf32_wgmma"]
+    if wgmma_runs:
+        assert wgmma["verified"] and wgmma["gflops"] > 0 and wgmma["error"] is None
+    else:
+        assert not wgmma["verified"] and wgmma["gflops"] is None
+        assert wgmma["error"] == (f"not applicable: tf32_wgmma is built for sm_90a and runs only on compute "
+                                  f"capability 9.0; this GPU has {cc}")
+        assert wgmma["env"]["not_applicable"] is True
