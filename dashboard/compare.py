@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.models import Commit, Gpu, Job, Result
-from dashboard.filters import Size, size_label
+from dashboard.filters import Size, size_text
 from dashboard.queries import FP32_ONLY, gpu_ids
 
 By = Literal["commit", "gpu"]
@@ -47,7 +47,7 @@ class CompareRow:
 
     @property
     def label(self) -> str:
-        return f"{self.variant} {size_label(self.size)}"
+        return f"{self.variant} {size_text(self.size)}"
 
     @property
     def delta_pct(self) -> float | None:

@@ -11,10 +11,10 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from dashboard.compare import Comparison
-from dashboard.filters import size_label
+from dashboard.filters import by_flops, size_label, size_text
 from dashboard.history import History
 from dashboard.overview import Ladder
-from dashboard.sweep import SweepPoint
+from dashboard.sweep import SweepFilter, SweepPoint
 
 PALETTE = qualitative.Plotly + qualitative.D3[1:] + qualitative.Dark24
 FAIL = {"symbol": "x", "size": 13, "color": "#c62828", "line": {"width": 2}}
@@ -51,7 +51,7 @@ def history_figure(h: History) -> go.Figure | str:
     if f.gpu is None or f.size is None:
         who = f"on {f.gpu}" if f.gpu else "with a commit"
         return f"No verified results {who} yet: post a job with a commit, and its points appear here."
-    where = f"GPU {f.gpu} at {size_label(f.size)} ({f.mode} mode)"
+    where = f"GPU {f.gpu} at {size_text(f.size)} ({f.mode} mode)"
     if not h.points and h.n_unverified:
         return (f"No verified results for {where}: all {h.n_unverified} results there failed verification, "
                 "and a wrong kernel has no speed to chart. The jobs page shows their errors.")
@@ -97,7 +97,7 @@ def history_figure(h: History) -> go.Figure | str:
         ))
     fig.update_layout(
         **LAYOUT,
-        title={"text": f"GFLOPS by commit: {f.gpu}, {size_label(f.size)}, {f.mode} L2",
+        title={"text": f"GFLOPS by commit: {f.gpu}, {size_text(f.size)}, {f.mode} L2",
                "subtitle": {"text": f"{len(h.commits)} newest commits, oldest first; band: ±noise; "
                                     f"{len(h.regressions)} regression(s) flagged"}},
         xaxis={"title": "commit (by commit time)", "type": "category", "categoryorder": "array",
@@ -111,7 +111,7 @@ def history_figure(h: History) -> go.Figure | str:
 
 def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str) -> go.Figure | str:
     if not lad.rungs:
-        return f"No results on {lad.gpu_name} at {size_label(size)} ({mode} mode)."
+        return f"No results on {lad.gpu_name} at {size_text(size)} ({mode} mode)."
     ok = [r for r in lad.rungs if r.verified and r.gflops is not None]
     failed = [r for r in lad.rungs if not r.verified]
     labels = [r.variant for r in lad.rungs]
@@ -142,7 +142,7 @@ def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str) -> go.Figu
                                  line={"dash": "dot", "color": "#b66a00"}, hoverinfo="name"))
     fig.update_layout(
         **LAYOUT,
-        title={"text": f"{lad.gpu_name}: {size_label(size)}, {mode} L2",
+        title={"text": f"{lad.gpu_name}: {size_text(size)}, {mode} L2",
                "subtitle": {"text": f"each variant's newest result · {lad.peak.how}"}},
         xaxis={"title": "variant", "type": "category", "categoryorder": "array", "categoryarray": labels},
         yaxis={"title": "GFLOPS", "rangemode": "tozero"},
@@ -152,37 +152,58 @@ def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str) -> go.Figu
 
 # -- sweep -----------------------------------------------------------------------------------
 
-def sweep_figure(points: list[SweepPoint], mode: str | None) -> go.Figure | str:
+def _held_text(f: SweepFilter) -> str:
+    return ", ".join(f"{d.upper()}={v}" for d, v in f.held().items())
+
+
+def sweep_figure(points: list[SweepPoint], f: SweepFilter) -> go.Figure | str:
     if not points:
-        return (f"No results in {mode} mode for the chosen GPUs, variants and commit: "
+        at = f" at {_held_text(f)}" if f.axis is not None else ""
+        return (f"No results{at} in {f.mode} mode for the chosen GPUs, variants and commit: "
                 "pick other filters, or post a job.")
     ok = [p for p in points if p.verified and p.gflops is not None]
     failed = [p for p in points if not p.verified]
-    sizes = sorted({p.size for p in points}, key=lambda s: (s[0] * s[1] * s[2], s))
     if not ok:
         return f"All {len(failed)} newest results for these filters failed verification: a wrong kernel has no speed."
+    # One dimension varied: its value on a log axis (skinny shapes span 1 to thousands).
+    # Every size: categories in flop-count order, since sizes of one flop count need not be one point.
+    if f.axis is None:
+        x_of = lambda p: size_text(p.size)  # noqa: E731
+    else:
+        x_of = lambda p: p.size[f.axis]  # noqa: E731
     gpus = sorted({p.gpu for p in points})
     variants = sorted({p.variant for p in points})
     fig = go.Figure()
     for (gpu, variant) in sorted({(p.gpu, p.variant) for p in ok}):
         pts = [p for p in ok if p.gpu == gpu and p.variant == variant]
         fig.add_trace(go.Scatter(
-            x=[size_label(p.size) for p in pts], y=[p.gflops for p in pts], mode="lines+markers",
+            x=[x_of(p) for p in pts], y=[p.gflops for p in pts], mode="lines+markers",
             name=f"{variant} · {gpu}", legendgroup=variant,
             line={"color": _color(variants.index(variant)), "dash": ["solid", "dash", "dot", "dashdot"][gpus.index(gpu) % 4]},
-            customdata=[[p.sha or "no commit", (p.noise or 0) * 100, p.cublas_gflops or 0] for p in pts],
-            hovertemplate=("<b>%{fullData.name}</b> %{x}<br>%{y:,.0f} GFLOPS (cuBLAS %{customdata[2]:,.0f})<br>"
+            customdata=[[p.sha or "no commit", (p.noise or 0) * 100, p.cublas_gflops or 0, size_text(p.size)]
+                        for p in pts],
+            hovertemplate=("<b>%{fullData.name}</b> %{customdata[3]}<br>%{y:,.0f} GFLOPS (cuBLAS %{customdata[2]:,.0f})<br>"
                            "commit %{customdata[0]} · noise ±%{customdata[1]:.2f}%<extra></extra>"),
         ))
     if failed:
-        fig.add_trace(_failures([size_label(p.size) for p in failed],
-                                [[f"{p.variant} · {p.gpu}", _text(p.error, 120)] for p in failed],
-                                "<b>%{customdata[0]}</b> %{x}<br>%{customdata[1]}"))
+        fig.add_trace(_failures([x_of(p) for p in failed],
+                                [[f"{p.variant} · {p.gpu}", _text(p.error, 120), size_text(p.size)] for p in failed],
+                                "<b>%{customdata[0]}</b> %{customdata[2]}<br>%{customdata[1]}"))
+    if f.axis is None:
+        sizes = sorted({p.size for p in points}, key=by_flops)
+        title = f"GFLOPS by size, {f.mode} L2"
+        xaxis = {"title": "M×N×K (by flop count)", "type": "category", "categoryorder": "array",
+                 "categoryarray": [size_text(s) for s in sizes]}
+    else:
+        dim = f.vary.upper()
+        values = sorted({p.size[f.axis] for p in points})
+        title = f"GFLOPS against {dim} at {_held_text(f)}, {f.mode} L2"
+        # Ticks at the measured values only: a log axis's own 10, 100, 1000 hide 16 and 4096.
+        xaxis = {"title": f"{dim} (log scale)", "type": "log", "tickvals": values, "ticktext": [str(v) for v in values]}
     fig.update_layout(
         **LAYOUT,
-        title={"text": f"GFLOPS by size, {mode} L2", "subtitle": {"text": "each point: the newest result for its GPU, variant and size"}},
-        xaxis={"title": "M×N×K (by flop count)", "type": "category", "categoryorder": "array",
-               "categoryarray": [size_label(s) for s in sizes]},
+        title={"text": title, "subtitle": {"text": "each point: the newest result for its GPU, variant and size"}},
+        xaxis=xaxis,
         yaxis={"title": "GFLOPS", "rangemode": "tozero"},
     )
     return fig

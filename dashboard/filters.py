@@ -22,7 +22,25 @@ _SIZE = re.compile(r"^\s*(\d+)\s*(?:[x×*,]\s*(\d+)\s*[x×*,]\s*(\d+))?\s*$")
 
 
 def size_label(size: Size) -> str:
+    """The size as URLs, exports and the worker spell it: 16x4096x4096 (M, N, K)."""
     return "x".join(str(d) for d in size)
+
+
+def size_text(size: Size) -> str:
+    """The size as pages show it: 16×4096×4096, so a skinny shape reads as one at a glance."""
+    return "×".join(str(d) for d in size)
+
+
+def size_options(sizes: list[Size]) -> list[tuple[str, str]]:
+    """<option> value (the URL form) and label (the shown form) for a size menu."""
+    return [(size_label(s), size_text(s)) for s in sizes]
+
+
+def by_flops(size: Size) -> tuple:
+    """Menus and the default sweep order sizes by flop count, then by M, N, K.
+
+    In Python: M*N*K overflows a 32-bit integer product in PostgreSQL."""
+    return (size[0] * size[1] * size[2], size)
 
 
 def parse_size(text: str) -> Size:

@@ -22,10 +22,12 @@ from api.models import Job
 from api.confirm import confirmation
 from api.regression import PairedThresholds, Thresholds
 from dashboard import compare, export, figures, history, job_cancel, login, overview, queries, sweep
-from dashboard.filters import Format, Name, Names, Size, clean, size_label, size_param
+from dashboard.filters import Dim, Format, Name, Names, Size, clean, size_label, size_options, size_param, size_text
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
-templates.env.filters["size"] = size_label
+templates.env.filters["size"] = size_label  # the URL form, for <option> values
+templates.env.filters["size_text"] = size_text  # the shown form
+templates.env.filters["size_options"] = size_options
 templates.env.filters["options"] = lambda values: [(v, v) for v in values]  # <option> value = label
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
 
@@ -81,7 +83,7 @@ def overview_page(request: Request, db: SessionDep, size: SizeDep, gpu: Name = N
     if not cat.modes:
         reason = "No results yet: post a job (gemmwatch submit --variants naive,smem_tiled --size 4096) and its ladder appears here."
     elif not ladders:
-        reason = f"No results at {size_label(size) if size else 'any size'} in {mode or 'any'} mode" + (
+        reason = f"No results at {size_text(size) if size else 'any size'} in {mode or 'any'} mode" + (
             f" on {gpu}" if gpu else "") + ": pick another size, mode or GPU."
     else:
         reason = None
@@ -115,16 +117,19 @@ def history_page(request: Request, db: SessionDep, cfg: SettingsDep, size: SizeD
 
 @router.get("/sweep", response_class=HTMLResponse)
 def sweep_page(request: Request, db: SessionDep, gpu: Names = [], variant: Names = [], mode: Name = None,
-               sha: Sha = None, format: Format = "html"):
+               sha: Sha = None, vary: sweep.Vary = "volume", m: Dim = None, n: Dim = None, k: Dim = None,
+               format: Format = "html"):
     if not mode:
         newest = queries.newest(db) or queries.newest(db, verified=False)
         mode = newest.mode if newest else None
     cat = queries.catalog(db, mode)
-    f = sweep.SweepFilter(clean(gpu), clean(variant), mode, sha or None)
+    f = sweep.settle(sweep.SweepFilter(clean(gpu), clean(variant), mode, sha or None, vary, m, n, k), cat.sizes)
     points = sweep.load_sweep(db, f) if f.mode else []
-    c = chart("sweep-chart", figures.sweep_figure(points, f.mode))
+    c = chart("sweep-chart", figures.sweep_figure(points, f))
     filters = {**asdict(f), "gpus": list(f.gpus), "variants": list(f.variants)}
-    return render(request, format, "sweep", "sweep.html", {"cat": cat, "f": f, "chart": c},
+    return render(request, format, "sweep", "sweep.html",
+                  {"cat": cat, "f": f, "chart": c, "held": sweep.held_menus(f, cat.sizes),
+                   "pairs": sweep.held_pairs(f, cat.sizes)},
                   filters=filters, columns=sweep.COLUMNS, rows=sweep.export_rows(points), reason=c.reason)
 
 

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from api.confirm import AB_MODE  # a confirmation's results belong on its job page only
 from api.models import Gpu, Job, Result
-from dashboard.filters import Size
+from dashboard.filters import Size, by_flops
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def catalog(db: Session, mode: str | None = None) -> Catalog:
     modes = [m for (m,) in distinct(db, [Result.mode]) if m != AB_MODE]
     sizes = distinct(db, [Result.m, Result.n, Result.k], [Result.mode == mode]) if mode else []
     variants = [v for (v,) in distinct(db, [Result.variant])]
-    return Catalog(gpus, modes, sorted(sizes, key=lambda s: (s[0] * s[1] * s[2], s)), variants)
+    return Catalog(gpus, modes, sorted(sizes, key=by_flops), variants)
 
 
 @dataclass(frozen=True)

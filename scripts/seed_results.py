@@ -1,6 +1,7 @@
 """Fill a scratch PostgreSQL database with many results, then time the dashboard's pages.
 
     .venv/bin/python scripts/seed_results.py --results 1000000
+    .venv/bin/python scripts/seed_results.py --results 1000000 --skinny   # skinny shapes too
 
 Creates its own database on the server (default postgresql://postgres@127.0.0.1:5432), builds the
 schema with Alembic, bulk-loads GPUs, commits, jobs and results with COPY, runs ANALYZE and
@@ -44,6 +45,10 @@ VARIANTS = ["naive", "naive_16x16_alpha_beta", "guide_global_strided", "guide_sm
             "global_prefetch_double_buffer", "warp_tile", "warp_tile_large", "cp_async_multistage", "cublas",
             "tiled_extra"]
 SIZES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 2048, 1024)]
+# --skinny: the inference shapes of issue 10, and M walked at N=K=4096 for the sweep of one dimension.
+SKINNY = [(16, 4096, 4096), (4096, 16, 4096), (64, 8192, 8192), (8192, 8192, 64), (1, 4096, 4096),
+          (64, 4096, 4096), (256, 4096, 4096)]
+BANDWIDTH_GBS = {"H100": 3350, "A100": 2039, "L40S": 864, "RTX-4090": 1008}  # data sheets
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 NOTES = ["kernels compiled by NVRTC with -ftz=true (CuPy adds it): denormals flush to zero",
@@ -67,9 +72,9 @@ def state(clock: int, temp: int) -> dict:
             "throttle_reasons": 0}
 
 
-def load(dsn: str, n_results: int, seed: int) -> dict:
+def load(dsn: str, n_results: int, seed: int, sizes: list[tuple[int, int, int]]) -> dict:
     rng = random.Random(seed)
-    cases_per_job = len(VARIANTS) * len(SIZES)
+    cases_per_job = len(VARIANTS) * len(sizes)
     n_commits = max(1, n_results // (cases_per_job * len(MODELS)))
     idents = [identity(g) for g in GPUS]
     with psycopg.connect(dsn) as conn, conn.cursor() as cur:
@@ -91,10 +96,10 @@ def load(dsn: str, n_results: int, seed: int) -> dict:
                 jobs.append((len(jobs) + 1, c, gpu_i, T0 + timedelta(hours=3 * c, minutes=5)))
         with cur.copy("COPY job (id, status, kind, variants, sizes, tunables, gpu_model, queue, commit_id, gpu_id,"
                       " progress_done, progress_total, created_at, started_at, finished_at) FROM STDIN") as cp:
-            variants, sizes = json.dumps(VARIANTS), json.dumps([list(s) for s in SIZES])
+            variants, sizes_json = json.dumps(VARIANTS), json.dumps([list(s) for s in sizes])
             for jid, c, gpu_i, t in jobs:
                 model = GPUS[gpu_i][2]
-                cp.write_row((jid, "succeeded", "bench", variants, sizes, "{}", model, f"gpu.{model}", c, gpu_i + 1,
+                cp.write_row((jid, "succeeded", "bench", variants, sizes_json, "{}", model, f"gpu.{model}", c, gpu_i + 1,
                               cases_per_job, cases_per_job, t, t, t + timedelta(minutes=4)))
         result_id = 0
         started = time.monotonic()
@@ -103,7 +108,7 @@ def load(dsn: str, n_results: int, seed: int) -> dict:
             for jid, c, gpu_i, t in jobs:
                 if jid % len(MODELS) == 1:  # each commit moves each kernel a little, on every GPU alike
                     drift = {v: rng.gauss(1.0, 0.01) for v in VARIANTS}
-                for case, (size, variant) in enumerate((s, v) for s in SIZES for v in VARIANTS):
+                for case, (size, variant) in enumerate((s, v) for s in sizes for v in VARIANTS):
                     if result_id >= n_results:
                         break
                     result_id += 1
@@ -120,7 +125,11 @@ def load(dsn: str, n_results: int, seed: int) -> dict:
 def result_row(rng, rid, job_id, case, variant, size, gpu_id, commit_id, g, ident, drift, t):
     m, n, k = size
     frac = 0.06 + 0.9 * (VARIANTS.index(variant) / len(VARIANTS)) ** 1.5
-    cublas = g[6] * min(1.0, (m * n * k) ** (1 / 3) / 4096) ** 0.5 * rng.gauss(1.0, 0.002)
+    cublas = g[6] * min(1.0, (m * n * k) ** (1 / 3) / 4096) ** 0.5
+    # A skinny shape is bound by memory: what a made-up 35 % of the bandwidth feeds at its
+    # arithmetic intensity (operands read once, C written once). Lifelike data, not a measurement.
+    cublas = min(cublas, 0.35 * BANDWIDTH_GBS[g[2]] * 2 * m * n * k / (4 * (m * k + k * n + m * n)))
+    cublas *= rng.gauss(1.0, 0.002)
     gflops = cublas * frac * drift
     verified = rng.random() > 0.02
     ms = 2 * m * n * k / (gflops * 1e9) * 1e3
@@ -151,7 +160,7 @@ def time_pages(url: str, runs: int) -> list[tuple[str, float, float]]:
     client = TestClient(create_app(Settings(DATABASE_URL=url, GEMMWATCH_DATA_DIR="/tmp/gemmwatch-seed")))
     h100 = "gpu=H100&size=4096x4096x4096&mode=cold"
     pages = ["/history", f"/history?{h100}", f"/history?{h100}&format=csv", f"/history?{h100}&last=500",
-             "/", "/sweep?mode=cold", "/compare", "/jobs", "/jobs/1"]
+             "/", "/sweep?mode=cold", "/sweep?mode=cold&vary=m&n=4096&k=4096", "/compare", "/jobs", "/jobs/1"]
     out = []
     for page in pages:
         started = time.perf_counter()
@@ -175,6 +184,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=9, help="timed requests per page (after one warm-up)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="keep the database (its name is printed)")
+    ap.add_argument("--skinny", action="store_true", help="every job also measures the skinny shapes in SKINNY")
     args = ap.parse_args()
 
     name = f"gemmwatch_seed_{uuid.uuid4().hex[:8]}"
@@ -187,7 +197,7 @@ def main() -> None:
         upgrade_database(Settings(DATABASE_URL=url, GEMMWATCH_DATA_DIR="/tmp/gemmwatch-seed"))
         started = time.monotonic()
         print(f"loading into {name}", flush=True)
-        counts = load(dsn, args.results, args.seed)
+        counts = load(dsn, args.results, args.seed, SIZES + SKINNY if args.skinny else SIZES)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")  # what autovacuum does after a bulk load
             size = conn.execute("SELECT pg_size_pretty(pg_total_relation_size('result'))").fetchone()[0]

@@ -86,3 +86,45 @@ def add_demo_history(cfg, seed: int = 7) -> None:
                     cases.append((variant, (dim, dim, dim), g, ok, cublas * rng.gauss(1.0, 0.002)))
             add_job(cfg, sha, cases, commit_index=c, gpu=gpu, noise=0.002 + 0.004 * rng.random(),
                     message=f"kernels: step {c} of the tuning work", error="wrong result: relative error 0.031 > 0.0001")
+
+
+# Skinny shapes, the GEMMs of inference (M or N of 1-64 against K of thousands), for the sweep of
+# one dimension: M walked at N=K=4096, N walked at M=K=4096, and the issue's four shapes.
+SKINNY_M = (1, 4, 16, 64, 256, 1024, 4096)  # at N = K = 4096
+SKINNY_N = (16, 64, 256, 4096)  # at M = K = 4096
+SKINNY = [(m, 4096, 4096) for m in SKINNY_M] + [(4096, n, 4096) for n in SKINNY_N if n != 4096] + [
+    (64, 8192, 8192), (8192, 8192, 64)]
+SKINNY_SHA = "5c1a9e0ffee5"
+_BANDWIDTH_GBS = {H100["model"]: 3350, A100["model"]: 2039}  # HBM, as the data sheets give it
+# The C tile each block computes whole (naive: one element a thread, nothing wasted).
+_TILE = {"naive": 1, "smem_tiled": 32}
+_TILE_DEFAULT = 128
+
+
+def roofline_gflops(model: str, size, cube_gflops: float) -> float:
+    """cuBLAS-like GFLOPS at a shape: the cube's figure, or what memory can feed at the shape's
+    arithmetic intensity (every operand read once, C written once), whichever is lower. The 35 %
+    of the data sheet's bandwidth is made up, to give test data a lifelike shape; no measurement."""
+    m, n, k = size
+    intensity = 2 * m * n * k / (4 * (m * k + k * n + m * n))  # flop per byte
+    return min(cube_gflops, 0.35 * _BANDWIDTH_GBS[model] * intensity)
+
+
+def tile_use(size, tile: int) -> float:
+    """Share of a tiled kernel's work that is real when M or N is not a multiple of its tile."""
+    m, n, _ = size
+    return (m / (-(-m // tile) * tile)) * (n / (-(-n // tile) * tile))
+
+
+def add_skinny_results(cfg, seed: int = 11) -> None:
+    """One job per GPU at one commit: the ladder at every shape of SKINNY, verified."""
+    rng = random.Random(seed)
+    for gpu in (H100, A100):
+        cube = CUBLAS[gpu["model"]][4096]
+        cases = []
+        for size in SKINNY:
+            cublas = roofline_gflops(gpu["model"], size, cube) * rng.gauss(1.0, 0.002)
+            for variant, frac in LADDER.items():
+                use = tile_use(size, _TILE.get(variant, _TILE_DEFAULT))
+                cases.append((variant, size, cublas * frac * use * rng.gauss(1.0, 0.004), True, cublas))
+        add_job(cfg, SKINNY_SHA, cases, gpu=gpu, noise=0.004, message="skinny shapes")

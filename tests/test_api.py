@@ -27,6 +27,27 @@ def test_post_job_returns_202_with_the_job(client, cfg):
     assert [j["id"] for j in client.get("/api/jobs").json()] == [job["id"]]
 
 
+SKINNY = [[16, 4096, 4096], [4096, 16, 4096], [64, 8192, 8192], [8192, 8192, 64]]
+
+
+def test_skinny_shapes_are_jobs_like_any_other(client, cfg):
+    resp = client.post("/api/jobs", json={"variants": ["naive"], "sizes": SKINNY})
+    assert resp.status_code == 202, resp.text
+    job = resp.json()
+    assert job["sizes"] == SKINNY and job["progress"]["total"] == 4  # as asked, in the order asked
+
+
+def test_results_filter_tells_skinny_shapes_apart(client, cfg):
+    from tests.fake_results import add_result
+
+    for i, (m, n, k) in enumerate(SKINNY):
+        add_result(cfg, "naive", (m, n, k), "aaaa01", gflops=100.0 + i)
+    got = client.get("/api/results", params={"m": 4096, "n": 16}).json()
+    assert [(r["m"], r["n"], r["k"], r["gflops"]) for r in got] == [(4096, 16, 4096, 101.0)]
+    got = client.get("/api/results", params={"n": 8192, "k": 8192}).json()
+    assert [(r["m"], r["gflops"]) for r in got] == [(64, 102.0)]
+
+
 def test_the_same_commit_is_stored_once(client, cfg):
     for _ in range(2):
         client.post("/api/jobs", json={**GOOD, "commit": {"sha": "abcdef1234", "repo": "r"}})

@@ -11,6 +11,7 @@ import os
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from api.app import create_app
 from api.db import session_factory, upgrade_database
 from api.models import Job
 from tests.conftest import ROOT, make_settings
-from tests.fake_results import H100, add_demo_history, add_job
+from tests.fake_results import SKINNY_M, SKINNY_N, H100, add_demo_history, add_job, add_skinny_results
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -37,6 +38,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextmanager
+def serving(cfg):
+    """The real app under uvicorn on a free loopback port; yields its base URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(cfg), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """The real app on a real port, and its settings (the test moves a running job along)."""
@@ -48,17 +67,20 @@ def site(tmp_path_factory):
                                   ("smem_tiled", (4096, 4096, 4096), 8900.0, True, 51_200.0)],
                       status="running", total=5, current_case="thread_tile_8x8 4096x4096x4096", gpu=H100)
     add_job(cfg, None, [], status="queued", total=3)  # waits for a worker all along
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(cfg), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield {"url": f"http://127.0.0.1:{port}", "cfg": cfg, "running_job": running}
-    server.should_exit = True
-    thread.join(10)
+    with serving(cfg) as url:
+        yield {"url": url, "cfg": cfg, "running_job": running}
+
+
+@pytest.fixture(scope="module")
+def skinny_site(tmp_path_factory):
+    """A second app, on a database of skinny shapes only (tests/fake_results.py SKINNY), so the
+    cube demo above and its screenshots stay as they are."""
+    tmp = tmp_path_factory.mktemp("browser-skinny")
+    cfg = make_settings(tmp, f"sqlite:///{tmp / 'gemmwatch.db'}")
+    upgrade_database(cfg)
+    add_skinny_results(cfg)
+    with serving(cfg) as url:
+        yield {"url": url}
 
 
 @pytest.fixture(scope="module")
@@ -72,15 +94,33 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser, site):
-    context = browser.new_context(viewport={"width": 1200, "height": 820}, base_url=site["url"])
+@contextmanager
+def opened(browser, url: str):
+    context = browser.new_context(viewport={"width": 1200, "height": 820}, base_url=url)
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
     yield pg
     context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture
+def page(browser, site):
+    with opened(browser, site["url"]) as pg:
+        yield pg
+
+
+@pytest.fixture
+def skinny_page(browser, skinny_site):
+    with opened(browser, skinny_site["url"]) as pg:
+        yield pg
+
+
+def axis(page: Page, div_id: str, name: str = "xaxis") -> dict:
+    """An axis of the drawn chart, as Plotly settled it (type, tick values)."""
+    return page.evaluate("([id, name]) => { const a = document.getElementById(id)._fullLayout[name];"
+                         " return {type: a.type, tickvals: Array.from(a.tickvals || [])}; }", [div_id, name])
 
 
 def chart(page: Page, div_id: str) -> dict[str, dict]:
@@ -136,7 +176,7 @@ def test_sweep_variant_filter(page):
     page.goto("/sweep?mode=cold")
     traces = chart(page, "sweep-chart")
     assert {"warp_tile · H100", "naive · A100"} <= set(traces)
-    assert traces["warp_tile · H100"]["x"] == ["1024x1024x1024", "2048x2048x2048", "4096x4096x4096"]
+    assert traces["warp_tile · H100"]["x"] == ["1024×1024×1024", "2048×2048×2048", "4096×4096×4096"]
     assert traces["failed verification"]["y"] == [0] * 6  # smem_swizzle_xor on both GPUs at 3 sizes
     shoot(page, "sweep")
 
@@ -145,6 +185,30 @@ def test_sweep_variant_filter(page):
     after = chart(page, "sweep-chart")
     assert "warp_tile · H100" not in after and "naive · H100" in after
     assert "variant=naive" in page.url and "variant=warp_tile" not in page.url
+
+
+def test_sweep_of_m_at_n_k_4096_over_skinny_shapes(skinny_page):
+    page = skinny_page
+    page.goto("/sweep?mode=cold&vary=m&n=4096&k=4096")
+    traces = chart(page, "sweep-chart")
+    assert {"warp_tile · H100", "naive · A100"} <= set(traces)
+    for name in ("warp_tile · H100", "naive · A100"):
+        assert traces[name]["x"] == list(SKINNY_M)  # M itself, not a size label, ascending
+    warp = traces["warp_tile · H100"]["y"]
+    assert warp == sorted(warp) and warp[0] < warp[-1] / 20  # a 128-row tile at M=1 does 1/128 real work
+    assert axis(page, "sweep-chart") == {"type": "log", "tickvals": list(SKINNY_M)}
+    assert page.input_value("#vary") == "m" and page.input_value("#n") == "4096" and page.input_value("#k") == "4096"
+    shoot(page, "sweep-skinny")
+
+    with page.expect_navigation():  # walk N instead: M is then held, at 4096 where N has its line
+        page.select_option("#vary", "n")
+    assert "vary=n" in page.url
+    assert chart(page, "sweep-chart")["warp_tile · H100"]["x"] == list(SKINNY_N)
+    assert page.input_value("#m") == "4096" and page.input_value("#k") == "4096"
+
+    page.goto("/history?gpu=H100&mode=cold")  # the size menus list skinny shapes as M×N×K
+    labels = page.eval_on_selector_all("#size option", "os => os.map(o => o.textContent)")
+    assert {"16×4096×4096", "4096×16×4096", "64×8192×8192", "8192×8192×64"} <= set(labels)
 
 
 def test_compare_commits_and_gpus(page):

@@ -14,6 +14,7 @@ from sqlalchemy import event, update
 from api.db import engine_for, session_factory
 from api.models import Job
 from dashboard.overview import fp32_peak
+from dashboard.sweep import SweepFilter, settle
 from tests.fake_results import A100, H100, add_job, add_result
 
 PAGES = ["/", "/history", "/sweep", "/compare", "/jobs"]
@@ -29,6 +30,13 @@ def chart_data(html: str, div_id: str = "history-chart") -> list[dict]:
 
 def traces(html: str, div_id: str = "history-chart") -> dict[str, dict]:
     return {t["name"]: t for t in chart_data(html, div_id)}
+
+
+def chart_layout(html: str, div_id: str) -> dict:
+    """The layout Plotly was given (the JSON between the traces and the config)."""
+    match = re.search(rf'Plotly\.newPlot\(\s*"{div_id}",\s*\[.*?\],\s*(\{{.*?\}}),\s*\{{"displaylogo"', html, re.S)
+    assert match, f"no chart {div_id} on the page"
+    return json.loads(match.group(1))
 
 
 def rows_csv(text: str) -> list[dict]:
@@ -137,7 +145,7 @@ def test_overview_shows_each_gpus_latest_ladder_and_failures(client, cfg):
     only_a100 = client.get("/?gpu=A100&size=4096x4096x4096&mode=cold").text
     assert "ladder-1" not in only_a100 and traces(only_a100, "ladder-0")["GFLOPS"]["y"] == [2000.0]
     missing = client.get("/?size=64x64x64&mode=cold").text
-    assert 'id="overview-reason"' in missing and "64x64x64" in missing
+    assert 'id="overview-reason"' in missing and "64×64×64" in missing
 
     rows = rows_csv(client.get("/?size=4096x4096x4096&mode=cold&gpu=H100&format=csv").text)
     smem = next(r for r in rows if r["gpu"] == "NVIDIA H100 80GB HBM3" and r["variant"] == "smem_tiled")
@@ -154,15 +162,97 @@ def test_sweep_plots_gflops_against_size(client, cfg):
     add_result(cfg, "warp_tile", (8192, 8192, 8192), "bbbb02", gflops=1e9, verified=False, commit_index=1)
     t = traces(client.get("/sweep?mode=cold").text, "sweep-chart")
     assert set(t) == {"warp_tile · H100", "naive · H100", "naive · A100", "failed verification"}
-    assert t["warp_tile · H100"]["x"] == ["1024x1024x1024", "2048x2048x2048", "4096x4096x4096"]  # by flop count
+    assert t["warp_tile · H100"]["x"] == ["1024×1024×1024", "2048×2048×2048", "4096×4096×4096"]  # by flop count
     assert t["warp_tile · H100"]["y"] == [10_000.0, 20_000.0, 30_000.0]
-    assert t["failed verification"]["x"] == ["8192x8192x8192"] and t["failed verification"]["y"] == [0]
+    assert t["failed verification"]["x"] == ["8192×8192×8192"] and t["failed verification"]["y"] == [0]
 
     chosen = traces(client.get("/sweep?mode=cold&variant=naive&gpu=A100").text, "sweep-chart")
     assert set(chosen) == {"naive · A100"}
     at_commit = traces(client.get("/sweep?mode=cold&sha=aaaa").text, "sweep-chart")
     assert "failed verification" not in at_commit  # the broken result belongs to bbbb02
     assert "Plotly.newPlot" not in client.get("/sweep?mode=hot").text
+
+
+SKINNY_CASES = [  # (size, GFLOPS) of one variant; GFLOPS made distinct so each point is known by it
+    ((1, 4096, 4096), 100.0), ((16, 4096, 4096), 1600.0), ((64, 4096, 4096), 6400.0), ((4096, 4096, 4096), 40_000.0),
+    ((4096, 16, 4096), 1700.0), ((4096, 64, 4096), 6500.0), ((64, 8192, 8192), 9000.0), ((8192, 8192, 64), 8000.0),
+]
+
+
+def test_sweep_one_dimension_with_the_others_held(client, cfg):
+    add_job(cfg, "aaaa01", [("warp_tile", size, g, True) for size, g in SKINNY_CASES])
+    add_job(cfg, "aaaa01", [("warp_tile", size, g / 2, True) for size, g in SKINNY_CASES[:3]], gpu=A100)
+    add_result(cfg, "naive", (16, 4096, 4096), "bbbb02", gflops=1e9, verified=False, commit_index=1)
+
+    page = client.get("/sweep?mode=cold&vary=m&n=4096&k=4096").text
+    t, layout = traces(page, "sweep-chart"), chart_layout(page, "sweep-chart")
+    assert t["warp_tile · H100"]["x"] == [1, 16, 64, 4096] and t["warp_tile · H100"]["y"] == [100.0, 1600.0, 6400.0, 40_000.0]
+    assert t["warp_tile · A100"]["x"] == [1, 16, 64] and t["warp_tile · A100"]["y"] == [50.0, 800.0, 3200.0]
+    assert t["failed verification"]["x"] == [16] and t["failed verification"]["y"] == [0]
+    assert layout["xaxis"]["type"] == "log" and layout["xaxis"]["tickvals"] == [1, 16, 64, 4096]
+    assert layout["title"]["text"] == "GFLOPS against M at N=4096, K=4096, cold L2"
+    # The held dimensions' menus list the values measured, with the held one chosen.
+    assert re.search(r'<select name="n".*?<option value="4096" selected>4096</option>', page, re.S)
+    k_menu = re.findall(r'<select name="k".*?</select>', page, re.S)[0]
+    assert re.findall(r'<option value="(\d+)"', k_menu) == ["64", "4096", "8192"]  # every K measured, ascending
+    assert '<select name="m"' not in page
+
+    # N walked at M=K=4096; M=4096 and K=4096 chosen by themselves, as the longest line.
+    page = client.get("/sweep?mode=cold&vary=n").text
+    t = traces(page, "sweep-chart")
+    assert t == {"warp_tile · H100": t["warp_tile · H100"]} and t["warp_tile · H100"]["x"] == [16, 64, 4096]
+    assert chart_layout(page, "sweep-chart")["title"]["text"] == "GFLOPS against N at M=4096, K=4096, cold L2"
+    # K walked at M=8192, N=8192 has the one shape; held values nothing was measured at say so.
+    k_sweep = traces(client.get("/sweep?mode=cold&vary=k&m=8192&n=8192").text, "sweep-chart")
+    assert k_sweep["warp_tile · H100"]["x"] == [64]
+    nothing = client.get("/sweep?mode=cold&vary=m&n=4096&k=16").text
+    assert "Plotly.newPlot" not in nothing and "No results at N=4096, K=16" in nothing
+    assert re.search(r'<select name="k".*?<option value="16" selected>16</option>', nothing, re.S)
+
+    # The exports carry the same filter and hold only its rows.
+    body = client.get("/sweep?mode=cold&vary=m&n=4096&k=4096&gpu=H100&format=json").json()
+    assert body["filters"] == {"gpus": ["H100"], "variants": [], "mode": "cold", "sha": None, "vary": "m",
+                               "m": None, "n": 4096, "k": 4096}
+    assert [(r["m"], r["n"], r["k"], r["gflops"]) for r in body["rows"]] == [
+        (16, 4096, 4096, None), (1, 4096, 4096, 100.0), (16, 4096, 4096, 1600.0), (64, 4096, 4096, 6400.0),
+        (4096, 4096, 4096, 40_000.0)]
+    rows = rows_csv(client.get("/sweep?mode=cold&vary=n&m=4096&k=4096&format=csv").text)
+    assert [(r["m"], r["n"], r["k"]) for r in rows] == [("4096", "16", "4096"), ("4096", "64", "4096"), ("4096", "4096", "4096")]
+
+    # The default still walks every size by flop count (a tie by M, N, K), skinny ones among them.
+    every = traces(client.get("/sweep?mode=cold&gpu=H100").text, "sweep-chart")["warp_tile · H100"]
+    assert every["x"] == ["1×4096×4096", "16×4096×4096", "4096×16×4096", "64×4096×4096", "4096×64×4096",
+                          "64×8192×8192", "8192×8192×64", "4096×4096×4096"]
+    assert client.get("/sweep?vary=mnk").status_code == 422 and client.get("/sweep?vary=m&n=0").status_code == 422
+
+
+def test_sweep_holds_what_the_url_leaves_out_on_the_longest_line():
+    sizes = [(1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (64, 8192, 8192), (128, 8192, 8192),
+             (4096, 16, 4096)]
+    assert settle(SweepFilter(vary="m"), sizes) == SweepFilter(vary="m", n=4096, k=4096)
+    assert settle(SweepFilter(vary="m", n=8192), sizes) == SweepFilter(vary="m", n=8192, k=8192)
+    assert settle(SweepFilter(vary="m", m=16, n=8192, k=4096), sizes) == SweepFilter(vary="m", n=8192, k=4096)
+    assert settle(SweepFilter(vary="k", m=4096), sizes) == SweepFilter(vary="k", m=4096, n=16)
+    assert settle(SweepFilter(vary="n", m=5), sizes) == SweepFilter(vary="n", m=5, k=None)  # nothing there
+    # A tie between lines goes to the larger held values; the default ignores m, n, k.
+    assert settle(SweepFilter(vary="m"), [(1, 8, 8), (2, 8, 8), (1, 9, 9), (2, 9, 9)]) == SweepFilter(vary="m", n=9, k=9)
+    assert settle(SweepFilter(m=1, n=2, k=3), sizes) == SweepFilter()
+
+
+def test_size_menus_list_skinny_shapes_as_m_n_k(client, cfg):
+    for size, g in SKINNY_CASES:
+        add_result(cfg, "warp_tile", size, "aaaa01", gflops=g)
+    for path in ("/history?gpu=H100&mode=cold&size=16x4096x4096", "/?gpu=H100&mode=cold&size=16x4096x4096"):
+        menu = re.findall(r'<select name="size".*?</select>', client.get(path).text, re.S)[0]
+        options = re.findall(r'<option value="([^"]*)" ?(selected)?>([^<]*)</option>', menu)
+        assert [(v, label) for v, _, label in options][:3] == [
+            ("1x4096x4096", "1×4096×4096"), ("16x4096x4096", "16×4096×4096"), ("4096x16x4096", "4096×16×4096")], path
+        assert len(options) == len(SKINNY_CASES) and [v for v, chosen, _ in options if chosen] == ["16x4096x4096"]
+    history = client.get("/history?gpu=H100&mode=cold&size=4096x16x4096").text
+    assert chart_layout(history, "history-chart")["title"]["text"].startswith("GFLOPS by commit: H100, 4096×16×4096")
+    assert traces(history)["warp_tile"]["y"] == [1700.0]
+    ladder = traces(client.get("/?gpu=H100&mode=cold&size=8192x8192x64").text, "ladder-0")
+    assert ladder["GFLOPS"]["y"] == [8000.0]
 
 
 def test_compare_two_commits_and_two_gpus(client, cfg):

@@ -90,5 +90,6 @@ def test_gpu_model_names_queues(name, model):
 def test_parse_size():
     assert parse_size("4096") == [4096, 4096, 4096]
     assert parse_size("1000x1003x997") == [1000, 1003, 997]
+    assert parse_size("16x4096x4096") == [16, 4096, 4096] and parse_size("8192×8192×64") == [8192, 8192, 64]
     with pytest.raises(typer.BadParameter):
         parse_size("10x10")

@@ -60,6 +60,29 @@ def test_job_runs_to_success_and_results_are_stored(stack):
     assert client.get("/api/gpus").json()[0]["model"] == "FAKE"
 
 
+# Skinny shapes scaled for the CPU double: M walked at N=K=512, then one small N and one small K.
+SKINNY = [[1, 512, 512], [16, 512, 512], [64, 512, 512], [512, 512, 512], [512, 16, 512], [512, 512, 16]]
+
+
+def test_skinny_shapes_are_measured_as_asked_and_swept(stack):
+    cfg, client, start_worker = stack
+    start_worker(cfg)
+    resp = client.post("/api/jobs", json={"variants": ["naive", "warp_tile"], "sizes": SKINNY,
+                                          "commit": {"sha": "5c1a9e01", "repo": "r", "branch": "main"}})
+    job = wait_for_job(client, resp.json()["id"])
+    assert job["status"] == "succeeded", job["error"]
+    # Each case ran at its own M, N and K (A is M×K, B is K×N: a swap would fail verification).
+    assert [(r["m"], r["n"], r["k"]) for r in job["results"]] == [tuple(s) for s in SKINNY for _ in range(2)]
+    for r in job["results"]:
+        assert r["verified"] is True and r["rel_error"] < 1e-4 and r["n_samples"] >= 10
+        assert r["gflops"] == pytest.approx(2 * r["m"] * r["n"] * r["k"] / (r["median_ms"] * 1e-3) / 1e9)
+    # The dashboard's sweep of M at N=K=512 holds exactly the four cases measured there.
+    body = client.get("/sweep", params={"mode": "cold", "vary": "m", "n": 512, "k": 512, "format": "json"}).json()
+    assert [(r["variant"], r["m"]) for r in body["rows"]] == [
+        (v, m) for v in ("naive", "warp_tile") for m in (1, 16, 64, 512)]
+    assert all(r["gpu"] == "FAKE" and r["gflops"] > 0 for r in body["rows"])
+
+
 def test_a_crashing_kernel_fails_its_job_and_the_worker_keeps_serving(stack):
     cfg, client, start_worker = stack
     start_worker(cfg, FAKE_GPU_CRASH_VARIANT="smem_tiled")
