@@ -183,7 +183,8 @@ CONVERGED = (
     "interval within +-GEMMWATCH_MAX_NOISE of it; the medians of the first and second halves within "
     "GEMMWATCH_MAX_DRIFT of each other. False: the case's time cap ended it first (the figure is still the "
     "median of what was measured). Samples taken while NVML reported throttled clocks are dropped, unless "
-    "that lasted the whole case (env.all_samples_throttled: the kernel's steady state under a power cap).")
+    "throttled batches outnumber clean ones (env.throttled_samples_kept: the kernel's steady state under a "
+    "power cap, judged on every sample).")
 
 
 class Progress(BaseModel):

@@ -35,6 +35,7 @@ def main() -> None:
             rows.append({"variant": name, "shape": f"{m}x{n}x{k}", "verified": out.verified,
                          "converged": out.converged, "n": out.n_samples, "seconds": round(time.perf_counter() - t0, 2),
                          "big": min(m, n, k) >= 2048, "error": out.error,
+                         "throttled_kept": out.env.get("throttled_samples_kept"),
                          # Both series must converge: the variant's and its interleaved cuBLAS baseline's.
                          **(out.env.get("convergence") or {}).get("variant", {}),
                          "cublas": (out.env.get("convergence") or {}).get("cublas")})
