@@ -1,5 +1,6 @@
 """`gemmwatch up | worker | submit | cancel`: run the whole thing, run one GPU worker, post or cancel a job."""
 
+import ctypes  # imported here, not in _die_with_parent: that runs between fork and exec
 import os
 import signal
 import subprocess
@@ -82,8 +83,6 @@ def gpu_worker_plan() -> list[tuple[dict[str, str], list[str], str]]:
 def _die_with_parent() -> None:
     """In a worker started by `up`: end when `up` ends, however it ends. uvicorn re-raises the
     SIGTERM it handled once it has shut down, so `up`'s own clean-up may never run."""
-    import ctypes
-
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 

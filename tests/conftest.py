@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.db import upgrade_database
 from api.settings import Settings
+from cli.main import _die_with_parent
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_DSN = os.environ.get("GEMMWATCH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -137,7 +138,8 @@ class WorkerProcess:
 
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            worker_command(self.queues.split(","), self.name, host=self.host), cwd=ROOT, env=self.env, stdout=log, stderr=log
+            worker_command(self.queues.split(","), self.name, host=self.host), cwd=ROOT, env=self.env, stdout=log,
+            stderr=log, preexec_fn=_die_with_parent,  # a killed test run leaves no worker taking others' jobs
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -224,7 +226,8 @@ def live_server(tmp_path):
         env = worker_env(cfg, runner=None)
         log = open(tmp_path / f"server{len(procs)}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory",
-                                 "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env, stdout=log, stderr=log)
+                                 "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env, stdout=log, stderr=log,
+                                preexec_fn=_die_with_parent)
         procs.append(proc)
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
