@@ -11,7 +11,10 @@ import logging
 import os
 import socket
 import threading
+import tomllib
 from importlib.metadata import PackageNotFoundError, version
+
+from pathlib import Path
 
 from sqlalchemy import select, update
 
@@ -35,8 +38,12 @@ def node_name() -> str | None:
 def gemmwatch_version() -> str:
     try:
         return version("gemmwatch")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown"
+    except PackageNotFoundError:  # run from a checkout that was never installed: its pyproject says
+        try:
+            project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+            return f"{project['project']['version']} (checkout)"
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
 
 
 def gpu_identity(cfg: Settings) -> dict | None:
