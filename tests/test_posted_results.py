@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from api.auth import create_token
 from api.db import session_factory, upgrade_database
 from api.models import Result
-from tests.conftest import FAKE_RUNNER, ROOT, make_settings
+from tests.conftest import FAKE_RUNNER, ROOT, make_client, make_settings
 
 GPU = {"uuid": "GPU-abc", "name": "NVIDIA H100 80GB HBM3", "model": "H100", "sm_count": 132}
 
@@ -82,3 +82,25 @@ def test_gemmwatch_run_post_measures_locally_and_posts(tmp_path, pg_url, live_se
     again = httpx.post(f"{url}/api/results", json=json.loads(saved.read_text()), headers={"Authorization": f"Bearer {token}"})
     assert again.status_code == 200 and again.json()["created"] is False
     assert stored(cfg) == 2
+
+
+def test_a_jobs_results_copied_to_another_gemmwatch_arrive_once_and_whole(client, cfg, tmp_path):
+    """scripts/import_job_results.py: GET /api/jobs/{id} here, posted there, twice."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from import_job_results import as_batch
+
+    posted = [result("naive", env={"gpu": GPU}), result("smem_tiled", gflops=60.5, env={"gpu": GPU}),
+              result("warp_tile", verified=False, error="wrong result", env={"gpu": GPU})]
+    body = {"run_id": "run-0002-abcdef", "gpu": GPU, "commit": {"sha": "abc1234", "branch": "main"}, "results": posted}
+    job = client.get(f"/api/jobs/{client.post('/api/results', json=body).json()['job_id']}").json()
+
+    other_cfg = make_settings(tmp_path / "other", f"sqlite:///{tmp_path / 'other.db'}")
+    upgrade_database(other_cfg)
+    other = make_client(other_cfg)
+    batch = as_batch(job)
+    first, again = other.post("/api/results", json=batch), other.post("/api/results", json=batch)
+    assert (first.status_code, again.status_code) == (201, 200) and stored(other_cfg) == 3
+    copied = other.get(f"/api/jobs/{first.json()['job_id']}").json()
+    assert copied["ran_on"] == GPU["name"] and copied["commit"]["sha"] == "abc1234"
+    keep = ("variant", "m", "n", "k", "verified", "gflops", "median_ms", "error")
+    assert [{k: r[k] for k in keep} for r in copied["results"]] == [{k: r[k] for k in keep} for r in job["results"]]
