@@ -73,16 +73,18 @@ def state_of(row: Worker, now: datetime, cfg: Settings) -> tuple[str, datetime |
     return "online", None
 
 
-def load_fleet(db: Session, cfg: Settings, with_jobs: bool = True) -> Fleet:
-    """Workers (with their running job and jobs ended in the last day when with_jobs) and queue depths."""
+def load_fleet(db: Session, cfg: Settings, with_history: bool = False) -> Fleet:
+    """Workers with the job each runs, and queue depths; with_history adds each worker's jobs ended in
+    the last day (a scan of recent jobs: for the fleet views, not for every job read)."""
     now = utcnow()
     rows = db.scalars(select(Worker).order_by(Worker.model, Worker.host, Worker.name)).unique().all()
     running: dict[str, Job] = {}
     done: dict[str, int] = {}
-    if with_jobs and rows:
-        names = [r.name for r in rows]
+    names = [r.name for r in rows]
+    if rows:
         running = {j.worker: j for j in db.scalars(
             select(Job).where(Job.status == "running", Job.worker.in_(names))).unique()}
+    if with_history and rows:
         done = dict(db.execute(
             select(Job.worker, func.count()).where(Job.worker.in_(names), Job.status.in_(ENDED),
                                                    Job.finished_at >= now - timedelta(days=1))

@@ -39,7 +39,7 @@ class DatabaseCollector:
                 jobs.add_metric([state], by_state.get(state, 0))
             yield jobs
 
-            fleet = load_fleet(db, self.cfg, with_jobs=True)
+            fleet = load_fleet(db, self.cfg)
             depth = GaugeMetricFamily("gemmwatch_queue_depth", "Jobs queued, per queue (gpu.<model>)", labels=["queue"])
             for queue, n in sorted(fleet.queued.items()):
                 depth.add_metric([queue], n)

@@ -69,7 +69,10 @@ class Commit(Base):
 
 class Job(Base):
     __tablename__ = "job"
-    __table_args__ = (UniqueConstraint("run_id", name="uq_job_run_id"),)
+    __table_args__ = (
+        UniqueConstraint("run_id", name="uq_job_run_id"),
+        Index("ix_job_worker_finished", "worker", "finished_at"),  # the fleet's jobs per worker in the last day
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)

@@ -190,7 +190,7 @@ def job_page(request: Request, db: SessionDep, cfg: SettingsDep, job_id: int, fo
 
 @router.get("/fleet", response_class=HTMLResponse)
 def fleet_page(request: Request, db: SessionDep, cfg: SettingsDep, format: Format = "html"):
-    fleet = load_fleet(db, cfg)
+    fleet = load_fleet(db, cfg, with_history=True)
     rows = [queries.worker_row(w) for w in fleet.workers]
     return render(request, format, "fleet", "fleet.html", {"workers": fleet.workers, "queues": fleet.queue_depths()},
                   filters={}, columns=queries.WORKER_COLUMNS, rows=rows,

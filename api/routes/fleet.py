@@ -12,7 +12,7 @@ router = APIRouter(prefix="/api", tags=["fleet"])
 @router.get("/workers", response_model=list[WorkerOut])
 def list_workers(db: SessionDep, cfg: SettingsDep):
     """Every worker that ever registered: idle, running a job (with its progress), offline or stopped since when."""
-    return [WorkerOut.from_view(w) for w in load_fleet(db, cfg).workers]
+    return [WorkerOut.from_view(w) for w in load_fleet(db, cfg, with_history=True).workers]
 
 
 @router.get("/queues", response_model=list[QueueOut])

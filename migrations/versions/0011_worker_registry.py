@@ -1,4 +1,5 @@
-"""worker registry: every GPU worker, its GPU, queues and heartbeat; each case's wall time
+"""worker registry: every GPU worker, its GPU, queues and heartbeat; each case's wall time; jobs by
+worker and end time (the fleet's "jobs in the last day")
 
 Workers register at start and beat while they live (worker/fleet.py); the reaper marks silent
 ones offline. GET /api/workers and the dashboard's /fleet page read this table.
@@ -40,9 +41,11 @@ def upgrade() -> None:
     op.create_index('ix_worker_model', 'worker', ['model'], unique=False)
     with op.batch_alter_table('result', schema=None) as batch_op:
         batch_op.add_column(sa.Column('case_s', sa.Float(), nullable=True))
+    op.create_index('ix_job_worker_finished', 'job', ['worker', 'finished_at'], unique=False)
 
 
 def downgrade() -> None:
+    op.drop_index('ix_job_worker_finished', table_name='job')
     with op.batch_alter_table('result', schema=None) as batch_op:
         batch_op.drop_column('case_s')
     op.drop_index('ix_worker_model', table_name='worker')
