@@ -210,14 +210,15 @@ def job_with(client, text):
     return wait_for_job(client, resp.json()["id"], timeout=90)
 
 
-def job_past_layer_1(settings, client, text: str, entry: str = "k") -> dict:
+def job_past_layer_1(settings, client, text: str, entry: str = "k", **stored: object) -> dict:
     """A job stored and queued as the API would, without the API's check (layer 1): what a
     way past the guard, or a write straight to the database, would hand the worker."""
     from api.broker import enqueue_job, queue_for
     from api.db import session_factory
     from api.models import Job
 
-    source = {"name": "mine", "source": text, "entry": entry, "block": [32, 1, 1], "tile": [1, 32], "defines": {}}
+    source = {"name": "mine", "source": text, "entry": entry, "block": [32, 1, 1], "tile": [1, 32], "defines": {},
+              **stored}
     with session_factory(settings)() as db:
         job = Job(status="queued", kind="bench", variants=["mine"], sizes=[[8, 8, 8]], tunables={}, sources=[source],
                   queue=queue_for(None), progress_total=1)
@@ -245,6 +246,32 @@ def test_a_job_that_gets_past_layer_1_leaks_nothing_into_its_error_or_the_logs(s
     assert_nothing_leaked(worker.log())
     honest = job_past_layer_1(settings, client, KERNEL)  # and the worker goes on
     assert honest["status"] == "succeeded", honest["error"]
+
+
+# A GPU target as a stored kernel could carry it (the registry's "arch"; a job's own source has no such
+# field at the API, but a row written past it can): each would put NVRTC options of its own choosing
+# beside -arch, or be read by NVRTC up to a NUL byte.
+HOSTILE_TARGETS = ["sm_90 --include-path=/etc", "sm_90a -I/proc/self", "sm_90\x00 -I/etc", "sm_90a\n",
+                   "--include-path=/etc", "compute_90", "sm_90a -default-device", ""]
+
+
+@pytest.mark.parametrize("target", HOSTILE_TARGETS)
+def test_a_target_that_is_not_one_never_reaches_nvrtc(tmp_path, target, monkeypatch):
+    from worker.cases import LaunchSpec
+
+    monkeypatch.setattr(compiler, "compile_kernel", lambda *a, **k: pytest.fail(f"{target!r} reached NVRTC"))
+    spec = LaunchSpec("mine", '#include "passwd"\n' + KERNEL, "k", (32, 1, 1), (1, 32), {}, arch=target)
+    with pytest.raises(CompileRefused, match="not a GPU target"):
+        compiler.compile_launch(spec, "9.0", make_settings(tmp_path, f"sqlite:///{tmp_path}/x.db"))
+
+
+def test_a_stored_target_with_options_in_it_fails_its_job_and_compiles_nothing(stack, start_worker):
+    settings, client = stack
+    worker = start_worker(settings)
+    job = job_past_layer_1(settings, client, '#include "passwd"\n' + KERNEL, arch="sm_90 --include-path=/etc")
+    assert job["status"] == "failed" and "not a GPU target: 'sm_90 --include-path=/etc'" in job["error"], job
+    assert "root:" not in job["error"] and "cannot open source file" not in job["error"]
+    assert "root:" not in worker.log()
 
 
 def test_a_runaway_compile_fails_its_job_through_a_real_worker(stack, start_worker):

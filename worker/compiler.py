@@ -32,6 +32,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernels.registry import arch_compute_capability
+
 log = logging.getLogger(__name__)
 
 SANDBOX = Path(__file__).with_name("nvrtc_sandbox.py")
@@ -73,7 +75,15 @@ def compile_launch(spec, compute_capability: str, cfg) -> CompiledKernel:
     the one place that chooses the options, for the GPU runner and the CPU double alike."""
     # -ftz=true: what CuPy's own NVRTC path always added, so figures stay comparable.
     # A kernel built for one target (sm_90a) names it; the runner checks the GPU matches first.
-    arch = f"-arch={spec.arch}" if getattr(spec, "arch", None) else arch_option(compute_capability)
+    # The name reaches NVRTC's options, so it must be a target and nothing else, whatever stored it:
+    # NVRTC reads "sm_90\0..." as sm_90, and a job row written past the API could hold anything.
+    target = getattr(spec, "arch", None)
+    if target is not None:
+        try:
+            arch_compute_capability(target)
+        except ValueError as exc:
+            raise CompileRefused(str(exc)) from None
+    arch = f"-arch={target}" if target else arch_option(compute_capability)
     options = [arch, "-ftz=true", *spec.compile_options()]
     # A template entry ("sgemm<128, 8>") is instantiated through an NVRTC name expression.
     names = (spec.entry,) if "<" in spec.entry else ()
