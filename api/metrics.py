@@ -7,6 +7,7 @@ pass (one scrape target per server process).
 """
 
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 from fastapi import APIRouter, Request
@@ -46,10 +47,7 @@ class DatabaseCollector:
             yield depth
             workers = GaugeMetricFamily("gemmwatch_workers", "Registered workers by GPU model and state",
                                         labels=["model", "state"])
-            counts: dict[tuple[str, str], int] = {}
-            for w in fleet.workers:
-                counts[(w.row.model, w.state)] = counts.get((w.row.model, w.state), 0) + 1
-            for (model, state), n in sorted(counts.items()):
+            for (model, state), n in sorted(Counter((w.row.model, w.state) for w in fleet.workers).items()):
                 workers.add_metric([model, state], n)
             yield workers
             online = GaugeMetricFamily("gemmwatch_workers_online", "Live workers (idle or running)")

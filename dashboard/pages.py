@@ -192,9 +192,10 @@ def job_page(request: Request, db: SessionDep, cfg: SettingsDep, job_id: int, fo
 def fleet_page(request: Request, db: SessionDep, cfg: SettingsDep, format: Format = "html"):
     fleet = load_fleet(db, cfg, with_history=True)
     rows = [queries.worker_row(w) for w in fleet.workers]
-    return render(request, format, "fleet", "fleet.html", {"workers": fleet.workers, "queues": fleet.queue_depths()},
+    queues = fleet.queue_depths()
+    return render(request, format, "fleet", "fleet.html", {"workers": fleet.workers, "queues": queues},
                   filters={}, columns=queries.WORKER_COLUMNS, rows=rows,
-                  reason=None if rows else "no worker has registered yet", queues=fleet.queue_depths())
+                  reason=None if rows else "no worker has registered yet", queues=queues)
 
 
 def mount_dashboard(app: FastAPI) -> None:

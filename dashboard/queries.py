@@ -115,15 +115,15 @@ WORKER_COLUMNS = ["name", "host", "model", "gpu", "gpu_index", "state", "since",
 
 
 def worker_row(w) -> dict:
-    """One api.fleet.WorkerView as an export row."""
-    r, j = w.row, w.job
-    return {
-        "name": r.name, "host": r.host, "model": r.model, "gpu": r.gpu.name if r.gpu else None,
-        "gpu_index": r.gpu_index, "state": w.state, "since": w.since, "job": j.id if j else None,
-        "progress": f"{j.progress_done}/{j.progress_total}" if j else None, "current_case": j.current_case if j else None,
-        "jobs_last_day": w.jobs_last_day, "queues": ",".join(r.queues or []), "version": r.version,
-        "last_beat_at": r.last_beat_at,
-    }
+    """One api.fleet.WorkerView as a flat export row: GET /api/workers' fields, the job spread out."""
+    from api.schemas import WorkerOut
+
+    out = WorkerOut.from_view(w)
+    row = out.model_dump(include=set(WORKER_COLUMNS))
+    job = out.job
+    row.update(job=job.id if job else None, progress=f"{job.progress.done}/{job.progress.total}" if job else None,
+               current_case=job.current_case if job else None, queues=",".join(out.queues))
+    return {c: row[c] for c in WORKER_COLUMNS}
 
 
 RESULT_COLUMNS = ["id", "case_index", "variant", "m", "n", "k", "mode", "tunables", "verified", "rel_error",

@@ -212,3 +212,6 @@ def test_two_nodes_each_serve_their_own_model(fleet_cfg, start_worker):
     assert sorted(w["jobs_last_day"] for w in client.get("/api/workers").json()) == [2, 2]
     page = client.get("/fleet").text
     assert "node-a" in page and "node-b" in page and "H100 CPU double" in page and "H200 CPU double" in page
+    exported = client.get("/fleet", params={"format": "json"}).json()["rows"]
+    assert sorted((r["host"], r["gpu"], r["state"], r["jobs_last_day"], r["queues"]) for r in exported) == [
+        ("node-a", "H100 CPU double", "idle", 2, "gpu.H100"), ("node-b", "H200 CPU double", "idle", 2, "gpu.H200")]

@@ -97,7 +97,11 @@ def start_heartbeat_thread(cfg: Settings, name: str, queues: list[str]) -> threa
         registered = False
         while True:
             try:
-                registered = beat(cfg, name) if registered else (register(cfg, name, queues) or True)
+                if registered:
+                    registered = beat(cfg, name)  # False: the row is gone; register again next time
+                else:
+                    register(cfg, name, queues)
+                    registered = True
             except Exception:  # database away, or a GPU NVML cannot read: try again next beat
                 log.exception("worker %s: %s failed", name, "heartbeat" if registered else "registration")
                 registered = False

@@ -252,11 +252,11 @@ class CupyRunner:
         sampling_since = time.perf_counter()
         deadline = sampling_since + policy.time_cap_s
         batch = 4  # pairs queued behind one hold; grows while a batch is short (fewer host round trips)
+        blocks = policy.interleave == "blocks"
         while True:
             events = []
             if hold is not None:
                 hold.hold(stream)  # the GPU waits here until the whole batch is queued
-            blocks = policy.interleave == "blocks"
             order = [run_variant] * batch + [run_cublas] * batch if blocks else [run_variant, run_cublas] * batch
             try:
                 for fn in order:
