@@ -265,6 +265,22 @@ def test_a_target_that_is_not_one_never_reaches_nvrtc(tmp_path, target, monkeypa
         compiler.compile_launch(spec, "9.0", make_settings(tmp_path, f"sqlite:///{tmp_path}/x.db"))
 
 
+# -D options as a stored row could carry them: a name with an option, a NUL or a newline in it, a
+# value that is text (NVRTC took "-DBK=8 -I/etc" and "-DX\0 -I/etc" without complaint when tried).
+HOSTILE_DEFINES = [{"BK": "8 -I/etc"}, {"X\x00 -I/etc": 1}, {"X --include-path=/etc": 1}, {"-I/etc": 1},
+                   {"X\n": 1}, {"X": 1.5}, {"X": True}, {"": 1}]
+
+
+@pytest.mark.parametrize("defines", HOSTILE_DEFINES, ids=repr)
+def test_a_define_that_is_not_name_equals_integer_never_reaches_nvrtc(tmp_path, defines, monkeypatch):
+    from worker.cases import LaunchSpec
+
+    monkeypatch.setattr(compiler, "compile_kernel", lambda *a, **k: pytest.fail(f"{defines!r} reached NVRTC"))
+    spec = LaunchSpec("mine", KERNEL, "k", (32, 1, 1), (1, 32), {"BK": 8, **defines})
+    with pytest.raises(CompileRefused, match="not a -D NAME=integer"):
+        compiler.compile_launch(spec, "9.0", make_settings(tmp_path, f"sqlite:///{tmp_path}/x.db"))
+
+
 def test_a_stored_target_with_options_in_it_fails_its_job_and_compiles_nothing(stack, start_worker):
     settings, client = stack
     worker = start_worker(settings)

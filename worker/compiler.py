@@ -70,6 +70,9 @@ def arch_option(compute_capability: str) -> str:
     return f"-arch=sm_{compute_capability.replace('.', '')}"
 
 
+_DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def compile_launch(spec, compute_capability: str, cfg) -> CompiledKernel:
     """A registry or job kernel (a LaunchSpec) as a cubin for a GPU of this compute capability:
     the one place that chooses the options, for the GPU runner and the CPU double alike."""
@@ -83,6 +86,12 @@ def compile_launch(spec, compute_capability: str, cfg) -> CompiledKernel:
             arch_compute_capability(target)
         except ValueError as exc:
             raise CompileRefused(str(exc)) from None
+    # Each -D likewise: the API allows identifiers and 32-bit integers only, but a stored row could
+    # hold "BK": "8 -I/etc" or "X\0 -I/etc" (tried: NVRTC compiled both, reading a macro value
+    # and stopping at the NUL); nothing but NAME=integer becomes an option.
+    for name, value in spec.defines.items():
+        if not (isinstance(name, str) and _DEFINE_NAME.fullmatch(name)) or type(value) is not int:
+            raise CompileRefused(f"not a -D NAME=integer: {name!r}={value!r}")
     arch = f"-arch={target}" if target else arch_option(compute_capability)
     options = [arch, "-ftz=true", *spec.compile_options()]
     # A template entry ("sgemm<128, 8>") is instantiated through an NVRTC name expression.
