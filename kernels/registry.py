@@ -41,6 +41,18 @@ class Tunable:
     default: int
 
 
+def tail_pieces(tail: int, wave: int, max_pieces: int = 16) -> int:
+    """Pieces per tile of a last partial wave of `tail` tiles (tail_split_k.cu's tail_pieces, the
+    same integer arithmetic, so that the grid and the kernel agree): the p that makes
+    ceil(tail * p / wave) rounds of 1/p of a tile shortest, with a small charge per piece."""
+    best, best_cost = 1, None
+    for p in range(1, max_pieces + 1):
+        cost = -(-tail * p // wave) * (720720 // p) + 2880 * p
+        if best_cost is None or cost < best_cost:
+            best, best_cost = p, cost
+    return best
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     """What the runner needs to compile and launch one kernel (picklable, no file access)."""
@@ -60,9 +72,16 @@ class LaunchSpec:
     arch: str | None = None
     # Bytes of dynamic shared memory per block (above 48 KiB the runner raises the kernel's limit).
     dynamic_smem: int = 0
+    # Tail-split kernels: blocks per wave (see tail_pieces); 0: one block per C tile, 2-D grid.
+    wave: int = 0
 
     def grid(self, m: int, n: int) -> tuple[int, int, int]:
-        return (-(-n // self.tile[1]), -(-m // self.tile[0]), 1)
+        tiles_n, tiles_m = -(-n // self.tile[1]), -(-m // self.tile[0])
+        if self.wave:
+            tiles = tiles_m * tiles_n
+            tail = tiles % self.wave
+            return (tiles - tail + tail * tail_pieces(tail, self.wave), 1, 1)
+        return (tiles_n, tiles_m, 1)
 
     def compile_options(self) -> tuple[str, ...]:
         return ("-std=c++17", *(f"-D{k}={v}" for k, v in sorted(self.defines.items())))
@@ -105,6 +124,12 @@ class KernelSpec:
     arch: str | None = None
     # Dynamic shared memory in bytes, from the resolved tunables (None: the kernel uses none).
     dynamic_smem: Callable[[dict[str, int]], int] | None = None
+    # Tail-split kernels (tail_split_k.cu): the blocks of one wave, from the resolved tunables; the
+    # grid then has extra blocks for the pieces of the last partial wave's tiles. None: one per C tile.
+    wave: Callable[[dict[str, int]], int] | None = None
+    # -D values fixed for this variant (not tunables): a step that is another file's code with one
+    # switch on (tail_split_k_overlap is tail_split_k.cu with LAST_K_AFTER_BARRIER=1).
+    fixed_defines: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.compute_mode not in COMPUTE_MODES:
@@ -139,10 +164,11 @@ class KernelSpec:
             entry=self.entry,
             block=tuple(dim(d) for d in self.block),  # type: ignore[arg-type]
             tile=tuple(dim(d) for d in self.tile),  # type: ignore[arg-type]
-            defines=values,
+            defines={**self.fixed_defines, **values},
             compute_mode=self.compute_mode,
             arch=self.arch,
             dynamic_smem=self.dynamic_smem(values) if self.dynamic_smem else 0,
+            wave=self.wave(values) if self.wave else 0,
         )
 
     def source(self) -> str:
@@ -175,6 +201,37 @@ def _tf32_wgmma_smem(values: dict[str, int]) -> int:
     """tf32_wgmma.cu's kSmemBytes: STAGES slabs of A (BM x 32 floats) and B (32 x 136 floats),
     two 8-byte mbarriers per stage, and 1 KiB to align the ring to the 128-byte swizzle's period."""
     return values["STAGES"] * (values["BM"] * 32 * 4 + 32 * 136 * 4) + 16 * values["STAGES"] + 1024
+
+
+def _tail_split_wave(values: dict[str, int]) -> int:
+    """tail_split_k.cu's WAVE: blocks resident at once on 132 SMs, two per SM where the tile's
+    registers allow it (its MIN_BLOCKS: 4 x 8 outputs per thread or fewer, or 8 x 8 at BK=8)."""
+    tm, tn = values["BM"] // 16, values["BN"] // 16
+    return 132 * (2 if tm * tn <= 32 or (tm == 8 and tn == 8 and values["BK"] == 8) else 1)
+
+
+def _tail_split(name: str, technique: str, fixed_defines: dict[str, int] | None = None) -> KernelSpec:
+    """A build of tail_split_k.cu (past the seeds: it builds on warp_tile_large and the textbook
+    ladder); the steps share its tile, tunables and grid, and differ by fixed -D switches."""
+    return KernelSpec(
+        name=name,
+        technique=technique,
+        source_file="tail_split_k.cu",
+        entry="sgemm_tail_split_k",
+        block=(256, 1, 1),
+        tile=("BM", "BN"),
+        tunables=(
+            Tunable("BM", (64, 128), 128),
+            Tunable("BN", (128, 256), 256),
+            Tunable("BK", (8, 16), 16),
+            # k-step of a slab at which the next slab's global loads go out (the kernel says why)
+            Tunable("LDG_STEP", (2, 4), 4),
+        ),
+        seed=SEED_TEXTBOOK,
+        prelude=(COMMON, TILE128),
+        wave=_tail_split_wave,
+        fixed_defines=fixed_defines or {},
+    )
 
 
 def _tile128(name: str, technique: str, seed: str) -> KernelSpec:
@@ -377,6 +434,19 @@ VARIANTS: dict[str, KernelSpec] = {
             ),
             seed=SEED_TEXTBOOK,  # past the seeds: builds on warp_tile and the textbook ladder
             prelude=(COMMON, TILE128),
+        ),
+        _tail_split(
+            "tail_split_k",
+            "warp_tile_large's 128x256 tile and pipeline; whole waves of tiles one block each, the "
+            "tiles of the last partial wave cut along K into pieces (as many as balance them over the SMs), "
+            "finished through C in k order behind per-tile flags, beta applied once, no workspace",
+        ),
+        # tail_split_k.cu with LAST_K_AFTER_BARRIER=1: the file's header explains the step
+        _tail_split(
+            "tail_split_k_overlap",
+            "tail_split_k with each slab's last k-step of FFMAs moved behind the barrier and the "
+            "next slab's first shared-memory fragment loads, so the FFMAs cover those loads' latency",
+            fixed_defines={"LAST_K_AFTER_BARRIER": 1},
         ),
         KernelSpec(
             name="tf32_mma_sync",
