@@ -2,11 +2,13 @@
 
 Same process, same GPU, same input arrays: cuBLAS and three ladder variants, timed by the
 gemmwatch runner (interleaved with cuBLAS, stream held, L2 flushed) and by nvbench's cold
-measurement (its blocking kernel, its L2 flush, one sample per launch). From 1024^3 and at the
-skinny shapes each case must agree within 2.5 % and the median ratio within 1 % (on the H100 all
-were within 2.0 %). Below 1024^3 a constant of about 0.5-0.8 us per sample remains (9 % of a 9 us
-kernel; flush kind and size, batching and sample order ruled out, docs/BENCHMARKS.md): bounded
-here, not explained. GEMMWATCH_BENCH_OUT=path appends the table as JSON lines.
+measurement (its blocking kernel, its L2 flush, one sample per launch). Every case must agree
+within 2.5 % and the median ratio within 1 %: below 1024^3 too, since cold samples are isolated
+(each behind its own stream hold, synchronised before the next, as nvbench takes them); queued
+back to back, small kernels read a constant 0.5-0.8 us longer (docs/BENCHMARKS.md). One exception,
+bounded and not explained: cuBLAS at 256^3 and 512^3 read 3-6 % *below* nvbench on the H100,
+where nvbench reported 3-4 % noise of its own for those cases; the ladder kernels there agree.
+GEMMWATCH_BENCH_OUT=path appends the table as JSON lines.
 """
 
 import json
@@ -26,9 +28,9 @@ pytestmark = pytest.mark.gpu
 SHAPES = [(128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (4096, 4096, 4096),
           (16, 4096, 4096), (4096, 16, 4096), (64, 8192, 8192), (8192, 8192, 64)]
 KERNELS = ["smem_tiled", "thread_tile_8x8", "warp_tile_large"]
-TOLERANCE = 0.025  # each case, from 1024^3 and skinny
-OVERALL = 0.01  # the median ratio over those cases
-SMALL_BOUND = 0.12  # 128^3 - 512^3: the open gap, bounded
+TOLERANCE = 0.025  # each case
+OVERALL = 0.01  # the median ratio over all cases
+CUBLAS_SMALL = 0.08  # cuBLAS below 1024^3 (see above)
 
 
 def nvbench_medians(benchmarks: dict, tmp: Path) -> dict[str, float]:
@@ -93,9 +95,10 @@ def test_cold_medians_agree_with_nvbench_at_every_shape(tmp_path):
     if os.environ.get("GEMMWATCH_BENCH_OUT"):
         with open(os.environ["GEMMWATCH_BENCH_OUT"] + ".nvbench.jsonl", "a") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
-    small = [r for r in rows if any(f"{d}x{d}x{d}" in r["case"] for d in (128, 256, 512))]
-    large = [r for r in rows if r not in small]
-    assert abs(statistics.median(r["ratio"] for r in large) - 1) <= OVERALL
-    off = [r for r in large if abs(r["ratio"] - 1) > TOLERANCE]
+    assert abs(statistics.median(r["ratio"] for r in rows) - 1) <= OVERALL
+    def bound(row) -> float:
+        small = any(row["case"].endswith(f"-{d}x{d}x{d}") for d in (128, 256, 512))
+        return CUBLAS_SMALL if small and row["case"].startswith("cublas-") else TOLERANCE
+
+    off = [r for r in rows if abs(r["ratio"] - 1) > bound(r)]
     assert not off, off
-    assert all(abs(r["ratio"] - 1) <= SMALL_BOUND for r in small), small

@@ -24,12 +24,13 @@ class TimingPolicy:
     flush: str = "readwrite"  # how a cold sample's L2 is evicted: "readwrite" or "memset"
     max_drift: float = 0.01
     interleave: str = "blocks"  # "blocks": a batch's variant samples, then its cuBLAS ones; "pairs": V C V C ...
+    isolate_samples: bool = True  # cold: each sample behind its own stream hold, synchronised before the next
 
     @classmethod
     def from_settings(cls, s) -> "TimingPolicy":
         return cls(s.warmup_ms, s.min_samples, s.max_noise, s.case_time_cap_s, s.max_rel_error, s.timing_mode,
                    s.min_time_s, s.discard_throttled, s.max_rel_error_tf32, s.hold_stream, s.l2_flush, s.max_drift,
-                   s.interleave)
+                   s.interleave, s.isolate_samples)
 
     def satisfied(self, *series: list[float], sampled_s: float) -> bool:
         """For every series: enough samples, a median known to within max_noise and no drift

@@ -14,7 +14,10 @@ from api.settings import settings
 from worker import ab, compiler, gpu_identity, resources, stats
 from worker.cases import Case, CaseOutcome, TimingPolicy, gflops, not_applicable
 
-# Most pairs queued behind one stream hold: a batch grows while its GPU time is under 20 ms.
+# Pairs per batch (the stop rule is judged once per batch): a batch grows while its GPU time is
+# under 20 ms. Cold samples are each queued behind a stream hold of their own (isolate_samples);
+# otherwise a whole batch is queued behind one.
+FIRST_BATCH_PAIRS = 4
 MAX_BATCH_PAIRS = 32
 
 
@@ -228,10 +231,10 @@ class CupyRunner:
         return max(err_plain, err_axpby)
 
     def _time_pair(self, run_variant, run_cublas, policy: TimingPolicy) -> "PairedSamples":
-        """Interleaved A B A B samples with CUDA events until both series satisfy the policy
+        """Paired variant and cuBLAS samples with CUDA events until both series satisfy the policy
         (worker/stats.py: the median known to +-max_noise, no drift) or the time cap is hit.
-        Each batch is queued behind a stream hold (worker/stream_hold.py), so no sample waits
-        for a launch. Batches during which NVML reported a throttled clock are dropped when the
+        Samples are queued behind a stream hold (worker/stream_hold.py), so no sample waits for a
+        launch: each cold sample behind its own, or a whole batch behind one. Batches during which NVML reported a throttled clock are dropped when the
         policy says so."""
         cp = self.cp
         flush = self._flusher(policy.flush) if policy.mode == "cold" else (lambda: None)
@@ -251,32 +254,39 @@ class CupyRunner:
         every_c: list[float] = []
         sampling_since = time.perf_counter()
         deadline = sampling_since + policy.time_cap_s
-        batch = 4  # pairs queued behind one hold; grows while a batch is short (fewer host round trips)
+        batch = FIRST_BATCH_PAIRS  # pairs queued behind one hold; grows while a batch is short (fewer host round trips)
         blocks = policy.interleave == "blocks"
+        isolated = policy.isolate_samples and policy.mode == "cold"
         while True:
             events = []
-            if hold is not None:
-                hold.hold(stream)  # the GPU waits here until the whole batch is queued
             order = [run_variant] * batch + [run_cublas] * batch if blocks else [run_variant, run_cublas] * batch
-            try:
-                for fn in order:
-                    flush()
-                    start, end = cp.cuda.Event(), cp.cuda.Event()
-                    start.record(stream)
-                    fn()
-                    end.record(stream)
-                    events.append((start, end))
-            finally:
+            # Isolated (cold default): each sample behind a hold of its own, waited for before the
+            # next is queued, as nvbench takes a cold sample. Back to back, a small kernel read
+            # 0.5-0.8 us longer (docs/BENCHMARKS.md); hot samples stay back to back.
+            timed_out = False
+            for group in ([fn] for fn in order) if isolated else [order]:
                 if hold is not None:
-                    hold.release()
-            end.synchronize()
+                    hold.hold(stream)  # the GPU waits here until the group is queued
+                try:
+                    for fn in group:
+                        flush()
+                        start, end = cp.cuda.Event(), cp.cuda.Event()
+                        start.record(stream)
+                        fn()
+                        end.record(stream)
+                        events.append((start, end))
+                finally:
+                    if hold is not None:
+                        hold.release()
+                end.synchronize()
+                timed_out |= hold is not None and hold.timed_out()
             reasons = gpu_identity.throttle_reasons(self.pci_bus_id)
             times = [cp.cuda.get_elapsed_time(s, e) for s, e in events]
             if blocks:  # back into pairs: the i-th variant sample with the batch's i-th cuBLAS sample
                 times = [t for pair in zip(times[:batch], times[batch:]) for t in pair]
             if reasons:
                 got.reasons_seen |= reasons
-            if hold is not None and hold.timed_out():
+            if timed_out:
                 got.hold_timeouts += 1  # the GPU may have waited for launches: not a clean batch
             else:
                 every_v += times[0::2]
