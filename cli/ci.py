@@ -50,22 +50,28 @@ def git_parents(commit: str) -> list[str] | None:
 
 
 def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list[dict] | None = None) -> str:
+    """The Markdown table, one row per case with its final verdict: the history's, or where the
+    same-job confirmation measured the case, the confirmation's (with the history's alarm named, so
+    a row never shows a regression that the paired timing overturned)."""
     lines = [
         f"### gemmwatch: {job['commit']['sha'][:12]} on {job.get('ran_on') or job['queue']} (vs {base_label})",
         "",
         "| variant | size | GFLOPS | % of cuBLAS | Δ vs base | verdict |",
         "| --- | --- | ---: | ---: | ---: | --- |",
     ]
-    icons = {"regression": "❌ regression", "unverified": "❌ unverified", "ok": "✅ ok", "faster": "🚀 faster",
-             "no baseline": "— no baseline"}
-    for v in verdicts:
+    final = final_verdicts(verdicts, confirmation)
+    for v, f in zip(verdicts, final):
         gf = f"{v['gflops']:,.0f}" if v["gflops"] is not None else "—"
         pct = f"{v['pct_of_cublas']:.1f} %" if v["pct_of_cublas"] is not None else "—"
         delta = f"{100 * v['delta']:+.1f} %" if v["delta"] is not None else "—"
-        lines.append(f"| {v['variant']} | {v['m']}×{v['n']}×{v['k']} | {gf} | {pct} | {delta} | {icons[v['status']]} |")
+        verdict = VERDICT_ICONS[f["status"]]
+        if f["status"] != v["status"]:
+            verdict += f" (confirmed; history said {v['status']})"
+        lines.append(f"| {v['variant']} | {v['m']}×{v['n']}×{v['k']} | {gf} | {pct} | {delta} | {verdict} |")
     if job["status"] != "succeeded" and job.get("error"):
         lines += ["", f"Job {job['status']}:", "", "```", job["error"][:4000], "```"]
-    notes = [f"- {v['variant']} {v['m']}×{v['n']}×{v['k']}: {v['reason']}" for v in verdicts if v["status"] == "regression"]
+    notes = [f"- {v['variant']} {v['m']}×{v['n']}×{v['k']}: {v['reason']}"
+             for v, f in zip(verdicts, final) if f["status"] == "regression"]
     if notes:
         lines += ["", "Regressions:", *notes]
     if confirmation is not None:
@@ -73,6 +79,23 @@ def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list
     else:
         lines += resource_lines(verdicts)
     return "\n".join(lines) + "\n"
+
+
+VERDICT_ICONS = {"regression": "❌ regression", "unverified": "❌ unverified", "ok": "✅ ok", "faster": "🚀 faster",
+                 "no baseline": "— no baseline", "undecided": "❔ undecided"}
+# A confirmation's word for the verdict it gives a case; "failed" (not re-measured) gives none.
+CONFIRMED_AS = {"regression": "regression", "improvement": "faster", "no change": "ok", "undecided": "undecided"}
+
+
+def final_verdicts(verdicts: list[dict], confirmation: list[dict] | None) -> list[dict]:
+    """Each history verdict, with its status replaced by the confirmation's where the
+    confirmation measured that case; the one rule both the summary and the exit code follow."""
+    confirmed = {(c["variant"], c["m"], c["n"], c["k"]): c["status"] for c in confirmation or []}
+    final = []
+    for v in verdicts:
+        word = CONFIRMED_AS.get(confirmed.get((v["variant"], v["m"], v["n"], v["k"]), "failed"))
+        final.append({**v, "status": word} if word and v["status"] != "unverified" else v)
+    return final
 
 
 CONFIRM_ICONS = {"regression": "❌ regression", "improvement": "🚀 improvement", "no change": "✅ no change",
@@ -117,16 +140,13 @@ def confirm(client: httpx.Client, job: dict, base: str | None, changed: list[dic
 
 
 def exit_code(job: dict, verdicts: list[dict], confirmation: list[dict] | None = None) -> int:
-    """With a confirmation, its verdict decides each case it measured; a case it could not
-    measure keeps its history verdict."""
+    """With a confirmation, its verdict decides each case it measured (a regression it finds in a
+    case the history called fine counts too); a case it could not measure keeps its history verdict."""
     if job["status"] != "succeeded" or any(v["status"] == "unverified" for v in verdicts):
         return FAILED
-    confirmed = {(c["variant"], c["m"], c["n"], c["k"]): c["status"] for c in confirmation or []}
-    if any(status == "regression" for status in confirmed.values()):
+    final = final_verdicts(verdicts, confirmation)
+    if any(v["status"] == "regression" for v in final) or any(c["status"] == "regression" for c in confirmation or []):
         return REGRESSION
-    for v in verdicts:
-        if v["status"] == "regression" and confirmed.get((v["variant"], v["m"], v["n"], v["k"]), "failed") == "failed":
-            return REGRESSION
     return OK
 
 

@@ -1,7 +1,7 @@
 """`gemmwatch ci` with the A/B confirmation: parents sent, the change confirmed in one job, both
 verdicts and the ratio's interval in the summary; `--no-confirm` keeps the history verdict."""
 
-from cli.ci import exit_code, looks_changed
+from cli.ci import exit_code, looks_changed, summary
 from tests.test_ci_hook import KERNEL, SLOWER, ci, kernels_dir, server  # noqa: F401 (fixture)
 
 
@@ -42,3 +42,26 @@ def test_the_confirmation_decides_the_exit_code():
     assert exit_code({"status": "failed"}, history, [_verdict("no change")]) == 2
     assert looks_changed([_verdict("ok"), _verdict("faster", "f"), _verdict("regression", "r")]) == [
         _verdict("faster", "f"), _verdict("regression", "r")]
+
+
+def _history(status, delta):
+    return {**_verdict(status), "gflops": 100.0, "pct_of_cublas": 50.0, "delta": delta, "reason": f"{status} reason"}
+
+
+def test_a_row_shows_the_confirmed_verdict_not_the_overturned_alarm():
+    job = {"status": "succeeded", "commit": {"sha": "c" * 40}, "queue": "gpu.any", "ran_on": "H100"}
+    drift = [_history("regression", -0.197)]
+    text = summary(job, drift, "base", [{**_verdict("no change"), "ratio": 1.0003, "low": 0.99, "high": 1.01,
+                                         "pairs": 34, "reason": "inside the band"}])
+    row = next(line for line in text.splitlines() if line.startswith("| v | 1×1×1 | 100"))
+    assert "✅ ok (confirmed; history said regression)" in row and "❌" not in text
+    assert "Regressions:" not in text
+    # Not re-measured: the history's alarm stands, in the row and in the list.
+    failed = summary(job, drift, "base", [{**_verdict("failed"), "ratio": None, "low": None, "high": None,
+                                           "pairs": 0, "reason": "compile error"}])
+    assert "| ❌ regression |" in failed and "Regressions:" in failed
+    # A regression the history missed is shown as one, and fails the build.
+    missed = [_history("ok", -0.004)]
+    confirmed = [{**_verdict("regression"), "ratio": 1.046, "low": 1.045, "high": 1.047, "pairs": 40, "reason": "slower"}]
+    assert "❌ regression (confirmed; history said ok)" in summary(job, missed, "base", confirmed)
+    assert exit_code(job, missed, confirmed) == 1
