@@ -22,4 +22,4 @@ RUN useradd --create-home --uid 10001 gemmwatch && mkdir -p /var/cache/gemmwatch
     && chown -R gemmwatch /var/cache/gemmwatch
 USER gemmwatch
 EXPOSE 8000
-CMD ["uvicorn", "api.app:create_app", "--factory", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["gemmwatch", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -10,12 +10,14 @@ from datetime import timedelta
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
 from api.deps import SessionDep
 from api.models import ApiToken, utcnow
+from api.settings import Settings
 
 TOKEN_PREFIX = "gw_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -44,9 +46,14 @@ def revoke_token(db: Session, name: str) -> bool:
     return True
 
 
+# Built once: every authenticated request runs it, and building the expression anew cost more
+# CPU than running it (py-spy under the load test).
+_TOKEN_BY_HASH = select(ApiToken).where(ApiToken.token_hash == bindparam("token_hash"))
+
+
 def find_token(db: Session, token: str) -> ApiToken | None:
     """The live (not revoked) token row for a token string, or None."""
-    row = db.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token)))
+    row = db.scalar(_TOKEN_BY_HASH, {"token_hash": hash_token(token)})
     return row if row is not None and row.revoked_at is None else None
 
 
@@ -83,21 +90,35 @@ def note_use(db: Session, row: ApiToken) -> None:
     db.commit()
 
 
-def require_writer(
-    request: Request, db: SessionDep, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> ApiToken | None:
-    if not request.app.state.settings.auth_writes:
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def authorize_write(cfg: Settings, db: Session, creds: HTTPAuthorizationCredentials | None) -> ApiToken | None:
+    """The first call of every write endpoint, on the thread that does its work.
+
+    Not a dependency: a plain `def` dependency runs on a thread of its own, one more hop per
+    request, and a hop under 50 clients cost ~1 ms of CPU (docs/BENCHMARKS.md). The lookup
+    shares the endpoint's transaction.
+    """
+    if not cfg.auth_writes:
         return None
     return _check(db, creds)
 
 
-def require_reader(
-    request: Request, db: SessionDep, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> ApiToken | None:
+async def require_reader(request: Request, db: SessionDep, creds: Credentials) -> ApiToken | None:
+    # Async, so a read takes no thread for a check that is off (the default).
     if not request.app.state.settings.auth_reads:
         return None
-    return _check(db, creds)
+    return await run_in_threadpool(_check_and_release, db, creds)
 
 
-Writer = Depends(require_writer)
+def _check_and_release(db: Session, creds: HTTPAuthorizationCredentials | None) -> ApiToken:
+    try:
+        return _check(db, creds)
+    finally:
+        # The endpoint runs on another thread: hand the connection back now rather than hold
+        # it while the request waits for that thread (expire_on_commit=False keeps the row).
+        db.commit()
+
+
 Reader = Depends(require_reader)

@@ -45,12 +45,20 @@ class Settings(BaseSettings):
     # than when timed alone or by nvbench on the H100 (docs/BENCHMARKS.md, issue 10): the kernel
     # before it changes what it pays at start. Samples still pair up within a batch for ratios.
     interleave: Literal["pairs", "blocks"] = Field(default="blocks", validation_alias="GEMMWATCH_INTERLEAVE")
+    # Cold samples one at a time, each behind its own stream hold and waited for (nvbench's cold
+    # measurement); false queues a whole batch behind one hold (worker/runner.py _time_pair).
+    isolate_samples: bool = Field(default=True, validation_alias="GEMMWATCH_ISOLATE_SAMPLES")
     # Converged also means the medians of the first and second halves of the samples agree this closely.
     max_drift: float = Field(default=0.01, gt=0, validation_alias="GEMMWATCH_MAX_DRIFT")
     # A case (compile, verify, time) taking longer than this is killed and fails its job.
     case_timeout_s: float = Field(default=120.0, validation_alias="GEMMWATCH_CASE_TIMEOUT_S")
 
     # Access: writes (jobs, results) need a bearer token; reads of /api are public unless set.
+    # Threads one API process runs blocking work on (database, broker). Few on purpose: under 50
+    # clients, 40 threads taking turns at one GIL cost each request twice its CPU; no request
+    # holds a database connection while it waits for a thread (api/deps.py), so few is safe.
+    # Dashboard pages share them: where many people read heavy pages at once, raise it.
+    api_threads: int = Field(default=4, ge=1, le=64, validation_alias="GEMMWATCH_API_THREADS")
     auth_writes: bool = Field(default=True, validation_alias="GEMMWATCH_AUTH_WRITES")
     auth_reads: bool = Field(default=False, validation_alias="GEMMWATCH_AUTH_READS")
     # Signs the dashboard's session cookie (dashboard/login.py); made once in the data dir when unset.

@@ -88,6 +88,19 @@ def _die_with_parent() -> None:
 
 
 @app.command()
+def serve(
+    port: Annotated[int, typer.Option(help="port for the API and dashboard")] = 8000,
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    processes: Annotated[int, typer.Option(min=1, max=64, envvar="WEB_CONCURRENCY",
+                                           help="server processes, each on its own SO_REUSEPORT socket")] = 1,
+):
+    """Run the API and dashboard only (no worker), as docker compose's api service does."""
+    from api.serve import serve as run_server
+
+    run_server(host, port, processes)
+
+
+@app.command()
 def up(
     port: Annotated[int, typer.Option(help="port for the API and dashboard")] = 8000,
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",

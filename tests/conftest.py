@@ -221,13 +221,12 @@ def live_server(tmp_path):
 
     procs = []
 
-    def start(cfg: Settings) -> str:
+    def start(cfg: Settings, processes: int = 1) -> str:
         port = free_port()
         env = worker_env(cfg, runner=None)
         log = open(tmp_path / f"server{len(procs)}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory",
-                                 "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env, stdout=log, stderr=log,
-                                preexec_fn=_die_with_parent)
+        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--processes", str(processes)],
+                                cwd=ROOT, env=env, stdout=log, stderr=log, preexec_fn=_die_with_parent)
         procs.append(proc)
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30

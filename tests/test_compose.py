@@ -34,10 +34,16 @@ def test_migrate_runs_first_and_api_and_workers_wait_for_it():
             assert service["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}, name
 
 
-def test_the_api_command_names_the_real_app_factory_and_has_a_healthcheck():
+def test_the_api_command_is_a_real_cli_command_serving_the_real_app_and_has_a_healthcheck():
+    from typer.main import get_command
+
+    from api.serve import APP
+    from cli.main import app as cli_app
+
     cmd = SERVICES["api"]["command"]
-    assert cmd[0] == "uvicorn" and "--factory" in cmd
-    module, _, attr = cmd[1].partition(":")
+    assert cmd[:2] == ["gemmwatch", "serve"] and cmd[1] in get_command(cli_app).commands
+    assert int(SERVICES["api"]["environment"]["WEB_CONCURRENCY"]) >= 2  # several server processes
+    module, _, attr = APP.partition(":")
     app = getattr(importlib.import_module(module), attr)()
     assert "/healthz" in app.openapi()["paths"]
     assert "/healthz" in " ".join(SERVICES["api"]["healthcheck"]["test"])
@@ -62,8 +68,18 @@ def test_each_worker_owns_one_gpu_and_runs_a_real_cli_command():
         assert service["environment"]["CUDA_VISIBLE_DEVICES"] == gpu
 
 
+def cli_envvars() -> set[str]:
+    """Environment variables the `gemmwatch` commands' options read (WEB_CONCURRENCY for serve)."""
+    from typer.main import get_command
+
+    from cli.main import app as cli_app
+
+    commands = get_command(cli_app).commands.values()
+    return {var for cmd in commands for p in cmd.params for var in ([p.envvar] if isinstance(p.envvar, str) else p.envvar or [])}
+
+
 def test_every_environment_variable_is_a_real_setting():
-    allowed = SETTING_NAMES | {"CUDA_VISIBLE_DEVICES"}
+    allowed = SETTING_NAMES | {"CUDA_VISIBLE_DEVICES"} | cli_envvars()
     for name, service in ours().items():
         for var in service.get("environment", {}):
             assert var in allowed, f"{name}: {var} is not a gemmwatch setting"

@@ -5,7 +5,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
-from api.auth import Writer
+from api.auth import Credentials, authorize_write
 from api.broker import enqueue_job, queue_for
 from api.cancel import JobAlreadyEnded, JobNotFound, cancel_job
 from api.deps import SessionDep, SettingsDep
@@ -23,8 +23,9 @@ router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut, dependencies=[Writer])
-def create_job(body: JobCreate, db: SessionDep, cfg: SettingsDep):
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut)
+def create_job(body: JobCreate, db: SessionDep, cfg: SettingsDep, creds: Credentials):
+    authorize_write(cfg, db, creds)
     # The row is committed before anything is published: the database, not the broker,
     # is the record that a job exists.
     job = Job(
@@ -87,10 +88,11 @@ def list_jobs(
     return [JobOut.from_row(j, with_results=False, waiting=fleet and fleet.waiting_reason(j)) for j in jobs]
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut, dependencies=[Writer],
+@router.post("/{job_id}/cancel", response_model=JobOut,
              responses={404: {"description": "no such job"}, 409: {"description": "the job already ended"}})
-def cancel(job_id: JobId, db: SessionDep):
+def cancel(job_id: JobId, db: SessionDep, cfg: SettingsDep, creds: Credentials):
     """A queued job never runs; a running one stops at its next case boundary and keeps its results."""
+    authorize_write(cfg, db, creds)
     try:
         return JobOut.from_row(cancel_job(db, job_id))
     except JobNotFound as exc:
@@ -115,10 +117,11 @@ def get_verdicts(
     return verdicts(db, job, base, base_branch, Thresholds.from_settings(cfg))
 
 
-@router.post("/{job_id}/confirm", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut, dependencies=[Writer])
-def confirm_job(job_id: JobId, body: ConfirmIn, db: SessionDep, cfg: SettingsDep):
+@router.post("/{job_id}/confirm", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut)
+def confirm_job(job_id: JobId, body: ConfirmIn, db: SessionDep, cfg: SettingsDep, creds: Credentials):
     """Queue a confirmation of this job's results: each case's base-commit kernel and head kernel,
     timed interleaved on one GPU (api/confirm.py)."""
+    authorize_write(cfg, db, creds)
     head = db.get(Job, job_id)
     if head is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id}")

@@ -4,8 +4,8 @@ from fastapi import APIRouter, HTTPException, Path, Query, Response
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from api.auth import Writer
-from api.deps import SessionDep
+from api.auth import Credentials, authorize_write
+from api.deps import SessionDep, SettingsDep
 from api.models import Commit, Gpu, Job, Result, utcnow
 from api.schemas import ResultBatchIn, ResultBatchOut, ResultDetailOut, ResultOut
 from api.store import upsert_commit, upsert_gpu
@@ -48,10 +48,11 @@ def get_result(result_id: Annotated[int, Path(ge=1, le=2**31 - 1)], db: SessionD
     return ResultDetailOut.from_row(row)
 
 
-@router.post("", response_model=ResultBatchOut, status_code=201, dependencies=[Writer])
-def post_results(body: ResultBatchIn, db: SessionDep, response: Response):
+@router.post("", response_model=ResultBatchOut, status_code=201)
+def post_results(body: ResultBatchIn, db: SessionDep, cfg: SettingsDep, response: Response, creds: Credentials):
     """Results measured elsewhere (`gemmwatch run --post`), stored as a finished job.
     Idempotent on run_id: the same run posted again returns the first job and adds nothing."""
+    authorize_write(cfg, db, creds)
     existing = db.scalar(select(Job).where(Job.run_id == body.run_id))
     if existing is not None:
         response.status_code = 200
