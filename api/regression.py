@@ -10,7 +10,8 @@ The method, chosen after looking at the established tools:
   a bigger drop before it is called a regression. Callers pass the interquartile spread as the
   noise (api/baselines.py), so one outlier sample does not blind the verdict.
 - With fewer than `min_points` earlier results (a CI run against a single base commit) there is
-  no interval: the drop must exceed both the floor and three times the two runs' sample noise.
+  no interval: the drop must exceed both the floor and three times the two runs' sample noise,
+  the latter capped at half, so no noise excuses a kernel running at half speed or worse.
 - Conbench's floor: the drop must also exceed `min_drop` (a fraction), so a statistically
   clear but practically meaningless change on a very quiet series does not fail a build.
 - asv's Mann-Whitney comparison of raw samples was not chosen as the verdict: two single runs
@@ -31,6 +32,10 @@ class Thresholds:
     window: int = 64  # most recent baseline points used
     min_points: int = 5  # fewer baseline points than this: no verdict
     min_drop: float = 0.02  # a regression must also be at least this fraction slower
+    # With few results the noise sets the threshold, but never above this: a kernel at half its
+    # base's speed is a regression however noisy the samples (seen: 3x a 32 % spread on a loaded
+    # CI machine called a 96 % drop "ok").
+    max_noise_threshold: float = 0.5
 
     @classmethod
     def from_settings(cls, s) -> "Thresholds":
@@ -95,16 +100,17 @@ def judge(history: list[Point], current: Point, th: Thresholds = Thresholds()) -
 def _judge_few(recent: list[Point], current: Point, th: Thresholds) -> Verdict:
     """Too few earlier results for an interval (a CI run against one base commit): compare with
     their mean, and call it a regression only beyond both the floor and three times the two
-    measurements' own sample noise."""
+    measurements' own sample noise (that at most max_noise_threshold)."""
     mean = statistics.fmean(p.value for p in recent)
     noises = [p.noise or 0.0 for p in recent]
     combined = math.sqrt((current.noise or 0.0) ** 2 + statistics.fmean(n**2 for n in noises))
-    threshold = max(th.min_drop, 3 * combined)
+    threshold = max(th.min_drop, min(3 * combined, th.max_noise_threshold))
     delta = (current.value - mean) / mean
     regression = -delta >= threshold
     word = "below" if regression else "within"
+    rule = "floor or 3x sample noise" if 3 * combined <= th.max_noise_threshold else "the cap: the samples are too noisy for less"
     reason = (f"{100 * delta:+.1f} % vs the mean of {len(recent)} earlier result(s); {word} the"
-              f" {100 * threshold:.1f} % threshold (floor or 3x sample noise; {th.min_points} results give an interval)")
+              f" {100 * threshold:.1f} % threshold ({rule}; {th.min_points} results give an interval)")
     return Verdict(regression, delta, mean * (1 - threshold), mean, reason)
 
 
