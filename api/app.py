@@ -5,6 +5,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError
 
 from api.auth import Reader
+from api.intake import JobIntake
 from api.metrics import install_metrics
 from api.routes import catalog, fleet, health, jobs, results
 from api.warm_up import lifespan
@@ -19,6 +20,7 @@ def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI
         lifespan=lifespan,
     )
     app.state.settings = cfg
+    app.state.intake = JobIntake(cfg)  # stores and publishes new jobs in groups
 
     @app.exception_handler(DataError)
     def _unstorable_value(request: Request, exc: DataError) -> JSONResponse:

@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
-from api.deps import SessionDep
+from api.db import session_factory
 from api.models import ApiToken, utcnow
 from api.settings import Settings
 
@@ -47,27 +47,42 @@ def revoke_token(db: Session, name: str) -> bool:
 
 
 # Built once: every authenticated request runs it, and building the expression anew cost more
-# CPU than running it (py-spy under the load test).
-_TOKEN_BY_HASH = select(ApiToken).where(ApiToken.token_hash == bindparam("token_hash"))
+# CPU than running it (py-spy under the load test). IN, so a group of writes checks all its
+# tokens at once (api/intake.py).
+_TOKENS_BY_HASH = select(ApiToken).where(ApiToken.token_hash.in_(bindparam("token_hashes", expanding=True)))
+
+
+def find_tokens(db: Session, tokens: set[str]) -> dict[str, ApiToken]:
+    """The live (not revoked) token rows of these token strings, by token string."""
+    by_hash = {hash_token(token): token for token in tokens}
+    rows = db.scalars(_TOKENS_BY_HASH, {"token_hashes": list(by_hash)})
+    return {by_hash[row.token_hash]: row for row in rows if row.revoked_at is None}
 
 
 def find_token(db: Session, token: str) -> ApiToken | None:
     """The live (not revoked) token row for a token string, or None."""
-    row = db.scalar(_TOKEN_BY_HASH, {"token_hash": hash_token(token)})
-    return row if row is not None and row.revoked_at is None else None
+    return find_tokens(db, {token}).get(token)
 
 
-def _check(db: Session, creds: HTTPAuthorizationCredentials | None) -> ApiToken:
-    unauthorized = HTTPException(
+def unauthorized() -> HTTPException:
+    return HTTPException(
         status_code=status.HTTP_401_UNAUTHORIZED,
         detail="a valid API token is required: Authorization: Bearer <token> (gemmwatch token create NAME)",
         headers={"WWW-Authenticate": "Bearer"},
     )
+
+
+def bearer_token(creds: HTTPAuthorizationCredentials | None) -> str:
+    """The token a request carries (not yet checked); 401 where it carries none."""
     if creds is None or creds.scheme.lower() != "bearer":
-        raise unauthorized
-    row = find_token(db, creds.credentials)
+        raise unauthorized()
+    return creds.credentials
+
+
+def _check(db: Session, creds: HTTPAuthorizationCredentials | None) -> ApiToken:
+    row = find_token(db, bearer_token(creds))
     if row is None:
-        raise unauthorized
+        raise unauthorized()
     note_use(db, row)
     return row
 
@@ -105,20 +120,26 @@ def authorize_write(cfg: Settings, db: Session, creds: HTTPAuthorizationCredenti
     return _check(db, creds)
 
 
-async def require_reader(request: Request, db: SessionDep, creds: Credentials) -> ApiToken | None:
-    # Async, so a read takes no thread for a check that is off (the default).
-    if not request.app.state.settings.auth_reads:
+def write_token(cfg: Settings, creds: HTTPAuthorizationCredentials | None) -> str | None:
+    """For a write that the job intake checks with others (api/intake.py): the token to check,
+    None where writes need none; 401 at once where a token is needed and none was sent."""
+    return bearer_token(creds) if cfg.auth_writes else None
+
+
+async def require_reader(request: Request, creds: Credentials) -> ApiToken | None:
+    # Async and without a session of its own, so a read costs nothing for a check that is off
+    # (the default).
+    cfg = request.app.state.settings
+    if not cfg.auth_reads:
         return None
-    return await run_in_threadpool(_check_and_release, db, creds)
+    return await run_in_threadpool(_check_alone, cfg, creds)
 
 
-def _check_and_release(db: Session, creds: HTTPAuthorizationCredentials | None) -> ApiToken:
-    try:
+def _check_alone(cfg: Settings, creds: HTTPAuthorizationCredentials | None) -> ApiToken:
+    # Its own short session: the endpoint runs on another thread, and a connection held while
+    # the request waits for that thread is one the others cannot have.
+    with session_factory(cfg)() as db:
         return _check(db, creds)
-    finally:
-        # The endpoint runs on another thread: hand the connection back now rather than hold
-        # it while the request waits for that thread (expire_on_commit=False keeps the row).
-        db.commit()
 
 
 Reader = Depends(require_reader)

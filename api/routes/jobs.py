@@ -1,67 +1,51 @@
-import logging
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Query, status
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from api.auth import Credentials, authorize_write
-from api.broker import enqueue_job, queue_for
+from api.auth import Credentials, authorize_write, write_token
+from api.broker import queue_for
 from api.cancel import JobAlreadyEnded, JobNotFound, cancel_job
 from api.deps import SessionDep, SettingsDep
 from api.fleet import load_fleet
-from api.models import Job, utcnow
+from api.intake import job_intake
+from api.models import Job
 from api.baselines import verdicts
 from api.confirm import confirmation, plan_confirmation
 from api.regression import PairedThresholds, Thresholds
 from api.schemas import ConfirmationOut, ConfirmIn, JobCreate, JobOut, JobStatus, VerdictOut
 from api.store import upsert_commit
 
-log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut)
-def create_job(body: JobCreate, db: SessionDep, cfg: SettingsDep, creds: Credentials):
-    authorize_write(cfg, db, creds)
-    # The row is committed before anything is published: the database, not the broker,
-    # is the record that a job exists.
-    job = Job(
-        status="queued",
-        kind=body.kind,
-        variants=body.variants,
-        sizes=body.sizes,
-        tunables=body.tunables,
-        sources=[src.model_dump() for src in body.sources],
-        gpu_model=body.gpu,
-        queue=queue_for(body.gpu),
-        progress_total=body.case_count(),
-    )
-    if body.commit is not None:
-        job.commit = upsert_commit(db, body.commit)
-    return _publish(job, db, cfg)
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut,
+             responses={503: {"description": "the broker is unreachable: the job was stored as failed"}})
+async def create_job(body: JobCreate, request: Request, creds: Credentials):
+    cfg = request.app.state.settings
 
-
-def _publish(job: Job, db, cfg):
-    # Stamped before publishing so the accepted path costs one commit; a failed publish below
-    # marks the job failed, so no queued job claims a publish that did not happen.
-    job.enqueued_at = utcnow()
-    db.add(job)
-    db.commit()
-    try:
-        enqueue_job(job.id, job.queue, cfg)
-    except Exception as exc:  # broker down: say so, and leave no job that will never run
-        log.warning("could not publish job %s: %s", job.id, exc)
-        job.status, job.error, job.finished_at = "failed", f"broker unreachable, job not queued: {exc}", utcnow()
-        db.commit()
-        return JSONResponse(
-            status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
-            content={"detail": f"broker unreachable: job {job.id} was stored as failed; retry later", "id": job.id},
+    def build(db: Session) -> Job:
+        job = Job(
+            status="queued",
+            kind=body.kind,
+            variants=body.variants,
+            sizes=body.sizes,
+            tunables=body.tunables,
+            sources=[src.model_dump() for src in body.sources],
+            gpu_model=body.gpu,
+            queue=queue_for(body.gpu),
+            progress_total=body.case_count(),
         )
-    # A new job has no results yet: answering from the row in hand saves a read per request.
-    return JobOut.from_row(job, with_results=False)
+        if body.commit is not None:
+            job.commit = upsert_commit(db, body.commit)
+        return job
+
+    # Stored and published with the other jobs arriving at this process meanwhile; the
+    # database, not the broker, is the record that a job exists (api/intake.py).
+    return await job_intake(request.app).submit(build, write_token(cfg, creds))
 
 
 @router.get("/{job_id}", response_model=JobOut)
@@ -117,15 +101,20 @@ def get_verdicts(
     return verdicts(db, job, base, base_branch, Thresholds.from_settings(cfg))
 
 
-@router.post("/{job_id}/confirm", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut)
-def confirm_job(job_id: JobId, body: ConfirmIn, db: SessionDep, cfg: SettingsDep, creds: Credentials):
+@router.post("/{job_id}/confirm", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut,
+             responses={503: {"description": "the broker is unreachable: the job was stored as failed"}})
+async def confirm_job(job_id: JobId, body: ConfirmIn, request: Request, creds: Credentials):
     """Queue a confirmation of this job's results: each case's base-commit kernel and head kernel,
     timed interleaved on one GPU (api/confirm.py)."""
-    authorize_write(cfg, db, creds)
-    head = db.get(Job, job_id)
-    if head is None:
-        raise HTTPException(status_code=404, detail=f"no job {job_id}")
-    return _publish(plan_confirmation(db, head, body), db, cfg)
+    cfg = request.app.state.settings
+
+    def build(db: Session) -> Job:
+        head = db.get(Job, job_id)
+        if head is None:
+            raise HTTPException(status_code=404, detail=f"no job {job_id}")
+        return plan_confirmation(db, head, body)
+
+    return await job_intake(request.app).submit(build, write_token(cfg, creds))
 
 
 @router.get("/{job_id}/confirmation", response_model=list[ConfirmationOut])
