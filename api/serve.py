@@ -60,5 +60,7 @@ def serve_one(host: str, port: int, log_level: str) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
-    sock.listen(2048)
+    # Not listening yet: the kernel spreads connections only over listening sockets, and uvicorn
+    # listens once the app is imported and warmed up (api/warm_up.py). A socket listening from
+    # here on took its share of the first clients and held them for the second or so that took.
     uvicorn.Server(uvicorn.Config(APP, factory=True, log_level=log_level)).run(sockets=[sock])
