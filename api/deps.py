@@ -3,8 +3,9 @@
 Both are `async def` on purpose: FastAPI runs a plain `def` dependency on a worker thread, and
 each such hop costs a request a turn in the thread pool's queue. Neither does I/O when it is
 made (a Session takes a connection only when first used), so neither needs a thread. A write
-then takes one hop, its endpoint, which checks the token first (api/auth.py authorize_write);
-under 50 clients, six hops per POST had been most of its latency (docs/BENCHMARKS.md).
+then takes one hop, its endpoint, which checks the token first (api/auth.py authorize_write),
+and a new job none: it is stored by the job intake's thread (api/intake.py). Under 50 clients,
+six hops per POST had been most of its latency (docs/BENCHMARKS.md).
 """
 
 from collections.abc import AsyncIterator
