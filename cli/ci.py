@@ -66,7 +66,7 @@ def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list
         delta = f"{100 * v['delta']:+.1f} %" if v["delta"] is not None else "—"
         verdict = VERDICT_ICONS[f["status"]]
         if f["status"] != v["status"]:
-            verdict += f" (confirmed; history said {v['status']})"
+            verdict += f" (same-job A/B; history said {v['status']})"
         lines.append(f"| {v['variant']} | {v['m']}×{v['n']}×{v['k']} | {gf} | {pct} | {delta} | {verdict} |")
     if job["status"] != "succeeded" and job.get("error"):
         lines += ["", f"Job {job['status']}:", "", "```", job["error"][:4000], "```"]

@@ -54,7 +54,7 @@ def test_a_row_shows_the_confirmed_verdict_not_the_overturned_alarm():
     text = summary(job, drift, "base", [{**_verdict("no change"), "ratio": 1.0003, "low": 0.99, "high": 1.01,
                                          "pairs": 34, "reason": "inside the band"}])
     row = next(line for line in text.splitlines() if line.startswith("| v | 1×1×1 | 100"))
-    assert "✅ ok (confirmed; history said regression)" in row and "❌" not in text
+    assert "✅ ok (same-job A/B; history said regression)" in row and "❌" not in text
     assert "Regressions:" not in text
     # Not re-measured: the history's alarm stands, in the row and in the list.
     failed = summary(job, drift, "base", [{**_verdict("failed"), "ratio": None, "low": None, "high": None,
@@ -63,5 +63,5 @@ def test_a_row_shows_the_confirmed_verdict_not_the_overturned_alarm():
     # A regression the history missed is shown as one, and fails the build.
     missed = [_history("ok", -0.004)]
     confirmed = [{**_verdict("regression"), "ratio": 1.046, "low": 1.045, "high": 1.047, "pairs": 40, "reason": "slower"}]
-    assert "❌ regression (confirmed; history said ok)" in summary(job, missed, "base", confirmed)
+    assert "❌ regression (same-job A/B; history said ok)" in summary(job, missed, "base", confirmed)
     assert exit_code(job, missed, confirmed) == 1

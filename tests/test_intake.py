@@ -140,3 +140,32 @@ def test_a_burst_beyond_one_group_is_all_stored_and_close_answers_every_job(tmp_
     answers = asyncio.run(burst())
     ids = sorted(json.loads(a.body)["id"] for a in answers)
     assert len(set(ids)) == MAX_GROUP + 30 and ids == [r.id for r in stored(cfg, queue)]
+
+
+def test_over_http_one_refused_post_among_many_concurrent_ones(tmp_path, pg_url, redis_url, live_server):
+    """Through the real server: 24 POSTs at once, one of them carrying a value PostgreSQL cannot
+    store; that one is answered 422 and every other is stored once and answered 202."""
+    import httpx
+
+    cfg = make_settings(tmp_path, pg_url, redis_url)
+    upgrade_database(cfg)
+    with session_factory(cfg)() as db:
+        token = create_token(db, "burst")
+    url = live_server(cfg)
+    gpu = f"M{uuid.uuid4().hex[:8]}"  # its own queue, so the messages counted are this test's
+
+    def body(i):
+        message = "a\x00b" if i == 7 else "fine"
+        return {"variants": ["naive"], "sizes": [[8, 8, 8]], "gpu": gpu,
+                "commit": {"sha": f"{i:040x}", "repo": "me/k", "branch": "main", "message": message}}
+
+    async def burst():
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+            return await asyncio.gather(*(client.post("/api/jobs", json=body(i)) for i in range(24)))
+
+    answers = asyncio.run(burst())
+    assert answers[7].status_code == 422 and "cannot be stored" in answers[7].json()["detail"]
+    ok = [a for i, a in enumerate(answers) if i != 7]
+    assert [a.status_code for a in ok] == [202] * 23, [a.text for a in ok if a.status_code != 202]
+    ids = sorted(a.json()["id"] for a in ok)
+    assert ids == [r.id for r in stored(cfg, f"gpu.{gpu}")] and published(redis_url, f"gpu.{gpu}") == ids
