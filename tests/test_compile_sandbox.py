@@ -268,7 +268,7 @@ def test_a_target_that_is_not_one_never_reaches_nvrtc(tmp_path, target, monkeypa
 # -D options as a stored row could carry them: a name with an option, a NUL or a newline in it, a
 # value that is text (NVRTC took "-DBK=8 -I/etc" and "-DX\0 -I/etc" without complaint when tried).
 HOSTILE_DEFINES = [{"BK": "8 -I/etc"}, {"X\x00 -I/etc": 1}, {"X --include-path=/etc": 1}, {"-I/etc": 1},
-                   {"X\n": 1}, {"X": 1.5}, {"X": True}, {"": 1}]
+                   {"X\n": 1}, {"X": 1.5}, {"X": True}, {"": 1}, {"\uff38": 1}, {"X": "1\n-I/etc"}, {"X\u200b": 1}]
 
 
 @pytest.mark.parametrize("defines", HOSTILE_DEFINES, ids=repr)
