@@ -75,7 +75,7 @@ def test_worker_registers_beats_runs_and_signs_off(fleet_cfg, start_worker):
     assert after["jobs_last_day"] == 1 and after["job"] is None
 
     w.stop()  # a clean exit: stopped at once, not offline only when the beats are missed
-    gone = poll(lambda: workers_by_name(client)[name], lambda x: x["state"] == "stopped", 10, "sign-off")
+    gone = poll(lambda: workers_by_name(client)[name], lambda x: x["state"] == "stopped", 30, "sign-off")  # a loaded CI machine took over 10 s
     assert gone["since"] is not None
 
 
