@@ -35,6 +35,12 @@ CUBLAS_SMALL = 0.08  # cuBLAS below 1024^3 (see above)
 
 def nvbench_medians(benchmarks: dict, tmp: Path) -> dict[str, float]:
     """Run every benchmark once under nvbench (cold measurement); median GPU time (ms) by name."""
+    return {name: statistics.median(samples) for name, samples in nvbench_samples(benchmarks, tmp).items()}
+
+
+def nvbench_samples(benchmarks: dict, tmp: Path) -> dict[str, list[float]]:
+    """Run every benchmark once under nvbench (cold measurement); its sample times (ms) by name
+    (an nvbench that writes no sample file gives its mean as the one sample)."""
     import cuda.bench as bench
     import cupy as cp
 
@@ -43,7 +49,7 @@ def nvbench_medians(benchmarks: dict, tmp: Path) -> dict[str, float]:
             def launch(handle):
                 with cp.cuda.Stream.from_external(handle.get_stream()):
                     fn()
-            state.exec(launch)
+            state.exec(launch, batched=False)  # only its cold samples are compared: skip the batched (hot) pass
 
         bench.register(body).set_name(name)
     out = tmp / "nvbench.json"
@@ -58,9 +64,9 @@ def nvbench_medians(benchmarks: dict, tmp: Path) -> dict[str, float]:
             name = samples["filename"]
             path = next(p for p in (Path(name), tmp / name, Path.cwd() / name) if p.exists())
             raw = path.read_bytes()
-            found[b["name"]] = 1e3 * statistics.median(struct.unpack(f"<{len(raw) // 4}f", raw))
+            found[b["name"]] = [1e3 * t for t in struct.unpack(f"<{len(raw) // 4}f", raw)]
         else:  # an nvbench without sample files: its mean
-            found[b["name"]] = 1e3 * float(summaries["nv/cold/time/gpu/mean"]["value"])
+            found[b["name"]] = [1e3 * float(summaries["nv/cold/time/gpu/mean"]["value"])]
     return found
 
 
@@ -77,8 +83,10 @@ def test_cold_medians_agree_with_nvbench_at_every_shape(tmp_path):
             case = Case(0, name, m, n, k, seed=m * 7 + n * 3 + k, launch=VARIANTS[name].resolve())
             out = runner.run_case(case, policy)
             assert out.verified, out.error
-            ours[f"{name}-{m}x{n}x{k}"] = (out.median_ms, out.converged)
-            ours.setdefault(f"cublas-{m}x{n}x{k}", (out.cublas_median_ms, out.converged))
+            # NVML's SM clock before and after the case: a ratio off at a low clock says why.
+            clocks = [out.env["before"].get("sm_clock_mhz"), out.env["after"].get("sm_clock_mhz")]
+            ours[f"{name}-{m}x{n}x{k}"] = (out.median_ms, out.converged, clocks)
+            ours.setdefault(f"cublas-{m}x{n}x{k}", (out.cublas_median_ms, out.converged, clocks))
             a, b = runner._inputs(case)
             c = cp.empty((m, n), dtype=cp.float32)
             launch = runner._compile(case)
@@ -88,9 +96,9 @@ def test_cold_medians_agree_with_nvbench_at_every_shape(tmp_path):
     theirs = nvbench_medians(benchmarks, tmp_path)
 
     rows = []
-    for key, (ms, converged) in ours.items():
+    for key, (ms, converged, clocks) in ours.items():
         rows.append({"case": key, "gemmwatch_ms": ms, "nvbench_ms": theirs[key], "ratio": ms / theirs[key],
-                     "converged": converged})
+                     "converged": converged, "sm_mhz_before_after": clocks})
         print(json.dumps(rows[-1]))
     if os.environ.get("GEMMWATCH_BENCH_OUT"):
         with open(os.environ["GEMMWATCH_BENCH_OUT"] + ".nvbench.jsonl", "a") as f:
