@@ -6,8 +6,11 @@ measurement (its blocking kernel, its L2 flush, one sample per launch). Every ca
 within 2.5 % and the median ratio within 1 %: below 1024^3 too, since cold samples are isolated
 (each behind its own stream hold, synchronised before the next, as nvbench takes them); queued
 back to back, small kernels read a constant 0.5-0.8 us longer (docs/BENCHMARKS.md). One exception,
-bounded and not explained: cuBLAS at 256^3 and 512^3 read 3-6 % *below* nvbench on the H100,
-where nvbench reported 3-4 % noise of its own for those cases; the ladder kernels there agree.
+bounded at 8 %: cuBLAS below 1024^3. At 256^3 and 512^3 one cupy.matmul is two launches (a
+split-K GEMM and its reduction), and the GPU's gap between them flips between ~1.0 and ~1.9 us in
+stretches, whatever takes the samples; the kernels themselves time the same in both tools (CUPTI
+traces, docs/BENCHMARKS.md). A gemmwatch measurement sits in one stretch and nvbench's 1.5 s
+median mixes them, so the two read up to ~7 % apart, either way.
 GEMMWATCH_BENCH_OUT=path appends the table as JSON lines.
 """
 
