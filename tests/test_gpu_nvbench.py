@@ -6,11 +6,12 @@ measurement (its blocking kernel, its L2 flush, one sample per launch). Every ca
 within 2.5 % and the median ratio within 1 %: below 1024^3 too, since cold samples are isolated
 (each behind its own stream hold, synchronised before the next, as nvbench takes them); queued
 back to back, small kernels read a constant 0.5-0.8 us longer (docs/BENCHMARKS.md). One exception,
-bounded at 8 %: cuBLAS below 1024^3. At 256^3 and 512^3 one cupy.matmul is two launches (a
+bounded at 10 %: cuBLAS below 1024^3. At 256^3 and 512^3 one cupy.matmul is two launches (a
 split-K GEMM and its reduction), and the GPU's gap between them flips between ~1.0 and ~1.9 us in
 stretches, whatever takes the samples; the kernels themselves time the same in both tools (CUPTI
 traces, docs/BENCHMARKS.md). A gemmwatch measurement sits in one stretch and nvbench's 1.5 s
-median mixes them, so the two read up to ~7 % apart, either way.
+median mixes them, so the two can read as far apart as one flip: 0.9 us is 8 % at 256^3 (seen:
+-7.1 % on the H100, -7.5 % at 512^3 on the H200).
 GEMMWATCH_BENCH_OUT=path appends the table as JSON lines.
 """
 
@@ -33,7 +34,7 @@ SHAPES = [(128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024),
 KERNELS = ["smem_tiled", "thread_tile_8x8", "warp_tile_large"]
 TOLERANCE = 0.025  # each case
 OVERALL = 0.01  # the median ratio over all cases
-CUBLAS_SMALL = 0.08  # cuBLAS below 1024^3 (see above)
+CUBLAS_SMALL = 0.10  # cuBLAS below 1024^3: one flip of the gap between its two launches (see above)
 
 
 def nvbench_medians(benchmarks: dict, tmp: Path) -> dict[str, float]:
