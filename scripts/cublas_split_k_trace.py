@@ -7,9 +7,11 @@ reduction). Three tools time the same cupy.matmul on the same arrays in one proc
   gemmwatch  the runner's own sampling (_time_pair, default policy, smem_tiled as the variant)
   nvbench    cuda-bench's cold measurement, the launch wrapped as tests/test_gpu_nvbench.py does
   do_bench   triton.testing.do_bench (its own cache clear before each sample, one event pair each)
-First without a profiler (the figures), then each again under torch.profiler, whose CUPTI trace
-lists every kernel the GPU ran with its own start and end: which kernels cuBLAS chose inside each
-tool, how long each ran, and the gap between the two launches of a split-K call.
+First an order trial: isolated cold samples with the flush inside the stream hold (gemmwatch's
+order) or before it behind a synchronise (nvbench's), with either flush. Then the tools without a
+profiler (the figures), then each again under torch.profiler, whose CUPTI trace lists every kernel
+the GPU ran with its own start and end: which kernels cuBLAS chose inside each tool, how long each
+ran, and the gap between the two launches of a split-K call.
 Prints JSON lines.   python3 scripts/cublas_split_k_trace.py [size ...]
 """
 
@@ -50,13 +52,12 @@ def is_cublas(e: dict, ours: set[str]) -> bool:
 
 
 def short(e: dict) -> str:
+    """A readable name for an activity: cuBLAS's long xmma kernel names by their role."""
     if e.get("cat") == "gpu_memset":
         return "memset"
     name = e["name"]
-    if "split_k" in name:
-        return "cublas_split_k_reduction"
-    if "xmma" in name or "gemm" in name.lower() and "gemmwatch" not in name:
-        return "cublas_gemm" if "sm80_xmma" in name else name[:40]
+    if "sm80_xmma" in name:
+        return "cublas_split_k_reduction" if "split_k" in name else "cublas_gemm"
     return name[:40]
 
 
