@@ -23,15 +23,45 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from api.settings import Settings  # noqa: E402
-from cublas_split_k_trace import cublas_calls, summarise_calls  # noqa: E402
+from cublas_split_k_trace import cublas_calls, summarise_calls, traced  # noqa: E402
 from worker.cases import Case, TimingPolicy  # noqa: E402
 from worker.runner import CupyRunner  # noqa: E402
+
+
+def torch_flushed(fn, scratch, n: int = 300) -> float:
+    """Median ms of fn over n CUDA-event samples, scratch zeroed before each (after 10 unrecorded)."""
+    import torch
+
+    times = []
+    for _ in range(n + 10):
+        scratch.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times[10:])
+
+
+def warm(fn, n: int = 300) -> float:
+    """Mean ms of fn over n calls back to back between two events, after 10 warm-up calls."""
+    import torch
+
+    for _ in range(10):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(n):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / n
 
 
 def main() -> None:
     import cupy as cp
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     from tests.test_gpu_nvbench import nvbench_medians
 
@@ -56,46 +86,19 @@ def main() -> None:
         def run_torch(ta=ta, tb=tb, tc=tc):
             torch.matmul(ta, tb, out=tc)
 
-        def torch_flushed(fn, n=300):
-            times = []
-            for _ in range(n + 10):
-                scratch.zero_()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-            return statistics.median(times[10:])
-
-        def warm(fn, n=300):
-            for _ in range(10):
-                fn()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(n):
-                fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / n
-
         rows = {
             "gemmwatch cold": statistics.median(runner._time_pair(lambda: None, run_cupy, cold).cublas_ms),
             "gemmwatch hot": statistics.median(runner._time_pair(lambda: None, run_cupy, hot).cublas_ms),
-            "torch.matmul flushed": torch_flushed(run_torch),
-            "cupy.matmul flushed the same way": torch_flushed(run_cupy),
+            "torch.matmul flushed": torch_flushed(run_torch, scratch),
+            "cupy.matmul flushed the same way": torch_flushed(run_cupy, scratch),
             "torch.matmul warm, back to back": warm(run_torch),
             "cupy.matmul warm, back to back": warm(run_cupy),
         }
         for way, ms in rows.items():
             print(json.dumps({"size": d, "way": way, "us": round(1e3 * ms, 3)}), flush=True)
         for lib, fn in (("cupy", run_cupy), ("torch", run_torch)):
-            trace = tmp / f"{lib}-{d}.json"
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                torch_flushed(fn, n=50)
-                torch.cuda.synchronize()
-            prof.export_chrome_trace(str(trace))
-            print(json.dumps({"size": d, "library": lib, "calls": summarise_calls(cublas_calls(trace, {"elementwise"}))}),
+            _, acts = traced(lambda fn=fn: torch_flushed(fn, scratch, n=50))
+            print(json.dumps({"size": d, "library": lib, "calls": summarise_calls(cublas_calls(acts, {"elementwise"}))}),
                   flush=True)
         benchmarks[f"cupy-{d}"] = run_cupy
         benchmarks[f"torch-{d}"] = run_torch

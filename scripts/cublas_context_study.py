@@ -14,14 +14,13 @@ Prints JSON lines.   python3 scripts/cublas_context_study.py [size ...]
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from api.settings import Settings  # noqa: E402
-from cublas_split_k_trace import cublas_calls, sample_in_order, summarise_calls  # noqa: E402
+from cublas_split_k_trace import cublas_calls, sample_in_order, summarise_calls, traced  # noqa: E402
 from kernels.registry import VARIANTS  # noqa: E402
 from worker.cases import Case, TimingPolicy  # noqa: E402
 from worker.runner import CupyRunner  # noqa: E402
@@ -29,14 +28,11 @@ from worker.runner import CupyRunner  # noqa: E402
 
 def main() -> None:
     import cupy as cp
-    import torch
-    from torch.profiler import ProfilerActivity, profile
 
     sizes = [int(a) for a in sys.argv[1:]] or [256, 512]
     runner = CupyRunner()
     policy = TimingPolicy.from_settings(Settings())
     flush = runner._flusher("readwrite")
-    tmp = Path(tempfile.mkdtemp())
     for d in sizes:
         case = Case(0, "smem_tiled", d, d, d, seed=d, launch=VARIANTS["smem_tiled"].resolve())
         ours = {"gemmwatch_", "flush", "elementwise", case.launch.entry}
@@ -68,13 +64,9 @@ def main() -> None:
                 print(json.dumps({"size": d, "way": way, "rep": rep, "median_us": round(1e3 * statistics.median(fn()), 3)}),
                       flush=True)
         for way, fn in ways.items():
-            trace = tmp / f"{way}-{d}.json"
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                ms = fn()
-                torch.cuda.synchronize()
-            prof.export_chrome_trace(str(trace))
+            ms, acts = traced(fn)
             print(json.dumps({"size": d, "way": way, "profiled": True, "median_us": round(1e3 * statistics.median(ms), 3),
-                              "calls": summarise_calls(cublas_calls(trace, ours))}), flush=True)
+                              "calls": summarise_calls(cublas_calls(acts, ours))}), flush=True)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,19 @@ def quantiles_us(ms: list[float]) -> dict[str, float]:
     return {f"p{int(q * 100)}": round(1e3 * s[min(len(s) - 1, int(q * len(s)))], 3) for q in QUANTILES} | {"n": len(s)}
 
 
+def traced(fn):
+    """fn() under torch.profiler (CUPTI): its result, and the kernels and memsets the GPU ran."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        result = fn()
+        torch.cuda.synchronize()
+    path = Path(tempfile.mkstemp(suffix=".json")[1])
+    prof.export_chrome_trace(str(path))
+    return result, activities(path)
+
+
 def activities(trace_path: Path) -> dict:
     """The trace's kernels and memsets, in order on each stream."""
     events = json.loads(trace_path.read_text())["traceEvents"]
@@ -61,11 +74,11 @@ def short(e: dict) -> str:
     return name[:40]
 
 
-def cublas_calls(trace_path: Path, ours: set[str]) -> list[tuple[str, list[dict]]]:
+def cublas_calls(by_stream: dict, ours: set[str]) -> list[tuple[str, list[dict]]]:
     """The trace's cuBLAS calls, each with what ran just before it on its stream: a GEMM kernel
     not of ours plus the split-K reduction kernel(s) right behind it."""
     calls = []
-    for acts in activities(trace_path).values():
+    for acts in by_stream.values():
         current = None
         for i, e in enumerate(acts):
             if not is_cublas(e, ours):
@@ -79,11 +92,11 @@ def cublas_calls(trace_path: Path, ours: set[str]) -> list[tuple[str, list[dict]
     return calls
 
 
-def example_timeline(trace_path: Path, ours: set[str], skip: int = 50) -> dict[str, list[dict]]:
+def example_timeline(by_stream: dict, ours: set[str], skip: int = 50) -> dict[str, list[dict]]:
     """For each grid of cuBLAS's first kernel: one call well into the run (the skip-th) and the
     activities around it: what, start relative to the call's first kernel, duration (us)."""
     out = {}
-    for acts in activities(trace_path).values():
+    for acts in by_stream.values():
         seen: dict = {}
         for i, e in enumerate(acts):
             if is_cublas(e, ours) and "split_k" not in e["name"]:
@@ -144,9 +157,7 @@ def sample_in_order(runner, fn, order: str, flush, n: int = 400) -> list[float]:
 
 def main() -> None:
     import cupy as cp
-    import torch
     import triton.testing
-    from torch.profiler import ProfilerActivity, profile
 
     from tests.test_gpu_nvbench import nvbench_samples
 
@@ -189,33 +200,23 @@ def main() -> None:
     for profiled in (False, True):
         for tool in ("gemmwatch", "do_bench"):
             for d in sizes:
-                trace = tmp / f"{tool}-{d}-{profiled}.json"
-                if profiled:
-                    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                        ms = gemmwatch(d) if tool == "gemmwatch" else do_bench(d)
-                        torch.cuda.synchronize()
-                    prof.export_chrome_trace(str(trace))
-                else:
-                    ms = gemmwatch(d) if tool == "gemmwatch" else do_bench(d)
+                take = (lambda d=d: gemmwatch(d)) if tool == "gemmwatch" else (lambda d=d: do_bench(d))
+                ms, acts = traced(take) if profiled else (take(), None)
                 row = {"tool": tool, "size": d, "profiled": profiled, "median_us": round(1e3 * statistics.median(ms), 3),
                        "quantiles": quantiles_us(ms)}
                 if profiled:
-                    row["calls"] = summarise_calls(cublas_calls(trace, ours))
-                    row["example"] = example_timeline(trace, ours)
+                    row["calls"] = summarise_calls(cublas_calls(acts, ours))
+                    row["example"] = example_timeline(acts, ours)
                 print(json.dumps(row), flush=True)
     # nvbench keeps every benchmark ever registered in the process, so it runs once, profiled;
     # its own timed medians are its figures.
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        found = nvbench_samples({f"cublas-{d}": cublas[d] for d in sizes}, tmp)
-        torch.cuda.synchronize()
-    trace = tmp / "nvbench.json.trace"
-    prof.export_chrome_trace(str(trace))
-    calls = summarise_calls(cublas_calls(trace, ours))
+    found, acts = traced(lambda: nvbench_samples({f"cublas-{d}": cublas[d] for d in sizes}, tmp))
+    calls = summarise_calls(cublas_calls(acts, ours))
     for d in sizes:
         ms = found[f"cublas-{d}"]
         print(json.dumps({"tool": "nvbench", "size": d, "profiled": True, "median_us": round(1e3 * statistics.median(ms), 3),
                           "quantiles": quantiles_us(ms)}), flush=True)
-    print(json.dumps({"tool": "nvbench", "calls": calls, "example": example_timeline(trace, ours)}), flush=True)
+    print(json.dumps({"tool": "nvbench", "calls": calls, "example": example_timeline(acts, ours)}), flush=True)
 
 
 if __name__ == "__main__":
