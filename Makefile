@@ -7,6 +7,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 PYTEST_ARGS ?=
+# pytest-xdist workers: the suite waits on processes (Celery workers, servers, a browser) more
+# than it computes, so more workers than cores keeps the cores busy (docs/BENCHMARKS.md).
+TEST_WORKERS ?= 4
 
 .PHONY: install up test services
 
@@ -24,5 +27,7 @@ up: install
 services:
 	bash scripts/services.sh
 
+# In parallel: no test's figures depend on the machine's load, since the CPU double's event times
+# come from a seeded model (tests/fake_gpu.py).
 test: install services
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)

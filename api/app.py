@@ -1,15 +1,17 @@
 """The application factory: API routers, and the dashboard mounted beside them."""
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DataError
+from fastapi import FastAPI
 
 from api.auth import Reader
+from api.docs_page import install_docs_page
+from api.error_handlers import install_error_handlers
 from api.intake import JobIntake
 from api.metrics import install_metrics
 from api.routes import catalog, fleet, health, jobs, results
+from api.same_origin import SameOriginWrites
+from api.security_headers import SecurityHeaders
 from api.warm_up import lifespan
-from api.settings import Settings, settings
+from core.settings import Settings, settings
 
 
 def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI:
@@ -18,19 +20,23 @@ def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI
         summary="Benchmark SGEMM kernel variants against cuBLAS, commit by commit and GPU by GPU",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served by api/docs_page.py, under a CSP of its own
+        redoc_url=None,
     )
     app.state.settings = cfg
     app.state.intake = JobIntake(cfg)  # stores and publishes new jobs in groups
 
-    @app.exception_handler(DataError)
-    def _unstorable_value(request: Request, exc: DataError) -> JSONResponse:
-        # Input that passed validation but that the database cannot hold (PostgreSQL refuses
-        # NUL characters in text, for one): the request's fault, and nothing was stored.
-        return JSONResponse(status_code=422, content={"detail": f"a value cannot be stored: {exc.orig}"})
+    install_error_handlers(app)  # a 422 for any bad input, however unprintable (api/error_handlers.py)
+    # A write from another origin is refused before any route or body is touched; the headers wrap
+    # that refusal too (a middleware added later sits outside one added earlier).
+    app.add_middleware(SameOriginWrites, public_origins=tuple(o for o in cfg.public_origins.split(",") if o.strip()))
+    app.add_middleware(SecurityHeaders)
+
     for module in (jobs, results, catalog, fleet):
         app.include_router(module.router, dependencies=[Reader])  # public unless GEMMWATCH_AUTH_READS
     app.include_router(health.router)
     install_metrics(app, cfg, dependencies=[Reader])
+    install_docs_page(app)
     if with_dashboard:
         # The one place the API reaches outward: the dashboard is served by the same app.
         from dashboard.pages import mount_dashboard

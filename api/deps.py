@@ -14,8 +14,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from api.db import session_factory
-from api.settings import Settings
+from core.db import session_factory
+from core.settings import Settings
 
 
 async def get_settings(request: Request) -> Settings:

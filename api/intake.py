@@ -26,12 +26,14 @@ from fastapi import status
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.orm import Session
 
-from api.auth import find_tokens, note_use, unauthorized
-from api.broker import enqueue_job
-from api.db import session_factory
-from api.models import Job, utcnow
+from api.auth import forbidden, unauthorized
+from core.tokens import find_tokens, has_scope, note_use
+from core.broker import enqueue_job
+from core.db import session_factory
+from core.fleet import load_fleet
+from core.models import Job, utcnow
 from api.schemas import JobOut
-from api.settings import Settings
+from core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,7 @@ class _Ticket:
     token: str | None  # the bearer token to check; None where writes need none
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
+    token_id: int | None = None  # the checked token's row: the job's submitter
     job: Job | None = None
     answer: Response | None = None
     error: BaseException | None = None
@@ -129,10 +132,17 @@ class JobIntake:
         rows = find_tokens(db, {t.token for t in group})
         for row in rows.values():
             note_use(db, row)
+        allowed = []
         for ticket in group:
-            if ticket.token not in rows:
+            row = rows.get(ticket.token)
+            if row is None:
                 ticket.error = unauthorized()
-        return [t for t in group if t.token in rows]
+            elif not has_scope(row, "jobs"):  # both of this intake's writes (a job, a confirmation)
+                ticket.error = forbidden(row, "jobs")
+            else:
+                ticket.token_id = row.id
+                allowed.append(ticket)
+        return allowed
 
     @staticmethod
     def _store_one_by_one(db: Session, group: list[_Ticket]) -> list[_Ticket]:
@@ -160,8 +170,11 @@ class JobIntake:
             ticket.job.error = f"broker unreachable, job not queued: {refused}"
         if refused is not None:
             db.commit()
+        # Why a new job will wait (no live worker serves its queue, say), told in the answer
+        # itself; one read of the fleet for the whole group.
+        fleet = load_fleet(db, self.cfg) if refused is None and stored else None
         for ticket in stored:
-            ticket.answer = _answer(ticket.job)
+            ticket.answer = _answer(ticket.job, fleet and fleet.waiting_reason(ticket.job))
 
 
 def _store(db: Session, tickets: list[_Ticket]) -> None:
@@ -171,18 +184,19 @@ def _store(db: Session, tickets: list[_Ticket]) -> None:
     for ticket in tickets:
         ticket.job = ticket.build(db)
         ticket.job.enqueued_at = now
+        ticket.job.submitted_by_token_id = ticket.token_id
         db.add(ticket.job)
     db.commit()
 
 
-def _answer(job: Job) -> Response:
+def _answer(job: Job, waiting: str | None = None) -> Response:
     if job.status == "failed":
         return JSONResponse(
             status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
             content={"detail": f"broker unreachable: job {job.id} was stored as failed; retry later", "id": job.id},
         )
     # A new job has no results yet: answered from the row in hand, serialised here once.
-    return Response(JobOut.from_row(job, with_results=False).model_dump_json(),
+    return Response(JobOut.from_row(job, with_results=False, waiting=waiting).model_dump_json(),
                     status_code=status.HTTP_202_ACCEPTED, media_type="application/json")
 
 

@@ -16,10 +16,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from sqlalchemy import case, func, select
 
-from api.db import session_factory
-from api.fleet import load_fleet
-from api.models import Job, Result
-from api.settings import Settings
+from core.db import session_factory
+from core.fleet import load_fleet
+from core.models import Job, Result
+from core.settings import Settings
 
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 # A case compiles, verifies and times a kernel beside cuBLAS: from well under a second to minutes.

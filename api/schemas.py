@@ -1,16 +1,15 @@
-"""The wire contract (pydantic). Names follow DESIGN.md; extend, never rename."""
+"""The wire contract (pydantic). Names follow docs/ARCHITECTURE.md ("Words"); extend, never rename."""
 
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import json
-
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
-from api.settings import settings
-from api.source_guard import SourceRefused, check_source
-from kernels.registry import VARIANTS
-from kernels.tuning import configurations
+from core.builtins import builtin_kernels, variant_names
+from core.kernel import KernelDescription
+from core.wire_types import Int32, Integer, Text
+from core.baselines import VerdictOut  # noqa: F401 (part of the wire contract)
+from core.confirm import ConfirmationOut, ConfirmIn  # noqa: F401 (part of the wire contract)
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 JobKind = Literal["bench", "autotune"]
@@ -19,86 +18,59 @@ AnyJobKind = Literal["bench", "autotune", "confirm"]
 TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
 GpuModel = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,59}$")]
-# What the database can hold: 32-bit integers and finite floats (JSON has no NaN or Infinity).
-Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
-Finite = Annotated[float, Field(allow_inf_nan=False)]
+# What the database can hold: 32-bit integers (JSON has no NaN or Infinity): an integer as JSON
+# Schema has it (64 or 64.0), never "64" or true (core/wire_types.py).
+
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
+# One of M, N, K as a job asks for it: an integer (64 or 64.0), never "64" or true.
+Dim = Integer()
 
 
 class CommitIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    sha: Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")] = Field(
-        description="commit hash, 4 to 64 hex digits"
-    )
-    repo: Annotated[str, StringConstraints(max_length=200)] = ""
-    branch: Annotated[str, StringConstraints(max_length=200)] | None = None
-    message: Annotated[str, StringConstraints(max_length=10_000)] | None = None
+    sha: Sha = Field(description="commit hash, 4 to 64 hex digits")
+    repo: Text(200) = ""
+    branch: Text(200) | None = None
+    message: Text(10_000) | None = None
     committed_at: datetime | None = None
-    parents: list[Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]] | None = Field(
+    parents: list[Sha] | None = Field(
         default=None, max_length=64,
         description="parent shas, first parent first (`git rev-parse HEAD^@`); history follows the first parent",
     )
 
+    @field_validator("committed_at")
+    @classmethod
+    def _a_date_every_reader_can_hold(cls, when: datetime | None) -> datetime | None:
+        # Year 1 at +14:00 is 1 BC in UTC: PostgreSQL stores it, Python cannot read it back (every
+        # read of the commit failed). Checked on the year before any conversion, which could overflow.
+        if when is not None and not 1970 <= when.year <= 9000:
+            raise ValueError(f"committed_at {when.isoformat()}: the year must be within 1970..9000")
+        return when
+
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
-
-
-class SourceIn(BaseModel):
-    """A kernel the job brings with it, described as the registry describes the built-ins."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,59}$")] = Field(
-        description="variant name (snake_case); a built-in's name means this commit's version of it"
-    )
-    source: str = Field(description="CUDA C++ source; self-contained (no #include)")
-    entry: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_:]*(<[A-Za-z0-9_, ]*>)?$", max_length=200)] = (
-        Field(description='kernel name, or a template name expression such as "sgemm<128, 8>"')
-    )
-    block: list[int] = Field(min_length=1, max_length=3, description="threads per block [x, y, z]")
-    tile: list[int] = Field(min_length=2, max_length=2, description="[rows, cols] of C per block; the grid follows")
-    defines: dict[Identifier, Int32] = Field(default_factory=dict, max_length=32, description="-D options")
-
-    @field_validator("source")
-    @classmethod
-    def _source_is_safe(cls, text: str) -> str:
-        if len(text.encode()) > settings.max_source_bytes:
-            raise ValueError(f"source is {len(text.encode())} bytes; at most {settings.max_source_bytes}")
-        try:
-            check_source(text)  # layer 1 of 3 (api/source_guard.py); the compile is confined too
-        except SourceRefused as refusal:
-            raise ValueError(f"source refused at {refusal}") from None
-        return text
-
-    @field_validator("block")
-    @classmethod
-    def _block_fits(cls, block: list[int]) -> list[int]:
-        block = block + [1] * (3 - len(block))
-        if min(block) < 1 or block[0] * block[1] * block[2] > 1024:
-            raise ValueError(f"block {block}: each dimension >= 1 and at most 1024 threads in all")
-        return block
-
-    @field_validator("tile")
-    @classmethod
-    def _tile_positive(cls, tile: list[int]) -> list[int]:
-        if not all(1 <= t <= 4096 for t in tile):
-            raise ValueError(f"tile {tile}: each of rows, cols must be in 1..4096")
-        return tile
+# The largest M, N or K the schema itself admits; a deployment's own limit (GEMMWATCH_MAX_DIM) is
+# checked by the route with the app's settings (api/limits.py).
+MAX_DIM = 1 << 20
 
 
 class JobCreate(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{"variants": ["naive", "smem_tiled"], "sizes": [[4096, 4096, 4096]], "gpu": "H100"}]
+            "examples": [{"variants": ["naive", "smem_tiled"], "sizes": [[1024, 1024, 1024]]}]
         },
     )
 
-    sources: list[SourceIn] = Field(default_factory=list, max_length=32, description="the job's own kernels")
+    sources: list[KernelDescription] = Field(
+        default_factory=list, max_length=32,
+        description="the job's own kernels, each in the kernel description of docs/KERNELS.md "
+                    "(JSON Schema: GET /api/kernels/schema)")
     variants: list[str] = Field(
         default_factory=list, description="names from GET /api/variants or from sources (default: all sources)"
     )
-    sizes: list[list[int]] = Field(min_length=1, description="[[M, N, K], ...]")
+    sizes: list[list[Dim]] = Field(min_length=1, max_length=256, description="[[M, N, K], ...]")
     commit: CommitIn | None = None
     gpu: GpuModel | None = Field(default=None, description="GPU model, e.g. H100; any GPU when omitted")
     kind: JobKind = Field(
@@ -109,17 +81,22 @@ class JobCreate(BaseModel):
     tunables: dict[str, dict[str, Int32]] = Field(
         default_factory=dict,
         description='bench only: tunables per variant, e.g. {"warp_tile": {"BK": 16}};'
-        " otherwise the tuned configuration for the GPU and size, or the registry default",
+        " otherwise the tuned configuration for the GPU and size, or the kernel's defaults",
     )
+
+    def kernels(self) -> dict[str, KernelDescription]:
+        """The kernels this job may name: the built-ins, with its own sources in their place."""
+        return {**builtin_kernels(), **{s.name: s for s in self.sources}}
 
     @field_validator("variants")
     @classmethod
     def _known_variants(cls, names: list[str], info: ValidationInfo) -> list[str]:
         own = [s.name for s in info.data.get("sources", [])]
-        unknown = [n for n in names if n not in VARIANTS and n not in own]
+        known = variant_names()
+        unknown = [n for n in names if n not in known and n not in own]
         if unknown:
             raise ValueError(
-                f"unknown variant(s) {unknown}; known variants: {', '.join(VARIANTS)}"
+                f"unknown variant(s) {unknown}; known variants: {', '.join(known)}"
                 + (f"; the job's sources: {', '.join(own)}" if own else "")
             )
         if len(set(names)) != len(names):
@@ -129,12 +106,13 @@ class JobCreate(BaseModel):
     @field_validator("sizes")
     @classmethod
     def _sizes_in_range(cls, sizes: list[list[int]]) -> list[list[int]]:
-        hi = settings.max_dim
         for i, size in enumerate(sizes):
             if len(size) != 3:
                 raise ValueError(f"sizes[{i}] must be [M, N, K], got {size}")
-            if not all(1 <= d <= hi for d in size):
-                raise ValueError(f"sizes[{i}] = {size}: each of M, N, K must be in 1..{hi}")
+            if min(size) < 1:
+                raise ValueError(f"sizes[{i}] = {size}: each of M, N, K must be at least 1")
+            if max(size) > MAX_DIM:
+                raise ValueError(f"sizes[{i}] = {size}: each of M, N, K must be in 1..{MAX_DIM}")
         return sizes
 
     @model_validator(mode="after")
@@ -150,31 +128,22 @@ class JobCreate(BaseModel):
 
     @model_validator(mode="after")
     def _tunables_are_allowed(self) -> "JobCreate":
+        kernels = self.kernels()
         for name, params in self.tunables.items():
             if name not in self.variants:
                 raise ValueError(f"tunables given for {name!r}, which is not among the job's variants")
-            if name not in VARIANTS or name in {s.name for s in self.sources}:
-                raise ValueError(f"{name!r} is the job's own kernel: set its values with the source's 'defines'")
-            VARIANTS[name].check_params(params)  # ValueError names the allowed values
+            if name not in kernels:
+                raise ValueError(f"{name!r} is cuBLAS: it has no tunables")
+            kernels[name].check_tunables(params)  # ValueError names the allowed values
         if self.tunables and self.kind == "autotune":
             raise ValueError("an autotune job sweeps every tunable; leave 'tunables' out")
-        return self
-
-    @model_validator(mode="after")
-    def _not_too_many_cases(self) -> "JobCreate":
-        cases = self.case_count()
-        limit = settings.max_autotune_cases if self.kind == "autotune" else settings.max_cases_per_job
-        if cases > limit:
-            raise ValueError(f"this {self.kind} job has {cases} cases; at most {limit} per {self.kind} job")
         return self
 
     def case_count(self) -> int:
         if self.kind == "bench":
             return len(self.variants) * len(self.sizes)
-        own = {s.name for s in self.sources}
-        return len(self.sizes) * sum(
-            1 if v in own or v not in VARIANTS else len(configurations(VARIANTS[v])) for v in self.variants
-        )
+        kernels = self.kernels()
+        return len(self.sizes) * sum(len(kernels[v].configurations()) if v in kernels else 1 for v in self.variants)
 
 
 CONVERGED = (
@@ -358,6 +327,8 @@ class VariantOut(BaseModel):
     seed: str | None
     source_file: str | None
     entry: str
+    compute_mode: str
+    target: str | None
     tunables: list[dict[str, Any]]
 
 
@@ -375,142 +346,5 @@ class TunedConfigOut(BaseModel):
     updated_at: datetime
 
 
-class VerdictOut(BaseModel):
-    result_id: int
-    variant: str
-    m: int
-    n: int
-    k: int
-    gflops: float | None
-    pct_of_cublas: float | None
-    verified: bool
-    status: Literal["regression", "ok", "faster", "no baseline", "unverified"]
-    delta: float | None = Field(description="(gflops - baseline mean) / baseline mean")
-    baseline_mean: float | None
-    baseline_points: int
-    reason: str
-    resource_changes: list[str] = Field(default_factory=list,
-                                        description="kernel resources vs the base commit's result, in words")
-
-
-Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
-
-
-class ConfirmIn(BaseModel):
-    """Which of the head job's cases to confirm, against which base commit."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base: Sha | None = Field(default=None, description="base commit sha (or prefix); default: the head commit's"
-                             " first parent, else the previous commit on its branch")
-    variants: list[Annotated[str, StringConstraints(max_length=120)]] | None = Field(
-        default=None, max_length=32, description="default: every verified variant of the head job")
-    sizes: list[list[int]] | None = Field(default=None, max_length=64, description="[[M, N, K], ...]; default: all")
-
-
-class ConfirmationOut(BaseModel):
-    result_id: int
-    variant: str
-    m: int
-    n: int
-    k: int
-    status: Literal["regression", "improvement", "no change", "undecided", "failed"]
-    ratio: float | None = Field(description="median head/base time per pair: 1.03 = head 3 % slower")
-    low: float | None = Field(description="lower end of the ratio's confidence interval")
-    high: float | None
-    pairs: int
-    head_gflops: float | None
-    base_gflops: float | None
-    head_resources: dict[str, Any] | None
-    base_resources: dict[str, Any] | None
-    resource_changes: list[str]
-    reason: str
-
-
-def _numbers(value: Any):
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from _numbers(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _numbers(v)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield value
-
-
-class GpuIn(BaseModel):
-    uuid: Annotated[str, StringConstraints(min_length=1, max_length=80)]
-    name: Annotated[str, StringConstraints(min_length=1, max_length=120)]
-    model: GpuModel
-    sm_count: Int32 | None = None
-    compute_capability: Annotated[str, StringConstraints(max_length=10)] | None = None
-    memory_mib: Int32 | None = None
-    driver: Annotated[str, StringConstraints(max_length=40)] | None = None
-
-
-class ResultIn(BaseModel):
-    """One case measured by `gemmwatch run` on a machine of its own; names as in ResultOut."""
-
-    variant: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
-    m: int = Field(ge=1, le=1 << 20)
-    n: int = Field(ge=1, le=1 << 20)
-    k: int = Field(ge=1, le=1 << 20)
-    dtype: Literal["float32"] = "float32"
-    mode: Literal["cold", "hot"] = "cold"
-    compute_mode: Literal["fp32", "tf32"] = "fp32"
-    tunables: dict[Identifier, Int32] = Field(default_factory=dict, max_length=32)
-    verified: bool
-    rel_error: Finite | None = Field(default=None, ge=0)
-    median_ms: Finite | None = Field(default=None, gt=0)
-    mean_ms: Finite | None = None
-    stddev_ms: Finite | None = None
-    min_ms: Finite | None = None
-    max_ms: Finite | None = None
-    q1_ms: Finite | None = None
-    q3_ms: Finite | None = None
-    gflops: Finite | None = Field(default=None, ge=0)
-    cublas_median_ms: Finite | None = None
-    cublas_gflops: Finite | None = None
-    pct_of_cublas: Finite | None = None
-    n_samples: int = Field(default=0, ge=0, le=10_000_000)
-    noise: Finite | None = None
-    converged: bool = False
-    error: Annotated[str, StringConstraints(max_length=100_000)] | None = None
-    samples_ms: list[Finite] = Field(default_factory=list, max_length=100_000)
-    env: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("env")
-    @classmethod
-    def _env_is_plain_json(cls, env: dict[str, Any]) -> dict[str, Any]:
-        try:
-            text = json.dumps(env, allow_nan=False)
-        except ValueError as exc:
-            raise ValueError(f"env must be plain JSON without NaN or Infinity ({exc})") from None
-        if len(text) > 1_000_000:
-            raise ValueError("env is larger than 1 MB")
-        if any(isinstance(v, int) and abs(v) >= 2**63 for v in _numbers(env)):
-            raise ValueError("env holds an integer beyond 64 bits")
-        return env
-
-    @model_validator(mode="after")
-    def _no_speed_without_verification(self) -> "ResultIn":
-        if not self.verified and self.gflops is not None:
-            raise ValueError("an unverified result carries no gflops (a wrong kernel has no speed)")
-        return self
-
-
-class ResultBatchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    run_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{8,100}$")] = Field(
-        description="unique per measured run; posting the same run again adds nothing"
-    )
-    gpu: GpuIn
-    commit: CommitIn | None = None
-    results: list[ResultIn] = Field(min_length=1, max_length=1000)
-
-
-class ResultBatchOut(BaseModel):
-    job_id: int
-    created: bool
-    results: int
+# What `gemmwatch run --post` sends (POST /api/results): in a module of its own, named here too.
+from api.posted_schemas import GpuIn, ResultBatchIn, ResultBatchOut, ResultIn  # noqa: E402,F401

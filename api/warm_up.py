@@ -17,9 +17,9 @@ from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.orm import configure_mappers
 
-from api.auth import find_token
-from api.broker import publisher
-from api.db import engine_for, session_factory
+from core.tokens import find_token
+from core.broker import publisher
+from core.db import engine_for, session_factory
 
 
 @asynccontextmanager

@@ -4,8 +4,8 @@ A result that looks changed against its history (or its base) is confirmed by a 
 times the base commit's kernel and the head's interleaved on one GPU; that paired verdict decides
 (`--no-confirm` keeps the history verdict alone).
 
-Exit codes: 0 no regression, 1 regression, 2 a failed or unverified result, 3 server
-unreachable or timed out.
+Exit codes: 0 no regression, 1 regression, 2 a failed or unverified result (a confirmation that
+could not re-measure a case too), 3 server unreachable or timed out.
 """
 
 import os
@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 
-from cli.kernel_sources import load_sources
+from core.kernel_folder import load_folder
 from cli.progress import wait_for_job
 
 OK, REGRESSION, FAILED, UNREACHABLE = 0, 1, 2, 3
@@ -28,10 +28,9 @@ def build_job(commit: str, branch: str | None, repo: str, sizes: list[list[int]]
     if parents is not None:
         body["commit"]["parents"] = parents
     if kernels_dir is not None:
-        sources = load_sources(kernels_dir)
-        if variants:
-            sources = [s for s in sources if s["name"] in variants]
-        body["sources"] = sources
+        # Checked here, kernel by kernel and field by field, before anything is posted
+        # (core.kernel_folder.FolderError says which).
+        body["sources"] = [d.model_dump(mode="json") for d in load_folder(kernels_dir, variants or None)]
     body["variants"] = variants or [s["name"] for s in body.get("sources", [])]
     if gpu:
         body["gpu"] = gpu
@@ -82,18 +81,21 @@ def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list
 
 
 VERDICT_ICONS = {"regression": "❌ regression", "unverified": "❌ unverified", "ok": "✅ ok", "faster": "🚀 faster",
-                 "no baseline": "— no baseline", "undecided": "❔ undecided"}
-# A confirmation's word for the verdict it gives a case; "failed" (not re-measured) gives none.
-CONFIRMED_AS = {"regression": "regression", "improvement": "faster", "no change": "ok", "undecided": "undecided"}
+                 "no baseline": "— no baseline", "undecided": "❔ undecided",
+                 "confirmation failed": "❌ confirmation failed"}
+# A confirmation's word for the verdict it gives a case. "failed": the base or head kernel could
+# not be re-measured (a compile error, a wrong result): the build cannot trust the history verdict.
+CONFIRMED_AS = {"regression": "regression", "improvement": "faster", "no change": "ok", "undecided": "undecided",
+                "failed": "confirmation failed"}
 
 
 def final_verdicts(verdicts: list[dict], confirmation: list[dict] | None) -> list[dict]:
     """Each history verdict, with its status replaced by the confirmation's where the
-    confirmation measured that case; the one rule both the summary and the exit code follow."""
+    confirmation took that case; the one rule both the summary and the exit code follow."""
     confirmed = {(c["variant"], c["m"], c["n"], c["k"]): c["status"] for c in confirmation or []}
     final = []
     for v in verdicts:
-        word = CONFIRMED_AS.get(confirmed.get((v["variant"], v["m"], v["n"], v["k"]), "failed"))
+        word = CONFIRMED_AS.get(confirmed.get((v["variant"], v["m"], v["n"], v["k"])))
         final.append({**v, "status": word} if word and v["status"] != "unverified" else v)
     return final
 
@@ -141,8 +143,10 @@ def confirm(client: httpx.Client, job: dict, base: str | None, changed: list[dic
 
 def exit_code(job: dict, verdicts: list[dict], confirmation: list[dict] | None = None) -> int:
     """With a confirmation, its verdict decides each case it measured (a regression it finds in a
-    case the history called fine counts too); a case it could not measure keeps its history verdict."""
+    case the history called fine counts too); a case it failed to measure fails the build (2)."""
     if job["status"] != "succeeded" or any(v["status"] == "unverified" for v in verdicts):
+        return FAILED
+    if any(c["status"] == "failed" for c in confirmation or []):
         return FAILED
     final = final_verdicts(verdicts, confirmation)
     if any(v["status"] == "regression" for v in final) or any(c["status"] == "regression" for c in confirmation or []):

@@ -6,9 +6,9 @@ import zlib
 
 from rich.console import Console
 
-from api.settings import settings
+from core.settings import settings
 from worker import gpu_process
-from worker.cases import Case, CaseOutcome, cases_from_plan, plan
+from worker.cases import Case, CaseOutcome, cases_from_plan, kernels_of_job, plan
 
 console = Console(stderr=True)
 
@@ -22,7 +22,8 @@ def measure(variants: list[str], sizes: list[list[int]], sources: list[dict]) ->
     def on_identity(ident: dict) -> list[Case]:
         identity.update(ident)
         own = {s["name"] for s in sources}
-        return cases_from_plan(plan("bench", variants, sizes, {}, {}, own), run_seed, sources)
+        kernels = kernels_of_job(sources)
+        return cases_from_plan(plan("bench", variants, sizes, {}, {}, kernels), run_seed, kernels, own)
 
     def on_result(case: Case, outcome: CaseOutcome) -> None:
         row = outcome.as_row()

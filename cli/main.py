@@ -15,17 +15,22 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.progress import wait_for_job
+from cli.token_commands import token_app
+from cli.server import SERVER_HELP, find_server, forget_server, local_url, record_server
 
-app = typer.Typer(help="gemmwatch: SGEMM kernels against cuBLAS, commit by commit, GPU by GPU.", no_args_is_help=True)
-token_app = typer.Typer(help="API tokens for writes (stored hashed in the database).", no_args_is_help=True)
+# Plain click help (rich_markup_mode=None): it wraps to the terminal and never cuts an option name,
+# where rich's panels squeezed `--no-always-confirm` into `--no-always-conf…` at 80 columns.
+app = typer.Typer(help="gemmwatch: SGEMM kernels against cuBLAS, commit by commit, GPU by GPU.", no_args_is_help=True,
+                  rich_markup_mode=None)
 app.add_typer(token_app, name="token")
 console = Console()
+errors = Console(stderr=True)  # what a script or CI log must see apart from the results
 
 LOCAL_TOKEN_FILE = "token"  # in the data folder: the token `gemmwatch up` made for this machine
 
 
 def local_token_path():
-    from api.settings import settings
+    from core.settings import settings
 
     return settings.data_dir / LOCAL_TOKEN_FILE
 
@@ -44,14 +49,15 @@ def ensure_local_token() -> None:
     """Give the embedded install a write token once, readable only by its owner."""
     import socket
 
-    from api.auth import create_token
-    from api.db import session_factory
+    from core.tokens import create_token
+    from core.db import session_factory
 
     path = local_token_path()
     if path.exists():
         return
     with session_factory()() as db:
-        token = create_token(db, f"local-{socket.gethostname()}-{int(time.time())}")
+        # The machine's owner: every scope (docs/SECURITY.md), as before scopes existed.
+        token = create_token(db, f"local-{socket.gethostname()}-{int(time.time())}", scopes=("admin",))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch(mode=0o600)
     path.write_text(token + "\n")
@@ -62,13 +68,17 @@ def worker_command(queues: list[str], name: str, loglevel: str = "INFO", host: s
     return [
         sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
         "--pool", "solo", "--concurrency", "1",  # one job at a time owns the GPU
+        # Celery's own worker-to-worker chatter serves nothing here (the fleet beats through the
+        # database, and no task is revoked): mingle held each worker's start on Redis for a 1 s
+        # reply window, gossip sent events to every other worker. Heartbeats stay, for Flower.
+        "--without-mingle", "--without-gossip",
         "-Q", ",".join(queues), "-n", f"{name}@{host}", "--loglevel", loglevel,
     ]
 
 
 def gpu_worker_plan() -> list[tuple[dict[str, str], list[str], str]]:
     """(extra env, queues, name) per worker: one per visible GPU, or one that answers 'no CUDA device'."""
-    from api.broker import ANY_GPU_QUEUE, queue_for
+    from core.broker import ANY_GPU_QUEUE, queue_for
     from worker.gpu_identity import visible_gpus
 
     gpus = visible_gpus()
@@ -85,6 +95,10 @@ def _die_with_parent() -> None:
     SIGTERM it handled once it has shut down, so `up`'s own clean-up may never run."""
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _exit_on_sigterm(signum, _frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 @app.command()
@@ -110,8 +124,8 @@ def up(
     import uvicorn
 
     from api.app import create_app
-    from api.db import upgrade_database
-    from api.settings import settings
+    from core.db import upgrade_database
+    from core.settings import settings
 
     upgrade_database(settings)
     ensure_local_token()
@@ -127,11 +141,17 @@ def up(
 
     db = settings.resolved_database_url
     console.print(f"database: {db.split('@')[-1]}   broker: {settings.broker_url or settings.broker_folder}")
-    console.print(f"[bold]gemmwatch at http://{host}:{port}/[/bold]  (API docs at /docs)")
+    url = local_url(host, port)
+    record = record_server(url)  # where `gemmwatch submit`, `cancel`, `ci` and `run` find this server
+    console.print(f"[bold]gemmwatch at {url}/[/bold]  (API docs at /docs; recorded in {record})")
     console.print(f"write token for this machine in {local_token_path()} (gemmwatch submit finds it)")
+    # uvicorn re-raises the SIGTERM it handled once it has shut down; as SystemExit, not the
+    # default death, it lets the clean-up below run (the record removed, the workers stopped).
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
     finally:
+        forget_server(url)
         for w in workers:
             w.send_signal(signal.SIGTERM)
         for w in workers:
@@ -194,7 +214,7 @@ def print_results(job: dict) -> None:
 def submit(
     variants: Annotated[str, typer.Option(help="comma-separated variant names (GET /api/variants)")],
     size: Annotated[list[str], typer.Option(help="MxNxK, repeatable; one number means a cube")],
-    server: Annotated[str, typer.Option(envvar="GEMMWATCH_SERVER")] = "http://127.0.0.1:8000",
+    server: Annotated[str | None, typer.Option(help=SERVER_HELP)] = None,
     gpu: Annotated[str | None, typer.Option(help="GPU model, e.g. H100")] = None,
     sha: Annotated[str | None, typer.Option(help="commit sha to file the results under")] = None,
     repo: str = "",
@@ -204,6 +224,7 @@ def submit(
     token: Annotated[str | None, typer.Option(help="API token (default: $GEMMWATCH_TOKEN or the local one)")] = None,
 ):
     """Post a job; wait for it and print its results. Exits 1 if it failed."""
+    server = find_server(server)
     body: dict = {"variants": [v.strip() for v in variants.split(",") if v.strip()], "sizes": [parse_size(s) for s in size]}
     if gpu:
         body["gpu"] = gpu
@@ -218,6 +239,8 @@ def submit(
             job = resp.json()
             console.print(f"job {job['id']} queued on {job['queue']}: {server}/jobs/{job['id']}")
             if not wait:
+                if job.get("waiting"):  # no live worker serves its queue, say: told now, not never
+                    console.print(f"[yellow]job {job['id']} {job['waiting']}[/yellow]")
                 return
             try:
                 job = wait_for_job(client, job, timeout, console, poll_s=0.5)
@@ -235,13 +258,13 @@ def submit(
 @app.command()
 def ci(
     commit: Annotated[str, typer.Option(help="sha of the commit under test")],
-    server: Annotated[str, typer.Option(envvar="GEMMWATCH_SERVER")] = "http://127.0.0.1:8000",
+    server: Annotated[str | None, typer.Option(help=SERVER_HELP)] = None,
     branch: Annotated[str | None, typer.Option(help="the commit's branch")] = None,
     repo: str = "",
     base: Annotated[str | None, typer.Option(help="base commit sha to compare with")] = None,
     base_branch: Annotated[str | None, typer.Option(help="compare with this branch's history")] = None,
     variants: Annotated[str | None, typer.Option(help="comma-separated built-in variants (or a subset of --kernels-dir)")] = None,
-    kernels_dir: Annotated[Path | None, typer.Option(help="folder with the commit's kernels (gemmwatch.json or registry.py)")] = None,
+    kernels_dir: Annotated[Path | None, typer.Option(help="folder with the commit's kernels and their gemmwatch.json")] = None,
     size: Annotated[list[str] | None, typer.Option(help="MxNxK, repeatable (default 4096)")] = None,
     gpu: Annotated[str | None, typer.Option(help="GPU model, e.g. H100")] = None,
     timeout: Annotated[float, typer.Option(help="seconds to wait for the job")] = 1800.0,
@@ -254,14 +277,20 @@ def ci(
     """Benchmark a commit and compare with its base; a change is confirmed by an A/B job unless
     --no-confirm. Exit 0: no regression; 1: regression; 2: a failed or unverified result;
     3: server unreachable or timed out."""
-    from cli.ci import build_job, git_parents, run_ci
+    server = find_server(server)
+    from cli.ci import FAILED, build_job, git_parents, run_ci
+    from core.kernel_folder import FolderError
 
     names = [v.strip() for v in (variants or "").split(",") if v.strip()]
     if not names and kernels_dir is None:
         raise typer.BadParameter("give --variants or --kernels-dir")
     shas = [p.strip() for p in parents.split(",") if p.strip()] if parents is not None else git_parents(commit)
     branch = branch or os.environ.get("GITHUB_HEAD_REF") or os.environ.get("GITHUB_REF_NAME") or None
-    body = build_job(commit, branch, repo, [parse_size(s) for s in size or ["4096"]], gpu, names, kernels_dir, shas)
+    try:
+        body = build_job(commit, branch, repo, [parse_size(s) for s in size or ["4096"]], gpu, names, kernels_dir, shas)
+    except FolderError as exc:
+        errors.print(f"[red]{kernels_dir}: its kernels cannot be posted:[/red]\n{exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(FAILED)
     with api_client(server, token) as client:
         raise typer.Exit(run_ci(client, body, base, base_branch, timeout, confirm, always_confirm))
 
@@ -269,10 +298,10 @@ def ci(
 @app.command("run")
 def run_local(
     variants: Annotated[str | None, typer.Option(help="comma-separated variants (or a subset of --kernels-dir)")] = None,
-    kernels_dir: Annotated[Path | None, typer.Option(help="folder with kernels (gemmwatch.json or registry.py)")] = None,
+    kernels_dir: Annotated[Path | None, typer.Option(help="folder with kernels and their gemmwatch.json")] = None,
     size: Annotated[list[str] | None, typer.Option(help="MxNxK, repeatable (default 4096)")] = None,
     post: Annotated[bool, typer.Option(help="POST the results to --server")] = False,
-    server: Annotated[str, typer.Option(envvar="GEMMWATCH_SERVER")] = "http://127.0.0.1:8000",
+    server: Annotated[str | None, typer.Option(help=SERVER_HELP)] = None,
     commit: Annotated[str | None, typer.Option(help="commit sha to file the results under")] = None,
     branch: str | None = None,
     repo: str = "",
@@ -282,16 +311,21 @@ def run_local(
     """Measure on this machine's GPU with the same runner the workers use; --post sends the
     results to a server (idempotent: posting the same run twice adds nothing). Exit 2 if a
     case failed, 3 if the server could not be reached."""
+    server = find_server(server)
     import json
 
-    from cli.kernel_sources import load_sources
     from cli.local_run import batch, measure
+    from core.kernel_folder import FolderError, load_folder
 
-    sources = load_sources(kernels_dir) if kernels_dir else []
-    names = [v.strip() for v in (variants or "").split(",") if v.strip()] or [s["name"] for s in sources]
+    names = [v.strip() for v in (variants or "").split(",") if v.strip()]
+    try:
+        sources = [d.model_dump(mode="json") for d in load_folder(kernels_dir, names or None)] if kernels_dir else []
+    except FolderError as exc:
+        errors.print(f"[red]{kernels_dir}: its kernels cannot be measured:[/red]\n{exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    names = names or [s["name"] for s in sources]
     if not names:
         raise typer.BadParameter("give --variants or --kernels-dir")
-    sources = [s for s in sources if s["name"] in names]
     identity, results, problems = measure(names, [parse_size(s) for s in size or ["4096"]], sources)
     if results:
         print_results({"id": "local", "status": "failed" if problems else "succeeded", "results": results,
@@ -318,11 +352,12 @@ def run_local(
 @app.command()
 def cancel(
     job_id: Annotated[int, typer.Argument(help="the job's id")],
-    server: Annotated[str, typer.Option(envvar="GEMMWATCH_SERVER")] = "http://127.0.0.1:8000",
+    server: Annotated[str | None, typer.Option(help=SERVER_HELP)] = None,
     token: Annotated[str | None, typer.Option(help="API token (default: $GEMMWATCH_TOKEN or the local one)")] = None,
 ):
     """Cancel a queued or running job: a queued one never runs, a running one stops after its
     current case and keeps its results. Exits 1 if the job had already ended or does not exist."""
+    server = find_server(server)
     try:
         with api_client(server, token) as client:
             resp = client.post(f"/api/jobs/{job_id}/cancel")
@@ -343,56 +378,11 @@ def cancel(
 def reap():
     """Queue again the jobs whose worker died or whose broker message was lost (workers do
     this every GEMMWATCH_REAPER_INTERVAL_S seconds by themselves)."""
-    from api.settings import settings
+    from core.settings import settings
     from worker.reaper import reap as reap_once
 
     ids = reap_once(settings)
     console.print(f"queued again: {ids}" if ids else "nothing to queue again")
-
-
-@token_app.command("create")
-def token_create(name: str):
-    """Create a token and print it (the only time it is shown)."""
-    from api.auth import create_token
-    from api.db import session_factory, upgrade_database
-
-    upgrade_database()
-    with session_factory()() as db:
-        try:
-            token = create_token(db, name)
-        except ValueError as exc:
-            console.print(f"[red]{exc}[/red]")
-            raise typer.Exit(2)
-    print(token)
-
-
-@token_app.command("revoke")
-def token_revoke(name: str):
-    """Revoke a token by name: it stops working at once."""
-    from api.auth import revoke_token
-    from api.db import session_factory
-
-    with session_factory()() as db:
-        if not revoke_token(db, name):
-            console.print(f"[red]no active token named {name!r}[/red]")
-            raise typer.Exit(2)
-    console.print(f"revoked {name}")
-
-
-@token_app.command("list")
-def token_list():
-    """Names, creation times and states of all tokens (never the tokens themselves)."""
-    from sqlalchemy import select
-
-    from api.db import session_factory
-    from api.models import ApiToken
-
-    table = Table("name", "created", "last used", "state")
-    with session_factory()() as db:
-        for t in db.scalars(select(ApiToken).order_by(ApiToken.id)):
-            table.add_row(t.name, f"{t.created_at:%Y-%m-%d %H:%M}", f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "",
-                          "revoked" if t.revoked_at else "active")
-    console.print(table)
 
 
 if __name__ == "__main__":

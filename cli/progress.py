@@ -9,20 +9,24 @@ from rich.console import Console
 
 def wait_for_job(client: httpx.Client, job: dict, timeout: float, console: Console, what: str = "job",
                  poll_s: float = 1.0) -> dict:
-    """Poll until the job ends; TimeoutError (naming why it waited, when the server said) at timeout."""
+    """Poll until the job ends; TimeoutError (naming why it waited, when the server said) at timeout.
+
+    `job` is the POST's answer, which already says why a new job waits (no live worker serves
+    its queue, say): that is printed at once, not only after the first poll."""
     deadline = time.monotonic() + timeout
     told = None
     with console.status(f"{what} {job['id']} {job['status']}") as status:
-        while job["status"] in ("queued", "running"):
+        while True:
+            if job.get("waiting") and job["waiting"] != told:
+                console.print(f"[yellow]{what} {job['id']} {job['waiting']}[/yellow]")
+            told = job.get("waiting")
+            if job["status"] not in ("queued", "running"):
+                return job
             if time.monotonic() > deadline:
                 reason = f" ({job['waiting']})" if job.get("waiting") else ""
                 raise TimeoutError(f"{what} {job['id']} still {job['status']} after {timeout:g} s{reason}")
             time.sleep(poll_s)
             job = client.get(f"/api/jobs/{job['id']}").json()
-            if job.get("waiting") and job["waiting"] != told:
-                console.print(f"[yellow]{what} {job['id']} {job['waiting']}[/yellow]")
-            told = job.get("waiting")
             p = job["progress"]
             status.update(f"{what} {job['id']} {job['waiting'] or job['status']} {p['done']}/{p['total']} "
                           f"{job.get('current_case') or ''}")
-    return job

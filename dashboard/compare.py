@@ -10,7 +10,8 @@ from typing import Literal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.models import Commit, Gpu, Job, Result
+from core.models import Commit, Gpu, Job, Result
+from core.result_env import resources_of
 from dashboard.filters import Size, size_text
 from dashboard.queries import FP32_ONLY, gpu_ids
 
@@ -133,7 +134,7 @@ def load_comparison(db: Session, f: CompareFilter) -> Comparison:
     cells: dict[tuple, dict[str, Cell]] = {}
     for side, variant, m, n, k, ok, gf, noise, err, sha, rid, env in rows:
         cells.setdefault((variant, (m, n, k)), {})[sides[side]] = Cell(ok, gf if ok else None, noise, err, sha, rid,
-                                                                       (env or {}).get("resources"))
+                                                                       resources_of(env))
     out.rows = [CompareRow(v, s, c.get("a"), c.get("b"))
                 for (v, s), c in sorted(cells.items(), key=lambda kv: (kv[0][1][0] * kv[0][1][1] * kv[0][1][2], kv[0]))]
     if not out.rows:

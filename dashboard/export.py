@@ -3,23 +3,28 @@
 import csv
 import io
 import json
+import math
+import re
 from datetime import datetime
 
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, Response
 
-
 # A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(...), =cmd|...).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# Where a formula can start: the cell's first character, and the first of every line in it (a
+# reader that splits rows at a line break, even inside quotes, starts a new cell there).
+_LINE_START = re.compile(r"(?:^|(?<=[\r\n]))(?=[=+\-@\t\r])")
 
 
 def _cell(value) -> str:
     """Text from a request (branch, message, variant, error) that a spreadsheet would run as a
-    formula gets a leading apostrophe; numbers are data, so -3.5 stays -3.5."""
+    formula gets an apostrophe at the start of each of its lines; numbers are data, so -3.5
+    stays -3.5."""
     if value is None:
         return ""
     if isinstance(value, str):
-        return "'" + value if value.startswith(_FORMULA_START) else value
+        return _LINE_START.sub("'", value)
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, (list, dict)):
@@ -29,7 +34,10 @@ def _cell(value) -> str:
 
 def csv_response(view: str, columns: list[str], rows: list[dict]) -> Response:
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    # The csv module quotes a field holding the delimiter, a quote or a character of the line
+    # terminator; with "\r\n" (RFC 4180's) that covers a bare "\r" too. A "\n" terminator left a
+    # field with "\r" unquoted, and a reader started a row at "=cmd|..." (issue 20, finding 3).
+    writer = csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
     writer.writerow(columns)
     for row in rows:
         writer.writerow([_cell(row.get(c)) for c in columns])
@@ -40,7 +48,18 @@ def csv_response(view: str, columns: list[str], rows: list[dict]) -> Response:
     )
 
 
+def _finite(value):
+    """JSON has no NaN or Infinity: a ratio a view computes that overflows is null, not a 500."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def json_response(view: str, filters: dict, rows: list[dict], reason: str | None, **extra) -> JSONResponse:
     """The rows plus the filters that chose them and, for an empty chart, the reason."""
     body = {"view": view, "filters": filters, "reason": reason, "rows": rows, **extra}
-    return JSONResponse(jsonable_encoder(body))
+    return JSONResponse(_finite(jsonable_encoder(body)))

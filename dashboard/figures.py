@@ -2,6 +2,12 @@
 
 Numbers go to Plotly as plain lists (not numpy arrays, which plotly.py would base64-encode),
 so a page's chart data can be read back as JSON by the tests.
+
+Plotly draws its text (titles, tick labels, legend names, hover, bar labels) from a subset of
+HTML: `<a href>` becomes a live link, `<span style>` restyles. Every string that came from a
+writer or from the URL (GPU names and models, variants, commit shas and messages, errors, the
+compared sides) goes through `_t` first, so it is drawn as text (issue 20, finding 7). Only the
+templates written here carry markup.
 """
 
 import html
@@ -26,10 +32,16 @@ def _color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
+def _t(s) -> str:
+    """A value drawn as text by Plotly: its markup characters as entities, which Plotly shows as
+    the characters themselves. (Not quotes: Plotly decodes no &quot;, and outside a tag they are text.)"""
+    return html.escape(str(s), quote=False)
+
+
 def _text(s: str | None, width: int = 72) -> str:
     """Free text (commit messages, errors) made safe for Plotly's hover HTML, one line."""
     line = (s or "").strip().splitlines()[0] if (s or "").strip() else ""
-    return html.escape(line if len(line) <= width else line[: width - 1] + "…")
+    return _t(line if len(line) <= width else line[: width - 1] + "…")
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
@@ -60,7 +72,7 @@ def history_figure(h: History) -> go.Figure | str:
                 "or pick another GPU, size or mode.")
 
     fig = go.Figure()
-    x_of = {sha: sha[:10] for sha in h.commits}
+    x_of = {sha: _t(sha[:10]) for sha in h.commits}
     series: dict[str, list] = {}
     for p in h.points:
         series.setdefault(p.variant, []).append(p)
@@ -71,14 +83,14 @@ def history_figure(h: History) -> go.Figure | str:
         lower = [p.gflops * (1 - (p.noise or 0)) for p in pts]
         # The band is each point's own sample noise (stddev/mean): a step smaller than it is not news.
         fig.add_trace(go.Scatter(x=xs + xs[::-1], y=upper + lower[::-1], fill="toself", mode="lines",
-                                 line={"width": 0}, fillcolor=_rgba(color, 0.18), name=f"{variant} noise",
+                                 line={"width": 0}, fillcolor=_rgba(color, 0.18), name=f"{_t(variant)} noise",
                                  legendgroup=variant, showlegend=False, hoverinfo="skip"))
         # Hover text made here, one string a point: far cheaper for plotly.py to validate than
         # per-point customdata lists when a page holds thousands of points.
-        hover = [f"<b>{html.escape(variant)}</b> {p.gflops:,.0f} GFLOPS ({p.pct_of_cublas or 0:.1f}% of cuBLAS)<br>"
-                 f"{p.sha}<br>{_text(p.message)}<br>{str(p.commit_time)[:19]} UTC<br>"
+        hover = [f"<b>{_t(variant)}</b> {p.gflops:,.0f} GFLOPS ({p.pct_of_cublas or 0:.1f}% of cuBLAS)<br>"
+                 f"{_t(p.sha)}<br>{_text(p.message)}<br>{str(p.commit_time)[:19]} UTC<br>"
                  f"noise ±{(p.noise or 0) * 100:.2f}% · {p.n_results} result(s)" for p in pts]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=variant, legendgroup=variant,
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=_t(variant), legendgroup=variant,
                                  line={"color": color}, text=hover, hovertemplate="%{text}<extra></extra>"))
     cublas: dict[str, list[float]] = {}
     for p in h.points:  # cuBLAS timed in the same jobs: the line to beat
@@ -92,12 +104,12 @@ def history_figure(h: History) -> go.Figure | str:
         fig.add_trace(go.Scatter(
             x=[x_of[p.sha] for p in h.regressions], y=[p.gflops for p in h.regressions], mode="markers",
             name="regression", marker={**FAIL, "size": 15},
-            customdata=[[p.variant, p.sha, html.escape(p.verdict.reason)] for p in h.regressions],
+            customdata=[[_t(p.variant), _t(p.sha), _t(p.verdict.reason)] for p in h.regressions],
             hovertemplate="<b>regression</b> %{customdata[0]}<br>%{customdata[1]}<br>%{customdata[2]}<extra></extra>",
         ))
     fig.update_layout(
         **LAYOUT,
-        title={"text": f"GFLOPS by commit: {f.gpu}, {size_text(f.size)}, {f.mode} L2",
+        title={"text": f"GFLOPS by commit: {_t(f.gpu)}, {size_text(f.size)}, {_t(f.mode)} L2",
                "subtitle": {"text": f"{len(h.commits)} newest commits, oldest first; band: ±noise; "
                                     f"{len(h.regressions)} regression(s) flagged"}},
         xaxis={"title": "commit (by commit time)", "type": "category", "categoryorder": "array",
@@ -114,22 +126,22 @@ def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str) -> go.Figu
         return f"No results on {lad.gpu_name} at {size_text(size)} ({mode} mode)."
     ok = [r for r in lad.rungs if r.verified and r.gflops is not None]
     failed = [r for r in lad.rungs if not r.verified]
-    labels = [r.variant for r in lad.rungs]
+    labels = [_t(r.variant) for r in lad.rungs]
     fig = go.Figure()
     if ok:
         fig.add_trace(go.Bar(
-            x=[r.variant for r in ok], y=[r.gflops for r in ok], name="GFLOPS", marker={"color": "#3b6ea8"},
+            x=[_t(r.variant) for r in ok], y=[r.gflops for r in ok], name="GFLOPS", marker={"color": "#3b6ea8"},
             text=[f"{lad.pct_of_peak(r):.1f}% of peak" if lad.peak.gflops else f"{r.pct_of_cublas or 0:.0f}% of cuBLAS"
                   for r in ok],
             textposition="outside",
-            customdata=[[r.pct_of_cublas or 0, lad.pct_of_peak(r) or 0, r.sha or "no commit", (r.noise or 0) * 100]
+            customdata=[[r.pct_of_cublas or 0, lad.pct_of_peak(r) or 0, _t(r.sha or "no commit"), (r.noise or 0) * 100]
                         for r in ok],
             hovertemplate=("<b>%{x}</b> %{y:,.0f} GFLOPS<br>%{customdata[0]:.1f}% of cuBLAS · "
                            "%{customdata[1]:.1f}% of FP32 peak<br>commit %{customdata[2]} · noise ±%{customdata[3]:.2f}%"
                            "<extra></extra>"),
         ))
     if failed:
-        fig.add_trace(_failures([r.variant for r in failed], [[_text(r.error, 120)] for r in failed],
+        fig.add_trace(_failures([_t(r.variant) for r in failed], [[_text(r.error, 120)] for r in failed],
                                 "<b>%{x}</b><br>%{customdata[0]}"))
     cublas = [r.cublas_gflops for r in ok if r.cublas_gflops]
     if cublas:
@@ -142,8 +154,8 @@ def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str) -> go.Figu
                                  line={"dash": "dot", "color": "#b66a00"}, hoverinfo="name"))
     fig.update_layout(
         **LAYOUT,
-        title={"text": f"{lad.gpu_name}: {size_text(size)}, {mode} L2",
-               "subtitle": {"text": f"each variant's newest result · {lad.peak.how}"}},
+        title={"text": f"{_t(lad.gpu_name)}: {size_text(size)}, {_t(mode)} L2",
+               "subtitle": {"text": f"each variant's newest result · {_t(lad.peak.how)}"}},
         xaxis={"title": "variant", "type": "category", "categoryorder": "array", "categoryarray": labels},
         yaxis={"title": "GFLOPS", "rangemode": "tozero"},
     )
@@ -178,26 +190,26 @@ def sweep_figure(points: list[SweepPoint], f: SweepFilter) -> go.Figure | str:
         pts = [p for p in ok if p.gpu == gpu and p.variant == variant]
         fig.add_trace(go.Scatter(
             x=[x_of(p) for p in pts], y=[p.gflops for p in pts], mode="lines+markers",
-            name=f"{variant} · {gpu}", legendgroup=variant,
+            name=f"{_t(variant)} · {_t(gpu)}", legendgroup=variant,
             line={"color": _color(variants.index(variant)), "dash": ["solid", "dash", "dot", "dashdot"][gpus.index(gpu) % 4]},
-            customdata=[[p.sha or "no commit", (p.noise or 0) * 100, p.cublas_gflops or 0, size_text(p.size)]
+            customdata=[[_t(p.sha or "no commit"), (p.noise or 0) * 100, p.cublas_gflops or 0, size_text(p.size)]
                         for p in pts],
             hovertemplate=("<b>%{fullData.name}</b> %{customdata[3]}<br>%{y:,.0f} GFLOPS (cuBLAS %{customdata[2]:,.0f})<br>"
                            "commit %{customdata[0]} · noise ±%{customdata[1]:.2f}%<extra></extra>"),
         ))
     if failed:
         fig.add_trace(_failures([x_of(p) for p in failed],
-                                [[f"{p.variant} · {p.gpu}", _text(p.error, 120), size_text(p.size)] for p in failed],
+                                [[f"{_t(p.variant)} · {_t(p.gpu)}", _text(p.error, 120), size_text(p.size)] for p in failed],
                                 "<b>%{customdata[0]}</b> %{customdata[2]}<br>%{customdata[1]}"))
     if f.axis is None:
         sizes = sorted({p.size for p in points}, key=by_flops)
-        title = f"GFLOPS by size, {f.mode} L2"
+        title = f"GFLOPS by size, {_t(f.mode)} L2"
         xaxis = {"title": "M×N×K (by flop count)", "type": "category", "categoryorder": "array",
                  "categoryarray": [size_text(s) for s in sizes]}
     else:
         dim = f.vary.upper()
         values = sorted({p.size[f.axis] for p in points})
-        title = f"GFLOPS against {dim} at {_held_text(f)}, {f.mode} L2"
+        title = f"GFLOPS against {dim} at {_held_text(f)}, {_t(f.mode)} L2"
         # Ticks at the measured values only: a log axis's own 10, 100, 1000 hide 16 and 4096.
         xaxis = {"title": f"{dim} (log scale)", "type": "log", "tickvals": values, "ticktext": [str(v) for v in values]}
     fig.update_layout(
@@ -214,13 +226,13 @@ def sweep_figure(points: list[SweepPoint], f: SweepFilter) -> go.Figure | str:
 def compare_figure(c: Comparison) -> go.Figure | str:
     if c.reason:
         return c.reason
-    labels = [r.label for r in c.rows]
+    labels = [_t(r.label) for r in c.rows]
     fig = go.Figure()
     for key, color in (("a", "#8a8a8a"), ("b", "#3b6ea8")):
         cells = [getattr(r, key) for r in c.rows]
         fig.add_trace(go.Bar(
             x=labels, y=[cell.gflops if cell and cell.verified else None for cell in cells],
-            name=f"{key.upper()}: {getattr(c.f, key)}", marker={"color": color},
+            name=f"{key.upper()}: {_t(getattr(c.f, key))}", marker={"color": color},
             text=[f"{r.delta_pct:+.1f}%" if key == "b" and r.delta_pct is not None else "" for r in c.rows],
             textposition="outside",
             hovertemplate="<b>%{x}</b><br>%{y:,.0f} GFLOPS<extra>%{fullData.name}</extra>",
@@ -228,7 +240,7 @@ def compare_figure(c: Comparison) -> go.Figure | str:
     what = "commits" if c.f.by == "commit" else "GPU models"
     fig.update_layout(
         **LAYOUT, barmode="group",
-        title={"text": f"{c.f.a} vs {c.f.b} ({what}), {c.f.mode} L2",
+        title={"text": f"{_t(c.f.a)} vs {_t(c.f.b)} ({what}), {_t(c.f.mode)} L2",
                "subtitle": {"text": "labels on B: change from A; failed verification leaves a gap"}},
         xaxis={"title": "variant and size", "type": "category"},
         yaxis={"title": "GFLOPS", "rangemode": "tozero"},
@@ -238,12 +250,20 @@ def compare_figure(c: Comparison) -> go.Figure | str:
 
 # -- one job ---------------------------------------------------------------------------------
 
-def job_figure(results: list) -> go.Figure | str:
+ENDED_WITHOUT_RESULTS = {
+    "failed": "No results: the job failed before any case finished (its error is above).",
+    "cancelled": "No results: the job was cancelled before any case finished.",
+    "succeeded": "No results: the job ended without any.",
+}
+
+
+def job_figure(results: list, status: str = "running") -> go.Figure | str:
     if not results:
-        return "No results yet: they appear here case by case as the worker finishes them."
+        # An ended job will get no more: saying "yet" would have its reader wait for nothing.
+        return ENDED_WITHOUT_RESULTS.get(status, "No results yet: they appear here case by case as the worker finishes them.")
     ok = [r for r in results if r.verified and r.gflops is not None]
     failed = [r for r in results if not r.verified]
-    label = lambda r: f"{r.variant} {size_label((r.m, r.n, r.k))}"  # noqa: E731
+    label = lambda r: _t(f"{r.variant} {size_label((r.m, r.n, r.k))}")  # noqa: E731
     fig = go.Figure()
     if ok:
         fig.add_trace(go.Bar(x=[label(r) for r in ok], y=[r.gflops for r in ok], name="variant",

@@ -1,7 +1,7 @@
 """History: GFLOPS per variant across commits for one GPU model, size and timing mode.
 
 Commits are ordered by git ancestry where the CI hook sent their parents (each commit after
-its parents, api/ancestry.py), so a rebased commit with an old date still follows the commit it
+its parents, core/ancestry.py), so a rebased commit with an old date still follows the commit it
 was rebased onto; commit time (the date the CI hook sent, else when gemmwatch first saw the
 commit) orders what ancestry does not.
 Only the newest `last` commits are drawn, plus `window` older ones fetched only to give the
@@ -15,9 +15,9 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.ancestry import ordered
-from api.models import Commit, Result
-from api.regression import Point, Thresholds, Verdict, judge
+from core.ancestry import ordered
+from core.models import Commit, Result
+from core.regression import Point, Thresholds, Verdict, judge
 from dashboard.filters import Size
 from dashboard.queries import FP32_ONLY, gpu_ids
 

@@ -1,10 +1,14 @@
-"""Reads of the dashboard, when GEMMWATCH_AUTH_READS is on: a token once, then a signed cookie.
+"""Reads of the dashboard, when GEMMWATCH_AUTH_READS is on: a token once, then a session cookie.
 
-The login page takes an API token and, if it is live, sets a cookie that holds the token's id,
-signed (itsdangerous) with the server's secret and stamped with its time: HttpOnly (no script
-reads it), SameSite=Lax (no other site's form or script sends it), Secure over HTTPS. Each
-request checks that the token is still not revoked, so `gemmwatch token revoke` ends its
-sessions too. A script may send `Authorization: Bearer <token>` instead (CSV/JSON exports).
+The login page takes an API token and, if it is live, opens a session on the server
+(core/sessions.py) and sets a cookie that holds the session's random id, signed (itsdangerous)
+with the server's secret and stamped with its time: HttpOnly (no script reads it), SameSite=Lax
+(no other site's form or script sends it), Secure over HTTPS. Each request checks that the
+session is still open and its token not revoked, so logging out, `gemmwatch token revoke` and
+expiry end it on the server, whatever copy of the cookie is kept. The login form, like every
+form, posts only from this site's own page (api/same_origin.py): another page cannot log a
+visitor in as someone else. A script may send `Authorization: Bearer <token>` instead (CSV/JSON
+exports).
 """
 
 import os
@@ -17,9 +21,10 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from api.auth import find_token
 from api.deps import SessionDep
-from api.models import ApiToken
+from core import sessions
+from core.models import ApiToken
+from core.tokens import find_token
 
 COOKIE = "gemmwatch_session"
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
@@ -42,21 +47,25 @@ def _signer(cfg) -> URLSafeTimedSerializer:
     return URLSafeTimedSerializer(secret_key(cfg), salt="gemmwatch-dashboard-session")
 
 
-def session_token(request: Request, db) -> ApiToken | None:
-    """The live token behind this request: its bearer header, or its signed session cookie."""
+def _session_id(request: Request) -> str | None:
+    """The session id in this request's cookie, if its signature holds and it is not too old."""
     cfg = request.app.state.settings
-    header = request.headers.get("authorization", "")
-    if header.lower().startswith("bearer "):
-        return find_token(db, header[7:].strip())
     cookie = request.cookies.get(COOKIE)
     if not cookie:
         return None
     try:
-        token_id = _signer(cfg).loads(cookie, max_age=cfg.session_max_age_s)
+        return _signer(cfg).loads(cookie, max_age=cfg.session_max_age_s)
     except BadSignature:  # forged, tampered with, or expired
         return None
-    row = db.get(ApiToken, token_id) if isinstance(token_id, int) else None
-    return row if row is not None and row.revoked_at is None else None
+
+
+def session_token(request: Request, db) -> ApiToken | None:
+    """The live token behind this request: its bearer header, or its open session."""
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return find_token(db, header[7:].strip())
+    session_id = _session_id(request)
+    return sessions.session_token(db, session_id) if session_id is not None else None
 
 
 def require_dashboard_reader(request: Request, db: SessionDep) -> None:
@@ -79,7 +88,7 @@ def _safe_next(target: str | None) -> str:
 
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: str | None = None, failed: bool = False):
-    from dashboard.pages import templates
+    from dashboard.templating import templates
 
     return templates.TemplateResponse(request, "login.html", {"next": _safe_next(next), "failed": failed,
                                                                "view": "login"})
@@ -92,14 +101,18 @@ def log_in(request: Request, db: SessionDep, token: Annotated[str, Form(max_leng
     if row is None:
         return RedirectResponse(f"/login?failed=true&next={quote(_safe_next(next))}", status_code=303)
     cfg = request.app.state.settings
+    sessions.end_session(db, _session_id(request))  # a new login is a new session, never the old one reused
+    session_id = sessions.open_session(db, row, cfg.session_max_age_s)
     resp = RedirectResponse(_safe_next(next), status_code=303)
-    resp.set_cookie(COOKIE, _signer(cfg).dumps(row.id), max_age=int(cfg.session_max_age_s), httponly=True,
+    resp.set_cookie(COOKIE, _signer(cfg).dumps(session_id), max_age=int(cfg.session_max_age_s), httponly=True,
                     samesite="lax", secure=request.url.scheme == "https", path="/")
     return resp
 
 
 @router.post("/logout")
-def log_out():
+def log_out(request: Request, db: SessionDep):
+    """Ends the session on the server (a kept copy of the cookie logs no one in) and drops the cookie."""
+    sessions.end_session(db, _session_id(request))
     resp = RedirectResponse("/login", status_code=303)
     resp.delete_cookie(COOKIE, path="/")
     return resp

@@ -11,7 +11,8 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.models import Commit, Gpu, Result
+from core.models import Commit, Gpu, Result
+from core.result_env import max_sm_clock_of
 from dashboard.filters import Size
 from dashboard.queries import FP32_ONLY
 
@@ -103,9 +104,7 @@ def _peak_of(db: Session, gpu_name: str, result_id: int) -> Peak:
     sm_count, cc = db.execute(
         select(func.max(Gpu.sm_count), func.max(Gpu.compute_capability)).where(Gpu.name == gpu_name)
     ).one()
-    env = db.scalar(select(Result.env).where(Result.id == result_id)) or {}
-    clock = (env.get("gpu") or {}).get("max_sm_clock_mhz")
-    return fp32_peak(sm_count, cc, float(clock) if isinstance(clock, (int, float)) else None)
+    return fp32_peak(sm_count, cc, max_sm_clock_of(db.scalar(select(Result.env).where(Result.id == result_id))))
 
 
 COLUMNS = ["gpu", "variant", "verified", "gflops", "cublas_gflops", "pct_of_cublas", "pct_of_fp32_peak",

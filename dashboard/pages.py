@@ -11,24 +11,20 @@ from urllib.parse import urlencode
 
 import plotly
 import plotly.graph_objects as go
+import plotly.io
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
-from fastapi.templating import Jinja2Templates
 
 from api.deps import SessionDep, SettingsDep
-from api.fleet import load_fleet
-from api.models import Job
-from api.confirm import confirmation
-from api.regression import PairedThresholds, Thresholds
+from core.fleet import load_fleet
+from core.models import Job
+from core.confirm import confirmation
+from core.regression import PairedThresholds, Thresholds
 from dashboard import compare, export, figures, history, job_cancel, login, overview, queries, sweep
-from dashboard.filters import Dim, Format, Name, Names, Size, clean, size_label, size_options, size_param, size_text
+from dashboard.filters import Dim, Format, Name, Names, Size, clean, size_label, size_param, size_text
+from dashboard.templating import templates
 
-templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
-templates.env.filters["size"] = size_label  # the URL form, for <option> values
-templates.env.filters["size_text"] = size_text  # the shown form
-templates.env.filters["size_options"] = size_options
-templates.env.filters["options"] = lambda values: [(v, v) for v in values]  # <option> value = label
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
 
 # plotly.js ships inside the plotly package; the GPU nodes may have no internet, so no CDN.
@@ -40,18 +36,24 @@ Sha = Annotated[str | None, Query(max_length=64, pattern=r"^[0-9a-fA-F]*$")]
 
 @dataclass
 class Chart:
-    """A figure embedded in a page, or the reason there is none (the template shows one or the other)."""
+    """A figure for a page, or the reason there is none (the template shows one or the other)."""
 
     id: str
-    html: str | None = None
+    figure_json: str | None = None  # {"data", "layout", "config"}, safe inside <script type="application/json">
     reason: str | None = None
+
+
+# Inside a <script> element only "</script" or "<!--" could end or bend it: with every <, > and &
+# written as a JSON escape, the block holds neither, whatever the figure's text.
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
 def chart(div_id: str, fig: go.Figure | str) -> Chart:
     if isinstance(fig, str):
         return Chart(div_id, reason=fig)
-    config = {"displaylogo": False, "responsive": True}
-    return Chart(div_id, html=fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=config))
+    figure = plotly.io.to_json({**fig.to_plotly_json(), "config": {"displaylogo": False, "responsive": True}},
+                               validate=False)
+    return Chart(div_id, figure_json=figure.translate(_SCRIPT_SAFE))
 
 
 def render(request: Request, fmt: str, view: str, template: str, context: dict, *, filters: dict,
@@ -175,7 +177,7 @@ def job_page(request: Request, db: SessionDep, cfg: SettingsDep, job_id: int, fo
     job = db.get(Job, job_id) if 1 <= job_id < 2**31 else None
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id}")
-    c = chart("job-chart", figures.job_figure(job.results))
+    c = chart("job-chart", figures.job_figure(job.results, job.status))
     confirmed = confirmation(job, PairedThresholds.from_settings(cfg)) if job.kind == "confirm" else None
     waiting = load_fleet(db, cfg).waiting_reason(job) if job.status == "queued" else None
     return render(request, format, "job", "job.html", {"job": job, "chart": c, "confirmation": confirmed,
@@ -198,8 +200,12 @@ def fleet_page(request: Request, db: SessionDep, cfg: SettingsDep, format: Forma
                   reason=None if rows else "no worker has registered yet", queues=queues)
 
 
+DASHBOARD_JS_DIR = Path(__file__).parent / "static"
+
+
 def mount_dashboard(app: FastAPI) -> None:
     app.mount("/static/plotly", StaticFiles(directory=PLOTLY_JS_DIR), name="plotly")
+    app.mount("/static/dashboard", StaticFiles(directory=DASHBOARD_JS_DIR), name="dashboard-js")
     app.include_router(login.router)
     # Pages and their CSV/JSON exports: behind the login when GEMMWATCH_AUTH_READS is on.
     app.include_router(router, dependencies=[Depends(login.require_dashboard_reader)])

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
-from api.confirm import AB_MODE  # a confirmation's results belong on its job page only
-from api.models import Gpu, Job, Result
+from core.confirm import AB_MODE  # a confirmation's results belong on its job page only
+from core.models import Gpu, Job, Result
 from dashboard.filters import Size, by_flops
 
 
@@ -115,7 +115,7 @@ WORKER_COLUMNS = ["name", "host", "model", "gpu", "gpu_index", "state", "since",
 
 
 def worker_row(w) -> dict:
-    """One api.fleet.WorkerView as a flat export row: GET /api/workers' fields, the job spread out."""
+    """One core.fleet.WorkerView as a flat export row: GET /api/workers' fields, the job spread out."""
     from api.schemas import WorkerOut
 
     out = WorkerOut.from_view(w)

@@ -16,7 +16,7 @@ from typing import Literal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.models import Commit, Gpu, Result
+from core.models import Commit, Gpu, Result
 from dashboard.filters import Size, by_flops
 from dashboard.queries import FP32_ONLY
 

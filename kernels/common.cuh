@@ -1,13 +1,11 @@
 // Shared device helpers for the SGEMM kernels: guarded loads, the alpha/beta epilogue, register
 // tile arithmetic. Not a kernel of its own.
-// How it reaches a kernel: registry.py prepends this text (and any other prelude a KernelSpec
-// names) to the kernel's .cu source, with #line markers, so LaunchSpec.source stays one
-// self-contained translation unit. Kernels never #include our files: NVRTC is given no
-// filesystem include path.
-// Rules for code in a prelude: everything is __device__ __forceinline__ (the kernels compile to
-// the same code as when these lines were pasted into each file); no macros, and no identifier
+// Kernels #include it; the description carries it (gemmwatch.json), so NVRTC gets it in memory.
+// Rules for code in a shared header: everything is __device__ __forceinline__ (the kernels compile
+// to the same code as when these lines were pasted into each file); no macros, and no identifier
 // that a tunable could -D away (BK, TILE, BLOCK, BLOCK_SIZE, STAGES, SKEW, COALESCED, BM, BN,
-// THREADS, ...), since the -D options apply to the prelude as well.
+// THREADS, ...), since the -D options apply to the headers as well.
+#pragma once
 
 // A row of a matrix is 16-byte aligned only if the base pointer is (and the row length is a
 // multiple of 4 floats); kernels test the base once and choose 128-bit or scalar accesses.

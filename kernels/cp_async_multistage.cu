@@ -1,28 +1,14 @@
-// Technique: asynchronous copies into a multi-stage shared-memory ring (cp.async, sm_80+). Each
-// thread issues cp.async.cg 16-byte copies global -> shared for slab t + STAGES - 1 and goes
-// straight on to the FMAs of slab t; copies are grouped per slab (commit_group) and a thread
-// waits only for the oldest group (wait_group STAGES - 2) before the barrier that publishes it.
-// The tile shape is warp_tile's: 128x128 per 256-thread block, BK = 8, 2 x 4 warps of 64 x 32,
-// 8x8 outputs per lane.
-// Why faster than warp_tile: there every slab went global -> registers -> shared, costing 8
-// staging registers, the STS instructions and a register dependency that a late LDG stalls on
-// at the store point. cp.async moves data straight into shared memory without registers or
-// issue slots for the store, and with STAGES - 1 slabs in flight (instead of one) the loads have
-// 2-3 slabs of FMAs to hide behind. .cg bypasses L1, which these streaming slabs would only
-// pollute.
-// Layout: cp.async copies bytes verbatim, so A cannot be transposed on the way in; the A slab
-// is kept as in global memory, As[m][k], and each lane reads A[m][k..k+3] as one float4 for 4
-// consecutive k (still 2 LDS.128 per k-step, as in warp_tile). A lane's 8 rows are interleaved
-// (tm + 8i) so that the 8 lanes of a column read 8 consecutive rows; with k-rows padded to
-// 12 floats (3 chunks, odd) those 8 rows land in 8 different 16-byte bank groups, conflict-free.
-// Edges and alignment: 16-byte copies need 16-byte aligned source rows (K % 4 == 0 for A, N % 4
-// == 0 for B, aligned base). Then a 4-float chunk is either wholly inside or wholly outside the
-// matrix, and outside chunks use src-size 0, which zero-fills without reading. Otherwise the
-// fallback issues four 4-byte cp.async.ca copies per chunk, each zero-filled when out of bounds,
-// so unaligned shapes stay correct and still asynchronous (just with 4x the copy instructions).
-// Seed: none of the seed documents covers cp.async (Past the seeds); the tile shape comes from
-// warp_tile and the ladder of 001_adac3a76413eb491.txt.
+// Technique: cp.async (sm_80+) 16-byte copies global -> shared into a STAGES-deep ring: a thread
+// issues the copies of slab t + STAGES - 1, one commit group per slab, and goes straight on to the
+// FMAs of slab t. warp_tile's tile shape (128x128, BK = 8, 2 x 4 warps of 64 x 32, 8x8 per lane); A
+// stays row-major in shared memory (cp.async cannot transpose), k-rows padded to 12 floats.
+// Why it should beat warp_tile: no staging registers, STS instructions or register dependency, and
+// STAGES - 1 slabs in flight give the loads 2-3 slabs of FMAs to hide behind. (On the H100 it does
+// not: kernels/README.md.)
+// Seed: Past the seeds (no seed document covers cp.async); the tile shape comes from warp_tile and
+// the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DSTAGES (slabs in the shared ring; STAGES - 1 are in flight while one is computed).
+#include "common.cuh"
 
 #ifndef STAGES
 #define STAGES 4

@@ -1,16 +1,11 @@
-// Technique: raise arithmetic intensity per thread. Each thread of a 16x16 block computes a 4x4
-// tile of C (the block covers 64x64). Per step of 4 along k it fetches four 4-float pieces of A
-// (rows) and four of B (k rows) with 128-bit loads, then does 4x4x4 = 64 FMAs on them.
-// Why faster than one thread per element: a thread that owns an m x n tile reads m + n values
-// per k for 2*m*n flops (intensity 2mn/(m+n): 1 -> 4 for 4x4), and each float4 load replaces four
-// scalar load instructions, so far fewer load instructions are issued per FMA. No shared memory
-// yet: reuse across threads still comes from L1/L2 only.
+// Technique: a 4x4 register tile per thread. Each thread of a 16x16 block computes 4x4 elements of
+// C (the block covers 64x64); per step of 4 along k it loads four float4 pieces of A rows and four
+// of B k-rows with 128-bit loads, then does 4x4x4 = 64 FMAs on them. No shared memory yet.
+// Why faster than one thread per element: a thread owning an m x n tile reads m + n values per k
+// for 2*m*n flops (intensity 1 -> 4 for 4x4), and each float4 load replaces four scalar loads.
 // Seed: 001_adac3a76413eb491.txt (the float4 / 4x4 thread tile step, gemm_use_128).
-// Edges and alignment: a float4 load is legal only on a 16-byte boundary. A row of A starts
-// 16-byte aligned only if K % 4 == 0 (B: N % 4 == 0) and the base pointer is aligned, so those are
-// checked once per kernel; otherwise, and for pieces that cross the matrix edge, the four
-// elements are loaded one by one with bounds checks and zeros outside.
 // Tunables: none (block 16x16, tile 64x64).
+#include "common.cuh"
 
 #define THREADS_X 16
 #define THREADS_Y 16

@@ -1,20 +1,13 @@
-// Technique: global-memory prefetch with double-buffered shared memory, on top of
-// smem_prefetch_registers. At the top of each k iteration every thread issues the global loads
-// of the NEXT slab into registers, then computes the current slab from shared memory, and only
-// afterwards writes the staged registers into the other shared buffer. Two buffers mean a
-// single __syncthreads per slab: the buffer being filled is the one everyone finished reading
-// before the previous barrier.
-// Why faster than smem_prefetch_registers: there each slab was loaded, then waited for at a
-// barrier, then computed, so global latency (hundreds of cycles) sat on the critical path once
-// per slab and the whole block idled at two barriers. Here the LDGs fly while each thread's
-// BK*64 FMAs on the current slab run, and their results are consumed only after them (Nsight
-// Compute: "stall long scoreboard", which the textbook reports dropping by two thirds).
-// Seed: 001_adac3a76413eb491.txt (hiding global-memory latency, gemm_final). The textbook also
-// moves the shared store before the last inner step; this keeps the plainer order.
+// Technique: global-memory prefetch with double-buffered shared memory, on smem_prefetch_registers.
+// Each k iteration issues the NEXT slab's global loads into registers, computes the current slab
+// from shared memory, then writes the staged registers into the other shared buffer: one
+// __syncthreads per slab. The pipeline is tile128::gemm_double_buffered (tile128.cuh).
+// Why faster than smem_prefetch_registers: the global loads (hundreds of cycles) fly during the
+// current slab's BK*64 FMAs per thread instead of sitting on the critical path once per slab.
+// Seed: 001_adac3a76413eb491.txt (hiding global-memory latency, gemm_final).
 // Tunables: -DBK (depth of the k slab staged per iteration).
-// smem_padding and smem_swizzle_xor are this kernel with the A-store bank conflict removed;
-// they differ from it only in A_STRIDE and a_col. The pipeline itself is
-// tile128::gemm_double_buffered (tile128.cuh), shared with them and warp_tile.
+#include "common.cuh"
+#include "tile128.cuh"
 
 #ifndef BK
 #define BK 8

@@ -1,15 +1,13 @@
-// Technique: the CUDA C Programming Guide's global-memory matrix multiply. Each operand is
-// wrapped in a Matrix {width, height, stride, elements} view built inside the kernel from the
-// runner's arguments, and elements are read and written through get/set helpers; one thread per
-// element of C, every operand straight from global memory.
-// Why: it is no faster than `naive` (the helpers inline to the same address arithmetic, and
-// threadIdx.x runs along a row of C so B reads coalesce). It is the guide's starting point: the
-// stride field lets a view describe part of a larger matrix, which the next step
-// (guide_smem_submatrix_16) uses to walk BLOCK_SIZE x BLOCK_SIZE sub-matrices.
-// Seed: 002_3f42798b53ca6e9c.txt (MatMulKernel, global-memory version). Adapted: the guide
-// assumes sizes that are multiples of BLOCK_SIZE and computes C = A*B; here out-of-range
-// threads write nothing, any M, N, K >= 1 works, and C = alpha*A*B + beta*C.
+// Technique: the CUDA C Programming Guide's global-memory matrix multiply. Each operand is wrapped
+// in a Matrix {width, height, stride, elements} view built in the kernel and read and written
+// through get/set helpers; one thread per element of C, operands straight from global memory.
+// Why: no faster than `naive` (the helpers inline to the same address arithmetic); it is the
+// guide's starting point, and its stride lets guide_smem_submatrix_16 walk sub-matrices as views.
+// Seed: 002_3f42798b53ca6e9c.txt (MatMulKernel, global-memory version), adapted to any M, N, K >= 1
+// and C = alpha*A*B + beta*C.
 // Tunables: -DBLOCK_SIZE (threads per block side).
+#include "common.cuh"
+#include "guide_matrix.cuh"
 
 #ifndef BLOCK_SIZE
 #define BLOCK_SIZE 16

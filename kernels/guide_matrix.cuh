@@ -1,7 +1,9 @@
 // The CUDA C Programming Guide's Matrix view, shared by guide_global_strided and
-// guide_smem_submatrix_16. Prepended by registry.py (see common.cuh for the prelude rules).
+// guide_smem_submatrix_16, which include it (see common.cuh for the rules of a shared header).
 // Row-major view: element (row, col) lives at elements[row * stride + col]. T is const float for
 // the inputs, so the read-only operands stay read-only through the view.
+
+#pragma once
 template <typename T>
 struct Matrix {
     int width;   // columns

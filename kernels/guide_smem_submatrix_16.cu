@@ -1,14 +1,13 @@
-// Technique: the CUDA C Programming Guide's shared-memory matrix multiply. Each 16x16 thread
-// block owns one 16x16 sub-matrix Csub of C, obtained as a strided view by get_sub_matrix; it
-// walks the matching row of A sub-matrices and column of B sub-matrices, copying each pair into
-// shared memory (one element per thread) and multiplying them there.
-// Why faster than guide_global_strided: every A and B element fetched from global memory is
-// used by 16 threads of the block out of shared memory, so global traffic drops 16-fold.
-// Seed: 002_3f42798b53ca6e9c.txt (MatMulKernel with GetSubMatrix, shared-memory version).
-// Adapted: the guide assumes every dimension is a multiple of BLOCK_SIZE. Here a sub-matrix view
-// carries its true width and height (clipped at the right and bottom edges), loads outside it
-// store zeros in shared memory, every thread reaches every barrier, and C = alpha*A*B + beta*C.
+// Technique: the CUDA C Programming Guide's shared-memory matrix multiply. Each 16x16 block owns a
+// 16x16 sub-matrix of C (a strided view from get_sub_matrix) and walks the matching A and B
+// sub-matrices, staging each pair in shared memory (one element per thread) to multiply it there.
+// Why faster than guide_global_strided: every A and B element fetched from global memory is used by
+// 16 threads of the block out of shared memory, so global traffic drops 16-fold.
+// Seed: 002_3f42798b53ca6e9c.txt (MatMulKernel with GetSubMatrix, shared-memory version), adapted
+// to any M, N, K >= 1 (views clipped at the edges, zeros outside) and C = alpha*A*B + beta*C.
 // Tunables: none; BLOCK_SIZE is fixed at 16 (the guide's value and the variant's name).
+#include "common.cuh"
+#include "guide_matrix.cuh"
 
 #ifndef BLOCK_SIZE
 #define BLOCK_SIZE 16

@@ -6,6 +6,7 @@
 // one broadcast A element per step.
 // Seed: 000_3aaa2eae4ca2accc.txt (matmul_kernel_0), generalised to C = alpha*A*B + beta*C.
 // Tunables: -DBLOCK (threads per block side).
+#include "common.cuh"
 
 #ifndef BLOCK
 #define BLOCK 32

@@ -1,15 +1,11 @@
-// Technique: the textbook's first GPU SGEMM: one thread per element of C in a 16x16 block,
-// operands straight from global memory, C = alpha*A*B + beta*C with C left unread when
-// beta == 0. As in the textbook, threadIdx.x walks the ROWS of C (m) and threadIdx.y its columns.
-// Why: this is the rung the textbook measures every later optimisation against. Its thread
-// mapping is also a lesson: a warp (16 x-threads by 2 y-threads) touches 16 different rows of A
-// and writes C down a column, so loads and stores are strided rather than coalesced; it should
-// trail `naive` (which runs threadIdx.x along a row of C). -DCOALESCED=1 swaps the mapping to
-// show how much of the gap is the mapping alone.
-// Seed: 001_adac3a76413eb491.txt (gemmKernel). Adapted to the runner's grid: blockIdx.x picks
-// the column tile and blockIdx.y the row tile (the tile is square, so only the mapping of
-// threads inside the block changes with COALESCED).
+// Technique: the textbook's first GPU SGEMM: one thread per element of C in a 16x16 block, operands
+// straight from global memory, C left unread when beta == 0. As in the textbook, threadIdx.x walks
+// the ROWS of C (m) and threadIdx.y its columns.
+// Why: the rung the textbook measures every later step against. The mapping makes a warp's loads
+// and stores strided, not coalesced, so it trails `naive`; -DCOALESCED=1 measures that alone.
+// Seed: 001_adac3a76413eb491.txt (gemmKernel), adapted to the runner's grid.
 // Tunables: -DCOALESCED (0: the textbook's threadIdx.x -> row mapping; 1: threadIdx.x -> column).
+#include "common.cuh"
 
 #ifndef COALESCED
 #define COALESCED 0

@@ -1,20 +1,13 @@
-// Technique: the "common TILE kernel" of the 2016 blog post: square TILE x TILE shared tiles,
-// one C element per thread, every row addressed through a byte pitch (Pitch2DMemPtr style, as
-// for cudaMallocPitch buffers), and the B tile transposed while it is staged: SubB[x][y] holds
-// B[t + y][col x], so the inner product reads SubA[y][i] * SubB[x][i], both along a row.
-// Why it is on the ladder: it is the post's baseline, and it tests its claim that transposing
-// B in shared memory helps. It is the smem_tiled algorithm with one change, so the difference
-// between the two measures the transpose alone. Our matrices are dense, so each pitch is simply
-// the row length in bytes (K * 4 for A, N * 4 for B and C); the pitch arithmetic costs the same.
-// What to expect: with SKEW=0 (the post's layout) the transposed tile is a bank-conflict trap.
-// A warp (16 x by 2 y at TILE=16) writes SubB[x][y] at address x*TILE + y and later reads
-// SubB[x][i] at x*TILE + i: TILE=16 puts 8 threads in each used bank (8-way conflict), TILE=32
-// all 32 in one (32-way), on every inner-loop read. SKEW=1 pads each row by one float, making
-// the row length odd so the x threads land in distinct banks (at most 2-way at TILE=16, none at
-// TILE=32). The padding works here because the tile is read one float at a time.
-// Seed: 004_d0a690938e8c7a2e.txt (MatMat with Pitch2DMemPtr and SubB[x][y]). Adapted:
-// C = alpha*A*B + beta*C; zero-filled edges were already in the seed.
+// Technique: the "common TILE kernel" of the 2016 blog post: square TILE x TILE shared tiles, one C
+// element per thread, every row addressed through a byte pitch (Pitch2DMemPtr style), and the B
+// tile transposed while it is staged: SubB[x][y] holds B[t + y][col x], so the inner product reads
+// SubA[y][i] * SubB[x][i], both along a row.
+// Why on the ladder: it is smem_tiled with that transpose as the one change, so the two measure the
+// post's claim that transposing B helps. SKEW=0 (the post's layout) reads SubB with 8-way (TILE=16)
+// or 32-way (TILE=32) bank conflicts; SKEW=1 pads each row by a float (2-way at most, none at 32).
+// Seed: 004_d0a690938e8c7a2e.txt (MatMat with Pitch2DMemPtr and SubB[x][y]).
 // Tunables: -DTILE (tile side = threads per block side), -DSKEW (0: the seed's layout, 1: padded).
+#include "common.cuh"
 
 #ifndef TILE
 #define TILE 16

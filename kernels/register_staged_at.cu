@@ -1,21 +1,13 @@
-// Technique: the optimised kernel of the 2016 blog post (from Feng Chen's book): data flows
-// global -> registers -> shared -> registers -> FMAs. A 16x16 block computes a TILE x TILE tile
-// of C; each thread owns R x R elements (R = TILE / 16) spaced 16 apart (rows i*16 + ty, columns
-// j*16 + tx), so every global load and every C store of a warp is a contiguous run. The k slab
-// is 16 deep. The A slab is kept transposed in shared memory (As[k][m], the "AT" of the post).
-// Why faster than pitched_b_transposed_tile: R*R outputs per thread (16 at TILE=64) instead of
-// one raise the FMAs per shared load from 1/2 to R*R/(2R), and the next slab's global loads are
-// issued into registers BEFORE the barrier that waits for everyone to finish the current slab, so
-// their latency overlaps the slowest warps' last FMAs instead of following them.
-// Adapted: the post multiplies a pre-transposed A (column-major). Our A is row-major, so the
-// transpose happens while staging: each thread reads A[m][k0 + tx] (coalesced along k) and
-// writes As[tx][m]. That store walks down a column of As, so the rows are padded by 2 floats:
-// with a row length of TILE + 2 (== 2 mod 32 banks) the 16 tx and 2 ty of a warp hit 32
-// distinct banks (+1 would leave tx+1/ty and tx/ty+1 colliding). The inner loop reads
-// As[k][i*16 + ty] (2 distinct addresses per warp, broadcast) and Bs[k][j*16 + tx] (16
-// consecutive floats): conflict-free. C = alpha*A*B + beta*C, edges zero-filled and guarded.
+// Technique: the optimised kernel of the 2016 blog post (from Feng Chen's book): global ->
+// registers -> shared -> registers -> FMAs. A 16x16 block computes a TILE x TILE tile of C; each
+// thread owns R x R elements (R = TILE / 16) spaced 16 apart, so every warp's loads and C stores
+// are contiguous runs. The 16-deep A slab is stored transposed (As[k][m], the post's "AT").
+// Why faster than pitched_b_transposed_tile: R*R outputs per thread raise the FMAs per shared load
+// from 1/2 to R*R/(2R), and the next slab's global loads are issued BEFORE the barrier, so their
+// latency overlaps the slowest warps' last FMAs instead of following them.
 // Seed: 004_d0a690938e8c7a2e.txt (MatTransMulMat: register staging, interleaved thread tile).
 // Tunables: -DTILE (C tile side; 16 * R, R outputs per thread per side).
+#include "common.cuh"
 
 #ifndef TILE
 #define TILE 64

@@ -1,15 +1,13 @@
-// Technique: smem_block_tile with the A slab stored transposed in shared memory, As[k][m]. The
-// float4 each thread reads from a row of A (4 consecutive k) is scattered into 4 rows of As, so
-// that in the inner loop a thread's 8 A values for one k sit contiguously in two float4s.
-// Why faster than smem_block_tile: the A fragment now costs 2 LDS.128 per k instead of 8 scalar
-// LDS, the same shape as the B fragment, so the inner loop issues 4 shared loads for 64 FMAs
-// instead of 10, and the 2-way bank conflict on the A column read is gone (a warp reads 2
-// distinct float4s, broadcast to 16 threads each). The textbook credits the gain to fewer
-// registers and loop variables (111 vs 128 there). The price: the transposing stores are 4
-// scalar STS per float4, and the BK/4 threads that share an A row write the same bank (2-way
-// conflict at BK=8, 4-way at BK=16, once per slab; smem_padding and smem_swizzle_xor fix it).
+// Technique: smem_block_tile with the A slab stored transposed in shared memory, As[k][m]: the
+// float4 a thread reads from a row of A (4 consecutive k) is scattered into 4 rows of As, so that a
+// thread's 8 A values for one k sit contiguously in two float4s.
+// Why faster than smem_block_tile: the A fragment costs 2 LDS.128 per k, not 8 scalar LDS, so the
+// inner loop issues 4 shared loads per 64 FMAs instead of 10, and the A reads' 2-way bank conflict
+// is gone.
 // Seed: 001_adac3a76413eb491.txt (the transposed-A shared memory step, gemm_transpose_smem).
 // Tunables: -DBK (depth of the k slab staged per iteration).
+#include "common.cuh"
+#include "tile128.cuh"
 
 #ifndef BK
 #define BK 8

@@ -1,18 +1,13 @@
-// Technique: block tiling in shared memory plus a register thread tile. The 256 threads of a
-// 16x16 block together stage a 128 x BK slab of A and a BK x 128 slab of B in shared memory
-// (BK/8 coalesced float4 loads of each per thread), then each thread computes an 8x8 tile of the
-// block's 128x128 piece of C from shared memory, as 2x2 quadrants of 4x4 (rows ty*4 and
-// 64 + ty*4, columns tx*4 and 64 + tx*4).
-// Why faster than thread_tile_8x8: there every thread fetched its own rows of A and columns of B
-// from global memory, so the 16 threads sharing a row re-read it through L1/L2. Here each element
-// is fetched from global memory once per block and then read from shared memory by the 16 threads
-// that need it, so global traffic per FMA falls by 16x and the block's loads are perfectly
-// coalesced.
-// Remaining weakness (the next steps' targets): As is stored row-major [m][k], so a thread reads
-// its 8 A values one 32-bit LDS at a time, and rows ty*4 and (ty+1)*4 of the same warp are 4*BK
-// floats apart, i.e. in the same bank (2-way conflict).
+// Technique: block tiling in shared memory plus a register tile. The 256 threads of a 16x16 block
+// stage a 128 x BK slab of A and a BK x 128 slab of B in shared memory (coalesced float4 loads),
+// then each thread computes an 8x8 tile of the block's 128x128 piece of C from shared memory, as
+// 2x2 quadrants of 4x4 (rows ty*4 and 64 + ty*4, columns tx*4 and 64 + tx*4).
+// Why faster than thread_tile_8x8: each element is fetched from global memory once per block, then
+// read from shared memory by the 16 threads that need it: 16x less global traffic per FMA.
 // Seed: 001_adac3a76413eb491.txt (the shared-memory step, gemm_use_smem).
 // Tunables: -DBK (depth of the k slab staged per iteration).
+#include "common.cuh"
+#include "tile128.cuh"
 
 #ifndef BK
 #define BK 8

@@ -1,13 +1,12 @@
-// Technique: smem_a_transposed with the shared-memory reads software-pipelined one step ahead.
+// Technique: smem_a_transposed with the shared-memory reads software-pipelined one k-step ahead.
 // The A and B fragments (8 + 8 floats) live in two register sets: while the FMAs of step k run on
 // one set, the LDS.128s for step k+1 are already in flight into the other.
-// Why faster than smem_a_transposed: an LDS takes tens of cycles and the FMAs of a step depend
-// on it, so a warp that loads and then immediately multiplies stalls on the shared-memory
-// latency (Nsight Compute: "stall short scoreboard"); issuing the next step's loads before this
-// step's 64 FMAs hides that latency behind independent work. The textbook reports the short-
-// scoreboard stalls dropping by two thirds. The cost is 16 more registers per thread.
+// Why faster than smem_a_transposed: a warp that loads and then at once multiplies stalls on the
+// shared-memory latency; issuing the next step's loads before this step's 64 FMAs hides it.
 // Seed: 001_adac3a76413eb491.txt (hiding shared-memory latency, gemm_hide_smem_latency).
 // Tunables: -DBK (depth of the k slab staged per iteration).
+#include "common.cuh"
+#include "tile128.cuh"
 
 #ifndef BK
 #define BK 8

@@ -1,24 +1,14 @@
 // Technique: global_prefetch_double_buffer with the bank conflict of the transposing A store
 // removed by an XOR SWIZZLE instead of padding. The transposed A slab keeps its dense [BK][128]
-// shape, but within k-row k the 4-float chunks are permuted: chunk q (floats 4q..4q+3) is stored
-// at chunk q ^ ((k / 4) * (32 / BK)). Reads apply the same map, so each float4 a thread reads is
-// still 4 contiguous, 16-byte aligned floats, and since the map is a bijection per k-row nothing
-// is lost or overwritten.
-// The conflict removed: thread t loads A[r][c..c+3] (BK/4 threads per row r) and writes
-// As[c+j][r]; every k-row starts in bank 0, so the threads of a warp that share r all hit bank
-// r % 32 (2-way at BK=8, 4-way at BK=16). The XOR moves the rows c = 0, 4, 8, 12 to different
-// 16-byte chunk groups: at BK=8 a warp's 16 rows span chunks 4w..4w+3 and c=4 flips them to the
-// other half of the 8-chunk (32-bank) group; at BK=16 its 8 rows span 2 chunks and c/4 = 0..3
-// spreads them over all 8 chunk positions. Either way 32 distinct banks, for both BK values,
-// with no wasted shared memory and no broken alignment, which padding cannot offer at BK=16
-// (see smem_padding). The read side stays conflict-free: a warp reads 2 distinct float4 of A per
-// instruction, in different chunks before and after the XOR.
+// shape, but in k-row k the 4-float chunk q is stored at chunk q ^ ((k/4) * (32/BK)); reads apply
+// the same map, so every float4 a thread reads stays contiguous and 16-byte aligned.
 // Why faster than global_prefetch_double_buffer: the A store needs 1 shared wavefront per
-// instruction instead of 2 (or 4); the index math is free because k is a compile-time constant
-// in the unrolled loops and r's chunk is computed once.
-// Seed: 003_6ba4e7f2604c6f00.txt (XOR swizzling at 16-byte chunk granularity, the swizzle
-// formula with a 4-float chunk), applied to the GEMM of 001_adac3a76413eb491.txt.
+// instruction instead of 2 (or 4), at BK=8 and BK=16 alike, with no wasted shared memory.
+// Seed: 003_6ba4e7f2604c6f00.txt (XOR swizzling at 16-byte chunk granularity, the swizzle formula
+// with a 4-float chunk), applied to the GEMM of 001_adac3a76413eb491.txt.
 // Tunables: -DBK (depth of the k slab staged per iteration).
+#include "common.cuh"
+#include "tile128.cuh"
 
 #ifndef BK
 #define BK 8

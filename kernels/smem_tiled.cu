@@ -8,6 +8,7 @@
 // M, N or K is not a multiple of 32. Here every thread takes part in every barrier and loads
 // outside the matrices are replaced by zeros, so any M, N, K >= 1 works.
 // Tunables: -DTILE (tile side = threads per block side).
+#include "common.cuh"
 
 #ifndef TILE
 #define TILE 32

@@ -1,60 +1,15 @@
-// Technique: warp_tile_large's block tile and pipeline (128 x 256 x BK=16 by default, 8 x 16
-// outputs per thread, double-buffered swizzled shared memory, register-staged global prefetch) with
-// the last partial wave split along K. The whole waves of tiles (a multiple of WAVE: 132 SMs times
-// the blocks per SM, one at 128 x 256) run one block per tile, in warp_tile_large's grouped order.
-// Each of the `tail` tiles left over is cut into p pieces of slabs/p slabs, p chosen (tail_pieces)
-// so that the pieces fill the SMs in the fewest rounds: at 4096^3, 512 tiles = 3 waves + 116 tiles,
-// and 116 x 9 pieces take 8 rounds of 1/9 tile, 0.89 of a tile instead of 1; at 8192^3, 68 tail
-// tiles x 11 pieces take 6 rounds of 1/11, 0.55 instead of 1. Pieces are handed out piece-major
-// (piece 0 of every tail tile, then piece 1, ...), so a tile's pieces run about a round apart and
-// each rarely waits for the one before it. The grid is the whole-wave tiles plus tail x p blocks
-// (registry.py's tail_pieces makes the same choice with the same integer arithmetic). A piece that
-// does not start at slab 0 finishes its tile through C itself, in k order: the first piece writes
-// alpha * acc + beta * C, each later piece waits until the flag of its tile (a module-scope array)
-// says the slabs before it are in C, adds alpha * acc and moves the flag on (released and acquired
-// at GPU scope). So beta * C is applied exactly once, the order of the sum is fixed (the result
-// does not depend on timing), and no workspace or second launch is needed. Flags start at zero
-// (module load) and every launch leaves them at zero: the last piece of a tile clears its flag, and
-// the block that draws the last ticket resets the ticket counter. Blocks take their index from that
-// ticket in the order they start, so a piece only ever waits for one that is already running: no
-// deadlock whatever the GPU's size. Why faster than warp_tile_large: with one block per tile the
-// last wave at 4096^3 leaves 16 of 132 SMs idle for a whole tile (Nsight Compute: SMs active 5.57 M
-// of 5.77 M elapsed cycles, 96.5 %), at 8192^3 64 of them. Here 5.60 M of 5.65 M (99.2 %). The
-// price: each piece past the first reads and writes its tile of C once more (two rows' float4s
-// loaded together, so a thread waits for L2 four times per fixup, not 32; one load, add and store
-// at a time it reached 89.6 % of cuBLAS at 4096^3, below warp_tile_large, and 92.5 % after), and a
-// piece's prologue overlaps nothing. Tried first, and slower than warp_tile_large at 4096^3
-// (through the runner, H100): stream-K on a persistent grid of 132 blocks, each an equal run of
-// tile-slabs (85.9 % of cuBLAS; its tiles in flight lay 3.9 tiles apart across C: DRAM throughput
-// 13.7 % of peak against 4.4 %), then whole waves first and stream-K on the tail only (84.5 %; DRAM
-// back at warp_tile_large's 0.39 GB, but the loop over a block's tiles made NVRTC 13.0's ptxas give
-// an FFMA's accumulator and A fragment the same register bank in 879 of 2,072 FFMAs, against 23 of
-// 2,048 in warp_tile_large: issue slots 73 % busy against 80.6 %). One tile per block keeps
-// warp_tile_large's code shape.
-// The registered step after it, tail_split_k_overlap, is this file built with -DLAST_K_AFTER_BARRIER=1
-// (fixed in the registry): each slab's last k-step of FFMAs moved behind the slab boundary.
-// Without it, a slab ends with the stores of the next slab into shared memory, the barrier,
-// and the six LDS.128 of the next slab's first fragments, and the FFMAs of that slab's k-step 0
-// need those loads at once: every warp of the SM waits out the barrier and then the shared-load
-// latency with nothing to issue (its SASS: STS x 12, BAR.SYNC, LDS.128 x 6, branch, then FFMAs
-// that depend on the LDS; Nsight Compute: short-scoreboard stalls 0.17 per issued instruction,
-// issue slots 80 % busy). With it, the fragments of k-step BK-1 are already in registers (loaded
-// during k-step BK-2), so its 128 FFMAs are issued after the barrier and the next slab's first
-// LDS.128s (ptxas keeps that order in NVRTC 13.5's SASS on the dev machine: BAR.SYNC, LDS.128 x 6,
-// FFMA x 128), and they cover the loads'
-// latency. The fragment buffers do not collide: k-step BK-1 uses buffer 1, the next slab's k-step
-// 0 buffer 0 (BK is even). Nothing else changes: same tiles, pieces, fixup and global loads.
-// Measured through the runner on the H100 (scripts/bench_variants.py, same process, against
-// cuBLAS FP32): 96.3 % of cuBLAS at 4096^3 against tail_split_k's 93.3-93.4 %, 99.2 % at 8192^3
-// (96.0 %), 95.2 % at 2048^3 (92.9 %).
-// Tried beside it and slower (kept out of the registry): the B slab by 16-byte cp.async into a
-// 2-, 3- or 4-deep ring in dynamic shared memory (A register-staged as here): 89.4-91.2 % at
-// 4096^3, below tail_split_k, with or without this change; ptxas spent the freed staging
-// registers elsewhere (255 either way), and at BK=32 it spilled. See kernels/README.md.
-// Tunables: -DBM, -DBN, -DBK as in warp_tile_large; -DLDG_STEP (2 or 4); -DGROUP_M groups tile-rows
-// (fixed at 8 in the registry); -DLAST_K_AFTER_BARRIER (0 here, 1 for tail_split_k_overlap).
-// Seed: Past the seeds (splitting K is not in any seed document); builds on warp_tile_large and the
-// ladder of 001_adac3a76413eb491.txt.
+// Technique: warp_tile_large's tile and pipeline with the last partial wave split along K. Whole
+// waves of tiles (WAVE = NUM_SMS x MIN_BLOCKS) run one block per tile; each tile left over is cut
+// into the p pieces (tail_pieces) that fill the SMs in the fewest rounds, and a piece past the
+// first adds alpha * acc into C in k order behind a per-tile flag (beta * C once, no workspace).
+// Why faster than warp_tile_large: one block per tile leaves SMs idle through the last wave (at
+// 4096^3, 16 of the H100's 132 SMs for a whole tile). tail_split_k_overlap (LAST_K_AFTER_BARRIER=1)
+// does a slab's last k-step after the barrier, so it covers the next slab's first shared loads.
+// Seed: Past the seeds; builds on warp_tile_large and the ladder of 001_adac3a76413eb491.txt.
+// Tunables: -DBM, -DBN, -DBK, -DLDG_STEP (k-step issuing the next slab's loads), -DGROUP_M,
+// -DLAST_K_AFTER_BARRIER; -DNUM_SMS (the GPU's SM count) and -DMIN_BLOCKS from the description.
+#include "common.cuh"
+#include "tile128.cuh"
 
 #ifndef BM
 #define BM 128
@@ -94,11 +49,14 @@
 #error "BK must be a multiple of 8, BM of 64, BN of 64, and TM * TN <= 128"
 #endif
 
-#define MIN_BLOCKS ((TM * TN <= 32 || (TM == 8 && TN == 8 && BK == 8)) ? 2 : 1)
-// Blocks resident at once on the 132 SMs of an H100 SXM (or H200): a whole wave. registry.py's
-// _tail_split_wave computes the same number for the grid. On a GPU with another SM count the
-// result is still right, only the tail is balanced for the wrong number.
-#define WAVE (132 * MIN_BLOCKS)
+// A whole wave: the blocks resident at once on the GPU. Both numbers come from the kernel's
+// description (gemmwatch.json), which sizes the grid with them too: NUM_SMS is the GPU's own SM
+// count, read from the device; MIN_BLOCKS the blocks per SM that the tile's registers allow (two at
+// 4 x 8 outputs per thread or fewer, or 8 x 8 at BK=8), also this kernel's __launch_bounds__.
+#if !defined(NUM_SMS) || !defined(MIN_BLOCKS)
+#error "NUM_SMS and MIN_BLOCKS come from the description: -DNUM_SMS=<the GPU's SM count> -DMIN_BLOCKS=<1 or 2>"
+#endif
+#define WAVE (NUM_SMS * MIN_BLOCKS)
 
 typedef tile128::XorSwizzledColumns<BK> ACols;
 
@@ -215,8 +173,8 @@ __device__ __forceinline__ void add_row4(float* __restrict__ Cm, int rows, int c
 // How many pieces each of the `tail` tiles of the last partial wave is cut into: the p in
 // 1..MAX_PIECES that makes the tail shortest, ceil(tail * p / WAVE) rounds of 1/p of a tile each,
 // plus a small charge per piece for its prologue, epilogue and fixup; ties go to fewer pieces.
-// Integer arithmetic (720720 = lcm(1..16)) so that registry.py's tail_pieces, which sizes the
-// grid, makes exactly the same choice.
+// Integer arithmetic (720720 = lcm(1..16)) so that split_tail_grid (core/kernel_expr.py), which
+// sizes the grid, makes exactly the same choice.
 __device__ __forceinline__ int tail_pieces(int tail) {
     long long best_cost = -1;
     int best = 1;

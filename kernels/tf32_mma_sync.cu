@@ -1,24 +1,14 @@
-// Technique: TF32 tensor cores through inline PTX `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`
-// (no headers, no WMMA). A 128x128 block tile; 256 threads form 8 warps in a 2 x 4 grid, each
-// warp owning a 64 x 32 sub-tile of C as 4 x 4 MMA tiles of 16 x 8 (64 FP32 accumulators per
-// lane). Per slab the block stages 128 x BK of A (row-major, rows padded by 4 floats) and
-// BK x 128 of B (row-major, rows padded by 8 floats) in shared memory; both paddings make the
-// fragment reads conflict-free (A: lanes g*(BK+4) + t, B: lanes t*136 + g hit 32 distinct banks).
-// Operands are rounded to TF32 (cvt.rna.tf32.f32) once, when stored to shared memory. Global
-// loads for the next slab go to registers before the MMAs of the current one and are stored into
-// the other of two shared buffers afterwards (double buffering, one barrier per slab). Loads are
-// guarded (zeros outside A and B) and the epilogue's stores are guarded, so any M, N, K >= 1.
-// Why faster: tensor cores run TF32 at roughly 8x the FP32 FMA rate on the H100, so the
-// arithmetic that bounds the FP32 ladder almost disappears. The price is precision: TF32 keeps
-// a 10-bit mantissa, so results differ from FP32 by ~1e-3 relative. This kernel must be verified
-// with a TF32 tolerance and compared with cuBLAS in TF32 mode, never with cuBLAS FP32.
-// Fragment layouts (PTX ISA, mma.m16n8k8 .tf32; g = lane >> 2, t = lane & 3):
-//   A 16x8 row:  a0 (g, t)  a1 (g+8, t)  a2 (g, t+4)  a3 (g+8, t+4)
-//   B 8x8 col:   b0 (k=t, n=g)  b1 (k=t+4, n=g)
-//   C 16x8:      c0 (g, 2t)  c1 (g, 2t+1)  c2 (g+8, 2t)  c3 (g+8, 2t+1)
-// Seed: Past the seeds. No seed document covers tensor cores; this builds on the shared-memory
-// block-tile ladder of 001_adac3a76413eb491.txt (slabs, double buffering, warp tiles).
+// Technique: TF32 tensor cores through inline PTX mma.sync.aligned.m16n8k8 (no CUDA headers, no
+// WMMA): a 128x128 block tile, 2 x 4 warps of 64 x 32 C sub-tiles (4 x 4 MMA tiles of 16 x 8), on a
+// double-buffered 128 x BK shared-memory pipeline whose padded A and B slabs read conflict-free.
+// Operands are rounded to TF32 (cvt.rna) once, when stored to shared memory; FP32 accumulation.
+// Why faster than the FP32 ladder: tensor cores run TF32 at roughly 8x the FP32 FMA rate on the
+// H100. The price is precision (10-bit mantissa, ~1e-3 relative): verify with the TF32 tolerance
+// and compare with cuBLAS in TF32 mode, never with cuBLAS FP32.
+// Seed: Past the seeds (no seed document covers tensor cores); builds on the block-tile ladder of
+// 001_adac3a76413eb491.txt.
 // Tunables: -DBK (depth of the k slab staged per iteration, a multiple of 8).
+#include "common.cuh"
 
 #ifndef BK
 #define BK 16

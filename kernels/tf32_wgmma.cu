@@ -1,44 +1,14 @@
-// Technique: Hopper's warpgroup tensor-core instruction `wgmma.mma_async` (inline PTX, sm_90a) fed
-// by a warp-specialised cp.async pipeline. 384 threads: warpgroup 0 is the producer, warpgroups
-// 1 and 2 are consumers. The block computes a BM x 128 tile of C (BM = 256 by default).
-// Layout choice. wgmma's TF32 form reads shared-memory operands only K-major and cannot transpose
-// them. gemmwatch's A (M x K, row-major) is K-major; its B (K x N, row-major) is N-major. So the
-// block computes the transposed tile, C^T = B^T * A^T: wgmma's "A" operand (64 rows x 8 k) is B^T,
-// loaded by each consumer thread from shared memory into registers (the register form of wgmma
-// has no major-ness), and wgmma's "B" operand (8 k x BM) is A^T, which is exactly A's row-major
-// storage read through a shared-memory descriptor: K-major, no transpose, no extra pass over B.
-// Each consumer warpgroup owns 64 columns of C (wgmma M = 64) by all BM rows (wgmma N = BM):
-// one m64nBMk8 wgmma per 8 k, BM / 2 FP32 accumulators per thread.
-// Shared memory per stage: the A slab (BM rows x 32 k = 128 bytes per row) in the 128-byte swizzle
-// wgmma's descriptor expects (16-byte chunk c of row r stored at chunk c ^ (r % 8), 1024-byte
-// aligned groups of 8 rows), and the B slab (32 k x 128 n) row-major with rows padded by 8 floats,
-// so a thread's fragment loads (k = t, t + 4; n = g, g + 8) hit 32 distinct banks.
-// Pipeline: STAGES slabs in a ring. The producer warpgroup (its registers cut to 40 by setmaxnreg)
-// fills a slab with 16-byte cp.async copies (4-byte zero-filling copies at the edges of A and B and
-// when rows are not 16-byte aligned, so any M, N, K >= 1) and hands it over with
-// cp.async.mbarrier.arrive on the slab's "full" barrier; it refills a slab once both consumers
-// have arrived on its "empty" barrier. Consumers (registers raised to 232) wait for "full", fence
-// the async proxy, load their B^T fragments (rounded to TF32 with cvt.rna), issue 4 wgmmas, wait
-// for them (wgmma.wait_group 0) and release the slab. Waiting for the whole group costs little:
-// while one consumer warpgroup loads fragments the other one's wgmmas run. (Keeping a group in
-// flight while the next fragments load would need the in-flight group's registers untouched;
-// reusing them gave wrong results, and ptxas serialises every wgmma when fragment registers are
-// written with a group in flight: warning C7513.) No __syncthreads in the main loop: the two
-// consumer warpgroups and the producer run decoupled. Blocks are rasterised in groups of GROUP_M
-// block-rows for L2 reuse.
-// Why faster than tf32_mma_sync: one wgmma instruction does 64 x BM x 8 multiply-adds for a whole
-// warpgroup (mma.sync m16n8k8 does 16 x 8 x 8 per warp), the A^T operand goes from shared memory
-// straight to the tensor cores without registers or load instructions, copies are asynchronous and
-// issued by a warpgroup that does nothing else, and 3-4 slabs are in flight instead of one.
-// Precision: the B^T operand is rounded to TF32 (rna); the A^T operand is read by the tensor cores
-// as FP32 bit patterns, which keep its top 19 bits (truncation). Verified with the TF32 bound.
-// Needs compute capability 9.0 exactly (sm_90a: wgmma, setmaxnreg); the registry declares it and
-// other GPUs report the variant as not applicable. Dynamic shared memory: see kSmemBytes (the
-// registry's dynamic_smem computes the same figure).
-// Seed: Past the seeds. No seed document covers tensor cores; this builds on tf32_mma_sync and the
-// block-tile ladder of 001_adac3a76413eb491.txt.
-// Tunables: -DBM (128 or 256: rows of C per block and wgmma N), -DSTAGES (slabs in the ring),
-// -DGROUP_M (block-rows per raster group, 1 = launch order).
+// Technique: Hopper's wgmma.mma_async (inline PTX, sm_90a: compute capability 9.0 only) fed by a
+// warp-specialised cp.async pipeline. Of 384 threads, warpgroup 0 fills a STAGES-deep mbarrier ring
+// and warpgroups 1 and 2 each own 64 columns of the block's BM x 128 tile of C. wgmma reads TF32
+// from shared memory only K-major, so the block computes C^T = B^T A^T: A is the shared-memory
+// operand (128-byte swizzle), B^T is loaded into registers and rounded to TF32.
+// Why faster than tf32_mma_sync: one wgmma does 64 x BM x 8 multiply-adds for a warpgroup, A goes
+// from shared memory to the tensor cores without registers, and the copies are asynchronous, issued
+// by a warpgroup that does nothing else, with 3-4 slabs in flight instead of one.
+// Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt.
+// Tunables: -DBM (128 or 256: rows of C per block, wgmma's N), -DSTAGES (ring depth), -DGROUP_M.
+#include "common.cuh"
 
 #ifndef BM
 #define BM 256
@@ -65,6 +35,9 @@ constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(BM == 128 || BM == 256, "BM is wgmma's N: 128 or 256 here");
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
+#ifdef SMEM_BYTES
+static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
+#endif
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));

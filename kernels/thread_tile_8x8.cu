@@ -1,17 +1,11 @@
 // Technique: a bigger register tile. Each thread of a 16x16 block computes 8x8 elements of C (the
-// block covers 128x128), laid out as 2x2 quadrants of 4x4: rows ty*4 + {0..3} and 64 + ty*4 +
-// {0..3}, columns tx*4 + {0..3} and 64 + tx*4 + {0..3}. Per step of 4 along k it loads 8 float4
-// of A and 8 float4 of B and does 256 FMAs.
-// Why faster than float4_thread_tile_4x4: intensity per thread doubles (2mn/(m+n): 4 -> 8 for
-// 8x8), so each 128-bit load now feeds 16 FMAs instead of 8. The quadrant layout (rather than 8
-// contiguous columns per thread) keeps every warp-wide load one contiguous run of 16 float4.
-// Still no shared memory: threads of a block re-read each other's A rows and B columns through
-// L1/L2.
+// block covers 128x128) as 2x2 quadrants of 4x4 (rows from ty*4 and 64 + ty*4, columns from tx*4
+// and 64 + tx*4). Per step of 4 along k it loads 8 float4 of A and 8 of B and does 256 FMAs.
+// Why faster than float4_thread_tile_4x4: intensity per thread doubles (4 -> 8), so each 128-bit
+// load feeds 16 FMAs instead of 8; the quadrants keep every warp-wide load one contiguous run.
 // Seed: 001_adac3a76413eb491.txt (the larger thread tile step, gemm_use_tile).
-// Edges and alignment: as in float4_thread_tile_4x4, 128-bit loads and stores only when rows
-// are 16-byte aligned (K % 4 == 0 for A, N % 4 == 0 for B and C) and the piece is in bounds;
-// otherwise guarded scalar accesses with zeros outside.
 // Tunables: none (block 16x16, tile 128x128).
+#include "common.cuh"
 
 #define THREADS_X 16
 #define THREADS_Y 16

@@ -1,10 +1,12 @@
 // Shared device code of the 128x128 block-tile ladder (smem_block_tile .. warp_tile): 256
 // threads compute a 128x128 tile of C, staging SlabK-deep slabs of A (128 x SlabK) and B
 // (SlabK x 128) in shared memory, each thread accumulating 8x8 outputs as 2x2 quadrants of 4x4.
-// Prepended after common.cuh by registry.py (see the rules there: __device__ __forceinline__
+// Included after common.cuh (see the rules there: __device__ __forceinline__
 // only, no macros, no tunable names such as BK). Each kernel file keeps what makes its step
 // different: the shared layout of A (PlainColumns, a padded stride, XorSwizzledColumns), which
 // threads own which quadrants, and how loads overlap the FMAs.
+#pragma once
+#include "common.cuh"
 
 namespace tile128 {
 

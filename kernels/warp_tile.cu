@@ -1,21 +1,15 @@
-// Technique: warp tiling, on top of everything before it (128x128x BK block tile, float4
-// global loads prefetched into registers a slab ahead, double-buffered shared memory with one
-// barrier per slab, A transposed with the XOR swizzle, fragments read one k-step ahead). The
-// 256 threads form 8 warps in a 2 x 4 grid, each warp owning a 64 x 32 sub-tile of C; inside a
-// warp the 32 lanes form an 8 x 4 grid and each lane owns 8x8 outputs as 2x2 quadrants of 4x4
-// (rows wm*64 + {0, 32} + tm*4, columns wn*32 + {0, 16} + tn*4).
-// Why faster than the 16x16-thread layout of smem_swizzle_xor: there a warp is 2 thread-rows by
-// 16 thread-columns, a 16 x 128 strip of C, so per k-step it pulls 16 distinct A floats but 128
-// B floats out of shared memory (2 + 4 wavefronts of LDS.128). A 64 x 32 warp tile is far more
-// square: 64 A floats and 32 B floats, each of the 4 LDS.128 instructions one conflict-free
-// wavefront (A: 8 distinct float4 in one 8-chunk swizzle group; B: 4 distinct float4). Shared
-// traffic per FMA falls by a third, which matters because at 8x8 per thread the kernel is close
-// to the LDS bandwidth limit; the warp's register working set is unchanged.
-// Seed: none of the seed documents covers warp tiling (Past the seeds); it builds on the ladder
-// of 001_adac3a76413eb491.txt and the swizzle of 003_6ba4e7f2604c6f00.txt.
+// Technique: warp tiling on smem_swizzle_xor's pipeline (128x128 x BK block tile, register-staged
+// global prefetch, double-buffered shared memory, XOR-swizzled transposed A, fragments one k-step
+// ahead). The 256 threads form 2 x 4 warps of 64 x 32 C sub-tiles; a warp's lanes form an 8 x 4
+// grid, each lane owning 8x8 outputs as 2x2 quadrants of 4x4. Only this map is the file's own.
+// Why faster than smem_swizzle_xor's 16x16 threads: a warp there covers a 16 x 128 strip of C and
+// pulls 16 A + 128 B floats from shared memory per k-step; a 64 x 32 warp tile pulls 64 + 32, each
+// LDS.128 one conflict-free wavefront, so shared traffic per FMA falls by a third.
+// Seed: Past the seeds (no seed document covers warp tiling); builds on the ladder of
+// 001_adac3a76413eb491.txt and the swizzle of 003_6ba4e7f2604c6f00.txt.
 // Tunables: -DBK (depth of the k slab staged per iteration).
-// Code: only the thread -> sub-tile map is this file's; the pipeline and the swizzled A layout
-// are tile128::gemm_double_buffered and tile128::XorSwizzledColumns (tile128.cuh).
+#include "common.cuh"
+#include "tile128.cuh"
 
 #ifndef BK
 #define BK 8

@@ -1,33 +1,15 @@
-// Technique: warp_tile's pipeline (register-prefetched global loads, double-buffered shared
-// memory with one barrier per slab, A transposed with the XOR swizzle, fragments read one k-step
-// ahead) with a larger, tunable block tile and a cheap steady state. BM x BN with BM in {64, 128},
-// BN in {128, 256}, still 256 threads as 2 x 4 warps of 8 x 4 lanes, so each lane owns TM x TN =
-// (BM/16) x (BN/16) outputs: 8 x 16 at the default 128 x 256. A lane's rows are TM/4 runs of 4,
-// 32 rows apart; its columns TN/4 runs of 4, 16 columns apart. Blocks wholly inside C, on slabs
-// wholly inside K, with 16-byte aligned rows (the steady state of a large GEMM) load their slabs
-// without bounds checks; edge blocks and the last partial slab take the guarded loads.
-// Why faster than warp_tile: (1) per k-step a lane issues TM/4 + TN/4 LDS.128 for TM*TN FFMAs, 6
-// per 128 at 8 x 16 instead of 4 per 64, and per slab the global loads, the transposing stores,
-// the barrier and the loop overhead are spread over 2x (BK=8) or 4x (BK=16) as many FFMAs.
-// (2) The guarded loads cost ~15 instructions per float4 (row and column tests, the scalar
-// fallback's branches, 64-bit address arithmetic; the SASS shows them in the main loop); the
-// unguarded ones a few. Measured on the H100 at 4096^3, 128 x 256, BK=16: 84% of cuBLAS with
-// guarded loads only, 91% with the fast path. The price is registers: 128 accumulators plus 48
-// fragment and 24 staging registers (255 in all) leave room for one 256-thread block per SM (8
-// warps, 2 per scheduler), against two for warp_tile; the ILP of 128 independent FMAs per k-step
-// hides latency instead of extra warps. Smaller tiles (BM=64, BN=128) give more blocks where the
-// grid would not fill the 132 SMs (1024^3: 64 blocks of 128 x 128, 128 of 64 x 128).
-// GROUP_M rasterises blocks in groups of block-rows so that the resident blocks share A rows and
-// B columns in L2 (no measurable effect at 1024..8192 cubed on the H100). FMA_ORDER=1 walks the
-// outer product column by column instead of row by row: each accumulator still sums k in order
-// (identical results), only ptxas's register allocation and scheduling change.
-// Shared-memory banks: as in warp_tile, an A fragment load touches 8 distinct float4 in one
-// 8-chunk group (the XOR only permutes inside it) and a B fragment load 4; the transposing A
-// stores hit 32 distinct banks for BK = 8 and 16.
-// Seed: none of the seed documents covers tiles this large or block rasterisation (Past the
-// seeds); it builds on warp_tile and the ladder of 001_adac3a76413eb491.txt.
-// Tunables: -DBM, -DBN (block tile), -DBK (slab depth), -DGROUP_M (block-rows per raster group;
-// 1 = plain row-major launch order), -DFMA_ORDER (0: i outer, 1: j outer).
+// Technique: warp_tile's pipeline with a larger, tunable block tile, BM x BN (BM 64 or 128, BN 128
+// or 256): still 2 x 4 warps of 8 x 4 lanes, so a lane owns (BM/16) x (BN/16) outputs, 8 x 16 at
+// the default 128 x 256. Blocks wholly inside C, on slabs wholly inside K, with 16-byte aligned
+// rows load their slabs without bounds checks; blocks are rasterised in groups of block-rows.
+// Why faster than warp_tile: per k-step a lane issues 6 LDS.128 per 128 FFMAs instead of 4 per 64,
+// the per-slab overhead is spread over 2x-4x as many FFMAs, and an unguarded float4 load costs a
+// few instructions instead of ~15.
+// Seed: Past the seeds; builds on warp_tile and the ladder of 001_adac3a76413eb491.txt.
+// Tunables: -DBM, -DBN (block tile), -DBK (slab depth), -DGROUP_M (block-rows per raster group, 1 =
+// launch order), -DFMA_ORDER (0: i outer, 1: j outer).
+#include "common.cuh"
+#include "tile128.cuh"
 
 #ifndef BM
 #define BM 128

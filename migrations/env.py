@@ -3,8 +3,8 @@
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from api.models import Base
-from api.settings import settings
+from core.models import Base
+from core.settings import settings
 
 config = context.config
 url = config.get_main_option("sqlalchemy.url") or settings.resolved_database_url

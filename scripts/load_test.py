@@ -26,7 +26,7 @@ import httpx
 from sqlalchemy import create_engine, func, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from api.models import Job  # noqa: E402
+from core.models import Job  # noqa: E402
 
 BODY = {"variants": ["naive"], "sizes": [[8, 8, 8]]}
 

@@ -28,8 +28,8 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from api.db import engine_for, upgrade_database  # noqa: E402
-from api.settings import Settings  # noqa: E402
+from core.db import engine_for, upgrade_database  # noqa: E402
+from core.settings import Settings  # noqa: E402
 
 GPUS = [  # (uuid, name, model, sm_count, cc, max clock MHz, cuBLAS GFLOPS at 4096^3)
     ("GPU-seed-h100-0", "NVIDIA H100 80GB HBM3", "H100", 132, "9.0", 1980, 51_000),
@@ -137,7 +137,8 @@ def result_row(rng, rid, job_id, case, variant, size, gpu_id, commit_id, g, iden
     noise = abs(rng.gauss(0.003, 0.002))
     samples = [round(ms * rng.gauss(1.0, noise), 6) for _ in range(12)] if verified else []
     env = {"gpu": ident, "before": state(g[5], 41), "after": state(g[5], 44),
-           "launch": {"entry": "sgemm", "block": [256, 1, 1], "grid": [n // 128, m // 128, 1], "defines": {}},
+           "launch": {"entry": "sgemm", "block": [256, 1, 1], "grid": [n // 128, m // 128, 1], "dynamic_smem": 0,
+                      "defines": {}, "layout": "row", "target": None},
            "notes": NOTES}
     if verified:
         env["cublas_samples_ms"] = [round(cb_ms * rng.gauss(1.0, 0.002), 6) for _ in range(12)]

@@ -3,6 +3,9 @@
 The test command (`make test`) starts Redis and PostgreSQL first; if they are still not
 reachable these fixtures fail loudly rather than skip. Only the GPU is replaced, by
 tests/fake_gpu.py, and only where no GPU exists; `gpu`-marked tests skip there.
+
+`make test` runs the tests in pytest-xdist workers side by side; tests/parallel.py says what
+each worker owns (its Redis database, its ports) so that they never meet.
 """
 
 import os
@@ -18,13 +21,15 @@ import redis
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.db import upgrade_database
-from api.settings import Settings
+from core.db import upgrade_database
+from core.settings import Settings
 from cli.main import _die_with_parent
+from tests import parallel
+from tests.parallel import free_port  # noqa: F401 (the tests import it from here)
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_DSN = os.environ.get("GEMMWATCH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("GEMMWATCH_TEST_REDIS", "redis://127.0.0.1:6379/13")
+REDIS_URL = parallel.redis_url()  # this xdist worker's own database (GEMMWATCH_TEST_REDIS)
 FAKE_RUNNER = "tests.fake_gpu:CpuRunner"
 
 
@@ -47,14 +52,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def redis_url() -> str:
+    """This xdist worker's Redis database, emptied for each test: a message a stopped worker left
+    unacknowledged, or a queue another test filled, must not reach this test's workers (job ids
+    start at 1 in every test's database)."""
     client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
     try:
-        client.ping()
+        client.flushdb()
     except redis.RedisError as exc:
         pytest.fail(f"Redis is not reachable at {REDIS_URL} ({exc}); run the tests with `make test`", pytrace=False)
-    client.flushdb()
     return REDIS_URL
 
 
@@ -73,7 +80,7 @@ def pg_url():
         conn.execute(f'CREATE DATABASE "{name}"')
     base = PG_ADMIN_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
     yield f"{base}/{name}"
-    from api.db import engine_for
+    from core.db import engine_for
 
     engine_for.cache_clear()
     with _pg_admin() as conn:
@@ -109,8 +116,8 @@ def cfg(tmp_path, database_url) -> Settings:
 
 def make_client(cfg: Settings, token_name: str = "tests") -> TestClient:
     """A client of the real app that writes with a real token (created in cfg's database)."""
-    from api.auth import create_token
-    from api.db import session_factory
+    from core.tokens import create_token
+    from core.db import session_factory
 
     with session_factory(cfg)() as db:
         token = create_token(db, token_name)
@@ -147,15 +154,22 @@ class WorkerProcess:
                 raise RuntimeError(f"celery worker exited with {self.proc.returncode}:\n{self.log()}")
             if b"ready." in self.log_path.read_bytes():
                 return self
-            time.sleep(0.2)
+            time.sleep(0.05)  # a read of a short log: cheap to look often
         raise RuntimeError(f"celery worker not ready after {timeout} s:\n{self.log()}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
 
     def stop(self) -> None:
+        self.terminate()
+        self.wait()
+
+    def terminate(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
+
+    def wait(self) -> None:
+        if self.proc:
             try:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
@@ -192,8 +206,10 @@ def start_worker(tmp_path):
         return w.start()
 
     yield start
+    for w in started:  # all asked to stop first, so their shutdowns overlap
+        w.terminate()
     for w in started:
-        w.stop()
+        w.wait()
 
 
 def wait_for_job(client: TestClient, job_id: int, timeout: float = 60, until=("succeeded", "failed", "cancelled")):
@@ -202,16 +218,8 @@ def wait_for_job(client: TestClient, job_id: int, timeout: float = 60, until=("s
         job = client.get(f"/api/jobs/{job_id}").json()
         if job["status"] in until:
             return job
-        time.sleep(0.2)
+        time.sleep(0.1)
     raise AssertionError(f"job {job_id} still {job['status']} after {timeout} s: {job}")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -221,22 +229,22 @@ def live_server(tmp_path):
 
     procs = []
 
-    def start(cfg: Settings, processes: int = 1) -> str:
+    def start(cfg: Settings, processes: int = 1, **extra_env: str) -> str:
         port = free_port()
-        env = worker_env(cfg, runner=None)
+        env = worker_env(cfg, runner=None, **extra_env)  # e.g. GEMMWATCH_AUTH_READS="true"
         log = open(tmp_path / f"server{len(procs)}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--processes", str(processes)],
                                 cwd=ROOT, env=env, stdout=log, stderr=log, preexec_fn=_die_with_parent)
         procs.append(proc)
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
             try:
                 if httpx.get(f"{base}/healthz").status_code == 200:
                     return base
             except httpx.HTTPError:
-                time.sleep(0.2)
-        raise RuntimeError(f"server did not start: {(tmp_path / 'server0.log').read_text()}")
+                time.sleep(0.05)
+        raise RuntimeError(f"server did not start: {log.name}: {Path(log.name).read_text()}")
 
     yield start
     for proc in procs:

@@ -1,23 +1,31 @@
-"""Test double for the GPU runner (CI has no GPU). Never imported by product code.
+"""Test double for the GPU (CI has none). Never imported by product code.
 
-It does real work on the CPU with NumPy, so results vary with the inputs and the timing is
-measured rather than invented: float32 product as "the variant", float64 as the reference,
-perf_counter samples interleaved with a float64 "baseline", the product's own statistics
-code for the summary. Selected with GEMMWATCH_RUNNER=tests.fake_gpu:CpuRunner.
+It is a device and nothing more: it supplies what a GPU would, and the product's own runner
+(worker/runner.py, worker/verify.py, worker/timing.py, worker/stats.py) makes every verdict,
+statistic and ratio from it, the same code as on the H100:
+  - inputs and matrices (NumPy, uniform in [-1, 1), from the case's seed);
+  - kernels compiled as a worker compiles them (a job's own kernel goes through worker/compiler.py:
+    NVRTC from its PyPI wheel, in the confined compile process, so compile errors, refusals and
+    the filtered log come back exactly as on a GPU worker); running a kernel computes
+    C = alpha·A·B + beta·C on the CPU, as the description lays out its matrices;
+  - event times from a model (GFLOPS per variant, a 0.3 % spread), drawn from a generator seeded
+    by the case, so every timing test is deterministic; NVML readings likewise.
+Selected with GEMMWATCH_RUNNER=tests.fake_gpu:CpuRunner.
 
-Fault injection for tests, through the environment:
+What a kernel does on this device, through markers in its source (#define NAME value):
+  FAKE_GPU_SLOWDOWN_PCT p   its event times are p % longer (a slower commit of a kernel)
+  FAKE_GPU_READS_C 1        it computes alpha·A·B + beta·C even at beta = 0 (a NaN in C spreads)
+  FAKE_GPU_UNWRITTEN n      it leaves the last n elements of C as they were
+  FAKE_GPU_REGS r           its compiled registers per thread
+And through the environment, for fault tests:
   FAKE_GPU_CRASH_VARIANT=name   the child process dies (like a sticky CUDA fault) on that variant
   FAKE_GPU_HANG_VARIANT=name    the child process never returns from that variant
   FAKE_GPU_WRONG_VARIANT=name   that variant drops its last K column (a wrong kernel)
+  FAKE_GPU_THROTTLED=p          NVML reports a power cap during p % of the batches (seeded)
   FAKE_GPU_SLEEP_S=seconds      each case sleeps first (to observe progress)
-  FAKE_GPU_COMPUTE_CAPABILITY=x.y  the compute capability the double reports (default 0.0, no GPU):
+  FAKE_GPU_COMPUTE_CAPABILITY=x.y  the compute capability it reports (default 0.0, no GPU):
                                 kernels built for one target (sm_90a) are not applicable elsewhere
-
-A job's own kernels are compiled for sm_90 by the product's own compile step (worker/compiler.py:
-NVRTC from its PyPI wheel, in the confined compile process), so compile errors, refusals and
-the filtered log come back exactly as on a GPU worker; only loading and running the cubin is
-left out. A source that defines FAKE_GPU_SLOWDOWN_PCT is timed that much slower (to stand in
-for a slower kernel).
+  FAKE_GPU_MODEL, FAKE_GPU_UUID  the identity it registers with (one machine standing in for several)
 """
 
 import math
@@ -25,32 +33,79 @@ import os
 import re
 import socket
 import time
+import zlib
+from contextlib import nullcontext
 
 import numpy as np
 
-from api.settings import settings
-from worker import ab, compiler, resources, stats
-from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
-
-
-def compile_as_a_worker_would(launch) -> None:
-    """The same call CupyRunner._compile makes, for an sm_90 GPU."""
-    compiler.compile_launch(launch, "9.0", settings)
+from core.kernel import DeviceFigures, Launch
+from core.settings import Settings
+from worker import compiler, resources
+from worker.runner import Runner
+from worker.timing import Batch
 
 FAKE_MODEL = "FAKE"
+# The double's GPU: an H100's figures, so descriptions that read them resolve as they would there.
+FIGURES = dict(sm_count=132, smem_per_sm=233472, smem_per_block=232448, regs_per_sm=65536, max_threads_per_sm=2048,
+               l2_bytes=50 * 1024 * 1024)
+H100_FIGURES = DeviceFigures(**FIGURES, compute_capability="9.0")
+CUBLAS_GFLOPS = 50_000.0
+SPREAD = 0.003  # relative standard deviation of a modelled sample
+SAMPLE_OVERHEAD_MS = 0.02  # what a cold sample's flush and events add to the clock
 
 
-class CpuRunner:
+def marker(launch: Launch | None, name: str) -> int | None:
+    """A `#define NAME value` in any of the kernel's files."""
+    if launch is None:
+        return None
+    for text in launch.files.values():
+        found = re.search(rf"#define\s+{name}\s+(\d+)", text)
+        if found:
+            return int(found.group(1))
+    return None
+
+
+class FakeKernel:
+    """A compiled kernel on this device: what running it computes, and how long that is said to take."""
+
+    def __init__(self, launch: Launch, variant: str):
+        self.launch = launch
+        self.wrong = os.environ.get("FAKE_GPU_WRONG_VARIANT") == variant
+        self.reads_c = bool(marker(launch, "FAKE_GPU_READS_C"))
+        self.unwritten = marker(launch, "FAKE_GPU_UNWRITTEN") or 0
+        self.slowdown = 1.0 + (marker(launch, "FAKE_GPU_SLOWDOWN_PCT") or 0) / 100
+        # Each variant its own speed, 40-95 % of cuBLAS, fixed by its name.
+        self.gflops = CUBLAS_GFLOPS * (0.4 + (zlib.crc32(variant.encode()) % 56) / 100)
+
+
+class Call:
+    """A queued call (a kernel over its matrices, or cuBLAS), with the time the model gives it."""
+
+    def __init__(self, run, model_ms: float):
+        self.run, self.model_ms = run, model_ms
+
+    def __call__(self):
+        self.run()
+
+
+class FakeDevice:
+    xp = np
+
+    def __init__(self, cfg: Settings | None = None):
+        self.cfg = cfg or Settings()
+        self.compute_capability = os.environ.get("FAKE_GPU_COMPUTE_CAPABILITY", "0.0").replace(".", "")
+        self._rng = np.random.default_rng(0)
+        self._now = 0.0  # the clock the timing loop reads: advanced by the modelled samples
+
     @staticmethod
     def registration_identity() -> dict:
-        """FAKE_GPU_MODEL / FAKE_GPU_UUID let one machine stand in for several nodes' GPUs."""
         model = os.environ.get("FAKE_GPU_MODEL", FAKE_MODEL)
         return {
             "name": f"{model} CPU double",
             "model": model,
             "uuid": os.environ.get("FAKE_GPU_UUID", f"FAKE-{socket.gethostname()}"),
             "index": 0,
-            "sm_count": os.cpu_count(),
+            "sm_count": FIGURES["sm_count"],
             "compute_capability": os.environ.get("FAKE_GPU_COMPUTE_CAPABILITY", "0.0"),
             "driver": "none",
             "memory_mib": 0,
@@ -59,96 +114,117 @@ class CpuRunner:
     def identity(self) -> dict:
         return self.registration_identity()
 
-    def run_case(self, case: Case, policy: TimingPolicy) -> CaseOutcome:
+    def figures(self) -> DeviceFigures:
+        return DeviceFigures(**FIGURES, compute_capability=os.environ.get("FAKE_GPU_COMPUTE_CAPABILITY", "0.0"))
+
+    def healthy(self) -> bool:
+        return True
+
+    def release_memory(self) -> None:
+        pass
+
+    def notes(self, tf32: bool) -> list[str]:
+        return ["measured by tests.fake_gpu:CpuRunner, the CPU double: outputs from NumPy, event times from a model"]
+
+    def state(self) -> dict:
+        return {"sm_clock_mhz": 1980, "temperature_c": 40, "power_w": 300.0, "throttle_reasons": 0}
+
+    # -- matrices ---------------------------------------------------------------------
+    def uniform(self, seed: int, rows: int, cols: int):
+        # The case's seed also seeds the modelled noise: every timing of this case is repeatable.
+        self._rng = np.random.default_rng(seed)
+        return (np.random.default_rng(seed).random((rows, cols), dtype=np.float32) * 2 - 1)
+
+    def in_layout(self, x, layout: str):
+        return np.asfortranarray(x) if layout == "column" else np.ascontiguousarray(x)
+
+    def matrix(self, rows: int, cols: int, layout: str, fill: float | None = None, seed: int | None = None):
+        if seed is not None:
+            return self.in_layout(np.random.default_rng(seed).random((rows, cols), dtype=np.float32) * 2 - 1, layout)
+        order = "F" if layout == "column" else "C"
+        return np.full((rows, cols), np.nan if fill is None else fill, dtype=np.float32, order=order)
+
+    def synchronize(self) -> None:
+        pass
+
+    def reference(self, a, b):
+        return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+
+    # -- kernels ----------------------------------------------------------------------
+    def compile(self, launch: Launch) -> FakeKernel:
+        if launch.origin == "job":  # compiled as a worker would, for an sm_90 GPU
+            compiler.compile_launch(launch, "9.0", self.cfg)
+        return FakeKernel(launch, launch.variant)
+
+    def kernel_call(self, kernel: FakeKernel, launch: Launch, m: int, n: int, k: int, a, b, c, alpha: float,
+                    beta: float) -> Call:
+        def run():
+            a_used, b_used = (a[:, :-1], b[:-1, :]) if kernel.wrong else (a, b)
+            product = alpha * (a_used.astype(np.float64) @ b_used.astype(np.float64))
+            if beta != 0 or kernel.reads_c:
+                with np.errstate(invalid="ignore", over="ignore"):
+                    product = product + beta * c.astype(np.float64)
+            result = product.astype(np.float32)
+            if kernel.unwritten:  # the last elements in C's memory order keep what C held
+                order = "F" if c.flags.f_contiguous and not c.flags.c_contiguous else "C"
+                flat = result.ravel(order=order)
+                flat[-kernel.unwritten:] = c.ravel(order=order)[-kernel.unwritten:]
+                result = flat.reshape(result.shape, order=order)
+            c[...] = result
+
+        return Call(run, 2.0 * m * n * k / (kernel.gflops * 1e6) * kernel.slowdown)
+
+    def resources(self, kernel: FakeKernel, launch: Launch, m: int, n: int, k: int) -> dict:
+        """Plausible attributes for a kernel the CPU cannot load: registers grow with the outputs each
+        thread holds (or FAKE_GPU_REGS), shared memory with two K-slabs of the tile."""
+        threads = math.prod(launch.block)
+        tile = launch.tile or (16, 16)
+        outputs = max(1, tile[0] * tile[1] // threads)
+        regs = marker(launch, "FAKE_GPU_REGS") or min(255, 32 + 2 * outputs)
+        bk = int(launch.defines.get("BK", 8))
+        smem = 4 * bk * (tile[0] + tile[1]) if outputs > 1 else 0
+        return resources.describe({"num_regs": regs, "shared_size_bytes": smem, "local_size_bytes": 0,
+                                   "max_threads_per_block": 1024}, launch.block)
+
+    def cublas_call(self, a, b, out, tf32: bool) -> Call:
+        def run():
+            out[...] = a @ b
+
+        return Call(run, 2.0 * a.shape[0] * b.shape[1] * a.shape[1] / (CUBLAS_GFLOPS * 1e6))
+
+    # -- samples ------------------------------------------------------------------------
+    def clock(self) -> float:
+        return self._now
+
+    def measuring(self):
+        return nullcontext()
+
+    def warm_up(self, calls, warmup_ms: float) -> None:
+        for call in calls:
+            call()  # the output matrices hold a real result, as after a GPU's warm-up
+        self._now += warmup_ms / 1000.0
+
+    def sample(self, order, policy) -> Batch:
+        times = [call.model_ms * (1.0 + SPREAD * float(self._rng.standard_normal())) for call in order]
+        self._now += (sum(times) + SAMPLE_OVERHEAD_MS * len(order)) / 1000.0
+        throttled = float(os.environ.get("FAKE_GPU_THROTTLED", "0")) / 100
+        power_cap = 0x4 if throttled and self._rng.random() < throttled else 0  # nvmlClocksEventReasonSwPowerCap
+        return Batch(times, False, power_cap)
+
+
+class CpuRunner(Runner):
+    """The product's runner over the CPU double."""
+
+    registration_identity = staticmethod(FakeDevice.registration_identity)
+
+    def __init__(self):
+        super().__init__(FakeDevice())
+
+    def run_case(self, case, policy):
         time.sleep(float(os.environ.get("FAKE_GPU_SLEEP_S", "0")))
         if os.environ.get("FAKE_GPU_CRASH_VARIANT") == case.variant:
             os._exit(77)
         if os.environ.get("FAKE_GPU_HANG_VARIANT") == case.variant:
             while True:
                 time.sleep(1)
-        slowdown = _slowdown(case.launch)
-        base_slowdown = _slowdown(case.base) if case.base is not None else None
-        rng = np.random.default_rng(case.seed)
-        a = rng.uniform(-1, 1, (case.m, case.k)).astype(np.float32)
-        b = rng.uniform(-1, 1, (case.k, case.n)).astype(np.float32)
-        wrong = os.environ.get("FAKE_GPU_WRONG_VARIANT") == case.variant
-
-        def variant():
-            return a[:, :-1] @ b[:-1, :] if wrong else a @ b
-
-        def baseline():
-            return a.astype(np.float64) @ b.astype(np.float64)
-
-        ref = baseline()
-        got = variant()
-        err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
-        out = CaseOutcome(mode=policy.mode, rel_error=err, verified=err <= policy.max_rel_error)
-        if case.launch is not None:
-            out.env["resources"] = fake_resources(case.launch)
-        if not out.verified:
-            out.error = f"wrong result: relative error {err:.3g} > {policy.max_rel_error:g}"
-            return out
-        if case.base is not None:  # a confirmation: the same product timed as head and as base
-            out.mode = ab.AB_MODE
-            out.env["base_resources"] = fake_resources(case.base)
-            head_ms, base_ms, converged = _interleaved(variant, variant, slowdown, base_slowdown, policy)
-            ab.record(out, case, head_ms, base_ms, converged)
-            return out
-
-        v_ms, b_ms, converged = _interleaved(variant, baseline, slowdown, 1.0, policy)
-        s = stats.summarise(v_ms)
-        out.add_timing(v_ms, s)
-        out.converged = converged
-        out.gflops = gflops(case.m, case.n, case.k, out.median_ms)
-        out.cublas_median_ms = stats.summarise(b_ms)["median_ms"]
-        out.cublas_gflops = gflops(case.m, case.n, case.k, out.cublas_median_ms)
-        out.pct_of_cublas = 100.0 * out.cublas_median_ms / out.median_ms
-        out.env.update({"stats": s, "runner": "tests.fake_gpu:CpuRunner"})
-        return out
-
-
-def _slowdown(launch) -> float:
-    """A job's own kernel is compiled as a worker would; FAKE_GPU_SLOWDOWN_PCT in it slows its timing."""
-    if launch is None or launch.origin != "job":
-        return 1.0
-    compile_as_a_worker_would(launch)
-    match = re.search(r"#define\s+FAKE_GPU_SLOWDOWN_PCT\s+(\d+)", launch.source)
-    return 1.0 + (int(match.group(1)) / 100 if match else 0.0)
-
-
-def _interleaved(fn_a, fn_b, scale_a: float, scale_b: float, policy: TimingPolicy):
-    """A B A B samples until the policy is satisfied or the time cap, as the runner's _time_pair."""
-    warm_end = time.perf_counter() + policy.warmup_ms / 1000.0
-    while time.perf_counter() < warm_end:  # as the real runner: BLAS threads and caches settle first
-        fn_a()
-        fn_b()
-    a_ms, b_ms = [], []
-    since = time.perf_counter()
-    deadline = since + policy.time_cap_s
-    order = ((fn_a, scale_a, a_ms), (fn_b, scale_b, b_ms))
-    while True:
-        # A B, then B A: the Python between pairs (the stopping rule) leaves the CPU's caches cold for
-        # whichever runs first, a position bias a GPU's event timing does not have; alternating
-        # the order cancels it, and an untimed call before each sample shrinks it.
-        order = order[::-1]
-        for fn, scale, into in order:
-            fn()
-            t0 = time.perf_counter()
-            fn()
-            into.append((time.perf_counter() - t0) * 1e3 * scale)
-        converged = policy.satisfied(a_ms, b_ms, sampled_s=time.perf_counter() - since)
-        if converged or (time.perf_counter() > deadline and len(a_ms) >= policy.min_samples):
-            return a_ms, b_ms, converged
-
-
-def fake_resources(launch) -> dict:
-    """Plausible attributes for a kernel the CPU cannot load: registers grow with the outputs each
-    thread holds (or FAKE_GPU_REGS in the source), shared memory with two K-slabs of the tile."""
-    threads = math.prod(launch.block)
-    outputs = max(1, launch.tile[0] * launch.tile[1] // threads)
-    match = re.search(r"#define\s+FAKE_GPU_REGS\s+(\d+)", launch.source)
-    regs = int(match.group(1)) if match else min(255, 32 + 2 * outputs)
-    bk = int(launch.defines.get("BK", 8))
-    smem = 4 * bk * (launch.tile[0] + launch.tile[1]) if outputs > 1 else 0
-    return resources.describe({"num_regs": regs, "shared_size_bytes": smem, "local_size_bytes": 0,
-                               "max_threads_per_block": 1024}, launch.block)
+        return super().run_case(case, policy)

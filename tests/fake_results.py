@@ -3,10 +3,10 @@
 import random
 from datetime import datetime, timedelta, timezone
 
-from api.db import session_factory
-from api.models import Job, Result
+from core.db import session_factory
+from core.models import Job, Result
 from api.schemas import CommitIn
-from api.store import upsert_commit, upsert_gpu
+from core.store import upsert_commit, upsert_gpu
 
 # As worker/runner.py identity() reports them; upsert_gpu keeps the columns it has, and the
 # whole dict goes into each result's env["gpu"] (that is where the max SM clock lives).

@@ -2,18 +2,22 @@
 
 import pytest
 
-from api.db import upgrade_database
-from kernels.registry import VARIANTS
-from kernels.tuning import configurations
+from core.db import upgrade_database
+from core.builtins import builtin_kernels
 from tests.conftest import make_client, make_settings, wait_for_job
 
 
+def configurations(name: str) -> list[dict]:
+    return builtin_kernels()[name].configurations()
+
+
 def test_configurations_cover_the_product_with_the_default_first():
-    spec = VARIANTS["naive"]
-    configs = configurations(spec)
+    spec = builtin_kernels()["naive"]
+    configs = spec.configurations()
     assert configs[0] == spec.defaults()
-    assert sorted(c["BLOCK"] for c in configs) == sorted(spec.tunables[0].values)
-    assert configurations(VARIANTS["cublas"]) == [{}]
+    assert sorted(c["BLOCK"] for c in configs) == sorted(spec.tunables["BLOCK"].values)
+    assert builtin_kernels()["smem_block_tile"].configurations()[0] == {"BK": 8}
+    assert builtin_kernels()["guide_smem_submatrix_16"].configurations() == [{}]
 
 
 def test_autotune_then_bench_uses_the_best_configuration(tmp_path, pg_url, redis_url, start_worker):
@@ -25,7 +29,7 @@ def test_autotune_then_bench_uses_the_best_configuration(tmp_path, pg_url, redis
     sizes = [[32, 32, 32], [16, 24, 8]]
     resp = client.post("/api/jobs", json={"kind": "autotune", "variants": ["naive", "smem_tiled"], "sizes": sizes})
     assert resp.status_code == 202, resp.text
-    n_configs = len(configurations(VARIANTS["naive"])) + len(configurations(VARIANTS["smem_tiled"]))
+    n_configs = len(configurations("naive")) + len(configurations("smem_tiled"))
     assert resp.json()["progress"]["total"] == n_configs * len(sizes)
     job = wait_for_job(client, resp.json()["id"])
     assert job["status"] == "succeeded", job["error"]

@@ -3,12 +3,12 @@
 The real app runs under uvicorn on a free loopback port, on a database filled with result
 rows as the worker writes them (tests/fake_results.py). Each page is opened, a filter is
 changed, and the chart's points are read back from the page (Plotly keeps them on the
-chart's element) to see that they changed. Screenshots go to docs/screenshots/ (or
-$GEMMWATCH_SCREENSHOT_DIR), which docs/DASHBOARD.md shows.
+chart's element) to see that they changed. Screenshots go to pytest's temporary folder, or
+to $GEMMWATCH_SCREENSHOT_DIR: `GEMMWATCH_SCREENSHOT_DIR=docs/screenshots make test` refreshes
+the ones docs/DASHBOARD.md shows (a test run leaves the repository's files as they are).
 """
 
 import os
-import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -20,22 +20,20 @@ from playwright.sync_api import Page, sync_playwright
 from sqlalchemy import update
 
 from api.app import create_app
-from api.db import session_factory, upgrade_database
-from api.models import Job
-from tests.conftest import ROOT, make_settings
+from core.db import session_factory, upgrade_database
+from core.models import Job
+from tests.conftest import make_settings
+from tests.parallel import free_port
 from tests.fake_results import SKINNY_M, SKINNY_N, H100, add_demo_history, add_job, add_skinny_results
+
+# One xdist worker takes this whole module, so its sites and its browser are made once.
+pytestmark = pytest.mark.xdist_group("browser")
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SHOTS = Path(os.environ.get("GEMMWATCH_SCREENSHOT_DIR", ROOT / "docs" / "screenshots"))
+SHOTS = Path(os.environ["GEMMWATCH_SCREENSHOT_DIR"]) if os.environ.get("GEMMWATCH_SCREENSHOT_DIR") else None
 H100_4096 = "gpu=H100&size=4096x4096x4096&mode=cold"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
@@ -131,6 +129,13 @@ def chart(page: Page, div_id: str) -> dict[str, dict]:
         "id => document.getElementById(id).data.map(t => ({name: t.name, type: t.type,"
         " x: Array.from(t.x || []), y: Array.from(t.y || [])}))", div_id)
     return {t["name"]: t for t in traces}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def screenshot_dir(tmp_path_factory):
+    global SHOTS
+    if SHOTS is None:
+        SHOTS = tmp_path_factory.mktemp("screenshots")
 
 
 def shoot(page: Page, name: str) -> None:

@@ -7,9 +7,9 @@ logged in (/login, the signed cookie) just presses the button. A wrong token can
 import pytest
 from playwright.sync_api import sync_playwright
 
-from api.auth import create_token
-from api.db import session_factory, upgrade_database
-from api.models import Job
+from core.tokens import create_token
+from core.db import session_factory, upgrade_database
+from core.models import Job
 from tests.conftest import make_settings
 from tests.fake_results import add_job
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS
@@ -20,7 +20,7 @@ def site(tmp_path, live_server):
     cfg = make_settings(tmp_path, f"sqlite:///{tmp_path / 'gemmwatch.db'}")
     upgrade_database(cfg)
     with session_factory(cfg)() as db:
-        token = create_token(db, "browser")
+        token = create_token(db, "browser", scopes=("admin",))  # the page owner: these jobs are no token's
     return {"url": live_server(cfg), "cfg": cfg, "token": token}
 
 

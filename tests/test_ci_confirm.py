@@ -37,7 +37,8 @@ def test_the_confirmation_decides_the_exit_code():
     assert exit_code(job, history) == 1
     assert exit_code(job, history, [_verdict("no change")]) == 0  # the history's alarm was drift
     assert exit_code(job, history, [_verdict("undecided")]) == 0
-    assert exit_code(job, history, [_verdict("failed")]) == 1  # not re-measured: the history verdict stands
+    assert exit_code(job, history, [_verdict("failed")]) == 2  # not re-measured: the build cannot tell
+    assert exit_code(job, [_verdict("ok")], [_verdict("failed")]) == 2
     assert exit_code(job, [_verdict("faster")], [_verdict("regression")]) == 1
     assert exit_code({"status": "failed"}, history, [_verdict("no change")]) == 2
     assert looks_changed([_verdict("ok"), _verdict("faster", "f"), _verdict("regression", "r")]) == [
@@ -56,10 +57,11 @@ def test_a_row_shows_the_confirmed_verdict_not_the_overturned_alarm():
     row = next(line for line in text.splitlines() if line.startswith("| v | 1×1×1 | 100"))
     assert "✅ ok (same-job A/B; history said regression)" in row and "❌" not in text
     assert "Regressions:" not in text
-    # Not re-measured: the history's alarm stands, in the row and in the list.
+    # Not re-measured: the row says the confirmation failed, beside what the history said.
     failed = summary(job, drift, "base", [{**_verdict("failed"), "ratio": None, "low": None, "high": None,
                                            "pairs": 0, "reason": "compile error"}])
-    assert "| ❌ regression |" in failed and "Regressions:" in failed
+    assert "❌ confirmation failed (same-job A/B; history said regression)" in failed
+    assert "compile error" in failed
     # A regression the history missed is shown as one, and fails the build.
     missed = [_history("ok", -0.004)]
     confirmed = [{**_verdict("regression"), "ratio": 1.046, "low": 1.045, "high": 1.047, "pairs": 40, "reason": "slower"}]

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from api.auth import create_token
-from api.db import session_factory, upgrade_database
+from core.tokens import create_token
+from core.db import session_factory, upgrade_database
 from tests.conftest import ROOT, make_settings
 
 KERNEL = """
@@ -29,7 +29,7 @@ def kernels_dir(path, text):
     path.mkdir()
     (path / "my_gemm.cu").write_text(text)
     (path / "gemmwatch.json").write_text(json.dumps(
-        [{"name": "my_gemm", "file": "my_gemm.cu", "entry": "my_gemm", "block": [16, 16], "tile": [16, 16]}]))
+        [{"name": "my_gemm", "source": "my_gemm.cu", "entry": "my_gemm", "block": [16, 16], "grid": {"tile": [16, 16]}}]))
     return path
 
 

@@ -11,9 +11,11 @@ import time
 
 import pytest
 
-from api.settings import Settings
+from core.settings import Settings
 from tests.conftest import make_settings, wait_for_job
 from worker import compiler
+from core.kernel import Launch
+from tests.descriptions import one_file
 from worker.compiler import WITHHELD, CompileError, CompileRefused
 
 CANARIES = {
@@ -194,7 +196,7 @@ def test_compile_errors_keep_their_line_numbers(tmp_path):
 
 @pytest.fixture
 def stack(tmp_path, pg_url, redis_url, start_worker):
-    from api.db import upgrade_database
+    from core.db import upgrade_database
     from tests.conftest import make_client
 
     settings = make_settings(tmp_path, pg_url, redis_url)
@@ -203,22 +205,43 @@ def stack(tmp_path, pg_url, redis_url, start_worker):
 
 
 def job_with(client, text):
-    body = {"sources": [{"name": "mine", "source": text, "entry": "k", "block": [32], "tile": [1, 32]}],
-            "sizes": [[8, 8, 8]]}
+    body = {"sources": [one_file("mine", text, "k", [32], [1, 32])], "sizes": [[8, 8, 8]]}
     resp = client.post("/api/jobs", json=body)
     assert resp.status_code == 202, resp.text
     return wait_for_job(client, resp.json()["id"], timeout=90)
 
 
+LAYER_ONE_BYPASS = """\
+# Loaded by a test worker's interpreter (tests/test_compile_sandbox.py): layer 1 made to pass
+# everything, as a spelling the guard does not know would, so that layers 2 and 3 are seen alone.
+import os
+if os.environ.get("GEMMWATCH_TEST_SKIP_LAYER_ONE") == "1":
+    from core import kernel_includes, source_guard
+    kernel_includes.resolve = lambda files, source, include_dirs=(): kernel_includes.Headers({}, False)
+"""
+
+
+@pytest.fixture
+def past_layer_one(tmp_path):
+    """Environment for a worker whose layer 1 lets everything through (never the compile
+    process's: its environment holds no GEMMWATCH_* variable, and it imports nothing of ours)."""
+    folder = tmp_path / "bypass"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(LAYER_ONE_BYPASS)
+    from tests.conftest import ROOT
+
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(folder), str(ROOT), os.environ.get("PYTHONPATH")])),
+            "GEMMWATCH_TEST_SKIP_LAYER_ONE": "1"}
+
+
 def job_past_layer_1(settings, client, text: str, entry: str = "k", **stored: object) -> dict:
     """A job stored and queued as the API would, without the API's check (layer 1): what a
     way past the guard, or a write straight to the database, would hand the worker."""
-    from api.broker import enqueue_job, queue_for
-    from api.db import session_factory
-    from api.models import Job
+    from core.broker import enqueue_job, queue_for
+    from core.db import session_factory
+    from core.models import Job
 
-    source = {"name": "mine", "source": text, "entry": entry, "block": [32, 1, 1], "tile": [1, 32], "defines": {},
-              **stored}
+    source = {**one_file("mine", text, entry, [32, 1, 1], [1, 32]), **stored}
     with session_factory(settings)() as db:
         job = Job(status="queued", kind="bench", variants=["mine"], sizes=[[8, 8, 8]], tunables={}, sources=[source],
                   queue=queue_for(None), progress_total=1)
@@ -229,14 +252,26 @@ def job_past_layer_1(settings, client, text: str, entry: str = "k", **stored: ob
     return wait_for_job(client, job_id, timeout=90)
 
 
-def test_a_job_that_gets_past_layer_1_leaks_nothing_into_its_error_or_the_logs(stack, start_worker):
+def test_a_stored_job_with_a_hostile_include_is_refused_by_the_worker_too(stack, start_worker):
+    """A row written past the API meets layer 1 again in the worker: the job fails naming the
+    include, and nothing is compiled."""
+    settings, client = stack
+    worker = start_worker(settings)
+    job = job_past_layer_1(settings, client, '#include "/proc/self/environ"\n' + KERNEL)
+    assert job["status"] == "failed" and "mine.cu, line 1" in job["error"] and "#include" in job["error"], job
+    assert "cannot open source file" not in job["error"] and "compile error" not in job["error"]
+    assert_nothing_leaked(worker.log())
+
+
+def test_a_job_that_gets_past_layer_1_leaks_nothing_into_its_error_or_the_logs(stack, start_worker, past_layer_one):
     """Must-show 1 on CI: the worker holds secrets in its environment; a job whose source
-    includes /proc/self/environ (and /etc/passwd) reaches the compile step and fails with
-    neither file's content nor any secret in its error or in the worker's log."""
+    includes /proc/self/environ (and /etc/passwd) reaches the compile step (layer 1 taken out of
+    the worker) and fails with neither file's content nor any secret in its error or in the
+    worker's log."""
     settings, client = stack
     # The worker's own DATABASE_URL and BROKER_URL are real here (it must reach them): they are
     # checked as they are, the other canaries as planted.
-    worker = start_worker(settings, **{k: v for k, v in CANARIES.items() if not k.endswith("_URL")})
+    worker = start_worker(settings, **{k: v for k, v in CANARIES.items() if not k.endswith("_URL")}, **past_layer_one)
     for path in ("/proc/self/environ", "/etc/passwd"):
         job = job_past_layer_1(settings, client, f'#include "{path}"\n' + KERNEL)
         assert job["status"] == "failed", job
@@ -255,12 +290,18 @@ HOSTILE_TARGETS = ["sm_90 --include-path=/etc", "sm_90a -I/proc/self", "sm_90\x0
                    "--include-path=/etc", "compute_90", "sm_90a -default-device", ""]
 
 
+def stored_launch(text: str = KERNEL, **fields) -> Launch:
+    """A Launch as a row written past the API could make one: no field checked on the way."""
+    base = dict(variant="mine", files={"mine.cu": text}, source="mine.cu", include_dirs=(), entry="k",
+                args=("M", "N", "K", "alpha", "A", "B", "beta", "C"), layout="row", block=(32, 1, 1),
+                grid_exprs=("tile", 1, 32, "n_first"), dynamic_smem_expr=0, defines={}, scope={})
+    return Launch(**{**base, **fields})
+
+
 @pytest.mark.parametrize("target", HOSTILE_TARGETS)
 def test_a_target_that_is_not_one_never_reaches_nvrtc(tmp_path, target, monkeypatch):
-    from worker.cases import LaunchSpec
-
     monkeypatch.setattr(compiler, "compile_kernel", lambda *a, **k: pytest.fail(f"{target!r} reached NVRTC"))
-    spec = LaunchSpec("mine", '#include "passwd"\n' + KERNEL, "k", (32, 1, 1), (1, 32), {}, arch=target)
+    spec = stored_launch('#include "passwd"\n' + KERNEL, target=target)
     with pytest.raises(CompileRefused, match="not a GPU target"):
         compiler.compile_launch(spec, "9.0", make_settings(tmp_path, f"sqlite:///{tmp_path}/x.db"))
 
@@ -273,10 +314,8 @@ HOSTILE_DEFINES = [{"BK": "8 -I/etc"}, {"X\x00 -I/etc": 1}, {"X --include-path=/
 
 @pytest.mark.parametrize("defines", HOSTILE_DEFINES, ids=repr)
 def test_a_define_that_is_not_name_equals_integer_never_reaches_nvrtc(tmp_path, defines, monkeypatch):
-    from worker.cases import LaunchSpec
-
     monkeypatch.setattr(compiler, "compile_kernel", lambda *a, **k: pytest.fail(f"{defines!r} reached NVRTC"))
-    spec = LaunchSpec("mine", KERNEL, "k", (32, 1, 1), (1, 32), {"BK": 8, **defines})
+    spec = stored_launch(defines={"BK": 8, **defines})
     with pytest.raises(CompileRefused, match="not a -D NAME=integer"):
         compiler.compile_launch(spec, "9.0", make_settings(tmp_path, f"sqlite:///{tmp_path}/x.db"))
 
@@ -284,10 +323,10 @@ def test_a_define_that_is_not_name_equals_integer_never_reaches_nvrtc(tmp_path, 
 def test_a_stored_target_with_options_in_it_fails_its_job_and_compiles_nothing(stack, start_worker):
     settings, client = stack
     worker = start_worker(settings)
-    job = job_past_layer_1(settings, client, '#include "passwd"\n' + KERNEL, arch="sm_90 --include-path=/etc")
-    assert job["status"] == "failed" and "not a GPU target: 'sm_90 --include-path=/etc'" in job["error"], job
+    job = job_past_layer_1(settings, client, KERNEL, target="sm_90 --include-path=/etc")
+    assert job["status"] == "failed" and "the job's kernel 'mine': target" in job["error"], job
     assert "root:" not in job["error"] and "cannot open source file" not in job["error"]
-    assert "root:" not in worker.log()
+    assert "compile" not in job["error"] and "root:" not in worker.log()
 
 
 def test_a_runaway_compile_fails_its_job_through_a_real_worker(stack, start_worker):

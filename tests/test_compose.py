@@ -6,7 +6,7 @@ import re
 
 import yaml
 
-from api.settings import Settings
+from core.settings import Settings
 from tests.conftest import ROOT
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

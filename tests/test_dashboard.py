@@ -11,21 +11,27 @@ import re
 import pytest
 from sqlalchemy import event, update
 
-from api.db import engine_for, session_factory
-from api.models import Job
+from core.db import engine_for, session_factory
+from core.models import Job
 from dashboard.overview import fp32_peak
 from dashboard.sweep import SweepFilter, settle
 from tests.fake_results import A100, H100, add_job, add_result
 
 PAGES = ["/", "/history", "/sweep", "/compare", "/jobs"]
 H100_4096 = "gpu=H100&size=4096x4096x4096&mode=cold"
+CHART = 'class="chart"'  # what a page with a chart holds (dashboard/templates/_macros.html)
+
+
+def figure(html: str, div_id: str) -> dict:
+    """The figure Plotly is given (static/dashboard.js draws it), read back out of the page."""
+    match = re.search(rf'<script type="application/json" id="{div_id}-figure">(.*?)</script>', html, re.S)
+    assert match, f"no chart {div_id} on the page"
+    return json.loads(match.group(1))
 
 
 def chart_data(html: str, div_id: str = "history-chart") -> list[dict]:
     """The traces Plotly was given, read back out of the page."""
-    match = re.search(rf'Plotly\.newPlot\(\s*"{div_id}",\s*(\[.*?\]),\s*\{{', html, re.S)
-    assert match, f"no chart {div_id} on the page"
-    return json.loads(match.group(1))
+    return figure(html, div_id)["data"]
 
 
 def traces(html: str, div_id: str = "history-chart") -> dict[str, dict]:
@@ -33,10 +39,8 @@ def traces(html: str, div_id: str = "history-chart") -> dict[str, dict]:
 
 
 def chart_layout(html: str, div_id: str) -> dict:
-    """The layout Plotly was given (the JSON between the traces and the config)."""
-    match = re.search(rf'Plotly\.newPlot\(\s*"{div_id}",\s*\[.*?\],\s*(\{{.*?\}}),\s*\{{"displaylogo"', html, re.S)
-    assert match, f"no chart {div_id} on the page"
-    return json.loads(match.group(1))
+    """The layout Plotly was given."""
+    return figure(html, div_id)["layout"]
 
 
 def rows_csv(text: str) -> list[dict]:
@@ -57,7 +61,7 @@ def test_empty_pages_say_why(client):
     for path, words in reasons.items():
         page = client.get(path).text
         assert 'class="reason"' in page and words in page, path
-        assert "Plotly.newPlot" not in page, path
+        assert CHART not in page, path
         assert client.get(path, params={"format": "json"}).json()["rows"] == []
 
 
@@ -110,11 +114,11 @@ def test_history_of_only_unverified_results_says_why(client, cfg):
     add_result(cfg, "naive", (512, 512, 512), "aaaa01", gflops=100.0)
     add_result(cfg, "broken", (256, 256, 256), "aaaa01", gflops=1e9, verified=False)
     page = client.get("/history?gpu=H100&size=256&mode=cold").text
-    assert "Plotly.newPlot" not in page and "failed verification" in page and "1e+09" not in page
+    assert CHART not in page and "failed verification" in page and "1e+09" not in page
 
 
 def test_fp32_peak_from_sm_count_lanes_and_max_clock():
-    assert fp32_peak(132, "9.0", 1980).gflops == pytest.approx(66_908.16)  # DESIGN.md's H100 figure
+    assert fp32_peak(132, "9.0", 1980).gflops == pytest.approx(66_908.16)  # the H100 figure in docs/ARCHITECTURE.md
     assert fp32_peak(108, "8.0", 1410).gflops == pytest.approx(19_491.84)  # A100: 64 FP32 lanes per SM
     assert fp32_peak(132, "9.0", None).gflops is None and "unknown" in fp32_peak(132, "9.0", None).how
     assert fp32_peak(None, None, 1980).gflops is None
@@ -170,7 +174,7 @@ def test_sweep_plots_gflops_against_size(client, cfg):
     assert set(chosen) == {"naive · A100"}
     at_commit = traces(client.get("/sweep?mode=cold&sha=aaaa").text, "sweep-chart")
     assert "failed verification" not in at_commit  # the broken result belongs to bbbb02
-    assert "Plotly.newPlot" not in client.get("/sweep?mode=hot").text
+    assert CHART not in client.get("/sweep?mode=hot").text
 
 
 SKINNY_CASES = [  # (size, GFLOPS) of one variant; GFLOPS made distinct so each point is known by it
@@ -206,7 +210,7 @@ def test_sweep_one_dimension_with_the_others_held(client, cfg):
     k_sweep = traces(client.get("/sweep?mode=cold&vary=k&m=8192&n=8192").text, "sweep-chart")
     assert k_sweep["warp_tile · H100"]["x"] == [64]
     nothing = client.get("/sweep?mode=cold&vary=m&n=4096&k=16").text
-    assert "Plotly.newPlot" not in nothing and "No results at N=4096, K=16" in nothing
+    assert CHART not in nothing and "No results at N=4096, K=16" in nothing
     assert re.search(r'<select name="k".*?<option value="16" selected>16</option>', nothing, re.S)
 
     # The exports carry the same filter and hold only its rows.
@@ -327,7 +331,8 @@ def test_running_job_page_shows_progress_and_polls(client, cfg):
                      current_case="smem_tiled 64x64x64")
     page = client.get(f"/jobs/{job_id}").text
     assert 'id="progress-text">1/4<' in page and "running smem_tiled 64x64x64" in page
-    assert "?format=json" in page and "setTimeout(poll" in page
+    assert '<script src="/static/dashboard/job.js"' in page  # it polls ?format=json (dashboard/static/job.js)
+    assert "?format=json" in client.get("/static/dashboard/job.js").text
     with session_factory(cfg)() as db:
         db.execute(update(Job).where(Job.id == job_id).values(progress_done=2, current_case="warp_tile 64x64x64"))
         db.commit()
@@ -337,7 +342,7 @@ def test_running_job_page_shows_progress_and_polls(client, cfg):
     with session_factory(cfg)() as db:
         db.execute(update(Job).where(Job.id == job_id).values(status="succeeded", current_case=None))
         db.commit()
-    assert "setTimeout(poll" not in client.get(f"/jobs/{job_id}").text
+    assert "job.js" not in client.get(f"/jobs/{job_id}").text
 
 
 def test_history_aggregates_in_sql(client, cfg):
@@ -367,7 +372,7 @@ def test_drawn_verdicts_agree_with_flag_series():
     exactly what api/regression.flag_series flags."""
     import random
 
-    from api.regression import Point, Thresholds, flag_series
+    from core.regression import Point, Thresholds, flag_series
     from dashboard.history import flag_drawn
 
     rng = random.Random(3)
@@ -384,8 +389,8 @@ def test_drawn_verdicts_agree_with_flag_series():
 def test_tf32_results_are_never_mixed_into_the_fp32_charts(client, cfg):
     from sqlalchemy import update
 
-    from api.db import session_factory
-    from api.models import Result
+    from core.db import session_factory
+    from core.models import Result
 
     for i, sha in enumerate(["aaaa01", "bbbb02"]):
         add_result(cfg, "naive", (4096, 4096, 4096), sha, gflops=5000.0 + i, commit_index=i)

@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from api.app import create_app
-from api.auth import create_token, revoke_token
-from api.db import session_factory, upgrade_database
-from api.models import Commit, Job
+from core.tokens import create_token, revoke_token
+from core.db import session_factory, upgrade_database
+from core.models import Commit, Job
 from dashboard.login import COOKIE
 from tests.conftest import make_settings
 from tests.fake_results import add_job
@@ -83,7 +83,8 @@ def gated(tmp_path, database_url):
     with session_factory(cfg)() as db:
         token = create_token(db, "reader")
     add_job(cfg, "abcd01", [("naive", SIZE, 5000.0, True)])
-    return cfg, token, TestClient(create_app(cfg), follow_redirects=False)
+    # Origin: as a browser sends it with a form posted from this site's own page (api/same_origin.py).
+    return cfg, token, TestClient(create_app(cfg), follow_redirects=False, headers={"Origin": "http://testserver"})
 
 
 @pytest.mark.parametrize("path", PAGES + ["/jobs/1", "/?format=csv", "/history?format=json", "/jobs/1?format=json"])

@@ -31,7 +31,7 @@ def test_up_serves_and_jobs_fail_cleanly_without_a_gpu(tmp_path):
                 pass
             assert proc.poll() is None, (tmp_path / "up.log").read_text()
             assert time.monotonic() < deadline, "gemmwatch up did not serve within 60 s"
-            time.sleep(0.3)
+            time.sleep(0.1)
         assert (tmp_path / ".gemmwatch" / "gemmwatch.db").exists()  # SQLite is the default
         body = {"variants": ["naive"], "sizes": [[64, 64, 64]]}
         assert httpx.post(f"{base}/api/jobs", json=body).status_code == 401  # writes need a token
@@ -41,7 +41,7 @@ def test_up_serves_and_jobs_fail_cleanly_without_a_gpu(tmp_path):
         deadline = time.monotonic() + 60
         while job["status"] in ("queued", "running"):
             assert time.monotonic() < deadline, f"job still {job['status']}: a real worker should have failed it"
-            time.sleep(0.3)
+            time.sleep(0.1)
             job = httpx.get(f"{base}/api/jobs/{job['id']}").json()
         assert job["status"] == "failed"
         assert job["error"].startswith("no CUDA device")
@@ -57,7 +57,7 @@ def test_up_serves_and_jobs_fail_cleanly_without_a_gpu(tmp_path):
     deadline = time.monotonic() + 30
     while any(alive(pid) for pid in workers):  # no worker outlives `up`
         assert time.monotonic() < deadline, f"worker processes {workers} outlived gemmwatch up"
-        time.sleep(0.3)
+        time.sleep(0.1)
 
 
 def children(pid: int) -> list[int]:

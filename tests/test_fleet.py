@@ -17,8 +17,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from api.db import session_factory, upgrade_database
-from api.models import Job, Worker
+from core.db import session_factory, upgrade_database
+from core.models import Job, Worker
 from tests.conftest import ROOT, make_client, make_settings, wait_for_job, worker_env
 from worker.reaper import reap
 

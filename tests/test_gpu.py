@@ -10,16 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from api.db import upgrade_database
-from api.settings import Settings
-from kernels.registry import CUBLAS, VARIANTS
-from kernels.tuning import configurations
+from core.builtins import builtin_kernels
+from core.db import upgrade_database
+from core.kernel import KernelDescription, TileGrid
+from core.settings import Settings
 from tests.conftest import make_client, make_settings, wait_for_job
-from worker.cases import Case, TimingPolicy
+from tests.descriptions import one_file
+from worker.cases import Case, KernelChoice, TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
 
-KERNELS = [name for name, spec in VARIANTS.items() if spec.source_file]
+KERNELS = list(builtin_kernels())
 ODD_SIZES = [(1, 1, 1), (7, 13, 5), (1000, 1003, 997), (1000, 1024, 1000), (4097, 4095, 1023)]
 POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=1.0))
 
@@ -32,8 +33,12 @@ def runner():
 
 
 def run(runner, variant, m, n, k):
-    launch = None if variant == CUBLAS else VARIANTS[variant].resolve()
-    return runner.run_case(Case(0, variant, m, n, k, seed=1234, launch=launch), POLICY)
+    return runner.run_case(builtin_case(variant, m, n, k, seed=1234), POLICY)
+
+
+def job_kernel(name: str, text: str, entry: str, block: list, tile: list, **extra) -> KernelChoice:
+    """A kernel as a job would bring it (compiled as hostile, through the confined compile)."""
+    return KernelChoice(KernelDescription.model_validate(one_file(name, text, entry, block, tile, **extra)), {}, "job")
 
 
 @pytest.mark.parametrize("size", ODD_SIZES + [(4096, 4096, 4096)], ids=lambda s: "x".join(map(str, s)))
@@ -44,7 +49,7 @@ def test_kernel_matches_cublas(runner, variant, size):
         pytest.skip(out.error)
     assert out.verified, out.error
     # TF32 keeps 10 mantissa bits: its own bound (the runner's), and a cuBLAS TF32 baseline.
-    tf32 = VARIANTS[variant].compute_mode == "tf32"
+    tf32 = builtin_kernels()[variant].compute_mode == "tf32"
     assert out.compute_mode == ("tf32" if tf32 else "fp32")
     assert out.rel_error is not None and out.rel_error <= (POLICY.max_rel_error_tf32 if tf32 else 1e-4)
     assert out.gflops > 0 and out.cublas_gflops > 0 and out.pct_of_cublas > 0
@@ -53,36 +58,33 @@ def test_kernel_matches_cublas(runner, variant, size):
 
 
 @pytest.mark.parametrize("size", [(1000, 1024, 1000), (4097, 4095, 1023)], ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("params", configurations(VARIANTS["tf32_wgmma"]), ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+@pytest.mark.parametrize("params", builtin_kernels()["tf32_wgmma"].configurations(),
+                         ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
 def test_every_tf32_wgmma_configuration_matches_cublas(runner, params, size):
     """Each tile height, ring depth and rasterisation of the wgmma kernel, on the aligned fast path
     (1000 x 1024 x 1000) and the 4-byte edge path (4097 x 4095 x 1023)."""
-    launch = VARIANTS["tf32_wgmma"].resolve(params)
-    out = runner.run_case(Case(0, "tf32_wgmma", *size, seed=77, launch=launch), POLICY)
+    case = builtin_case("tf32_wgmma", *size, seed=77, tunables=params)
+    out = runner.run_case(case, POLICY)
     if out.not_applicable:
         pytest.skip(out.error)
     assert out.verified, out.error
     assert out.compute_mode == "tf32" and out.rel_error <= POLICY.max_rel_error_tf32
-    assert out.env["resources"]["dynamic_smem_bytes"] == launch.dynamic_smem
+    assert out.env["resources"]["dynamic_smem_bytes"] == runner.resolve(case.kernel).dynamic_smem(*size)
 
 
 def test_a_kernel_that_leaves_c_unwritten_is_not_verified(runner):
-    """The NaN poison catches a kernel that skips elements (here: a grid one tile short)."""
-    from dataclasses import replace
-
-    spec = VARIANTS["smem_tiled"].resolve()
-    short = replace(spec, tile=(spec.tile[0] * 2, spec.tile[1]))  # half the rows get no block
-    out = runner.run_case(Case(0, "smem_tiled", 256, 256, 256, seed=5, launch=short), POLICY)
+    """The sentinel check catches a kernel that skips elements (here: a grid one tile short)."""
+    tiled = builtin_kernels()["smem_tiled"]
+    short = tiled.model_copy(update={"grid": TileGrid(tile=["TILE * 2", "TILE"])})  # half the rows get no block
+    out = runner.run_case(Case(0, "smem_tiled", 256, 256, 256, 5, KernelChoice(short, {}, "builtin")), POLICY)
     assert not out.verified and out.gflops is None
-    assert "NaN" in out.error
+    assert "32768 of 65536 elements of C never written" in out.error
 
 
 def test_a_kernel_that_skips_the_last_k_tile_is_not_verified(runner):
-    from kernels.registry import LaunchSpec
-
     source = (Path(__file__).parent / "fixtures" / "skip_last_k_tile.cu").read_text()
-    wrong = LaunchSpec("skip_last_k_tile", source, "sgemm_skip_last_k_tile", (32, 32, 1), (32, 32))
-    out = runner.run_case(Case(0, "skip_last_k_tile", 512, 512, 512, seed=9, launch=wrong), POLICY)
+    wrong = job_kernel("skip_last_k_tile", source, "sgemm_skip_last_k_tile", [32, 32, 1], [32, 32])
+    out = runner.run_case(Case(0, "skip_last_k_tile", 512, 512, 512, 9, wrong), POLICY)
     assert not out.verified and out.gflops is None and out.median_ms is None
     assert out.rel_error > 1e-2 and "wrong result: relative error" in out.error
 
@@ -127,16 +129,15 @@ def test_job_through_the_api_and_a_real_worker(tmp_path, sqlite_url, redis_url, 
 
 def test_a_faulting_kernel_restarts_the_gpu_process_and_the_next_job_runs():
     """Sticky CUDA error: the child reports it, exits, and a fresh child serves the next job."""
-    from kernels.registry import LaunchSpec
     from worker import gpu_process
 
     source = (Path(__file__).parent / "fixtures" / "out_of_bounds.cu").read_text()
-    bad = LaunchSpec("out_of_bounds", source, "sgemm_out_of_bounds", (32, 1, 1), (32, 32))
+    bad = job_kernel("out_of_bounds", source, "sgemm_out_of_bounds", [32, 1, 1], [32, 32])
     gpu, conn = gpu_process.acquire("worker.runner:CupyRunner", POLICY)
     try:
         conn.send("job")
         assert conn.recv()[0] == "identity"
-        conn.send(Case(0, "out_of_bounds", 64, 64, 64, seed=3, launch=bad))  # one case at a time (worker/child.py)
+        conn.send(Case(0, "out_of_bounds", 64, 64, 64, 3, bad))  # one case at a time (worker/child.py)
         assert conn.recv() == ("started", 0)
         kind, _, outcome = conn.recv()
         assert kind == "result" and not outcome.verified and outcome.error
@@ -150,7 +151,7 @@ def test_a_faulting_kernel_restarts_the_gpu_process_and_the_next_job_runs():
     try:
         conn.send("job")
         assert conn.recv()[0] == "identity"
-        conn.send(Case(0, "smem_tiled", 256, 256, 256, seed=3, launch=VARIANTS["smem_tiled"].resolve()))
+        conn.send(builtin_case("smem_tiled", 256, 256, 256, seed=3))
         assert conn.recv() == ("started", 0)
         kind, _, outcome = conn.recv()
         assert outcome.verified, outcome.error
@@ -179,7 +180,7 @@ def test_faulting_and_endless_kernels_fail_their_jobs_and_the_worker_goes_on(tmp
     oob = (Path(__file__).parent / "fixtures" / "out_of_bounds.cu").read_text()
 
     def src(name, text, entry):
-        return {"name": name, "source": text, "entry": entry, "block": [32, 1, 1], "tile": [32, 32]}
+        return one_file(name, text, entry, [32, 1, 1], [32, 32])
 
     bad = wait_for_job(client, client.post("/api/jobs", json={
         "sources": [src("oob", oob, "sgemm_out_of_bounds")], "sizes": [[256, 256, 256]]}).json()["id"], timeout=120)
@@ -222,7 +223,7 @@ def test_cancel_on_a_real_gpu_stops_at_a_boundary_or_replaces_an_endless_kernels
     assert job["status"] == "cancelled" and job["current_case"] is None
     kept_pid = job["results"][0]["env"]["gpu"]["gpu_process_pid"]
 
-    src = {"name": "endless", "source": ENDLESS, "entry": "endless", "block": [32, 1, 1], "tile": [32, 32]}
+    src = one_file("endless", ENDLESS, "endless", [32, 1, 1], [32, 32])
     job_id = client.post("/api/jobs", json={"sources": [src], "sizes": [[64, 64, 64]]}).json()["id"]
     wait(lambda j: (j["current_case"] or "").startswith("endless"))
     time.sleep(2)  # well inside the kernel

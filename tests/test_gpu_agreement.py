@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from api.settings import Settings
-from worker.cases import Case, TimingPolicy
+from core.settings import Settings
+from worker.cases import TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
 
@@ -25,7 +25,7 @@ def test_cublas_fp32_agrees_with_torch_and_triton_within_2_percent(runner, n):
     testing = pytest.importorskip("triton.testing")
 
     policy = TimingPolicy.from_settings(Settings())  # the defaults a job uses: cold L2
-    ours = runner.run_case(Case(0, "cublas", n, n, n, seed=11, launch=None), policy)
+    ours = runner.run_case(builtin_case("cublas", n, n, n, seed=11), policy)
 
     torch.backends.cuda.matmul.allow_tf32 = False  # true FP32, as gemmwatch's baseline
     gen = torch.Generator(device="cuda").manual_seed(11)

@@ -8,10 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from api.regression import judge_paired
-from kernels.registry import VARIANTS
+from core.regression import judge_paired
 from tests.test_gpu import KERNELS, POLICY, runner  # noqa: F401 (fixture)
-from worker.cases import Case
+from worker.cases import builtin_case
 
 pytestmark = pytest.mark.gpu
 
@@ -20,28 +19,29 @@ pytestmark = pytest.mark.gpu
 def test_resources_and_occupancy_match_the_driver(runner, variant):  # noqa: F811
     from cupy.cuda import driver
 
-    launch = VARIANTS[variant].resolve()
-    out = runner.run_case(Case(0, variant, 512, 512, 512, seed=3, launch=launch), POLICY)
+    case = builtin_case(variant, 512, 512, 512, seed=3)
+    launch = runner.resolve(case.kernel)
+    out = runner.run_case(case, POLICY)
     assert out.verified, out.error
     res = out.env["resources"]
     assert 0 < res["registers_per_thread"] <= 255 and res["threads_per_block"] == launch.block[0] * launch.block[1] * launch.block[2]
     assert res["max_threads_per_block"] >= res["threads_per_block"]
-    compiled = runner._compile(Case(0, variant, 512, 512, 512, seed=3, launch=launch)).function
+    compiled = runner.device.compile(launch)
     expected = driver.occupancyMaxActiveBlocksPerMultiprocessor(getattr(compiled, "kernel", compiled).ptr, res["threads_per_block"], 0)
     assert res["blocks_per_sm"] == expected, res
 
 
 def test_the_same_kernel_against_itself_is_no_change_and_a_faster_one_is_an_improvement(runner):  # noqa: F811
     size = (4096, 4096, 4096)
-    same = VARIANTS["warp_tile_large"].resolve()
-    out = runner.run_case(Case(0, "warp_tile_large", *size, seed=7, launch=same, base=same), POLICY)
+    same = builtin_case("warp_tile_large", *size, seed=7)
+    out = runner.run_case(replace(same, base=same.kernel), POLICY)
     assert out.verified and out.mode == "ab", out.error
     v = judge_paired(out.env["ab"]["base_ms"], out.samples_ms)
     assert v.status == "no change", v.reason
     assert out.env["resources"] == out.env["base_resources"]
 
-    slower_base = VARIANTS["smem_tiled"].resolve()
-    head = replace(same, variant="smem_tiled")  # one variant name, two kernels: the head is much faster
-    out = runner.run_case(Case(0, "smem_tiled", *size, seed=7, launch=head, base=slower_base), POLICY)
+    slower_base = builtin_case("smem_tiled", *size, seed=7).kernel
+    # One variant name, two kernels: the head (warp_tile_large's code) is much faster.
+    out = runner.run_case(replace(same, variant="smem_tiled", base=slower_base), POLICY)
     v = judge_paired(out.env["ab"]["base_ms"], out.samples_ms)
     assert v.status == "improvement" and v.high < 0.5, v.reason

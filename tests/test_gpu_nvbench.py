@@ -23,9 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from api.settings import Settings
-from kernels.registry import VARIANTS
-from worker.cases import Case, TimingPolicy
+from core.settings import Settings
+from worker.cases import TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
 
@@ -75,8 +74,6 @@ def nvbench_samples(benchmarks: dict, tmp: Path) -> dict[str, list[float]]:
 
 
 def test_cold_medians_agree_with_nvbench_at_every_shape(tmp_path):
-    import cupy as cp
-
     from worker.runner import CupyRunner
 
     runner = CupyRunner()
@@ -84,19 +81,16 @@ def test_cold_medians_agree_with_nvbench_at_every_shape(tmp_path):
     ours, benchmarks = {}, {}
     for m, n, k in SHAPES:
         for name in KERNELS:
-            case = Case(0, name, m, n, k, seed=m * 7 + n * 3 + k, launch=VARIANTS[name].resolve())
+            case = builtin_case(name, m, n, k, seed=m * 7 + n * 3 + k)
             out = runner.run_case(case, policy)
             assert out.verified, out.error
             # NVML's SM clock before and after the case: a ratio off at a low clock says why.
             clocks = [out.env["before"].get("sm_clock_mhz"), out.env["after"].get("sm_clock_mhz")]
             ours[f"{name}-{m}x{n}x{k}"] = (out.median_ms, out.converged, clocks)
             ours.setdefault(f"cublas-{m}x{n}x{k}", (out.cublas_median_ms, out.converged, clocks))
-            a, b = runner._inputs(case)
-            c = cp.empty((m, n), dtype=cp.float32)
-            launch = runner._compile(case)
-            benchmarks[f"{name}-{m}x{n}x{k}"] = lambda launch=launch, a=a, b=b, c=c: launch(a, b, c, 1.0, 0.0)
-            if f"cublas-{m}x{n}x{k}" not in benchmarks:
-                benchmarks[f"cublas-{m}x{n}x{k}"] = lambda a=a, b=b, c=c: cp.matmul(a, b, out=c)
+            run_variant, run_cublas = runner.calls(case)
+            benchmarks[f"{name}-{m}x{n}x{k}"] = run_variant
+            benchmarks.setdefault(f"cublas-{m}x{n}x{k}", run_cublas)
     theirs = nvbench_medians(benchmarks, tmp_path)
 
     rows = []

@@ -12,8 +12,8 @@ import importlib.util
 import json
 import os
 
-from api.auth import create_token
-from api.db import session_factory, upgrade_database
+from core.tokens import create_token
+from core.db import session_factory, upgrade_database
 from tests.conftest import ROOT, make_settings
 
 spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")

@@ -3,7 +3,7 @@
 from alembic import command
 from sqlalchemy import create_engine, inspect
 
-from api.db import alembic_config
+from core.db import alembic_config
 
 
 def test_upgrade_creates_tables_and_history_index_then_downgrade_drops_them(database_url):

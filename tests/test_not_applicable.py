@@ -7,49 +7,55 @@ says, so the same job is tried as if on an A100 (8.0) and on an H100 (9.0).
 
 import pytest
 
-from api.db import upgrade_database
-from kernels.registry import VARIANTS, arch_compute_capability
+from core.builtins import builtin_kernels
+from core.db import upgrade_database
+from core.kernel import resolve, target_compute_capability
 from tests.conftest import make_client, make_settings, wait_for_job
-from worker.cases import Case, not_applicable
+from tests.fake_gpu import H100_FIGURES
+from worker.cases import builtin_case, not_applicable
 
 
-def test_arch_names_its_one_compute_capability():
-    assert arch_compute_capability("sm_90a") == "9.0"
-    assert arch_compute_capability("sm_100a") == "10.0"
+def wgmma(tunables=None):
+    return resolve(builtin_kernels()["tf32_wgmma"], tunables, H100_FIGURES)
+
+
+def test_a_target_names_its_one_compute_capability():
+    assert target_compute_capability("sm_90a") == "9.0"
+    assert target_compute_capability("sm_100a") == "10.0"
     with pytest.raises(ValueError):
-        arch_compute_capability("compute_90")
+        target_compute_capability("compute_90")
 
 
 @pytest.mark.parametrize("cc", ["9.0", "90"])
 def test_the_wgmma_kernel_runs_on_compute_capability_9_0(cc):
-    launch = VARIANTS["tf32_wgmma"].resolve()
-    assert launch.arch == "sm_90a" and launch.dynamic_smem > 48 * 1024
+    launch = wgmma()
+    assert launch.target == "sm_90a" and launch.dynamic_smem(64, 64, 64) > 48 * 1024
     assert launch.not_applicable_on(cc) is None
+    assert not_applicable(builtin_case("tf32_wgmma", 64, 64, 64), cc, "cold") is None
 
 
 @pytest.mark.parametrize("cc", ["8.0", "80", "8.9", "10.0", "12.0"])
 def test_the_wgmma_kernel_is_not_applicable_elsewhere(cc):
-    reason = VARIANTS["tf32_wgmma"].resolve().not_applicable_on(cc)
+    reason = wgmma().not_applicable_on(cc)
     assert reason.startswith("not applicable: tf32_wgmma is built for sm_90a")
-    outcome = not_applicable(Case(0, "tf32_wgmma", 64, 64, 64, 1, VARIANTS["tf32_wgmma"].resolve()), cc, "cold")
+    outcome = not_applicable(builtin_case("tf32_wgmma", 64, 64, 64), cc, "cold")
     assert outcome.not_applicable and not outcome.verified and outcome.error == reason
     assert outcome.gflops is None and outcome.n_samples == 0
 
 
 def test_kernels_without_a_target_run_anywhere():
     for name in ("naive", "tf32_mma_sync", "warp_tile_large"):
-        assert VARIANTS[name].resolve().not_applicable_on("8.0") is None
-    assert not_applicable(Case(0, "cublas", 8, 8, 8, 1, None), "8.0", "cold") is None
+        assert resolve(builtin_kernels()[name], None, H100_FIGURES).not_applicable_on("8.0") is None
+        assert not_applicable(builtin_case(name, 8, 8, 8), "8.0", "cold") is None
+    assert not_applicable(builtin_case("cublas", 8, 8, 8), "8.0", "cold") is None
 
 
 def test_dynamic_shared_memory_follows_the_tunables():
-    spec = VARIANTS["tf32_wgmma"]
-    big, small = spec.resolve({"BM": 256, "STAGES": 4}), spec.resolve({"BM": 128, "STAGES": 3})
-    assert big.dynamic_smem > small.dynamic_smem
+    big, small = wgmma({"BM": 256, "STAGES": 4}), wgmma({"BM": 128, "STAGES": 3})
+    assert big.dynamic_smem(64, 64, 64) > small.dynamic_smem(64, 64, 64)
     # Every configuration fits the H100's 227 KiB of shared memory per block.
-    from kernels.tuning import configurations
-
-    assert max(spec.resolve(p).dynamic_smem for p in configurations(spec)) <= 227 * 1024
+    configs = builtin_kernels()["tf32_wgmma"].configurations()
+    assert max(wgmma(p).dynamic_smem(64, 64, 64) for p in configs) <= H100_FIGURES.smem_per_block
 
 
 @pytest.mark.parametrize(("cc", "wgmma_runs"), [("8.0", False), ("9.0", True)])

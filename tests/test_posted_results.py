@@ -7,9 +7,9 @@ import sys
 
 from sqlalchemy import func, select
 
-from api.auth import create_token
-from api.db import session_factory, upgrade_database
-from api.models import Result
+from core.tokens import create_token
+from core.db import session_factory, upgrade_database
+from core.models import Result
 from tests.conftest import FAKE_RUNNER, ROOT, make_client, make_settings
 
 GPU = {"uuid": "GPU-abc", "name": "NVIDIA H100 80GB HBM3", "model": "H100", "sm_count": 132}

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from api.regression import Point, Thresholds, flag_series, judge, t_quantile
+from core.regression import Point, Thresholds, flag_series, judge, t_quantile
 
 
 def synthetic(n_before: int, drop: float, noise: float, seed: int, n_after: int = 1) -> list[Point]:
@@ -62,7 +62,7 @@ def test_no_history_gives_no_verdict():
 
 
 def test_thresholds_come_from_settings():
-    from api.settings import Settings
+    from core.settings import Settings
 
     th = Thresholds.from_settings(Settings(GEMMWATCH_REGRESSION_MIN_DROP=0.05, GEMMWATCH_REGRESSION_WINDOW=10))
     assert th.min_drop == 0.05 and th.window == 10 and th.boundary == 0.999

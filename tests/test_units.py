@@ -1,4 +1,4 @@
-"""Small pure pieces: statistics, the registry's launch geometry, GPU model names, sizes."""
+"""Small pure pieces: statistics, a kernel description's launch geometry, GPU model names, sizes."""
 
 import statistics
 
@@ -6,7 +6,9 @@ import pytest
 import typer
 
 from cli.main import parse_size
-from kernels.registry import VARIANTS
+from core.builtins import builtin_kernels
+from core.kernel import resolve
+from tests.fake_gpu import H100_FIGURES
 from worker import stats
 from worker.cases import plan_cases
 from worker.gpu_identity import gpu_model
@@ -58,25 +60,25 @@ def test_policy_needs_samples_quiet_series_and_sampling_time():
 
 
 def test_grid_covers_c_for_any_size():
-    spec = VARIANTS["smem_tiled"].resolve({"TILE": 16})
+    spec = resolve(builtin_kernels()["smem_tiled"], {"TILE": 16}, H100_FIGURES)
     assert spec.block == (16, 16, 1) and spec.defines == {"TILE": 16}
-    assert spec.grid(1000, 1003) == (63, 63, 1)  # ceil(1003/16), ceil(1000/16)
-    assert spec.grid(1, 1) == (1, 1, 1)
+    assert spec.grid(1000, 1003, 7) == (63, 63, 1)  # ceil(1003/16), ceil(1000/16)
+    assert spec.grid(1, 1, 1) == (1, 1, 1)
     assert "-DTILE=16" in spec.compile_options()
 
 
 def test_tunables_are_checked():
     with pytest.raises(ValueError, match="allowed: \\[8, 16, 32\\]"):
-        VARIANTS["smem_tiled"].resolve({"TILE": 64})
+        resolve(builtin_kernels()["smem_tiled"], {"TILE": 64}, H100_FIGURES)
     with pytest.raises(ValueError, match="no tunable 'WARP'"):
-        VARIANTS["naive"].resolve({"WARP": 2})
+        resolve(builtin_kernels()["naive"], {"WARP": 2}, H100_FIGURES)
 
 
 def test_cases_are_sizes_times_variants_sharing_inputs_per_size():
     cases = plan_cases(["naive", "cublas"], [[8, 8, 8], [16, 8, 4]], job_id=3)
     assert [(c.index, c.variant, c.m) for c in cases] == [(0, "naive", 8), (1, "cublas", 8), (2, "naive", 16), (3, "cublas", 16)]
     assert cases[0].seed == cases[1].seed != cases[2].seed
-    assert cases[1].launch is None and cases[0].launch.entry == "sgemm_naive"
+    assert cases[1].kernel is None and cases[0].kernel.description.entry == "sgemm_naive"
 
 
 @pytest.mark.parametrize("name, model", [

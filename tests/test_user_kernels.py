@@ -2,8 +2,9 @@
 
 import pytest
 
+from core.db import upgrade_database
 from tests.conftest import make_client, make_settings, wait_for_job
-from api.db import upgrade_database
+from tests.descriptions import one_file
 
 GOOD = """
 extern "C" __global__ void my_gemm(int M, int N, int K, float alpha, const float* A, const float* B,
@@ -18,9 +19,9 @@ extern "C" __global__ void my_gemm(int M, int N, int K, float alpha, const float
 BROKEN = GOOD.replace("float acc = 0.0f;", "float acc = 0.0f\n")  # missing semicolon: the error is reported at line 8
 
 
-def source(name="mine", text=GOOD, **extra):
-    return {"name": name, "source": text, "entry": "my_gemm", "block": [16, 16], "tile": [16, 16],
-            "defines": {"TILE": 16}, **extra}
+def source(name="mine", text=GOOD, tile=(16, 16), **extra):
+    fields = {"entry": "my_gemm", "block": [16, 16], "tile": list(tile), "defines": {"TILE": 16}, **extra}
+    return one_file(name, text, **fields)
 
 
 @pytest.fixture
@@ -52,13 +53,15 @@ def test_a_compile_error_comes_back_with_the_compiler_log(stack):
 
 
 @pytest.mark.parametrize("src, words", [
-    (source(text='#include "/etc/passwd"\n' + GOOD), ["#include", "not allowed"]),
+    (source(text='#include "/etc/passwd"\n' + GOOD), ["#include", "not absolute"]),
+    (source(text='#include "../../etc/passwd"\n' + GOOD), ["#include", "neither a file of the kernel"]),
+    (source(text='#include <sys/socket.h>\n' + GOOD), ["mine.cu, line 1", "allowed system header"]),
     (source(text='#  include </etc/shadow>\n' + GOOD), ["#include"]),
     (source(text='#inc\\\nlude "/etc/passwd"\n' + GOOD), ["#include"]),
     (source(text="#if __has_include(</etc/passwd>)\n#endif\n" + GOOD), ["__has_include"]),
     (source(name="Bad Name"), ["pattern"]),
     (source(block=[64, 32, 1]), ["1024 threads"]),
-    (source(tile=[0, 16]), ["1..4096"]),
+    (source(tile=[0, 16]), ["1..65536"]),
     (source(entry="my_gemm; system"), ["pattern"]),
     (source(defines={"A B": 1}), ["pattern"]),
     (source(text="x" * 200_001), ["at most 200000"]),
@@ -80,6 +83,12 @@ def test_source_names_are_unique_and_may_stand_for_a_builtin(client):
     assert own.status_code == 202 and own.json()["variants"] == ["naive"]
 
 
-def test_tunables_are_not_for_a_jobs_own_kernels(client):
-    resp = client.post("/api/jobs", json={"sources": [source()], "sizes": [[8, 8, 8]], "tunables": {"mine": {"TILE": 8}}})
-    assert resp.status_code == 422 and "defines" in resp.text
+def test_a_jobs_own_kernel_takes_the_tunables_it_declares(client):
+    fixed = client.post("/api/jobs", json={"sources": [source()], "sizes": [[8, 8, 8]], "tunables": {"mine": {"TILE": 8}}})
+    assert fixed.status_code == 422 and "no tunable 'TILE'" in fixed.text
+    tunable = source(defines={}, tunables={"TILE": {"values": [8, 16], "default": 16}}, block=["TILE", "TILE"],
+                     tile=("TILE", "TILE"))
+    resp = client.post("/api/jobs", json={"sources": [tunable], "sizes": [[8, 8, 8]], "tunables": {"mine": {"TILE": 8}}})
+    assert resp.status_code == 202, resp.text
+    wrong = client.post("/api/jobs", json={"sources": [tunable], "sizes": [[8, 8, 8]], "tunables": {"mine": {"TILE": 4}}})
+    assert wrong.status_code == 422 and "TILE=4 not allowed" in wrong.text

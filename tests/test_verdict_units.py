@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from api.regression import PairedThresholds, judge_paired
-from api.confirm import resource_changes as changes
+from core.regression import PairedThresholds, judge_paired
+from core.confirm import resource_changes as changes
 from worker.resources import H100, SmLimits, describe, occupancy
 
 

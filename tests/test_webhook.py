@@ -38,7 +38,7 @@ class Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
 
-    def wait(self, timeout: float = 30) -> list[dict]:
+    def wait(self, timeout: float = 60) -> list[dict]:
         deadline = time.monotonic() + timeout
         while not self.bodies and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -64,7 +64,8 @@ def _confirm_a_slowed_commit(cfg, start_worker, receiver, branches: str):
 
 
 def test_a_confirmed_regression_is_posted_with_retries(cfg, start_worker, receiver):
-    _, confirm_id = _confirm_a_slowed_commit(cfg, start_worker, receiver, "main")
+    client, confirm_id = _confirm_a_slowed_commit(cfg, start_worker, receiver, "main")
+    assert wait_for_job(client, confirm_id, timeout=120)["status"] == "succeeded"
     (body,) = receiver.wait()
     assert receiver.attempts == 2  # the first answer was 503
     assert body["event"] == "confirmed_regression" and body["job"] == confirm_id
@@ -75,7 +76,7 @@ def test_a_confirmed_regression_is_posted_with_retries(cfg, start_worker, receiv
 
 def test_an_unwatched_branch_sends_nothing(cfg, start_worker, receiver):
     client, job_id = _confirm_a_slowed_commit(cfg, start_worker, receiver, "release")
-    assert wait_for_job(client, job_id)["status"] == "succeeded"
+    assert wait_for_job(client, job_id, timeout=120)["status"] == "succeeded"
     statuses = [c["status"] for c in client.get(f"/api/jobs/{job_id}/confirmation").json()]
     assert statuses == ["regression"]  # a regression, but not on a watched branch
     time.sleep(2)

@@ -1,35 +1,42 @@
 """A confirmation case on the GPU: the base commit's kernel and the head's, verified, then timed
 interleaved (head, base, head, base ...) by the runner's own paired timing loop, so each pair of
-samples shares the clocks and temperature of its moment (api/regression.py judges the ratios)."""
+samples shares the clocks and temperature of its moment (core/regression.py judges the ratios).
+Each side is its own description (files, grid, target, compute mode...), resolved on this GPU."""
 
-from dataclasses import replace
-
-from api.confirm import AB_MODE
-from worker import gpu_identity, resources, stats
+from core.confirm import AB_MODE
+from worker import stats, timing
 from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
 
 
-
 def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
-    cp = runner.cp
-    out = CaseOutcome(mode=AB_MODE, compute_mode=case.launch.compute_mode)
-    tf32 = case.launch.compute_mode == "tf32"
-    tolerance = policy.max_rel_error_tf32 if tf32 else policy.max_rel_error
-    a, b = runner._inputs(case)
-    head = runner._compile(case)
-    base = runner._compile(replace(case, launch=case.base, base=None))
-    errors = {"head": runner._verify(head, a, b, case.seed), "base": runner._verify(base, a, b, case.seed)}
-    out.rel_error = errors["head"] if errors["head"] != float("inf") else None
-    wrong = [f"{side}: relative error {err:.3g} > {tolerance:g}" for side, err in errors.items() if not err <= tolerance]
-    out.env["resources"] = resources.for_function(head.function, case.launch.block, runner.device)
-    out.env["base_resources"] = resources.for_function(base.function, case.base.block, runner.device)
+    from worker.runner import Problem
+
+    dev = runner.device
+    head_launch, base_launch = runner.resolve(case.kernel), runner.resolve(case.base)
+    out = CaseOutcome(mode=AB_MODE, compute_mode=head_launch.compute_mode)
+    problem = {side: Problem(dev, case, launch.layout) for side, launch in
+               (("head", head_launch), ("base", base_launch))}
+    functions = {"head": dev.compile(head_launch), "base": dev.compile(base_launch)}
+    launches = {"head": head_launch, "base": base_launch}
+    ref = dev.reference(problem["head"].a, problem["head"].b)
+    wrong = []
+    for side in ("head", "base"):
+        checked = runner.verify(functions[side], launches[side], problem[side], ref, case.seed)
+        ok, why = checked.verdict(runner.tolerance(launches[side], policy))
+        if side == "head":
+            out.rel_error = checked.rel_error if checked.rel_error != float("inf") else None
+        if not ok:
+            wrong.append(f"{side}: {why}")
+    out.env["resources"] = dev.resources(functions["head"], head_launch, case.m, case.n, case.k)
+    out.env["base_resources"] = dev.resources(functions["base"], base_launch, case.m, case.n, case.k)
     if wrong:
-        out.error = "wrong result, " + "; ".join(wrong)
+        out.error = "; ".join(wrong)
         return out
     out.verified = True
-    c_head, c_base = (cp.empty((case.m, case.n), dtype=cp.float32) for _ in range(2))
-    with gpu_identity.nvml():  # the timing loop reads throttle reasons between batches
-        t = runner._time_pair(lambda: head(a, b, c_head, 1.0, 0.0), lambda: base(a, b, c_base, 1.0, 0.0), policy)
+    calls = {side: problem[side].kernel_call(functions[side], launches[side], problem[side].new_c(), 1.0, 0.0)
+             for side in ("head", "base")}
+    with dev.measuring():
+        t = timing.time_pair(dev, calls["head"], calls["base"], policy)
     record(out, case, t.variant_ms, t.cublas_ms, t.converged)
     return out
 

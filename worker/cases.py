@@ -1,11 +1,12 @@
-"""Plain data passed between the job executor and the GPU child process."""
+"""Plain data passed between the job executor and the GPU child process, and a job's plan: which
+kernel, with which tunables, each of its cases runs."""
 
 import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kernels.registry import CUBLAS, VARIANTS, LaunchSpec
-from kernels.tuning import configurations
+from core.builtins import CUBLAS, builtin_kernels
+from core.kernel import KernelDescription
 from worker import stats
 
 
@@ -46,6 +47,20 @@ class TimingPolicy:
 
 
 @dataclass(frozen=True)
+class KernelChoice:
+    """A kernel as a case runs it: its description, the tunables chosen, and where it came from
+    ("builtin": this project's kernels/; "job": brought by a job, so compiled as hostile)."""
+
+    description: KernelDescription
+    tunables: dict[str, int] = field(default_factory=dict)
+    origin: str = "job"
+
+    @property
+    def target(self) -> str | None:
+        return self.description.target
+
+
+@dataclass(frozen=True)
 class Case:
     index: int
     variant: str
@@ -53,9 +68,12 @@ class Case:
     n: int
     k: int
     seed: int
-    launch: LaunchSpec | None  # None: cuBLAS alone
-    tunables: dict[str, int] = field(default_factory=dict)
-    base: LaunchSpec | None = None  # a confirmation case: the base commit's kernel, timed against `launch`
+    kernel: KernelChoice | None  # None: cuBLAS alone
+    base: KernelChoice | None = None  # a confirmation case: the base commit's kernel, timed against `kernel`
+
+    @property
+    def tunables(self) -> dict[str, int]:
+        return dict(self.kernel.tunables) if self.kernel is not None and self.base is None else {}
 
     @property
     def label(self) -> str:
@@ -116,11 +134,38 @@ TunedLookup = dict[tuple[str, int, int, int], dict[str, int]]
 
 def not_applicable(case: Case, compute_capability: str, mode: str) -> CaseOutcome | None:
     """The outcome of a case whose kernel (or confirmation base) needs another GPU target, else None."""
-    for launch in (case.launch, case.base):
-        reason = launch.not_applicable_on(compute_capability) if launch is not None else None
-        if reason:
-            return CaseOutcome.not_applicable_here(reason, mode)
+    from core.kernel import target_compute_capability
+
+    have = compute_capability if "." in compute_capability else f"{compute_capability[:-1]}.{compute_capability[-1:]}"
+    for choice in (case.kernel, case.base):
+        if choice is None or choice.target is None:
+            continue
+        needed = target_compute_capability(choice.target)
+        if needed != have:
+            return CaseOutcome.not_applicable_here(
+                f"not applicable: {choice.description.name} is built for {choice.target} and runs only on compute "
+                f"capability {needed}; this GPU has {have}", mode)
     return None
+
+
+def kernels_of_job(sources: list[dict[str, Any]]) -> dict[str, KernelDescription]:
+    """Every kernel a job may name: the built-ins, with the job's own (by name) in their place.
+    A stored kernel is checked again here (the API checked it; a row written past the API meets
+    the same checks): a ValueError says which kernel and field."""
+    from pydantic import ValidationError
+
+    from core.kernel import explain
+    from core.kernel_store import description_from_stored
+
+    own = {}
+    for source in sources:
+        try:
+            own[source["name"]] = description_from_stored(source)
+        except ValidationError as exc:
+            raise ValueError(explain(exc, f"the job's kernel {source.get('name')!r}")) from None
+        except (KeyError, TypeError) as exc:  # a row of neither the current nor an older shape
+            raise ValueError(f"the job's kernel {source.get('name')!r} is not a kernel description ({exc!r})") from None
+    return {**builtin_kernels(), **own}
 
 
 def plan(
@@ -129,73 +174,87 @@ def plan(
     sizes: list[list[int]],
     explicit: dict[str, dict[str, int]],
     tuned: TunedLookup,
-    own: set[str] = frozenset(),
+    kernels: dict[str, KernelDescription],
 ) -> list[dict[str, Any]]:
     """The job's cases as plain data, in the order the user asked for them.
 
     bench: each variant once per size, with its explicit tunables, else the tuned ones for this
-    GPU model and size, else the registry defaults. autotune: every combination of tunables.
-    A job's own kernels (not in the registry) have no tunables: their defines are fixed.
+    GPU model and size (where they fit the kernel), else its defaults. autotune: every
+    combination of tunables.
     """
     entries = []
     for m, n, k in sizes:
         for name in variants:
-            spec = VARIANTS.get(name)
-            if spec is None or name in own:
+            desc = kernels.get(name) if name != CUBLAS else None
+            if desc is None:
                 options = [{}]
             elif kind == "autotune":
-                options = configurations(spec)
+                options = desc.configurations()
             else:
-                options = [spec.check_params(explicit.get(name) or tuned.get((name, m, n, k)))]
+                options = [desc.check_tunables(explicit.get(name) or _fitting(desc, tuned.get((name, m, n, k))))]
             entries += [{"variant": name, "m": m, "n": n, "k": k, "tunables": params} for params in options]
     return entries
 
 
-def launch_for(name: str, tunables: dict[str, int], sources: dict[str, dict[str, Any]]) -> LaunchSpec | None:
-    """One path for built-in and user kernels: both become a LaunchSpec."""
-    if name == CUBLAS:
+def _fitting(desc: KernelDescription, tunables: dict[str, int] | None) -> dict[str, int] | None:
+    """A tuned configuration, if this version of the kernel still has those tunables and values."""
+    try:
+        return desc.check_tunables(tunables) if tunables else None
+    except ValueError:
         return None
-    if name in sources:
-        return spec_from_dict(name, {**sources[name], "origin": "job"})
-    return VARIANTS[name].resolve(tunables)
 
 
-def spec_from_dict(name: str, k: dict[str, Any]) -> LaunchSpec:
-    """A job's own source, or a kernel thawed from the store (api/kernel_store.py), as a LaunchSpec."""
-    return LaunchSpec(name, k["source"], k["entry"], tuple(k["block"]), tuple(k["tile"]), dict(k["defines"]),
-                      k.get("compute_mode", "fp32"), k.get("origin", "job"), k.get("arch"), k.get("dynamic_smem", 0))
+def freeze_plan(db, entries: list[dict[str, Any]], kernels: dict[str, KernelDescription], own: set[str]) -> list[dict[str, Any]]:
+    """Record in each plan entry the kernel it runs, its files kept by digest, so this commit's
+    kernel can be measured again after the registry and the repository have moved on."""
+    from core.kernel_store import freeze
 
-
-def freeze_plan(db, entries: list[dict[str, Any]], sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Record in each plan entry the kernel it resolves to, its source kept by digest, so this
-    commit's kernel can be measured again after the registry has moved on."""
-    from api.kernel_store import freeze
-
-    by_name = {s["name"]: s for s in sources}
     for e in entries:
         if "head" not in e:
-            launch = launch_for(e["variant"], e["tunables"], by_name)
-            e["kernel"] = freeze(db, launch) if launch is not None else None
+            desc = kernels.get(e["variant"]) if e["variant"] != CUBLAS else None
+            e["kernel"] = (freeze(db, desc, e["tunables"], "job" if e["variant"] in own else "builtin")
+                           if desc is not None else None)
     return entries
 
 
-def cases_from_plan(entries: list[dict[str, Any]], job_id: int, sources: list[dict[str, Any]] = ()) -> list[Case]:
-    by_name = {s["name"]: s for s in sources}
+def choice_from_stored(stored: dict[str, Any]) -> KernelChoice:
+    """A kernel thawed from the store (core/kernel_store.py thaw) as a case runs it; a confirmation
+    planned before kernels had one description holds the old shape (one source text), read as such."""
+    from core.kernel_store import description_from_stored
+
+    described = stored["description"] if "description" in stored else stored
+    return KernelChoice(description_from_stored(described), dict(stored.get("tunables") or {}),
+                        stored.get("origin", "job"))
+
+
+def cases_from_plan(entries: list[dict[str, Any]], job_id: int, kernels: dict[str, KernelDescription],
+                    own: set[str] = frozenset()) -> list[Case]:
     cases = []
     for index, e in enumerate(entries):
         name, m, n, k = e["variant"], e["m"], e["n"], e["k"]
         seed = zlib.crc32(f"{job_id}:{m}:{n}:{k}".encode())  # same inputs for every variant of a size
         if "head" in e:  # a confirmation: the head's kernel timed against the base's
-            launch, base = spec_from_dict(name, e["head"]), spec_from_dict(name, e["base"])
+            kernel, base = choice_from_stored(e["head"]), choice_from_stored(e["base"])
         else:
-            launch, base = launch_for(name, e["tunables"], by_name), None
-        cases.append(Case(index, name, m, n, k, seed, launch, dict(e["tunables"]), base))
+            desc = kernels.get(name) if name != CUBLAS else None
+            kernel = KernelChoice(desc, dict(e["tunables"]), "job" if name in own else "builtin") if desc else None
+            base = None
+        cases.append(Case(index, name, m, n, k, seed, kernel, base))
     return cases
 
 
 def plan_cases(variants: list[str], sizes: list[list[int]], job_id: int) -> list[Case]:
-    """A bench job's cases with default tunables (for callers without a database)."""
-    return cases_from_plan(plan("bench", variants, sizes, {}, {}), job_id)
+    """A bench job's cases of built-in kernels with their defaults (for callers without a database)."""
+    kernels = builtin_kernels()
+    return cases_from_plan(plan("bench", variants, sizes, {}, {}, kernels), job_id, kernels)
+
+
+def builtin_case(name: str, m: int, n: int, k: int, seed: int = 1, tunables: dict[str, int] | None = None,
+                 index: int = 0) -> Case:
+    """One case of a built-in kernel (or cuBLAS), for callers without a job: studies, GPU tests."""
+    desc = builtin_kernels().get(name)
+    kernel = KernelChoice(desc, desc.check_tunables(tunables), "builtin") if desc is not None else None
+    return Case(index, name, m, n, k, seed, kernel)
 
 
 def gflops(m: int, n: int, k: int, ms: float) -> float:

@@ -8,8 +8,8 @@ which a prefork pool's daemonic children may not do):
 
 from celery.signals import worker_ready, worker_shutdown
 
-from api.broker import make_celery
-from api.settings import settings
+from core.broker import make_celery
+from core.settings import settings
 
 app = make_celery()
 app.conf.include = ["worker.tasks"]

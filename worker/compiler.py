@@ -6,15 +6,17 @@ source meets the compiler only in worker/nvrtc_sandbox.py, a process that
     DATABASE_URL, BROKER_URL, tokens or any GEMMWATCH_* setting),
   - runs under a memory limit (GEMMWATCH_COMPILE_MEMORY_MB) and a time limit
     (GEMMWATCH_COMPILE_TIMEOUT_S), so a runaway compile ends its case clearly,
-  - confines itself with Landlock before it compiles: no file can be opened.
+  - confines itself with Landlock before it compiles: no file can be opened, but for reading
+    CUDA's own header folders where the kernel includes a device header (core/kernel_includes.py).
+The kernel's own files and the stand-ins for host headers reach NVRTC in memory.
 Where Landlock is missing, a job's own sources are refused unless GEMMWATCH_UNCONFINED_SOURCES
 says `warn` (built-in sources from the registry are ours and always compile).
 
 The compile log of a job's source shows diagnostics located in that source only (layer 3):
 anything located in another file is replaced by a line saying it was withheld.
 
-A cubin is stored under a hash of (source, options, name expressions, NVRTC version), so a kernel
-compiled once is not compiled again, by this worker or after a restart.
+A cubin is stored under a hash of (source, headers, options, name expressions, NVRTC version), so
+a kernel compiled once is not compiled again, by this worker or after a restart.
 """
 
 import base64
@@ -32,7 +34,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernels.registry import arch_compute_capability
+from core import kernel_includes
+from core.kernel import Launch, target_compute_capability
+from core.kernel_includes import IncludeRefused
+from core.source_guard import SourceRefused
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +61,7 @@ class CompiledKernel:
     lowered: dict[str, str]  # name expression -> mangled name, for template entries
     log: str
     cached: bool
+    nvrtc: str = ""  # the version of the NVRTC that built it
 
 
 @dataclass(frozen=True)
@@ -73,49 +79,63 @@ def arch_option(compute_capability: str) -> str:
 _DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def compile_launch(spec, compute_capability: str, cfg) -> CompiledKernel:
-    """A registry or job kernel (a LaunchSpec) as a cubin for a GPU of this compute capability:
-    the one place that chooses the options, for the GPU runner and the CPU double alike."""
+def compile_launch(launch: Launch, compute_capability: str, cfg) -> CompiledKernel:
+    """A kernel (built-in or a job's) as a cubin for a GPU of this compute capability: the one
+    place that chooses the options, for the GPU runner and the CPU double alike."""
     # -ftz=true: what CuPy's own NVRTC path always added, so figures stay comparable.
     # A kernel built for one target (sm_90a) names it; the runner checks the GPU matches first.
     # The name reaches NVRTC's options, so it must be a target and nothing else, whatever stored it:
     # NVRTC reads "sm_90\0..." as sm_90, and a job row written past the API could hold anything.
-    target = getattr(spec, "arch", None)
+    target = launch.target
     if target is not None:
         try:
-            arch_compute_capability(target)
+            target_compute_capability(target)
         except ValueError as exc:
             raise CompileRefused(str(exc)) from None
-    # Each -D likewise: the API allows identifiers and 32-bit integers only, but a stored row could
+    # Each -D likewise: the API allows identifiers and integers only, but a stored row could
     # hold "BK": "8 -I/etc" or "X\0 -I/etc" (tried: NVRTC compiled both, reading a macro value
     # and stopping at the NUL); nothing but NAME=integer becomes an option.
-    for name, value in spec.defines.items():
+    for name, value in launch.defines.items():
         if not (isinstance(name, str) and _DEFINE_NAME.fullmatch(name)) or type(value) is not int:
             raise CompileRefused(f"not a -D NAME=integer: {name!r}={value!r}")
+    # Layer 1 once more, here: a row written past the API (or an old one) meets the same guard,
+    # and what each #include leads to is decided by us, not by NVRTC's search.
+    try:
+        headers = kernel_includes.resolve(launch.files, launch.source, list(launch.include_dirs))
+    except (SourceRefused, IncludeRefused) as refusal:
+        raise CompileRefused(f"source refused: {refusal}") from None
+    include_dirs = kernel_includes.toolkit_include_dirs(_library(cfg)) if headers.needs_toolkit else ()
     arch = f"-arch={target}" if target else arch_option(compute_capability)
-    options = [arch, "-ftz=true", *spec.compile_options()]
-    # A template entry ("sgemm<128, 8>") is instantiated through an NVRTC name expression.
-    names = (spec.entry,) if "<" in spec.entry else ()
-    return compile_kernel(spec.source, name=f"{spec.variant}.cu", options=options, name_expressions=names,
-                          untrusted=spec.origin == "job", cfg=cfg)
+    options = [arch, "-ftz=true", *launch.compile_options(), *(f"-I{d}" for d in include_dirs)]
+    # The entry always goes through an NVRTC name expression: a template instantiation
+    # ("sgemm<BM, 8>", the macros expanded), or a C++ function whose symbol name is mangled.
+    return compile_kernel(launch.files[launch.source], name=launch.source, options=options,
+                          name_expressions=(launch.entry,), untrusted=launch.origin == "job", cfg=cfg,
+                          headers=headers.by_name, include_dirs=include_dirs, shown_as=headers.paths)
 
 
 def compile_kernel(source: str, *, name: str, options: list[str], name_expressions: tuple[str, ...] = (),
-                   untrusted: bool, cfg) -> CompiledKernel:
+                   untrusted: bool, cfg, headers: dict[str, str] | None = None,
+                   include_dirs: tuple[str, ...] = (), shown_as: dict[str, str] | None = None) -> CompiledKernel:
     """A cubin for `source`, from the cache or from a confined compile.
 
     untrusted: the job's own source (refused where the compiler cannot be confined, unless
     the settings say otherwise; its compile log is filtered).
+    headers: in-memory headers by the name an #include spells; include_dirs: folders of CUDA's
+    headers the compile process may read (read-only), given with -I in `options`; shown_as: the
+    path in the kernel's folder to name in the log for a spelled header name.
     """
+    headers = headers or {}
     confinement = probe(cfg)
     if confinement.nvrtc is None:
         raise CompileRefused(confinement.detail)
-    key = hashlib.sha256(json.dumps([source, name, options, list(name_expressions), confinement.nvrtc]).encode())
+    key = hashlib.sha256(json.dumps([source, name, options, list(name_expressions), sorted(headers.items()),
+                                     confinement.nvrtc, _library(cfg)]).encode())
     cache = Path(cfg.kernel_cache_dir).resolve()
     cubin_path, meta_path = cache / f"{key.hexdigest()}.cubin", cache / f"{key.hexdigest()}.json"
     if cubin_path.exists() and meta_path.exists():
         meta = json.loads(meta_path.read_text())
-        return CompiledKernel(cubin_path, meta["lowered"], meta["log"], cached=True)
+        return CompiledKernel(cubin_path, meta["lowered"], meta["log"], cached=True, nvrtc=confinement.nvrtc)
 
     require = untrusted and cfg.unconfined_sources != "warn"
     if untrusted and not confinement.available:
@@ -125,25 +145,27 @@ def compile_kernel(source: str, *, name: str, options: list[str], name_expressio
                 "GEMMWATCH_UNCONFINED_SOURCES=warn accepts them"
             )
         log.warning("compiling a job's source WITHOUT confinement (%s)", confinement.detail)
+    own_names = own_file_names(source, name) | own_file_names_of(headers)
     reply = _run_sandbox(
         {"source": source, "name": name, "options": options, "name_expressions": list(name_expressions),
-         "require_confinement": require},
+         "headers": headers, "readable": list(include_dirs), "require_confinement": require,
+         "nvrtc_library": _library(cfg)},
         cfg.compile_timeout_s, cfg.compile_memory_mb,
     )
     if not reply.get("ok"):
         if "log" in reply:
-            raise CompileError(filter_log(reply["log"], own_file_names(source, name)) if untrusted else reply["log"])
+            raise CompileError(rename_files(filter_log(reply["log"], own_names) if untrusted else reply["log"], shown_as))
         raise CompileRefused(reply.get("error", "the compile process gave no answer"))
-    text = filter_log(reply["log"], own_file_names(source, name)) if untrusted else reply["log"]
+    text = rename_files(filter_log(reply["log"], own_names) if untrusted else reply["log"], shown_as)
     cache.mkdir(parents=True, exist_ok=True)
     _write_atomically(cubin_path, base64.b64decode(reply["cubin"]))
     _write_atomically(meta_path, json.dumps({"lowered": reply["lowered"], "log": text}).encode())
-    return CompiledKernel(cubin_path, reply["lowered"], text, cached=False)
+    return CompiledKernel(cubin_path, reply["lowered"], text, cached=False, nvrtc=confinement.nvrtc)
 
 
 def probe(cfg) -> Confinement:
     """Whether this machine can confine the compiler (asked once per process, by really trying)."""
-    found = _probe(str(SANDBOX), cfg.compile_timeout_s, cfg.compile_memory_mb)
+    found = _probe(str(SANDBOX), cfg.compile_timeout_s, cfg.compile_memory_mb, _library(cfg))
     if found.nvrtc is None:
         # Only an answer is remembered: a probe that got none (a compile process starved of time
         # on a busy machine, say) is tried again by the next compile instead of failing all of them.
@@ -152,14 +174,22 @@ def probe(cfg) -> Confinement:
 
 
 @functools.lru_cache(maxsize=4)
-def _probe(_sandbox: str, timeout_s: float, memory_mb: int) -> Confinement:
+def _probe(_sandbox: str, timeout_s: float, memory_mb: int, library: str | None = None) -> Confinement:
     try:
-        reply = _run_sandbox({"probe": True, "options": ["-arch=sm_90"]}, timeout_s, memory_mb)
+        reply = _run_sandbox({"probe": True, "options": ["-arch=sm_90"], "nvrtc_library": library}, timeout_s, memory_mb)
     except CompileRefused as exc:
         return Confinement(False, str(exc), None)
     if not reply.get("ok"):
         return Confinement(False, reply.get("error", "no answer"), None)
     return Confinement(bool(reply["confined"]), reply["confinement"], reply["nvrtc"])
+
+
+def _library(cfg) -> str | None:
+    """GEMMWATCH_NVRTC_LIBRARY: the libnvrtc the compile process loads (else cuda-pathfinder's
+    choice: a wheel's, then the system's). Pin it to the toolkit your repository builds with, and
+    NVRTC makes the same code as that toolkit's nvcc (docs/BENCHMARKS.md, issue 19)."""
+    found = getattr(cfg, "nvrtc_library", None)
+    return str(found) if found else None
 
 
 def sandbox_command(timeout_s: float, memory_mb: int) -> list[str]:
@@ -213,6 +243,29 @@ def own_file_names(source: str, name: str) -> set[str]:
     """The job's source, and the parts it names itself with #line (the ladder's preludes:
     layer 1 lets a #line give a plain name, never a path)."""
     return {name, *_LINE_MARKER.findall(source)}
+
+
+def own_file_names_of(headers: dict[str, str]) -> set[str]:
+    """The names NVRTC gives the in-memory headers in its diagnostics: the job's own files and our
+    stand-ins, as their includes spell them (never a file of the toolkit)."""
+    names = set(headers)
+    for text in headers.values():
+        names |= set(_LINE_MARKER.findall(text))
+    return names
+
+
+def rename_files(text: str, shown_as: dict[str, str] | None) -> str:
+    """Each diagnostic located in a header the kernel carries names that header's path in the
+    kernel's folder ("src/kernels/10_warptiling.cuh(12): error"), not the name its #include spelled."""
+    if not shown_as:
+        return text
+    out = []
+    for line in text.splitlines():
+        m = _DIAGNOSTIC.match(line)
+        if m and m.group("file") in shown_as:
+            line = shown_as[m.group("file")] + line[m.end("file"):]
+        out.append(line)
+    return "\n".join(out)
 
 
 def filter_log(text: str, own_names: str | set[str]) -> str:

@@ -14,11 +14,11 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from api.db import session_factory
-from api.models import Job, Result, TunedConfig, utcnow
-from api.settings import Settings, settings
-from api.store import upsert_gpu
-from worker.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, plan
+from core.db import session_factory
+from core.models import Job, Result, TunedConfig, utcnow
+from core.settings import Settings, settings
+from core.store import upsert_gpu
+from worker.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, kernels_of_job, plan
 from worker import fleet, gpu_process, webhook
 from worker.job_end import end_job, is_cancelled
 
@@ -73,12 +73,13 @@ class JobRun:
         and skips the cases whose results are already stored."""
         with self.Session() as db:
             job = db.get(Job, self.job_id)
+            own = {src["name"] for src in job.sources or []}
+            kernels = kernels_of_job(job.sources or [])
             if job.plan is None:
-                own = {src["name"] for src in job.sources or []}
                 tuned = self._tuned(db, job, gpu_model)
-                job.plan = freeze_plan(db, plan(job.kind, job.variants, job.sizes, job.tunables or {}, tuned, own),
-                                       job.sources or [])
-            cases = cases_from_plan(job.plan, job.id, job.sources or [])
+                job.plan = freeze_plan(db, plan(job.kind, job.variants, job.sizes, job.tunables or {}, tuned, kernels),
+                                       kernels, own)
+            cases = cases_from_plan(job.plan, job.id, kernels, own)
             done = set(db.scalars(select(Result.case_index).where(Result.job_id == job.id)))
             job.progress_total, job.progress_done = len(cases), len(done)
             db.commit()
@@ -186,7 +187,11 @@ class JobRun:
     def _drive_child(self) -> None:
         def on_identity(ident: dict) -> list[Case]:
             self.record_gpu(ident)
-            return self.plan_for(ident["model"])
+            try:
+                return self.plan_for(ident["model"])
+            except ValueError as exc:  # a stored kernel that no longer passes its checks: the job fails, saying why
+                self.problems.append(f"the job cannot be planned:\n{exc}")
+                return []
 
         self.problems += gpu_process.converse(
             self.cfg,

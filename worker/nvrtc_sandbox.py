@@ -4,8 +4,11 @@ worker/compiler.py starts this file with a fresh interpreter, an environment tha
 of gemmwatch's settings and a time limit; its memory and CPU limits (argv) it sets itself first. It reads one JSON request on stdin,
 loads NVRTC and compiles a throw-away kernel first (so every library NVRTC loads lazily is
 already mapped), then confines itself with Landlock so that no file can be opened, listed or
-written any more, and only then compiles the job's source. The cubin goes back on stdout.
-Files opened before confinement (stdin, stdout, the libraries) stay usable; nothing else is.
+written any more (except, read-only, the folders of CUDA's own headers that the request names,
+where the kernel includes a device header), and only then compiles the job's source. The
+kernel's own files and the stand-ins for host headers come in the request, as NVRTC's in-memory
+headers. The cubin goes back on stdout. Files opened before confinement (stdin, stdout, the
+libraries) stay usable; nothing else is.
 
 Only the standard library, cuda-bindings (NVRTC) and landlock are imported here: no gemmwatch
 module, so nothing of the worker's configuration can be reached from this process.
@@ -45,10 +48,14 @@ def _check(result, what: str):
     return values[0] if len(values) == 1 else values
 
 
-def _compile(source: str, name: str, options: list[str], name_expressions: list[str]) -> dict:
+def _compile(source: str, name: str, options: list[str], name_expressions: list[str],
+             headers: dict[str, str] | None = None) -> dict:
     from cuda.bindings import nvrtc
 
-    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []), "nvrtcCreateProgram")
+    names = list(headers or {})
+    texts = [headers[n].encode() for n in names]
+    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), len(names), texts,
+                                           [n.encode() for n in names]), "nvrtcCreateProgram")
     try:
         for expr in name_expressions:
             _check(nvrtc.nvrtcAddNameExpression(prog, expr.encode()), "nvrtcAddNameExpression")
@@ -72,25 +79,36 @@ def _compile(source: str, name: str, options: list[str], name_expressions: list[
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def _confine() -> tuple[bool, str]:
-    """Landlock: handle every filesystem access right and allow none, so no path can be opened."""
+def _confine(readable: list[str]) -> tuple[bool, str]:
+    """Landlock: handle every filesystem access right and allow none, so no path can be opened;
+    but for reading files and listing folders beneath `readable` (CUDA's header folders)."""
     try:
         import landlock
 
         abi = landlock.landlock_abi_version()
-        landlock.Ruleset().apply()  # all rights handled, no path allowed
+        rules = landlock.Ruleset()  # all rights handled
+        if readable:
+            rules.allow(*readable, rules=landlock.FSAccess.READ_FILE | landlock.FSAccess.READ_DIR)
+        rules.apply()
     except Exception as exc:  # no Landlock in this kernel (or a sandbox such as gVisor), or no binding
         return False, f"Landlock unavailable: {type(exc).__name__}: {exc}"
     try:
         os.open("/", os.O_RDONLY)
     except PermissionError:
-        return True, f"Landlock ABI {abi}: no file can be opened"
+        allowed = f", except reading {', '.join(readable)}" if readable else ""
+        return True, f"Landlock ABI {abi}: no file can be opened{allowed}"
     return False, "Landlock applied but / is still readable"
 
 
 def main() -> None:
     request = json.load(sys.stdin)
     try:
+        if request.get("nvrtc_library"):
+            # Loaded first, so cuda-bindings takes this one (cuda-pathfinder uses an NVRTC already
+            # loaded in the process before it searches wheels and the system).
+            import ctypes
+
+            ctypes.CDLL(request["nvrtc_library"], mode=ctypes.RTLD_GLOBAL)
         from cuda.bindings import nvrtc
 
         version = ".".join(map(str, _check(nvrtc.nvrtcVersion(), "nvrtcVersion")))
@@ -100,14 +118,17 @@ def main() -> None:
     except Exception as exc:
         json.dump({"ok": False, "error": f"NVRTC unavailable: {exc}", "confined": False}, sys.stdout)
         return
-    confined, how = _confine()
+    # Only folders that exist and are folders: a request names them, and Landlock needs an open path.
+    readable = [d for d in request.get("readable", []) if os.path.isdir(d)]
+    confined, how = _confine(readable)
     reply = {"confined": confined, "confinement": how, "nvrtc": version}
     if request.get("probe"):
         reply["ok"] = True
     elif not confined and request.get("require_confinement"):
         reply.update(ok=False, error=f"refused: the compiler could not be confined ({how})")
     else:
-        reply.update(_compile(request["source"], request["name"], request["options"], request["name_expressions"]))
+        reply.update(_compile(request["source"], request["name"], request["options"], request["name_expressions"],
+                              request.get("headers")))
     json.dump(reply, sys.stdout)
 
 

@@ -17,10 +17,10 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from api.broker import enqueue_job, make_celery
-from api.db import session_factory
-from api.models import Job, Worker, utcnow
-from api.settings import Settings
+from core.broker import enqueue_job, make_celery
+from core.db import session_factory
+from core.models import Job, Worker, utcnow
+from core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def reap(cfg: Settings) -> list[int]:
         mark_silent_workers_offline(db, cfg, now)
         stale = now - timedelta(seconds=cfg.heartbeat_stale_s)
         for job in db.scalars(select(Job).where(Job.status == "running", Job.heartbeat_at < stale)).all():
-            # Conditional, as the cancel (api/cancel.py) is: a job cancelled since the SELECT stays cancelled.
+            # Conditional, as the cancel (core/cancel.py) is: a job cancelled since the SELECT stays cancelled.
             if db.execute(update(Job).where(Job.id == job.id, Job.status == "running", Job.heartbeat_at < stale)
                           .values(status="queued", current_case=None)).rowcount:
                 log.warning("job %s: worker %s silent since %s; queueing it again", job.id, job.worker, job.heartbeat_at)

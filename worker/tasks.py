@@ -1,6 +1,6 @@
 """Thin Celery tasks: take an id, hand it to the plain-Python executor."""
 
-from api.broker import RUN_JOB_TASK
+from core.broker import RUN_JOB_TASK
 from worker.celery_app import app
 from worker.execute import execute_job
 

@@ -10,11 +10,11 @@ import threading
 import httpx
 from tenacity import retry, stop_after_attempt, wait_exponential
 
-from api.confirm import confirmation
-from api.db import session_factory
-from api.models import Job
-from api.regression import PairedThresholds
-from api.settings import Settings
+from core.confirm import confirmation
+from core.db import session_factory
+from core.models import Job
+from core.regression import PairedThresholds
+from core.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -1,19 +1,37 @@
-"""What can be asked for (variants), what has been seen (GPUs) and learnt (tuned configurations)."""
+"""What can be asked for (variants, and how to describe a kernel of one's own), what has been
+seen (GPUs) and learnt (tuned configurations)."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException
 from sqlalchemy import select
 
 from api.deps import SessionDep
-from api.models import Gpu, TunedConfig
+from core.models import Gpu, TunedConfig
 from api.schemas import GpuOut, TunedConfigOut, VariantOut
-from kernels.registry import VARIANTS
+from core.builtins import CUBLAS_SUMMARY, builtin_kernels
+from core.kernel import KernelDescription
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 
 
 @router.get("/variants", response_model=list[VariantOut])
 def list_variants():
-    return [spec.describe() for spec in VARIANTS.values()]
+    return [CUBLAS_SUMMARY, *(d.summary() for d in builtin_kernels().values())]
+
+
+@router.get("/kernels/schema")
+def kernel_description_schema() -> dict:
+    """The JSON Schema of a kernel description: one entry of a kernels folder's gemmwatch.json,
+    and one item of a job's `sources` (docs/KERNELS.md explains each field)."""
+    return KernelDescription.model_json_schema()
+
+
+@router.get("/kernels/{name}", response_model=KernelDescription)
+def builtin_kernel(name: str):
+    """A built-in kernel's own description, files included: a kernels folder entry to start from."""
+    found = builtin_kernels().get(name)
+    if found is None:
+        raise HTTPException(status_code=404, detail=f"no built-in kernel {name!r}; built-ins: {', '.join(builtin_kernels())}")
+    return found
 
 
 @router.get("/gpus", response_model=list[GpuOut])

@@ -1,9 +1,9 @@
-"""The fleet: every GPU worker and its state, and the depth of each queue (api/fleet.py)."""
+"""The fleet: every GPU worker and its state, and the depth of each queue (core/fleet.py)."""
 
 from fastapi import APIRouter
 
 from api.deps import SessionDep, SettingsDep
-from api.fleet import load_fleet
+from core.fleet import load_fleet
 from api.schemas import QueueOut, WorkerOut
 
 router = APIRouter(prefix="/api", tags=["fleet"])

@@ -5,17 +5,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.auth import Credentials, authorize_write, write_token
-from api.broker import queue_for
-from api.cancel import JobAlreadyEnded, JobNotFound, cancel_job
+from core.broker import queue_for
+from core.cancel import JobAlreadyEnded, JobNotFound, NotYours, cancel_job
 from api.deps import SessionDep, SettingsDep
-from api.fleet import load_fleet
+from core.fleet import load_fleet
 from api.intake import job_intake
-from api.models import Job
-from api.baselines import verdicts
-from api.confirm import confirmation, plan_confirmation
-from api.regression import PairedThresholds, Thresholds
+from api.limits import check_job_limits
+from core.models import Job
+from core.baselines import verdicts
+from core.confirm import confirmation, plan_confirmation
+from core.regression import PairedThresholds, Thresholds
 from api.schemas import ConfirmationOut, ConfirmIn, JobCreate, JobOut, JobStatus, VerdictOut
-from api.store import upsert_commit
+from core.store import upsert_commit
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
@@ -26,6 +27,7 @@ JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
              responses={503: {"description": "the broker is unreachable: the job was stored as failed"}})
 async def create_job(body: JobCreate, request: Request, creds: Credentials):
     cfg = request.app.state.settings
+    check_job_limits(body, cfg)
 
     def build(db: Session) -> Job:
         job = Job(
@@ -34,7 +36,7 @@ async def create_job(body: JobCreate, request: Request, creds: Credentials):
             variants=body.variants,
             sizes=body.sizes,
             tunables=body.tunables,
-            sources=[src.model_dump() for src in body.sources],
+            sources=[src.model_dump(mode="json") for src in body.sources],
             gpu_model=body.gpu,
             queue=queue_for(body.gpu),
             progress_total=body.case_count(),
@@ -73,12 +75,16 @@ def list_jobs(
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut,
-             responses={404: {"description": "no such job"}, 409: {"description": "the job already ended"}})
+             responses={403: {"description": "another token's job, and this token is no admin"},
+                        404: {"description": "no such job"}, 409: {"description": "the job already ended"}})
 def cancel(job_id: JobId, db: SessionDep, cfg: SettingsDep, creds: Credentials):
-    """A queued job never runs; a running one stops at its next case boundary and keeps its results."""
-    authorize_write(cfg, db, creds)
+    """A queued job never runs; a running one stops at its next case boundary and keeps its results.
+    A `jobs` token cancels the jobs it submitted; an `admin` token any job."""
+    token = authorize_write(cfg, db, creds, "jobs")
     try:
-        return JobOut.from_row(cancel_job(db, job_id))
+        return JobOut.from_row(cancel_job(db, job_id, by=token))
+    except NotYours as exc:
+        raise HTTPException(status_code=403, detail=str(exc)) from None
     except JobNotFound as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from None
     except JobAlreadyEnded as exc:
@@ -105,7 +111,7 @@ def get_verdicts(
              responses={503: {"description": "the broker is unreachable: the job was stored as failed"}})
 async def confirm_job(job_id: JobId, body: ConfirmIn, request: Request, creds: Credentials):
     """Queue a confirmation of this job's results: each case's base-commit kernel and head kernel,
-    timed interleaved on one GPU (api/confirm.py)."""
+    timed interleaved on one GPU (core/confirm.py)."""
     cfg = request.app.state.settings
 
     def build(db: Session) -> Job:

@@ -6,9 +6,10 @@ from sqlalchemy.exc import IntegrityError
 
 from api.auth import Credentials, authorize_write
 from api.deps import SessionDep, SettingsDep
-from api.models import Commit, Gpu, Job, Result, utcnow
+from core.models import Commit, Gpu, Job, Result, utcnow
 from api.schemas import ResultBatchIn, ResultBatchOut, ResultDetailOut, ResultOut
-from api.store import upsert_commit, upsert_gpu
+from core.gpu_records import IdentityConflict, claim_gpu
+from core.store import upsert_commit
 
 router = APIRouter(prefix="/api/results", tags=["results"])
 
@@ -48,16 +49,27 @@ def get_result(result_id: Annotated[int, Path(ge=1, le=2**31 - 1)], db: SessionD
     return ResultDetailOut.from_row(row)
 
 
-@router.post("", response_model=ResultBatchOut, status_code=201)
+# OpenAPI links: what a client (and schemathesis's stateful runs) can do next with the job made.
+_NEXT = {name: {"operationId": op, "parameters": {"job_id": "$response.body#/job_id"}}
+         for name, op in (("GetJob", "get_job_api_jobs__job_id__get"),
+                          ("GetVerdicts", "get_verdicts_api_jobs__job_id__verdicts_get"),
+                          ("Confirm", "confirm_job_api_jobs__job_id__confirm_post"))}
+
+
+@router.post("", response_model=ResultBatchOut, status_code=201,
+             responses={201: {"description": "stored as a finished job", "links": _NEXT},
+                        200: {"description": "this run_id was posted before: its job", "links": _NEXT},
+                        409: {"description": "the GPU is recorded with another identity (the answer says what differs)"}})
 def post_results(body: ResultBatchIn, db: SessionDep, cfg: SettingsDep, response: Response, creds: Credentials):
     """Results measured elsewhere (`gemmwatch run --post`), stored as a finished job.
-    Idempotent on run_id: the same run posted again returns the first job and adds nothing."""
-    authorize_write(cfg, db, creds)
+    Idempotent on run_id: the same run posted again returns the first job and adds nothing.
+    Needs a token with the `results` scope."""
+    token = authorize_write(cfg, db, creds, "results")
     existing = db.scalar(select(Job).where(Job.run_id == body.run_id))
     if existing is not None:
         response.status_code = 200
         return ResultBatchOut(job_id=existing.id, created=False, results=len(existing.results))
-    gpu = upsert_gpu(db, body.gpu.model_dump())
+    gpu = _claim(db, body.gpu.model_dump(), token)
     commit = upsert_commit(db, body.commit) if body.commit else None
     failed = [f"{r.variant} {r.m}x{r.n}x{r.k}: {r.error or 'not verified'}" for r in body.results if not r.verified or r.error]
     job = Job(
@@ -66,13 +78,13 @@ def post_results(body: ResultBatchIn, db: SessionDep, cfg: SettingsDep, response
         sizes=[list(s) for s in dict.fromkeys((r.m, r.n, r.k) for r in body.results)],
         gpu_model=gpu.model, gpu_id=gpu.id, commit=commit, error="\n".join(failed) or None,
         progress_total=len(body.results), progress_done=len(body.results),
-        started_at=utcnow(), finished_at=utcnow(),
+        started_at=utcnow(), finished_at=utcnow(), submitted_by_token_id=token.id if token else None,
     )
     db.add(job)
     db.flush()
     for index, r in enumerate(body.results):
         db.add(Result(job_id=job.id, case_index=index, gpu_id=gpu.id, commit_id=commit.id if commit else None,
-                      **r.model_dump()))
+                      **r.stored()))
     try:
         db.commit()
     except IntegrityError:  # the same run posted twice at once: the other request stored it
@@ -81,3 +93,16 @@ def post_results(body: ResultBatchIn, db: SessionDep, cfg: SettingsDep, response
         response.status_code = 200
         return ResultBatchOut(job_id=existing.id, created=False, results=len(existing.results))
     return ResultBatchOut(job_id=job.id, created=True, results=len(body.results))
+
+
+def _claim(db, ident: dict, token):
+    """The posted GPU's record (core/gpu_records.py); 409 when it is recorded otherwise."""
+    try:
+        try:
+            return claim_gpu(db, ident, token)
+        except IntegrityError:  # another post made this GPU's record at the same moment: compare with it
+            db.rollback()
+            return claim_gpu(db, ident, token)
+    except IdentityConflict as conflict:
+        db.rollback()
+        raise HTTPException(status_code=409, detail=conflict.detail()) from None

@@ -1,0 +1,21 @@
+"""A deployment's own request limits (GEMMWATCH_MAX_DIM, _MAX_CASES, _MAX_AUTOTUNE_CASES,
+_MAX_SOURCE_BYTES), checked with the settings the app was built with: a 422 that names the field."""
+
+from api.schemas import JobCreate
+from core.errors import Unprocessable
+from core.settings import Settings
+
+
+def check_job_limits(body: JobCreate, cfg: Settings) -> None:
+    for i, size in enumerate(body.sizes):
+        if max(size) > cfg.max_dim:
+            raise Unprocessable("sizes", f"sizes[{i}] = {size}: each of M, N, K must be in 1..{cfg.max_dim}")
+    cases = body.case_count()
+    limit = cfg.max_autotune_cases if body.kind == "autotune" else cfg.max_cases_per_job
+    if cases > limit:
+        raise Unprocessable("sizes", f"this {body.kind} job has {cases} cases; at most {limit} per {body.kind} job")
+    for source in body.sources:
+        size = sum(len(text.encode()) for text in source.files.values())
+        if size > cfg.max_source_bytes:
+            raise Unprocessable("sources", f"{source.name}: its files hold {size} bytes; at most "
+                                           f"{cfg.max_source_bytes} (GEMMWATCH_MAX_SOURCE_BYTES)")

@@ -1,0 +1,90 @@
+"""What `gemmwatch run --post` sends (POST /api/results): results measured on a machine of its own.
+
+Everything here is typed at the door (issue 20): strict scalars with bounds (core/wire_types.py),
+the environment record as a declared shape (core/result_env.py). A reader never meets a value it
+cannot render, sum or serialise.
+"""
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from api.schemas import CommitIn, GpuModel, Identifier
+from core.result_env import ResultEnv
+from core.wire_types import Count, Finite, Gflops, Int32, Integer, Millis, Name, Percent, Ratio, StrictBool, Text
+
+
+class GpuIn(BaseModel):
+    """The GPU a posted run measured on. Its record is made by the first writer that names its uuid
+    and is never changed by another token (core/gpu_records.py)."""
+
+    uuid: Name(80)
+    name: Name(120)
+    model: GpuModel
+    sm_count: Integer(1, 100_000) | None = None
+    compute_capability: Annotated[str, StringConstraints(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}$")] | None = None
+    memory_mib: Count | None = None
+    driver: Name(40) | None = None
+
+
+class ResultIn(BaseModel):
+    """One case measured by `gemmwatch run` on a machine of its own; names as in ResultOut.
+
+    Strict and bounded (core/wire_types.py): what a reader computes from these (sums, ratios, the
+    FP32 peak) stays finite, and every value renders on every page."""
+
+    variant: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
+    m: Integer(1, 1 << 20)
+    n: Integer(1, 1 << 20)
+    k: Integer(1, 1 << 20)
+    dtype: Literal["float32"] = "float32"
+    mode: Literal["cold", "hot"] = "cold"
+    compute_mode: Literal["fp32", "tf32"] = "fp32"
+    tunables: dict[Identifier, Int32] = Field(default_factory=dict, max_length=32)
+    verified: StrictBool
+    rel_error: Annotated[Finite, Field(ge=0, le=1e30)] | None = None
+    median_ms: Annotated[Millis, Field(gt=0)] | None = None
+    mean_ms: Millis | None = None
+    stddev_ms: Millis | None = None
+    min_ms: Millis | None = None
+    max_ms: Millis | None = None
+    q1_ms: Millis | None = None
+    q3_ms: Millis | None = None
+    gflops: Gflops | None = None
+    cublas_median_ms: Annotated[Millis, Field(gt=0)] | None = None
+    cublas_gflops: Gflops | None = None
+    pct_of_cublas: Percent | None = None
+    n_samples: Integer(0, 10_000_000) = 0
+    noise: Ratio | None = None
+    converged: StrictBool = False
+    error: Text(100_000) | None = None
+    samples_ms: list[Millis] = Field(default_factory=list, max_length=100_000)
+    env: ResultEnv = Field(default_factory=ResultEnv, description="how the number was made (core/result_env.py);"
+                           " keys it does not declare are kept in env.extra")
+
+    @model_validator(mode="after")
+    def _no_speed_without_verification(self) -> "ResultIn":
+        if not self.verified and self.gflops is not None:
+            raise ValueError("an unverified result carries no gflops (a wrong kernel has no speed)")
+        return self
+
+    def stored(self) -> dict[str, Any]:
+        """The columns of its Result row."""
+        return {**self.model_dump(exclude={"env"}), "env": self.env.stored()}
+
+
+class ResultBatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{8,100}$")] = Field(
+        description="unique per measured run; posting the same run again adds nothing"
+    )
+    gpu: GpuIn
+    commit: CommitIn | None = None
+    results: list[ResultIn] = Field(min_length=1, max_length=1000)
+
+
+class ResultBatchOut(BaseModel):
+    job_id: int
+    created: bool
+    results: int

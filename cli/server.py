@@ -1,0 +1,59 @@
+"""Which gemmwatch server a command talks to, and the record `gemmwatch up` leaves of where it serves.
+
+The order: --server, then $GEMMWATCH_SERVER, then the URL that a running `gemmwatch up` wrote
+to the data folder (so `make up PORT=8801` then `gemmwatch submit` reaches port 8801), then
+http://127.0.0.1:8000.
+"""
+
+import os
+from pathlib import Path
+
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+SERVER_RECORD_FILE = "server"  # in the data folder, beside the local token
+SERVER_HELP = ("base URL of the gemmwatch API (default: $GEMMWATCH_SERVER, else where `gemmwatch up` "
+               f"serves, else {DEFAULT_SERVER})")
+
+
+def server_record_path() -> Path:
+    from core.settings import settings
+
+    return settings.data_dir / SERVER_RECORD_FILE
+
+
+def find_server(explicit: str | None) -> str:
+    if explicit:
+        return explicit.rstrip("/")
+    if os.environ.get("GEMMWATCH_SERVER"):
+        return os.environ["GEMMWATCH_SERVER"].rstrip("/")
+    record = server_record_path()
+    if record.exists() and (recorded := record.read_text().strip()):
+        return recorded
+    return DEFAULT_SERVER
+
+
+def local_url(host: str, port: int) -> str:
+    """The URL a client on this machine uses for a server listening on host:port."""
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def record_server(url: str) -> Path:
+    path = server_record_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(url + "\n")
+    return path
+
+
+def forget_server(url: str) -> None:
+    """Remove the record on the way out, unless another `gemmwatch up` has written its own since."""
+    path = server_record_path()
+    try:
+        if path.read_text().strip() == url:
+            path.unlink()
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,63 @@
+"""`gemmwatch token create | revoke | list`: the API's write tokens, stored hashed in the database."""
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+token_app = typer.Typer(help="API tokens for writes (stored hashed in the database).", no_args_is_help=True,
+                        rich_markup_mode=None)
+console = Console()
+
+
+@token_app.command("create")
+def token_create(
+    name: str,
+    scope: Annotated[list[str] | None, typer.Option(
+        help="what the token may do, repeatable: results (post measured results), jobs (submit jobs and"
+             " confirmations, cancel its own jobs), admin (all, cancel any job, change any GPU record);"
+             " default: jobs and results")] = None,
+):
+    """Create a token and print it (the only time it is shown). Any token may read."""
+    from core.tokens import DEFAULT_SCOPES, create_token
+    from core.db import session_factory, upgrade_database
+
+    upgrade_database()
+    with session_factory()() as db:
+        try:
+            token = create_token(db, name, scopes=tuple(scope or DEFAULT_SCOPES))
+        except ValueError as exc:
+            console.print(f"[red]{exc}[/red]")
+            raise typer.Exit(2)
+    print(token)
+
+
+@token_app.command("revoke")
+def token_revoke(name: str):
+    """Revoke a token by name: it stops working at once."""
+    from core.tokens import revoke_token
+    from core.db import session_factory
+
+    with session_factory()() as db:
+        if not revoke_token(db, name):
+            console.print(f"[red]no active token named {name!r}[/red]")
+            raise typer.Exit(2)
+    console.print(f"revoked {name}")
+
+
+@token_app.command("list")
+def token_list():
+    """Names, creation times and states of all tokens (never the tokens themselves)."""
+    from sqlalchemy import select
+
+    from core.db import session_factory
+    from core.models import ApiToken
+
+    table = Table("name", "scopes", "created", "last used", "state")
+    with session_factory()() as db:
+        for t in db.scalars(select(ApiToken).order_by(ApiToken.id)):
+            table.add_row(t.name, t.scopes, f"{t.created_at:%Y-%m-%d %H:%M}",
+                          f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "",
+                          "revoked" if t.revoked_at else "active")
+    console.print(table)

@@ -1,0 +1,133 @@
+"""Verdicts for a job's results against their baseline: the history of the same series
+(variant, size, GPU model, timing mode) on the base commit or branch."""
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.ancestry import COMMIT_TIME as _COMMIT_TIME, chain, first_parent
+from core.confirm import resource_changes
+from core.models import Commit, Gpu, Job, Result
+from core.regression import Point, Thresholds, judge
+from core.result_env import resources_of
+
+
+class VerdictOut(BaseModel):
+    result_id: int
+    variant: str
+    m: int
+    n: int
+    k: int
+    gflops: float | None
+    pct_of_cublas: float | None
+    verified: bool
+    status: Literal["regression", "ok", "faster", "no baseline", "unverified"]
+    delta: float | None = Field(description="(gflops - baseline mean) / baseline mean")
+    baseline_mean: float | None
+    baseline_points: int
+    reason: str
+    resource_changes: list[str] = Field(default_factory=list,
+                                        description="kernel resources vs the base commit's result, in words")
+
+
+
+def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None, window: int) -> list[Point]:
+    query = (
+        select(Result.gflops, Result.noise, Result.n_samples, Result.q1_ms, Result.q3_ms, Result.median_ms)
+        .join(Commit, Result.commit_id == Commit.id)
+        .join(Gpu, Result.gpu_id == Gpu.id)
+        .where(
+            Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k,
+            Result.mode == r.mode, Result.compute_mode == r.compute_mode,
+            Gpu.model == r.gpu.model, Result.verified.is_(True), Result.gflops.is_not(None),
+            Result.job_id != job.id,
+        )
+    )
+    anchor = _ancestry_anchor(db, job, base_sha, base_branch)
+    if anchor is not None:
+        # First-parent ancestry: the anchor and its ancestors, nearest last, whatever their dates.
+        position = {c.id: i for i, c in enumerate(chain(db, anchor, window))}
+        rows = db.execute(query.add_columns(Result.commit_id, Result.id).where(Result.commit_id.in_(list(position)))).all()
+        rows.sort(key=lambda row: (-position[row[6]], row[7]))
+        return [Point(g, robust_noise(noise, q1, q3, med), n) for g, noise, n, q1, q3, med, _, _ in rows[-window:]]
+    if base_sha:
+        base = _find(db, base_sha)
+        if base is None:
+            return []
+        # The base commit's own results, and what came before it on its branch.
+        base_time = base.committed_at or base.created_at
+        on_branch = (Commit.branch == base.branch) & (_COMMIT_TIME <= base_time) if base.branch else False
+        query = query.where((Commit.id == base.id) | on_branch)
+    else:
+        branch = base_branch or (job.commit.branch if job.commit else None)
+        query = query.where(Commit.branch == branch, Result.created_at < job.created_at)
+        if job.commit is not None:
+            query = query.where(Commit.id != job.commit_id)
+    rows = db.execute(query.order_by(_COMMIT_TIME.desc(), Result.id.desc()).limit(window)).all()
+    return [Point(g, robust_noise(noise, q1, q3, med), n) for g, noise, n, q1, q3, med in reversed(rows)]
+
+
+def _ancestry_anchor(db: Session, job: Job, base_sha: str | None, base_branch: str | None) -> Commit | None:
+    """Where the baseline's first-parent walk starts: the base commit, or the job commit's first
+    parent; None where no parents were sent (then commit time orders the history)."""
+    if base_sha:
+        base = _find(db, base_sha)
+        return base if base is not None and base.parents is not None else None
+    c = job.commit
+    if c is None or not c.parents or (base_branch and base_branch != c.branch):
+        return None
+    return first_parent(db, c)
+
+
+def _find(db: Session, sha_prefix: str) -> Commit | None:
+    return db.scalar(select(Commit).where(Commit.sha.startswith(sha_prefix, autoescape=True)).order_by(Commit.id.desc()))
+
+
+def robust_noise(noise: float | None, q1: float | None, q3: float | None, median: float | None) -> float | None:
+    """Relative spread from the interquartile range (IQR / 1.349 estimates a normal sigma).
+
+    One outlier sample (a first launch, a clock dip) inflates stddev/mean, which would make the
+    verdict blind to real changes; the quartiles barely move."""
+    if q1 is None or q3 is None or not median:
+        return noise
+    return (q3 - q1) / 1.349 / median
+
+
+def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | None, th: Thresholds) -> list[VerdictOut]:
+    out = []
+    for r in job.results:
+        common = {"result_id": r.id, "variant": r.variant, "m": r.m, "n": r.n, "k": r.k, "gflops": r.gflops,
+                  "pct_of_cublas": r.pct_of_cublas, "verified": r.verified}
+        if not r.verified or r.gflops is None or r.gpu is None:
+            out.append(VerdictOut(**common, status="unverified", delta=None, baseline_mean=None, baseline_points=0,
+                                  reason=r.error or "not verified"))
+            continue
+        history = _baseline(db, r, job, base_sha, base_branch, th.window)
+        v = judge(history, Point(r.gflops, robust_noise(r.noise, r.q1_ms, r.q3_ms, r.median_ms), r.n_samples), th)
+        if v.delta is None:
+            status = "no baseline"
+        elif v.regression:
+            status = "regression"
+        elif v.delta >= th.min_drop:
+            status = "faster"
+        else:
+            status = "ok"
+        out.append(VerdictOut(**common, status=status, delta=v.delta, baseline_mean=v.baseline_mean,
+                              baseline_points=len(history), reason=v.reason,
+                              resource_changes=_resource_changes(db, r, job, base_sha, base_branch)))
+    return out
+
+
+def _resource_changes(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None) -> list[str]:
+    """The head result's kernel resources against the newest result of the same series on the
+    base commit (or the head's first parent)."""
+    base = _ancestry_anchor(db, job, base_sha, base_branch) or (_find(db, base_sha) if base_sha else None)
+    head = resources_of(r.env)
+    if base is None or not head:
+        return []
+    env = db.scalar(select(Result.env).where(
+        Result.commit_id == base.id, Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k,
+        Result.mode == r.mode, Result.verified.is_(True)).order_by(Result.id.desc()).limit(1))
+    return resource_changes(resources_of(env), head)

@@ -1,0 +1,153 @@
+"""Confirmation jobs: the base commit's kernel and the head's, thawed from the kernel store, timed
+interleaved in one job on one GPU; their verdict from the paired samples (core/regression.py)."""
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.errors import Unprocessable
+from core.ancestry import by_time_before, first_parent
+from core.kernel_store import kernel_of
+from core.models import Commit, Job
+from core.result_env import ab_of, resources_of
+from core.wire_types import Integer, Text
+from core.regression import PairedThresholds, judge_paired
+
+
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
+
+
+class ConfirmIn(BaseModel):
+    """Which of the head job's cases to confirm, against which base commit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: Sha | None = Field(default=None, description="base commit sha (or prefix); default: the head commit's"
+                             " first parent, else the previous commit on its branch")
+    variants: list[Text(120)] | None = Field(
+        default=None, max_length=32, description="default: every verified variant of the head job")
+    sizes: list[list[Integer()]] | None = Field(
+        default=None, max_length=64, description="[[M, N, K], ...]; default: all")
+
+
+class ConfirmationOut(BaseModel):
+    result_id: int
+    variant: str
+    m: int
+    n: int
+    k: int
+    status: Literal["regression", "improvement", "no change", "undecided", "failed"]
+    ratio: float | None = Field(description="median head/base time per pair: 1.03 = head 3 % slower")
+    low: float | None = Field(description="lower end of the ratio's confidence interval")
+    high: float | None
+    pairs: int
+    head_gflops: float | None
+    base_gflops: float | None
+    head_resources: dict[str, Any] | None
+    base_resources: dict[str, Any] | None
+    resource_changes: list[str]
+    reason: str
+
+
+KIND = "confirm"
+# The mode of a confirmation's results: kept apart from every history, baseline and chart by it.
+AB_MODE = "ab"
+
+
+def base_commit(db: Session, head: Commit, base_sha: str | None) -> Commit | None:
+    if base_sha:
+        return db.scalar(select(Commit).where(Commit.repo == head.repo, Commit.sha.startswith(base_sha, autoescape=True))
+                         .order_by(Commit.id.desc()))
+    if head.parents:  # ancestry known: the first parent, or nothing if gemmwatch never saw it
+        return first_parent(db, head)
+    earlier = by_time_before(db, head, 1)
+    return earlier[0] if earlier else None
+
+
+def _latest_job_with(db: Session, commit: Commit, variant: str, m: int, n: int, k: int, gpu_model: str | None) -> Job | None:
+    """The newest measuring job of the commit that kept this case's kernel, on the same GPU model."""
+    jobs = db.scalars(select(Job).where(Job.commit_id == commit.id, Job.kind != KIND)
+                      .order_by(Job.id.desc())).unique()
+    for job in jobs:
+        if not job.plan or (gpu_model and job.gpu is not None and job.gpu.model != gpu_model):
+            continue
+        if any((e["variant"], e["m"], e["n"], e["k"]) == (variant, m, n, k) and e.get("kernel") for e in job.plan):
+            return job
+    return None
+
+
+def plan_confirmation(db: Session, head_job: Job, body: ConfirmIn) -> Job:
+    """A queued confirm job for the head job's chosen cases; a 422 naming the field when a case
+    cannot be confirmed (no base commit, no kept kernel on either side)."""
+    if head_job.kind == KIND or head_job.commit is None:
+        raise Unprocessable("head_job", f"job {head_job.id} is not a measuring job of a commit")
+    if head_job.status != "succeeded":
+        raise Unprocessable("head_job", f"job {head_job.id} is {head_job.status}; only a succeeded job can be confirmed")
+    base = base_commit(db, head_job.commit, body.base)
+    if base is None:
+        raise Unprocessable("base", "no base commit: give 'base', or send the head commit's parents")
+    model = head_job.gpu.model if head_job.gpu else None  # base kernels measured on this model first
+    cases = sorted({(r.variant, r.m, r.n, r.k) for r in head_job.results if r.verified})
+    if body.variants is not None:
+        unknown = set(body.variants) - {c[0] for c in cases}
+        if unknown:
+            raise Unprocessable("variants", f"{sorted(unknown)} not verified in job {head_job.id}")
+        cases = [c for c in cases if c[0] in body.variants]
+    if body.sizes is not None:
+        cases = [c for c in cases if list(c[1:]) in body.sizes]
+    if not cases:
+        raise Unprocessable("sizes", f"no verified case of job {head_job.id} matches")
+    entries = []
+    for variant, m, n, k in cases:
+        head_kernel = kernel_of(db, head_job, variant, m, n, k)
+        base_job = _latest_job_with(db, base, variant, m, n, k, model)
+        base_kernel = kernel_of(db, base_job, variant, m, n, k) if base_job else None
+        if head_kernel is None or base_kernel is None:
+            side = "head" if head_kernel is None else f"base {base.sha[:12]}"
+            raise Unprocessable("variants", f"{variant} {m}x{n}x{k}: the {side} kernel was not kept; it cannot be re-measured")
+        entries.append({"variant": variant, "m": m, "n": n, "k": k, "tunables": {}, "head": head_kernel,
+                        "base": base_kernel, "base_job": base_job.id})
+    return Job(
+        status="queued", kind=KIND, variants=sorted({e["variant"] for e in entries}),
+        sizes=[list(s) for s in sorted({(e["m"], e["n"], e["k"]) for e in entries})],
+        # The head job's queue, so the confirmation runs where the head ran (a GPU of that model).
+        tunables={}, sources=[], plan=entries, gpu_model=head_job.gpu_model, queue=head_job.queue,
+        progress_total=len(entries),
+        confirm={"head_job": head_job.id, "head_sha": head_job.commit.sha, "base_sha": base.sha,
+                 "base_jobs": sorted({e["base_job"] for e in entries})},
+    )
+
+
+def confirmation(job: Job, th: PairedThresholds) -> list[ConfirmationOut]:
+    out = []
+    for r in job.results:
+        ab = ab_of(r.env) or {}
+        head_res, base_res = resources_of(r.env), resources_of(r.env, "base_resources")
+        common = {"result_id": r.id, "variant": r.variant, "m": r.m, "n": r.n, "k": r.k,
+                  "head_gflops": r.gflops, "base_gflops": ab.get("base_gflops"), "head_resources": head_res,
+                  "base_resources": base_res, "resource_changes": resource_changes(base_res, head_res)}
+        if not r.verified or not ab:
+            out.append(ConfirmationOut(**common, status="failed", ratio=None, low=None, high=None, pairs=0,
+                                       reason=r.error or "not measured"))
+            continue
+        v = judge_paired(ab["base_ms"], r.samples_ms or [], th)
+        out.append(ConfirmationOut(**common, status=v.status, ratio=v.ratio, low=v.low, high=v.high, pairs=v.pairs,
+                                   reason=v.reason))
+    return out
+
+
+def resource_changes(base: dict | None, head: dict | None) -> list[str]:
+    """What moved between two kernels' resources, in words: "registers 128 -> 168", ..."""
+    if not base or not head:
+        return []
+    words = []
+    for key, label in (("registers_per_thread", "registers"), ("static_smem_bytes", "static smem bytes"),
+                       ("dynamic_smem_bytes", "dynamic smem bytes"), ("local_bytes_per_thread", "spill bytes")):
+        if base.get(key) != head.get(key):
+            words.append(f"{label} {base.get(key)} -> {head.get(key)}")
+    if base.get("blocks_per_sm") != head.get("blocks_per_sm"):
+        words.append(f"occupancy {base.get('blocks_per_sm')} -> {head.get('blocks_per_sm')} block/SM,"
+                     f" limited by {head.get('limited_by')}")
+    return words

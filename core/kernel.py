@@ -1,0 +1,373 @@
+"""A kernel, described once: the one schema every path carries (docs/KERNELS.md).
+
+A `KernelDescription` is what a kernel engineer writes in a kernels folder's `gemmwatch.json`
+(this project's own `kernels/` is one), what `POST /api/jobs` takes in `sources`, what a job's
+plan keeps in the kernel store for later confirmations, and what the A/B runner thaws. Its JSON
+(`model_dump(mode="json")`) is the one serialised form; its JSON Schema is published at
+`GET /api/kernels/schema`.
+
+`resolve` turns a description, a choice of tunables and the GPU's own figures (`DeviceFigures`,
+read from the device) into a `Launch`: every -D value, the block shape and the target fixed,
+the grid and dynamic shared memory still expressions of M, N and K.
+"""
+
+import itertools
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError, field_validator,
+                      model_validator)
+
+from core import kernel_expr, kernel_includes
+from core.kernel_includes import IncludeRefused
+from core.source_guard import SourceRefused
+from core.kernel_expr import ExprError
+
+# Names an expression may read, beside the kernel's own tunables and defines.
+PROBLEM_NAMES = ("M", "N", "K")
+DEVICE_NAMES = ("SM_COUNT", "SMEM_PER_SM", "SMEM_PER_BLOCK", "REGS_PER_SM", "MAX_THREADS_PER_SM", "L2_BYTES", "CC")
+RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
+
+# The arguments a GEMM kernel may take, in the order it declares them (the default: cuBLAS's
+# order, which most kernel repositories follow). Dimensions and leading dimensions are passed as
+# 32-bit ints, alpha and beta as floats, A, B and C as pointers to the matrices in `layout`.
+ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc"]
+DEFAULT_ARGS = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
+
+COMPUTE_MODES = ("fp32", "tf32")
+# The correctness bound per compute mode (relative Frobenius error against cuBLAS FP32); a
+# description may set its own `tolerance` instead. TF32 keeps 10 mantissa bits: its products land
+# near 3e-4 from FP32.
+DEFAULT_TOLERANCE = {"fp32": 1e-4, "tf32": 2e-3}
+
+Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+# A file of the kernel, by its path inside the kernels folder: plain components, no '.' or '..'
+# (a file is found by resolving includes, never by climbing out of the folder).
+FilePath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*$",
+                                            max_length=200)]
+Expr = Annotated[str, StringConstraints(min_length=1, max_length=kernel_expr.MAX_LENGTH)]
+Dim = StrictInt | Expr
+Target = Annotated[str, StringConstraints(pattern=r"^sm_[0-9]{2,3}a?$")]
+# Bytes of all of one description's files together: a bound on the work a description can cause
+# before any per-deployment limit (GEMMWATCH_MAX_SOURCE_BYTES, checked by the API) applies.
+ABSOLUTE_MAX_BYTES = 4_000_000
+
+
+class Tunable(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    values: list[StrictInt] = Field(min_length=1, max_length=16, description="the values an autotune job tries")
+    default: StrictInt = Field(description="the value a bench job uses unless told otherwise")
+
+    @model_validator(mode="after")
+    def _default_is_a_value(self) -> "Tunable":
+        if len(set(self.values)) != len(self.values):
+            raise ValueError(f"values {self.values} repeat")
+        if self.default not in self.values:
+            raise ValueError(f"default {self.default} is not one of the values {self.values}")
+        return self
+
+
+class TileGrid(BaseModel):
+    """One block per tile of C: the grid covers M x N with tiles of `tile` = [rows, cols]."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tile: list[Dim] = Field(min_length=2, max_length=2, description="[rows (along M), cols (along N)] of C per block")
+    order: Literal["n_first", "m_first"] = Field(
+        "n_first", description="n_first: blockIdx.x walks the tile columns (N), blockIdx.y the rows (M); "
+                               "m_first: blockIdx.x walks the rows (M)")
+
+    @field_validator("tile")
+    @classmethod
+    def _tile_ints_positive(cls, tile: list) -> list:
+        if any(type(t) is int and not 1 <= t <= 65536 for t in tile):
+            raise ValueError(f"tile {tile}: each of rows, cols must be in 1..65536")
+        return tile
+
+
+class ExprGrid(BaseModel):
+    """A grid of any shape: x, y, z as expressions (a persistent grid: "SM_COUNT * 2")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    x: Dim
+    y: Dim = 1
+    z: Dim = 1
+
+
+class KernelDescription(BaseModel):
+    """One kernel: its files, entry, launch geometry, target, compute mode and constants."""
+
+    model_config = ConfigDict(extra="forbid", title="gemmwatch kernel description")
+
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,59}$")] = Field(
+        description="variant name (snake_case); a built-in's name means this commit's version of it")
+    files: dict[FilePath, str] = Field(
+        min_length=1, max_length=64,
+        description="every file the kernel compiles from, by path in its folder: the source and the headers it "
+                    "includes with #include \"...\" (resolved from the including file's folder, then `include_dirs`)")
+    source: FilePath = Field(description="the file compiled as the translation unit (one of `files`)")
+    include_dirs: list[FilePath] = Field(default_factory=list, max_length=16,
+                                         description="folders of `files` searched for #include <...> and, after the "
+                                                     "including file's folder, #include \"...\"")
+    entry: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_:]*(<[A-Za-z0-9_, +*-]*>)?$",
+                                            max_length=200)] = Field(
+        description='the __global__ function, or a template instantiation such as "sgemm<BM, BN, 8>" '
+                    "(the kernel's defines and tunables are macros there)")
+    args: list[ArgName] = Field(default_factory=lambda: list(DEFAULT_ARGS), min_length=3, max_length=11,
+                                description="the kernel's parameters in order; M, N, K, lda, ldb, ldc as int, alpha and "
+                                            "beta as float, A, B, C as pointers")
+    layout: Literal["row", "column"] = Field("row", description="how A (M x K), B (K x N) and C (M x N) lie in memory")
+    block: list[Dim] = Field(min_length=1, max_length=3, description="threads per block [x, y, z]")
+    grid: TileGrid | ExprGrid
+    dynamic_smem: Dim = Field(0, description="bytes of dynamic shared memory per block")
+    target: Target | None = Field(None, description='a GPU target the kernel needs, e.g. "sm_90a" for wgmma; '
+                                                     "none: built for whatever GPU runs it")
+    compute_mode: Literal["fp32", "tf32"] = Field(
+        "fp32", description="fp32: checked against cuBLAS FP32 and timed beside it; tf32: inputs rounded to TF32 on "
+                            "the tensor cores, checked with a TF32 tolerance and timed beside cuBLAS TF32")
+    tolerance: float | None = Field(None, gt=0, le=0.1, allow_inf_nan=False,
+                                    description="largest relative Frobenius error against cuBLAS FP32 (default: "
+                                                "1e-4 for fp32, 2e-3 for tf32)")
+    defines: dict[Identifier, Dim] = Field(default_factory=dict, max_length=64,
+                                           description="-D NAME=value; a value may be an expression of the GPU's "
+                                                       "figures, the tunables and other defines")
+    tunables: dict[Identifier, Tunable] = Field(default_factory=dict, max_length=16,
+                                                description="-D values an autotune job sweeps")
+    technique: Annotated[str, StringConstraints(max_length=2000)] | None = Field(
+        None, description="what the kernel does, in a sentence")
+    seed: Annotated[str, StringConstraints(max_length=200)] | None = Field(
+        None, description="where the technique comes from")
+
+    @field_validator("block")
+    @classmethod
+    def _block_ints_in_range(cls, block: list) -> list:
+        ints = [b for b in block if type(b) is int]
+        if any(b < 1 or b > 1024 for b in ints) or (len(ints) == len(block) and math.prod(ints) > 1024):
+            raise ValueError(f"block {block}: each dimension >= 1 and at most 1024 threads in all")
+        return block
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "KernelDescription":
+        if self.source not in self.files:
+            raise ValueError(f"source {self.source!r} is not among the files ({', '.join(sorted(self.files))})")
+        size = sum(len(text.encode()) for text in self.files.values())
+        if size > ABSOLUTE_MAX_BYTES:
+            raise ValueError(f"the files hold {size} bytes; at most {ABSOLUTE_MAX_BYTES}")
+        clash = (set(self.defines) | set(self.tunables)) & RESERVED
+        if clash:
+            raise ValueError(f"{', '.join(sorted(clash))}: reserved for the problem and the GPU "
+                             f"({', '.join(sorted(RESERVED))}); name the constant otherwise")
+        both = set(self.defines) & set(self.tunables)
+        if both:
+            raise ValueError(f"{', '.join(sorted(both))}: both a define and a tunable")
+        if len(set(self.args)) != len(self.args) or not {"A", "B", "C"} <= set(self.args):
+            raise ValueError(f"args {self.args}: each name once, A, B and C among them")
+        if math.prod(len(t.values) for t in self.tunables.values()) > 4096:
+            raise ValueError("the tunables make more than 4096 combinations")
+        for value, where in self.expressions():
+            try:
+                kernel_expr.check(value, self.known_names(where))
+            except ExprError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+        define_order(self.defines)  # a define that reads itself, through others or not, is refused
+        try:  # layer 1 of 3 against a hostile source (docs/SECURITY.md), and where each #include leads
+            kernel_includes.resolve(self.files, self.source, self.include_dirs)
+        except (SourceRefused, IncludeRefused) as refusal:
+            raise ValueError(f"source refused: {refusal}") from None
+        return self
+
+    # -- expressions ----------------------------------------------------------------
+    def expressions(self) -> list[tuple[Any, str]]:
+        """(value, field) for every int-or-expression field, to check the names each may read."""
+        grid = ([(d, "grid.tile") for d in self.grid.tile] if isinstance(self.grid, TileGrid)
+                else [(self.grid.x, "grid.x"), (self.grid.y, "grid.y"), (self.grid.z, "grid.z")])
+        return ([(b, "block") for b in self.block] + grid + [(self.dynamic_smem, "dynamic_smem")]
+                + [(v, f"defines.{k}") for k, v in self.defines.items()])
+
+    def known_names(self, where: str) -> set[str]:
+        """What an expression in this field may read: the GPU's figures and the kernel's constants
+        everywhere; M, N and K only where they vary per case (grid, dynamic shared memory), never
+        in a -D or the block, which are fixed when the kernel is compiled."""
+        known = set(DEVICE_NAMES) | set(self.tunables) | set(self.defines)
+        if where.startswith(("grid", "dynamic_smem")):
+            known |= set(PROBLEM_NAMES)
+        return known
+
+    # -- tunables ---------------------------------------------------------------------
+    def defaults(self) -> dict[str, int]:
+        return {name: t.default for name, t in self.tunables.items()}
+
+    def check_tunables(self, chosen: dict[str, int] | None) -> dict[str, int]:
+        """The chosen values over the defaults; a name or value outside the tunables is a ValueError."""
+        merged = self.defaults()
+        for name, value in (chosen or {}).items():
+            if name not in self.tunables:
+                raise ValueError(f"{self.name} has no tunable {name!r}; tunables: {sorted(self.tunables) or 'none'}")
+            if type(value) is not int or value not in self.tunables[name].values:
+                raise ValueError(f"{self.name}: {name}={value!r} not allowed; allowed: {self.tunables[name].values}")
+            merged[name] = value
+        return merged
+
+    def configurations(self) -> list[dict[str, int]]:
+        """Every combination of the tunables, the defaults first ({} for a kernel without any)."""
+        names = list(self.tunables)
+        combos = [dict(zip(names, vs)) for vs in itertools.product(*(self.tunables[n].values for n in names))]
+        default = self.defaults()
+        return [default] + [c for c in combos if c != default]
+
+    def tolerance_for_mode(self) -> float:
+        return self.tolerance if self.tolerance is not None else DEFAULT_TOLERANCE[self.compute_mode]
+
+    def summary(self) -> dict[str, Any]:
+        """What GET /api/variants says of a kernel."""
+        return {"name": self.name, "technique": self.technique or "", "seed": self.seed, "source_file": self.source,
+                "entry": self.entry, "compute_mode": self.compute_mode, "target": self.target,
+                "tunables": [{"name": n, "values": t.values, "default": t.default} for n, t in self.tunables.items()]}
+
+
+def explain(exc: ValidationError, who: str) -> str:
+    """A description's validation errors, one line each: who, which field, why."""
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(the kernel)"
+        lines.append(f"{who}: {where}: {err['msg'].removeprefix('Value error, ')}")
+    return "\n".join(lines)
+
+
+def define_order(defines: dict[str, Any]) -> list[str]:
+    """The defines in an order where each comes after those it reads; a cycle is a ValueError."""
+    reads = {name: (kernel_expr.names(v) & set(defines)) if type(v) is not int else set() for name, v in defines.items()}
+    order: list[str] = []
+    done: set[str] = set()
+    while len(order) < len(defines):
+        ready = [n for n in defines if n not in done and reads[n] <= done]
+        if not ready:
+            stuck = sorted(n for n in defines if n not in done)
+            raise ValueError(f"defines {', '.join(stuck)} read each other in a cycle")
+        order += ready
+        done |= set(ready)
+    return order
+
+
+@dataclass(frozen=True)
+class DeviceFigures:
+    """The GPU's own figures, read from the device (never constants): what a description's
+    expressions see as SM_COUNT, SMEM_PER_SM, ..."""
+
+    sm_count: int
+    smem_per_sm: int
+    smem_per_block: int  # the most a block may opt in to
+    regs_per_sm: int
+    max_threads_per_sm: int
+    l2_bytes: int
+    compute_capability: str  # "9.0"
+
+    def scope(self) -> dict[str, int]:
+        return {"SM_COUNT": self.sm_count, "SMEM_PER_SM": self.smem_per_sm, "SMEM_PER_BLOCK": self.smem_per_block,
+                "REGS_PER_SM": self.regs_per_sm, "MAX_THREADS_PER_SM": self.max_threads_per_sm,
+                "L2_BYTES": self.l2_bytes, "CC": int(self.compute_capability.replace(".", ""))}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A description made concrete for one GPU and one choice of tunables: what the runner
+    compiles (files, source, entry, -D values, target) and launches (block; grid and dynamic
+    shared memory per M, N, K). Picklable; no file access."""
+
+    variant: str
+    files: dict[str, str]
+    source: str
+    include_dirs: tuple[str, ...]
+    entry: str
+    args: tuple[str, ...]
+    layout: str
+    block: tuple[int, int, int]
+    grid_exprs: tuple[Any, ...]  # ("tile", rows, cols, order) or ("xyz", x, y, z)
+    dynamic_smem_expr: Any
+    defines: dict[str, int]
+    scope: dict[str, int] = field(repr=False)  # the GPU's figures and every named constant
+    target: str | None = None
+    compute_mode: str = "fp32"
+    tolerance: float = 1e-4
+    # "builtin": this project's own kernels/; "job": brought by a job, so hostile until proven
+    # otherwise (compiled only where the compiler is confined, its compile log filtered).
+    origin: str = "job"
+
+    def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+        scope = {**self.scope, "M": m, "N": n, "K": k}
+        if self.grid_exprs[0] == "tile":
+            _, rows, cols, order = self.grid_exprs
+            tiles_m = -(-m // kernel_expr.evaluate(rows, scope))
+            tiles_n = -(-n // kernel_expr.evaluate(cols, scope))
+            grid = (tiles_n, tiles_m, 1) if order == "n_first" else (tiles_m, tiles_n, 1)
+        else:
+            grid = tuple(kernel_expr.evaluate(e, scope) for e in self.grid_exprs[1:])
+        if not (1 <= grid[0] < 2**31 and 1 <= grid[1] <= 65535 and 1 <= grid[2] <= 65535):
+            raise ValueError(f"{self.variant}: grid {grid} at {m}x{n}x{k} is outside what CUDA launches "
+                             "(x 1..2^31-1, y and z 1..65535)")
+        return grid  # type: ignore[return-value]
+
+    def dynamic_smem(self, m: int, n: int, k: int) -> int:
+        smem = kernel_expr.evaluate(self.dynamic_smem_expr, {**self.scope, "M": m, "N": n, "K": k})
+        if smem < 0:
+            raise ValueError(f"{self.variant}: dynamic shared memory {smem} < 0")
+        return smem
+
+    @property
+    def tile(self) -> tuple[int, int] | None:
+        """Rows and columns of C per block, where the grid is one block per tile."""
+        if self.grid_exprs[0] != "tile":
+            return None
+        return (kernel_expr.evaluate(self.grid_exprs[1], self.scope), kernel_expr.evaluate(self.grid_exprs[2], self.scope))
+
+    def compile_options(self) -> tuple[str, ...]:
+        return ("-std=c++17", *(f"-D{k}={v}" for k, v in sorted(self.defines.items())))
+
+    def not_applicable_on(self, compute_capability: str) -> str | None:
+        """Why this kernel cannot run on a GPU of that compute capability ("9.0" or "90"), or None."""
+        if self.target is None:
+            return None
+        needed = target_compute_capability(self.target)
+        have = compute_capability if "." in compute_capability else f"{compute_capability[:-1]}.{compute_capability[-1:]}"
+        if have == needed:
+            return None
+        return (f"not applicable: {self.variant} is built for {self.target} and runs only on compute capability "
+                f"{needed}; this GPU has {have}")
+
+
+def target_compute_capability(target: str) -> str:
+    """'sm_90a' -> '9.0', 'sm_100a' -> '10.0': the compute capability a target is built for."""
+    match = re.fullmatch(r"sm_(\d+)(\d)a?", target)
+    if match is None:
+        raise ValueError(f"not a GPU target: {target!r}")
+    return f"{match.group(1)}.{match.group(2)}"
+
+
+def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: DeviceFigures,
+            origin: str = "job") -> Launch:
+    """The description with these tunables on this GPU; a ValueError names what does not fit."""
+    values = desc.check_tunables(tunables)
+    scope = {**device.scope(), **values}
+    try:
+        for name in define_order(desc.defines):
+            scope[name] = kernel_expr.evaluate(desc.defines[name], scope)
+        block = [kernel_expr.evaluate(b, scope) for b in desc.block]
+    except ExprError as exc:
+        raise ValueError(f"{desc.name}: {exc}") from None
+    block += [1] * (3 - len(block))
+    if min(block) < 1 or math.prod(block) > 1024:
+        raise ValueError(f"{desc.name}: block {block} with {values or 'no tunables'}: each dimension >= 1 and at "
+                         "most 1024 threads in all")
+    grid = (("tile", *desc.grid.tile, desc.grid.order) if isinstance(desc.grid, TileGrid)
+            else ("xyz", desc.grid.x, desc.grid.y, desc.grid.z))
+    defines = {name: scope[name] for name in desc.defines} | values
+    return Launch(
+        variant=desc.name, files=dict(desc.files), source=desc.source, include_dirs=tuple(desc.include_dirs),
+        entry=desc.entry, args=tuple(desc.args), layout=desc.layout, block=tuple(block),  # type: ignore[arg-type]
+        grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.target,
+        compute_mode=desc.compute_mode, tolerance=desc.tolerance_for_mode(), origin=origin,
+    )

@@ -1,0 +1,143 @@
+"""One env-driven settings object for the API, the worker, the dashboard and the CLI."""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+
+    # Where state lives when nothing else is configured: the embedded default.
+    data_dir: Path = Field(default=Path(".gemmwatch"), validation_alias="GEMMWATCH_DATA_DIR")
+
+    database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")
+    broker_url: str | None = Field(default=None, validation_alias="BROKER_URL")
+
+    # Request limits (the API answers 422 beyond them).
+    max_dim: int = Field(default=16384, validation_alias="GEMMWATCH_MAX_DIM")
+    max_cases_per_job: int = Field(default=64, validation_alias="GEMMWATCH_MAX_CASES")
+    max_source_bytes: int = Field(default=200_000, validation_alias="GEMMWATCH_MAX_SOURCE_BYTES")
+    max_autotune_cases: int = Field(default=256, validation_alias="GEMMWATCH_MAX_AUTOTUNE_CASES")
+
+    # Measurement (see worker/timing.py for how they are used).
+    warmup_ms: float = Field(default=25.0, validation_alias="GEMMWATCH_WARMUP_MS")
+    min_samples: int = Field(default=10, validation_alias="GEMMWATCH_MIN_SAMPLES")
+    max_noise: float = Field(default=0.005, validation_alias="GEMMWATCH_MAX_NOISE")
+    # Time spent sampling before the stop rule may end a case (worker/cases.py TimingPolicy.satisfied).
+    min_time_s: float = Field(default=0.1, validation_alias="GEMMWATCH_MIN_TIME_S")
+    # Drop samples taken while NVML reports the clocks held down (power cap, thermal, HW slowdown).
+    discard_throttled: bool = Field(default=True, validation_alias="GEMMWATCH_DISCARD_THROTTLED")
+    case_time_cap_s: float = Field(default=3.0, validation_alias="GEMMWATCH_CASE_TIME_CAP_S")
+    max_rel_error: float = Field(default=1e-4, validation_alias="GEMMWATCH_MAX_REL_ERROR")
+    # TF32 keeps 10 mantissa bits: its products land near 3e-4 from FP32, so it gets its own bound.
+    max_rel_error_tf32: float = Field(default=2e-3, validation_alias="GEMMWATCH_MAX_REL_ERROR_TF32")
+    timing_mode: str = Field(default="cold", validation_alias="GEMMWATCH_TIMING_MODE")
+    # A sample holds no host launch overhead: a blocking kernel holds the stream while a batch is
+    # queued (worker/stream_hold.py). Off only to show what it changes.
+    hold_stream: bool = Field(default=True, validation_alias="GEMMWATCH_HOLD_STREAM")
+    # How a cold sample's L2 is evicted: "readwrite" (our kernel) or "memset" (nvbench's way).
+    l2_flush: Literal["readwrite", "memset"] = Field(default="readwrite", validation_alias="GEMMWATCH_L2_FLUSH")
+    # Order of a batch's samples: each kernel's in a block of its own (default), or alternating. With
+    # "pairs", each variant sample followed a cuBLAS kernel, and a small variant read 8-15 % slower
+    # than when timed alone or by nvbench on the H100 (docs/BENCHMARKS.md, issue 10): the kernel
+    # before it changes what it pays at start. Samples still pair up within a batch for ratios.
+    interleave: Literal["pairs", "blocks"] = Field(default="blocks", validation_alias="GEMMWATCH_INTERLEAVE")
+    # Cold samples one at a time, each behind its own stream hold and waited for (nvbench's cold
+    # measurement); false queues a whole batch behind one hold (worker/timing.py time_pair).
+    isolate_samples: bool = Field(default=True, validation_alias="GEMMWATCH_ISOLATE_SAMPLES")
+    # Converged also means the medians of the first and second halves of the samples agree this closely.
+    max_drift: float = Field(default=0.01, gt=0, validation_alias="GEMMWATCH_MAX_DRIFT")
+    # A case (compile, verify, time) taking longer than this is killed and fails its job.
+    case_timeout_s: float = Field(default=120.0, validation_alias="GEMMWATCH_CASE_TIMEOUT_S")
+
+    # Access: writes (jobs, results) need a bearer token; reads of /api are public unless set.
+    # Threads one API process runs blocking work on (database, broker). Few on purpose: under 50
+    # clients, 40 threads taking turns at one GIL cost each request twice its CPU; no request
+    # holds a database connection while it waits for a thread (api/deps.py), so few is safe.
+    # Dashboard pages share them: where many people read heavy pages at once, raise it.
+    api_threads: int = Field(default=4, ge=1, le=64, validation_alias="GEMMWATCH_API_THREADS")
+    auth_writes: bool = Field(default=True, validation_alias="GEMMWATCH_AUTH_WRITES")
+    auth_reads: bool = Field(default=False, validation_alias="GEMMWATCH_AUTH_READS")
+    # Signs the dashboard's session cookie (dashboard/login.py); made once in the data dir when unset.
+    # Set it (the same on every API server) in a deployment.
+    secret_key: str | None = Field(default=None, min_length=32, validation_alias="GEMMWATCH_SECRET_KEY")
+    session_max_age_s: float = Field(default=7 * 86400, gt=0, validation_alias="GEMMWATCH_SESSION_MAX_AGE_S")
+    # Origins (https://host[:port]) the dashboard's forms may post from besides the request's own Host,
+    # comma-separated: for a proxy that rewrites Host (api/same_origin.py).
+    public_origins: str = Field(default="", validation_alias="GEMMWATCH_PUBLIC_ORIGINS")
+
+    # Regression detection (core/regression.py explains the method).
+    regression_boundary: float = Field(default=0.999, validation_alias="GEMMWATCH_REGRESSION_BOUNDARY")
+    regression_window: int = Field(default=64, validation_alias="GEMMWATCH_REGRESSION_WINDOW")
+    regression_min_points: int = Field(default=5, validation_alias="GEMMWATCH_REGRESSION_MIN_POINTS")
+    regression_min_drop: float = Field(default=0.02, validation_alias="GEMMWATCH_REGRESSION_MIN_DROP")
+
+    # A running job whose heartbeat is older than this lost its worker and is queued again;
+    # a queued job older than requeue_after_s is published again (a broker restart loses queues).
+    heartbeat_stale_s: float = Field(default=60.0, validation_alias="GEMMWATCH_HEARTBEAT_STALE_S")
+    requeue_after_s: float = Field(default=120.0, validation_alias="GEMMWATCH_REQUEUE_AFTER_S")
+    reaper_interval_s: float = Field(default=15.0, validation_alias="GEMMWATCH_REAPER_INTERVAL_S")
+    # Workers beat every worker_beat_s (worker/fleet.py); one silent for worker_offline_after_s is offline.
+    worker_beat_s: float = Field(default=5.0, gt=0, validation_alias="GEMMWATCH_WORKER_BEAT_S")
+    worker_offline_after_s: float = Field(default=30.0, gt=0, validation_alias="GEMMWATCH_WORKER_OFFLINE_AFTER_S")
+
+    # Compiling a kernel (worker/compiler.py): a confined process of its own, with these limits.
+    compile_timeout_s: float = Field(default=60.0, gt=0, validation_alias="GEMMWATCH_COMPILE_TIMEOUT_S")
+    compile_memory_mb: int = Field(default=4096, ge=256, validation_alias="GEMMWATCH_COMPILE_MEMORY_MB")
+    # Where the compiler cannot be confined (no Landlock): refuse a job's own sources, or warn and compile.
+    unconfined_sources: Literal["refuse", "warn"] = Field(default="refuse", validation_alias="GEMMWATCH_UNCONFINED_SOURCES")
+    kernel_cache_dir_override: Path | None = Field(default=None, validation_alias="GEMMWATCH_KERNEL_CACHE_DIR")
+    # The libnvrtc the compile process loads (unset: cuda-pathfinder's choice, a wheel's first). Code
+    # generation differs between NVRTC releases; pin the toolkit a repository builds with.
+    nvrtc_library: Path | None = Field(default=None, validation_alias="GEMMWATCH_NVRTC_LIBRARY")
+
+    # Dotted path of the object that does the GPU work. Tests point it at a CPU double.
+    runner: str = Field(default="worker.runner:CupyRunner", validation_alias="GEMMWATCH_RUNNER")
+
+    # Same-job A/B confirmation (core/regression.py, "Same-job A/B confirmation", explains the method).
+    confirm_confidence: float = Field(default=0.99, gt=0.5, lt=1, validation_alias="GEMMWATCH_CONFIRM_CONFIDENCE")
+    confirm_min_change: float = Field(default=0.01, gt=0, lt=1, validation_alias="GEMMWATCH_CONFIRM_MIN_CHANGE")
+    confirm_min_pairs: int = Field(default=10, ge=3, validation_alias="GEMMWATCH_CONFIRM_MIN_PAIRS")
+    confirm_resamples: int = Field(default=2000, ge=100, le=100_000, validation_alias="GEMMWATCH_CONFIRM_RESAMPLES")
+    # A confirmed regression on a watched branch is POSTed here as JSON (worker/webhook.py), retried with backoff.
+    webhook_url: str | None = Field(default=None, validation_alias="GEMMWATCH_WEBHOOK_URL")
+    webhook_branches: str = Field(default="main", validation_alias="GEMMWATCH_WEBHOOK_BRANCHES")
+    webhook_attempts: int = Field(default=5, ge=1, le=20, validation_alias="GEMMWATCH_WEBHOOK_ATTEMPTS")
+
+    # -- Cancelling jobs (core/cancel.py, worker/gpu_process.py) --
+    # A cancelled job's case still running this long after the worker saw the cancel is stopped
+    # by replacing the GPU process (a kernel that never ends); a case ending sooner keeps its result.
+    cancel_grace_s: float = Field(default=10.0, ge=0, validation_alias="GEMMWATCH_CANCEL_GRACE_S")
+
+    @field_validator("nvrtc_library", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value):
+        return None if value in ("", None) else value
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'gemmwatch.db').resolve()}"
+
+    @property
+    def kernel_cache_dir(self) -> Path:
+        return self.kernel_cache_dir_override or self.data_dir / "kernel-cache"
+
+    @property
+    def embedded_broker(self) -> bool:
+        return not self.broker_url
+
+    @property
+    def broker_folder(self) -> Path:
+        return (self.data_dir / "broker").resolve()
+
+
+def get_settings() -> Settings:
+    return Settings()
+
+
+settings = Settings()

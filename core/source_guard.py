@@ -1,0 +1,272 @@
+"""Layer 1 of three against a hostile job source: its preprocessor directives, as the compiler sees them.
+
+A job may bring CUDA source, and NVRTC opens any file a directive names (`#include`,
+`__has_include`, ...). Checking the raw text is not enough: the compiler first joins lines
+that end in a backslash (even inside a word), treats every comment as a space, reads `%:` as
+`#`, and (in some modes) `??=` as `#`. So this module applies those early translation phases
+itself, splits the result into preprocessing tokens, and then allows only a short list of
+directives. Where compilers differ (trigraphs on or off; a backslash followed by spaces before
+the newline joining lines or not), the source is analysed under every reading and refused if
+any reading finds something forbidden: an attacker gains nothing from the ambiguity.
+
+Layers 2 (a confined compile process, worker/compiler.py) and 3 (compile logs that only show
+the job's own source) hold even if this one is bypassed; this one gives the clear 422.
+"""
+
+import bisect
+import functools
+import re
+from dataclasses import dataclass
+
+ALLOWED_DIRECTIVES = frozenset(
+    {"define", "undef", "if", "ifdef", "ifndef", "elif", "else", "endif", "pragma", "error", "warning", "line",
+     "include"}
+)
+# Pragmas that only steer code generation or diagnostics; none names or reads a file.
+ALLOWED_PRAGMAS = frozenset(
+    {"once", "unroll", "nounroll", "push_macro", "pop_macro", "pack",
+     "nv_diag_suppress", "nv_diag_warning", "nv_diag_error", "nv_diag_default", "nv_diag_once",
+     "diag_suppress", "diag_warning", "diag_error", "diag_default"}
+)
+# Operators that can probe or read a file, or run a pragma built from a string.
+FORBIDDEN_IDENTIFIERS = frozenset({"__has_include", "__has_include_next", "__has_embed", "__pragma"})
+
+_TRIGRAPHS = {"=": "#", "/": "\\", "'": "^", "(": "[", ")": "]", "!": "|", "<": "{", ">": "}", "-": "~"}
+_TRIGRAPH = re.compile(r"\?\?([=/'()!<>\-])")
+_CONTROL = re.compile(r"[\x01-\x08\x0e-\x1f\x7f]")
+_SPLICE_STRICT = re.compile(r"\\\n")
+_SPLICE_LENIENT = re.compile(r"\\[ \t\f\v]*\n")  # GCC and Clang accept spaces between \ and newline
+
+_TOKEN = re.compile(
+    r"""
+    (?P<newline>\n)
+  | (?P<space>[ \t\f\v]+)
+  | (?P<line_comment>//[^\n]*)
+  | (?P<block_comment>/\*.*?\*/)
+  | (?P<open_comment>/\*)
+  | (?P<raw_string>(?:u8|u|U|L)?R")
+  | (?P<string>(?:u8|u|U|L)?"(?:[^"\\\n]|\\[^\n])*(?:"|(?=\n)|$))
+  | (?P<char>(?:u8|u|U|L)?'(?:[^'\\\n]|\\[^\n])*(?:'|(?=\n)|$))
+  | (?P<number>\.?[0-9](?:[eEpP][+-]|'[0-9A-Za-z_]|[0-9A-Za-z_.])*)
+  | (?P<identifier>[A-Za-z_$][A-Za-z0-9_$]*)
+  | (?P<paste>\#\#|%:%:)
+  | (?P<hash>\#|%:)
+  | (?P<punct>.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
+class SourceRefused(ValueError):
+    """A job source the guard will not pass on to the compiler; the message names the line (and
+    the file, where the source is one of a kernel's files)."""
+
+    def __init__(self, line: int, reason: str, file: str | None = None):
+        super().__init__(f"{file}, line {line}: {reason}" if file else f"line {line}: {reason}")
+        self.line = line
+        self.reason = reason
+        self.file = file
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str
+    text: str
+    line: int
+    starts_line: bool  # first token of a logical line (only spaces and comments before it)
+    start: int = 0  # offset in the reading's text (after splices)
+
+
+@dataclass(frozen=True)
+class Include:
+    """An #include the source makes, by the name it spells: "x.cuh" (quoted) or <x.h> (angled).
+    Where it may lead is decided elsewhere (core/kernel_includes.py); here it is only read."""
+
+    line: int
+    name: str
+    angled: bool
+
+
+# What an #include may spell: a path of plain characters, no spaces, no backslash, not absolute.
+INCLUDE_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.+/-]{0,199}")
+
+
+def check_source(text: str) -> frozenset[Include]:
+    """Raise SourceRefused (naming the line) if any reading of the source holds a forbidden
+    directive; else the #includes it makes, under every reading (each one must then be allowed)."""
+    includes, refusal = scan_source(text)
+    if refusal is not None:
+        raise refusal
+    return includes
+
+
+@functools.lru_cache(maxsize=512)
+def scan_source(text: str) -> tuple[frozenset[Include], SourceRefused | None]:
+    """The #includes of every reading that passed, and the earliest refusal of any reading (None:
+    no reading was refused). A caller that also judges the includes can then name whichever
+    problem comes first in the file. Remembered by text: kernels share headers, and a folder's
+    are read when it is loaded and again when each description is checked."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # every newline convention counts
+    if "\0" in text:
+        return frozenset(), SourceRefused(text[: text.index("\0")].count("\n") + 1, "NUL character in the source")
+    control = _CONTROL.search(text)
+    if control:
+        # No kernel needs one, and compilers differ on some (Ctrl-Z ends a file for one of them):
+        # a character that may or may not count as whitespace or a line end is one reading too many.
+        return frozenset(), SourceRefused(text[: control.start()].count("\n") + 1,
+                                          f"control character {control.group()!r} in the source")
+    refusals, includes = [], set()
+    # The most liberal reading first: at equal lines its refusal names what a compiler would see.
+    for trigraphs in (True, False):
+        for splice in (_SPLICE_LENIENT, _SPLICE_STRICT):
+            try:
+                includes |= _check_reading(text, trigraphs, splice)
+            except SourceRefused as refusal:
+                refusals.append(refusal)
+    return frozenset(includes), (min(refusals, key=lambda r: r.line) if refusals else None)
+
+
+def _check_reading(text: str, trigraphs: bool, splice: re.Pattern) -> set[Include]:
+    if trigraphs:
+        text = _TRIGRAPH.sub(lambda m: _TRIGRAPHS[m.group(1)], text)
+    joined, newlines, splices = _splice(text, splice)
+    tokens = list(_tokens(joined, newlines, splices))
+    includes = set()
+    for i, tok in enumerate(tokens):
+        if tok.kind == "paste":
+            raise SourceRefused(tok.line, "token pasting (## or %:%:) is not allowed in job sources: it can assemble "
+                                          "_Pragma or __has_include out of harmless pieces")
+        if tok.kind == "number" and any(word in tok.text for word in (*FORBIDDEN_IDENTIFIERS, "_Pragma")):
+            # A pp-number swallows what follows "e+", "p-" or a digit separator (1e+__has_include is one
+            # token, and NVRTC agrees); a lexer that stopped earlier would see the name, so refuse it.
+            raise SourceRefused(tok.line, f"{tok.text!r}: a number that runs into a file-reading operator "
+                                          "is not allowed in job sources")
+        if tok.kind == "identifier":
+            if tok.text in FORBIDDEN_IDENTIFIERS:
+                raise SourceRefused(tok.line, f"{tok.text} is not allowed in job sources (it can read or probe a file)")
+            if tok.text == "_Pragma":
+                _check_pragma_operator(tokens, i)
+        if tok.kind == "hash" and tok.starts_line:
+            include = _check_directive(tokens, i, joined)
+            if include is not None:
+                includes.add(include)
+    return includes
+
+
+def _splice(text: str, splice: re.Pattern) -> tuple[str, list[int], list[int]]:
+    """Join backslash-newline splices; return the text and what maps its offsets to source lines."""
+    pieces, removed_at, last, length = [], [], 0, 0
+    for m in splice.finditer(text):
+        pieces.append(text[last : m.start()])
+        length += m.start() - last
+        removed_at.append(length)
+        last = m.end()
+    pieces.append(text[last:])
+    joined = "".join(pieces)
+    newlines = [m.start() for m in re.finditer("\n", joined)]
+    return joined, newlines, removed_at
+
+
+def _tokens(text: str, newlines: list[int], splices: list[int]):
+    def line_of(offset: int) -> int:
+        return bisect.bisect_left(newlines, offset) + bisect.bisect_right(splices, offset) + 1
+
+    at_line_start = True
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup
+        if kind == "newline":
+            at_line_start = True
+            yield _Token("newline", "\n", line_of(m.start()), False, m.start())
+            continue
+        if kind in ("space", "line_comment", "block_comment"):
+            # A comment is one space to the preprocessor, so one that spans lines does not end the
+            # line; a '#' after it is still treated as a directive here, in case a compiler differs.
+            if kind == "block_comment" and "\n" in m.group():
+                at_line_start = True
+            continue
+        if kind == "open_comment":
+            raise SourceRefused(line_of(m.start()), "unterminated /* comment")
+        if kind == "punct" and m.group() == "\\":
+            # Outside a literal a backslash only starts a universal character name, which spells an
+            # identifier in another alphabet (_Pr\u0061gma); NVRTC refuses basic letters so spelled
+            # today, but nothing legitimate needs it.
+            raise SourceRefused(line_of(m.start()), "a backslash outside a string that does not end its line "
+                                                    "(one with spaces after it, or a universal character name "
+                                                    "such as \\u0069) is not allowed in job sources")
+        if kind == "raw_string":
+            raise SourceRefused(line_of(m.start()), "raw string literals (R\"...\") are not allowed in job sources")
+        yield _Token(kind, m.group(), line_of(m.start()), at_line_start, m.start())
+        at_line_start = False
+
+
+def _rest_of_line(tokens: list[_Token], i: int) -> list[_Token]:
+    out = []
+    for tok in tokens[i:]:
+        if tok.kind == "newline":
+            break
+        out.append(tok)
+    return out
+
+
+def _check_directive(tokens: list[_Token], i: int, text: str) -> Include | None:
+    hash_tok = tokens[i]
+    rest = _rest_of_line(tokens, i + 1)
+    if not rest:
+        return None  # the null directive: a '#' alone on its line does nothing
+    name = rest[0]
+    if name.kind != "identifier" or name.text not in ALLOWED_DIRECTIVES:
+        allowed = ", ".join(f"#{d}" for d in sorted(ALLOWED_DIRECTIVES))
+        raise SourceRefused(hash_tok.line, f"directive #{name.text} is not allowed in job sources "
+                                           f"(allowed: {allowed})")
+    if name.text == "line" and not _plain_line_marker(rest[1:]):
+        raise SourceRefused(hash_tok.line, "#line may give a line number and at most a plain file name "
+                                           "(letters, digits, _ . -; no path), as in #line 1 \"common.cuh\"")
+    if name.text == "pragma":
+        what = rest[1].text if len(rest) > 1 else ""
+        if what not in ALLOWED_PRAGMAS:
+            raise SourceRefused(hash_tok.line, f"#pragma {what} is not allowed in job sources "
+                                               f"(allowed: {', '.join(sorted(ALLOWED_PRAGMAS))})")
+    if name.text == "include":
+        return _include(hash_tok.line, rest[1:], text)
+    return None
+
+
+def _include(line: int, operand: list[_Token], text: str) -> Include:
+    """#include "name" or #include <name>, the name spelled out: never a macro (what it expands
+    to is not seen here), never an absolute path, a backslash or a space."""
+    spelled = None
+    if len(operand) == 1 and operand[0].kind == "string" and operand[0].text.startswith('"'):
+        spelled, angled = operand[0].text[1:-1], False
+    elif len(operand) >= 2 and operand[0].text == "<" and operand[-1].text == ">":
+        spelled, angled = text[operand[0].start + 1: operand[-1].start], True
+    if spelled is None or not INCLUDE_NAME.fullmatch(spelled) or "//" in spelled:
+        raise SourceRefused(line, "an #include must spell its file as \"path\" or <path> (letters, digits, _ . + - /; "
+                                  "not absolute, no macro)")
+    if angled and ".." in spelled.split("/"):
+        raise SourceRefused(line, f"#include <{spelled}>: '..' is not allowed in a <...> include")
+    return Include(line, spelled, angled)
+
+
+# A name a job's own source may give its parts (the registry marks its preludes so), never a path.
+PLAIN_FILE_NAME = re.compile(r'"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}"')
+
+
+def _plain_line_marker(args: list[_Token]) -> bool:
+    """#line N, or #line N "name": the name only relabels diagnostics, it opens nothing."""
+    if not args or args[0].kind != "number" or len(args) > 2:
+        return False
+    return len(args) == 1 or (args[1].kind == "string" and PLAIN_FILE_NAME.fullmatch(args[1].text) is not None)
+
+
+def _check_pragma_operator(tokens: list[_Token], i: int) -> None:
+    """_Pragma("unroll") is fine; a _Pragma whose argument is built by a macro cannot be checked."""
+    tok = tokens[i]
+    rest = [t for t in tokens[i + 1 : i + 4]]
+    shape_ok = (len(rest) == 3 and rest[0].text == "(" and rest[1].kind == "string" and rest[2].text == ")")
+    if not shape_ok:
+        raise SourceRefused(tok.line, "_Pragma must be written as _Pragma(\"...\") with a literal string")
+    body = rest[1].text[rest[1].text.index('"') + 1 : -1]
+    words = body.replace("\\", " ").split()
+    if not words or words[0] not in ALLOWED_PRAGMAS:
+        raise SourceRefused(tok.line, f"_Pragma(\"{body}\") is not allowed in job sources "
+                                      f"(allowed pragmas: {', '.join(sorted(ALLOWED_PRAGMAS))})")

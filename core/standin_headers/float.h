@@ -1,0 +1,3 @@
+// gemmwatch stand-in for <float.h>: see cfloat.
+#pragma once
+#include "cfloat"

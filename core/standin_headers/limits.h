@@ -1,0 +1,3 @@
+// gemmwatch stand-in for <limits.h>: see climits.
+#pragma once
+#include "climits"

@@ -1,0 +1,3 @@
+// gemmwatch stand-in for <math.h>: see cmath.
+#pragma once
+#include "cmath"

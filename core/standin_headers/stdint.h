@@ -1,0 +1,3 @@
+// gemmwatch stand-in for <stdint.h>: see cstdint.
+#pragma once
+#include "cstdint"

@@ -1,0 +1,37 @@
+"""Writes shared by the API and the worker: find-or-create rows that many jobs point at."""
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.models import Commit, Gpu, utcnow
+
+
+def upsert_commit(db: Session, c) -> Commit:
+    """c: a commit as the wire describes it (api.schemas.CommitIn, or anything with its fields)."""
+    row = db.scalar(select(Commit).where(Commit.repo == c.repo, Commit.sha == c.sha))
+    if row is None:
+        row = Commit(sha=c.sha, repo=c.repo)
+        db.add(row)
+    # Later posts may know more (branch, message, date) than the first one did.
+    for field in ("branch", "message", "committed_at", "parents"):
+        value = getattr(c, field)
+        if value is not None:
+            setattr(row, field, value)
+    db.flush()
+    return row
+
+
+def upsert_gpu(db: Session, ident: dict) -> Gpu:
+    """The GPU as a worker (which holds the database, no token) found it. A record a token made
+    is taken over: the fleet owns it from then on (core/gpu_records.py is what tokens go through)."""
+    row = db.scalar(select(Gpu).where(Gpu.uuid == ident["uuid"]))
+    if row is None:
+        row = Gpu(uuid=ident["uuid"], name=ident["name"], model=ident["model"])
+        db.add(row)
+    for field in ("name", "model", "sm_count", "compute_capability", "memory_mib", "driver"):
+        if ident.get(field) is not None:
+            setattr(row, field, ident[field])
+    row.owner_token_id = None
+    row.last_seen = utcnow()
+    db.flush()
+    return row

@@ -1,0 +1,40 @@
+"""The Jinja2 environment every dashboard page renders with, and the filters its templates use.
+
+Autoescaping is on (Starlette's default for .html), so any text from a request is text in the
+page. The filters below read stored records through their declared shape (core/result_env.py),
+so a value a template formats is a number or absent, never a string or a list in its place.
+"""
+
+from pathlib import Path
+
+from fastapi.templating import Jinja2Templates
+
+from core.result_env import resources_of
+from dashboard.filters import size_label, size_options, size_text
+
+templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
+
+
+def with_resources(results) -> list[tuple]:
+    """(result, its env.resources) for each result that recorded any."""
+    out = []
+    for r in results:
+        res = resources_of(r.env)
+        if res and any(v is not None for v in res.values()):
+            out.append((r, res))
+    return out
+
+
+def blank(value) -> object:
+    """An absent number as an empty cell, not "None"."""
+    return "" if value is None else value
+
+
+templates.env.filters.update(
+    size=size_label,  # the URL form, for <option> values
+    size_text=size_text,  # the shown form
+    size_options=size_options,
+    options=lambda values: [(v, v) for v in values],  # <option> value = label
+    with_resources=with_resources,
+    blank=blank,
+)

@@ -1,0 +1,142 @@
+"""Every built-in kernel's description survives every path unchanged: the kernels folder the CLI
+reads, POST /api/jobs, the job's stored sources, the kernel store a plan freezes into, the
+confirmation job that thaws it, and the launch the runner resolves on the GPU (issue 19).
+
+A path that dropped a field (a wave grid, a target, dynamic shared memory, a compute mode, a
+define) made the built-in tail-split kernels write NaN and tf32_wgmma fail to compile when sent
+by `gemmwatch ci --kernels-dir kernels`; these tests compare whole descriptions, so any field
+lost on any path fails them.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from cli.ci import build_job
+from core.builtins import KERNELS_DIR, builtin_kernels
+from core.db import session_factory
+from core.kernel import KernelDescription, resolve
+from core.kernel_store import freeze, thaw
+from core.models import Job
+from tests.conftest import make_client, wait_for_job
+from tests.fake_gpu import H100_FIGURES
+from worker.cases import KernelChoice, cases_from_plan, choice_from_stored, kernels_of_job
+
+BUILTINS = list(builtin_kernels())
+
+
+def same_launch(a: KernelChoice, b: KernelChoice, size=(4096, 4096, 4096)) -> None:
+    """What the runner would compile and launch from each: identical, field by field."""
+    la, lb = resolve(a.description, a.tunables, H100_FIGURES, a.origin), resolve(b.description, b.tunables, H100_FIGURES,
+                                                                               b.origin)
+    assert la == lb
+    assert la.grid(*size) == lb.grid(*size) and la.dynamic_smem(*size) == lb.dynamic_smem(*size)
+
+
+def test_the_cli_sends_each_builtin_as_it_is_described():
+    body = build_job("abcd1234", "main", "r", [[64, 64, 64]], None, [], KERNELS_DIR)
+    assert [s["name"] for s in body["sources"]] == BUILTINS
+    for sent in body["sources"]:
+        assert KernelDescription.model_validate(sent) == builtin_kernels()[sent["name"]]
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_freezing_and_thawing_keeps_every_field(cfg, name):
+    desc = builtin_kernels()[name]
+    tunables = desc.configurations()[-1]  # a configuration other than the defaults, where there is one
+    with session_factory(cfg)() as db:
+        frozen = freeze(db, desc, tunables, "job")
+        db.commit()
+        thawed = thaw(db, frozen, name)
+    back = choice_from_stored(thawed)
+    assert back.description == desc and back.tunables == tunables and back.origin == "job"
+    same_launch(back, KernelChoice(desc, tunables, "job"))
+
+
+def test_every_builtin_through_the_api_a_worker_and_a_confirmation(cfg, start_worker):
+    """All built-ins as a commit's own sources (what `gemmwatch ci --kernels-dir kernels` sends),
+    measured by a real worker, then confirmed against themselves in an A/B job: the stored sources,
+    each plan's frozen kernel and each confirmation case thawed from the store are the description
+    the folder holds, and every case runs (the CPU double stands in for the GPU: tf32_wgmma, built
+    for sm_90a only, is said not applicable unless the double reports compute capability 9.0)."""
+    start_worker(cfg, FAKE_GPU_COMPUTE_CAPABILITY="9.0")
+    client = make_client(cfg)
+    sources = [d.model_dump(mode="json") for d in builtin_kernels().values()]
+
+    def run(sha: str, parents: list[str]) -> dict:
+        resp = client.post("/api/jobs", json={"sources": sources, "sizes": [[64, 48, 40]],
+                                              "commit": {"sha": sha, "repo": "r", "branch": "main", "parents": parents}})
+        assert resp.status_code == 202, resp.text[:500]
+        job = wait_for_job(client, resp.json()["id"], timeout=240)
+        assert job["status"] == "succeeded", job["error"]
+        assert all(r["verified"] for r in job["results"]), [r["error"] for r in job["results"] if not r["verified"]]
+        return job
+
+    base, head = run("aaaa0001", []), run("aaaa0002", ["aaaa0001"])
+    resp = client.post(f"/api/jobs/{head['id']}/confirm", json={})
+    assert resp.status_code == 202, resp.text
+    confirm = wait_for_job(client, resp.json()["id"], timeout=240)
+    assert confirm["status"] == "succeeded", confirm["error"]
+    verdicts = client.get(f"/api/jobs/{confirm['id']}/confirmation").json()
+    assert sorted(v["variant"] for v in verdicts) == sorted(BUILTINS)
+    assert all(v["status"] != "failed" for v in verdicts), [v["reason"] for v in verdicts if v["status"] == "failed"]
+
+    with session_factory(cfg)() as db:
+        stored = db.get(Job, head["id"])
+        kernels = kernels_of_job(stored.sources)
+        for name in BUILTINS:
+            assert kernels[name] == builtin_kernels()[name]  # the API stored every field
+        own = {s["name"] for s in stored.sources}
+        for case in cases_from_plan(stored.plan, stored.id, kernels, own):  # the plan thaws to the same
+            assert case.kernel.description == builtin_kernels()[case.variant] and case.kernel.origin == "job"
+        confirmation = db.get(Job, confirm["id"])
+        for case in cases_from_plan(confirmation.plan, confirmation.id, {}):  # the A/B cases, from the store
+            original = KernelChoice(builtin_kernels()[case.variant], {}, "job")
+            for side in (case.kernel, case.base):
+                assert side.description == original.description
+                same_launch(side, KernelChoice(original.description, side.tunables, "job"))
+
+
+def test_a_builtins_own_description_is_served_whole(client):
+    """GET /api/kernels/{name}: a built-in as a kernels folder entry, files included, to start from."""
+    got = client.get("/api/kernels/tail_split_k").json()
+    assert KernelDescription.model_validate(got) == builtin_kernels()["tail_split_k"]
+    assert got["grid"]["x"].startswith("split_tail_grid(") and got["defines"]["NUM_SMS"] == "SM_COUNT"
+    assert set(got["files"]) == {"tail_split_k.cu", "common.cuh", "tile128.cuh"}
+    assert client.get("/api/kernels/nope").status_code == 404
+    schema = client.get("/api/kernels/schema").json()
+    assert {"files", "source", "entry", "grid", "target", "compute_mode", "defines", "tunables"} <= set(schema["properties"])
+
+
+def test_the_builtin_folder_is_a_folder_a_user_could_copy(tmp_path):
+    """kernels/ copied elsewhere, as a user would start from it: it loads to the same kernels."""
+    import shutil
+
+    from core.kernel_folder import load_folder
+
+    copy = tmp_path / "my-kernels"
+    shutil.copytree(KERNELS_DIR, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    assert {d.name: d for d in load_folder(copy)} == builtin_kernels()
+    assert not any(Path(copy).glob("*.py"))
+
+
+def test_rows_from_before_the_one_description_still_run(cfg):
+    """A job's source, a plan's frozen kernel and a confirmation's thawed kernel as they were stored
+    before kernels had one description (one source text, a tile, an `arch`) are read as the
+    description they amount to, every field they had kept."""
+    from core.kernel_store import description_from_stored, keep
+
+    old_source = {"name": "mine", "source": "extern \"C\" __global__ void k(int M) {}\n", "entry": "k",
+                  "block": [16, 16], "tile": [32, 64], "defines": {"BK": 8}}
+    desc = description_from_stored(old_source)
+    assert desc.files == {"mine.cu": old_source["source"]} and desc.grid.tile == [32, 64] and desc.defines == {"BK": 8}
+    with session_factory(cfg)() as db:
+        frozen = {"digest": keep(db, old_source["source"]), "entry": "k", "block": [16, 16, 1], "tile": [32, 64],
+                  "defines": {}, "compute_mode": "tf32", "origin": "job", "arch": "sm_90a", "dynamic_smem": 4096}
+        db.commit()
+        thawed = thaw(db, frozen, "mine")
+    choice = choice_from_stored(thawed)
+    assert choice.description.target == "sm_90a" and choice.description.compute_mode == "tf32"
+    assert choice.description.dynamic_smem == 4096 and choice.origin == "job"
+    old_confirmation_side = {**frozen, "source": old_source["source"]}  # what an old confirm plan holds
+    assert choice_from_stored(old_confirmation_side).description.target == "sm_90a"

@@ -1,0 +1,123 @@
+"""A kernel engineer's repository gets in as it is (issue 19): tests/fixtures/kernel_repo imitates
+what public SGEMM repositories hold (host includes in every kernel file, an umbrella header, a
+constant one header takes from another, templates whose parameters are the tunables, a grid over
+M first, a kernel that reads C at beta = 0, a column-major kernel in C style) plus a
+gemmwatch.json. It goes through `gemmwatch ci` and a real worker here (the CPU double stands in
+for the GPU; every file is compiled by NVRTC in the confined compile step), and on the GPU in
+tests/test_gpu_kernel_repo.py.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from core.kernel_folder import FolderError, load_folder
+from tests.conftest import make_client, wait_for_job
+from tests.test_ci_hook import ci, server  # noqa: F401 (fixture)
+from worker.verify import LEAVES_C, READS_C
+
+REPO = Path(__file__).parent / "fixtures" / "kernel_repo"
+
+
+def test_the_folder_carries_what_each_kernel_reaches():
+    kernels = {d.name: d for d in load_folder(REPO)}
+    assert set(kernels["rowwise"].files) == {"src/kernels.cuh", "src/kernels/common.cuh", "src/kernels/1_rowwise.cuh",
+                                             "src/kernels/2_column_strip.cuh"}
+    assert set(kernels["colmajor"].files) == {"include/col_major.cuh"}
+    assert kernels["colmajor"].layout == "column" and kernels["rowwise"].grid.order == "m_first"
+    for d in kernels.values():
+        for path, text in d.files.items():
+            assert (REPO / path).read_text() == text  # unchanged
+
+
+def test_the_repository_through_gemmwatch_ci_and_a_worker(server, tmp_path):  # noqa: F811
+    url, token = server
+    run = ci(url, token, tmp_path, "--commit", "feed0001", "--branch", "main", "--parents", "", "--size", "130x97x75",
+             "--kernels-dir", str(REPO))
+    assert run.returncode == 0, run.stdout + run.stderr
+    for name in ("rowwise", "column_strip", "colmajor"):
+        row = next(line for line in run.stdout.splitlines() if line.startswith(f"| {name} "))
+        assert "unverified" not in row and "—" not in row.split("|")[3], row  # verified, with GFLOPS
+
+
+def test_a_kernel_reading_c_at_beta_zero_is_verified_and_said_to(cfg, start_worker):
+    start_worker(cfg)
+    client = make_client(cfg)
+    sources = [d.model_dump(mode="json") for d in load_folder(REPO)]
+    job = wait_for_job(client, client.post("/api/jobs", json={"sources": sources, "sizes": [[70, 33, 65]]}).json()["id"],
+                       timeout=180)
+    assert job["status"] == "succeeded", job["error"]
+    got = {r["variant"]: r for r in job["results"]}
+    assert all(r["verified"] for r in got.values()), {n: r["error"] for n, r in got.items()}
+    assert got["rowwise"]["env"]["c_convention"] == READS_C
+    assert got["colmajor"]["env"]["c_convention"] == LEAVES_C
+    assert got["colmajor"]["env"]["launch"]["layout"] == "column"
+    assert got["rowwise"]["env"]["launch"]["grid"] == [3, 2, 1]  # x over M's 3 tiles of 32, y over N's 2
+
+
+def test_a_kernel_that_leaves_elements_unwritten_is_wrong(cfg, start_worker):
+    """The check that proves every element written is the sentinel run, not the NaN probe: a
+    kernel that reads C at beta = 0 and one that skips elements are told apart."""
+    start_worker(cfg)
+    client = make_client(cfg)
+    [rowwise] = [d for d in load_folder(REPO) if d.name == "rowwise"]
+    skipping = rowwise.model_copy(update={"name": "skipping", "files": {
+        **rowwise.files, "src/kernels/1_rowwise.cuh": "#define FAKE_GPU_UNWRITTEN 5\n" + rowwise.files["src/kernels/1_rowwise.cuh"]}})
+    body = {"sources": [skipping.model_dump(mode="json")], "sizes": [[40, 40, 40]]}
+    job = wait_for_job(client, client.post("/api/jobs", json=body).json()["id"], timeout=120)
+    result = job["results"][0]
+    assert not result["verified"] and result["gflops"] is None
+    assert result["error"].startswith("wrong result: 5 of 1600 elements of C never written")
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda e: e[1].pop("entry"), ["'column_strip' (entry 2)", "entry", "Field required"]),
+    (lambda e: e[1].update(grid={"tile": ["TILE_M", "TILE_Q"]}), ["'column_strip'", "grid.tile", "TILE_Q"]),
+    (lambda e: e[0].update(source="src/nope.cuh"), ["'rowwise'", "src/nope.cuh: no such file"]),
+    (lambda e: e[2].update(layout="diagonal"), ["'colmajor'", "layout"]),
+    (lambda e: e[1]["tunables"]["TILE_M"].update(default=48), ["'column_strip'", "default 48"]),
+])
+def test_a_broken_manifest_is_named_kernel_and_field_before_anything_is_posted(tmp_path, change, words):
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo)
+    entries = json.loads((repo / "gemmwatch.json").read_text())
+    change(entries)
+    (repo / "gemmwatch.json").write_text(json.dumps(entries))
+    with pytest.raises(FolderError) as refused:
+        load_folder(repo)
+    for word in words:
+        assert word in str(refused.value), str(refused.value)
+    # The CLI says the same and exits 2 without posting (no server listens at that address).
+    run = ci("http://127.0.0.1:9", "token", tmp_path, "--commit", "feed0002", "--kernels-dir", str(repo))
+    assert run.returncode == 2 and "cannot be posted" in run.stderr and words[0] in run.stderr, run.stderr
+
+
+def test_an_include_the_repository_does_not_carry_is_named_with_its_file_and_line(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo)
+    (repo / "src" / "kernels" / "common.cuh").unlink()
+    with pytest.raises(FolderError) as refused:
+        load_folder(repo)
+    assert 'src/kernels.cuh, line 4: #include "kernels/common.cuh" is neither a file of the kernel' in str(refused.value)
+
+
+def test_a_compile_error_in_a_header_names_that_headers_own_path_and_line(tmp_path):
+    """NVRTC names an in-memory header by the name its #include spells; the error a user reads
+    names the file of their repository, with the line."""
+    from core.kernel import resolve
+    from core.settings import Settings
+    from tests.fake_gpu import H100_FIGURES
+    from worker import compiler
+
+    [rowwise] = [d for d in load_folder(REPO) if d.name == "rowwise"]
+    header = "src/kernels/common.cuh"
+    broken = rowwise.model_copy(update={"files": {**rowwise.files, header: rowwise.files[header].replace(
+        "const int WARPSIZE = 32;", "const int WARPSIZE = ;")}})
+    with pytest.raises(compiler.CompileError) as failed:
+        compiler.compile_launch(resolve(broken, {}, H100_FIGURES), "9.0", Settings(GEMMWATCH_DATA_DIR=str(tmp_path)))
+    import re
+
+    line = rowwise.files[header].splitlines().index("const int WARPSIZE = 32; // the fixture's one constant") + 1
+    assert f"{header}({line}): error" in str(failed.value), str(failed.value)

@@ -1,0 +1,89 @@
+"""The product's runner over the CPU double (issue 21): the double only supplies what a GPU would
+(outputs, event times from a seeded model, NVML readings); the verdict, the statistics and the
+% of cuBLAS are made by worker/runner.py, worker/verify.py, worker/timing.py and worker/stats.py.
+So each test below fails if that code is broken in worker/:
+  - the correctness gate (worker/verify.py, Runner.run_case): a wrong kernel must be unverified,
+    an unwritten one too, a C-reading one verified and labelled;
+  - the paired ratio (worker/runner.py pct_of_cublas): % of cuBLAS must be the median of the
+    per-pair ratios of the stored samples, and must agree with the double's known speeds;
+  - the timing loop (worker/timing.py): throttled batches dropped, or all kept when throttling is
+    the steady state; the stop rule reached.
+Everything is seeded (the case's seed drives the double's noise): each test gives the same
+numbers every run.
+"""
+
+import statistics
+
+import pytest
+
+from core.settings import Settings
+from tests.fake_gpu import CUBLAS_GFLOPS, CpuRunner, FakeKernel
+from tests.test_kernel_repo import REPO
+from worker.cases import Case, KernelChoice, TimingPolicy, builtin_case
+from worker.verify import LEAVES_C, READS_C
+
+POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.3, GEMMWATCH_MIN_TIME_S=0))
+
+
+@pytest.fixture
+def runner():
+    return CpuRunner()
+
+
+def test_a_correct_kernel_is_verified_and_timed(runner):
+    out = runner.run_case(builtin_case("smem_tiled", 96, 80, 64, seed=5), POLICY)
+    assert out.verified and out.error is None and out.rel_error < 1e-6
+    assert out.converged and out.n_samples >= POLICY.min_samples and out.gflops > 0
+    assert out.env["c_convention"] == LEAVES_C
+
+
+def test_a_wrong_kernel_is_not_verified_and_gets_no_speed(runner, monkeypatch):
+    monkeypatch.setenv("FAKE_GPU_WRONG_VARIANT", "smem_tiled")
+    out = runner.run_case(builtin_case("smem_tiled", 96, 80, 64, seed=5), POLICY)
+    assert not out.verified and out.gflops is None and out.median_ms is None and out.pct_of_cublas is None
+    assert out.error.startswith("wrong result: relative error") and out.rel_error > 1e-3
+
+
+def test_the_pct_of_cublas_is_the_median_of_the_paired_ratios(runner):
+    out = runner.run_case(builtin_case("warp_tile", 256, 256, 256, seed=11), POLICY)
+    pairs = zip(out.samples_ms, out.env["cublas_samples_ms"])
+    ratios = sorted(cublas / variant for variant, cublas in pairs)
+    assert out.pct_of_cublas == pytest.approx(100 * ratios[len(ratios) // 2], rel=1e-12)
+    # and the double's known speeds: the variant runs at FakeKernel.gflops, cuBLAS at CUBLAS_GFLOPS
+    speed = FakeKernel(runner.resolve(builtin_case("warp_tile", 1, 1, 1).kernel), "warp_tile").gflops
+    assert out.pct_of_cublas == pytest.approx(100 * speed / CUBLAS_GFLOPS, rel=0.01)
+    assert out.gflops == pytest.approx(speed, rel=0.01) and out.cublas_gflops == pytest.approx(CUBLAS_GFLOPS, rel=0.01)
+    assert out.median_ms == pytest.approx(statistics.median(out.samples_ms), rel=1e-12)
+
+
+def test_the_c_convention_and_unwritten_elements(runner):
+    from core.kernel_folder import load_folder
+
+    rowwise = next(d for d in load_folder(REPO) if d.name == "rowwise")  # reads C at beta = 0
+    out = runner.run_case(Case(0, "rowwise", 40, 33, 20, 3, KernelChoice(rowwise, {}, "job")), POLICY)
+    assert out.verified and out.env["c_convention"] == READS_C
+    header = "src/kernels/1_rowwise.cuh"
+    skipping = rowwise.model_copy(update={"files": {**rowwise.files, header: "#define FAKE_GPU_UNWRITTEN 7\n"
+                                                    + rowwise.files[header]}})
+    out = runner.run_case(Case(0, "rowwise", 40, 33, 20, 3, KernelChoice(skipping, {}, "job")), POLICY)
+    assert not out.verified and out.error.startswith("wrong result: 7 of 1320 elements of C never written")
+
+
+def test_throttled_batches_are_dropped_unless_throttling_is_the_steady_state(runner, monkeypatch):
+    from dataclasses import replace
+
+    many = replace(POLICY, min_samples=200)  # many batches, so some are throttled and most are not
+    monkeypatch.setenv("FAKE_GPU_THROTTLED", "30")
+    some = runner.run_case(builtin_case("naive", 64, 64, 64, seed=21), many)
+    assert some.env["throttled_samples_discarded"] > 0 and not some.env["throttled_samples_kept"]
+    assert some.env["throttle_reasons_seen"] == 0x4 and some.verified
+    monkeypatch.setenv("FAKE_GPU_THROTTLED", "95")
+    mostly = runner.run_case(builtin_case("naive", 64, 64, 64, seed=21), many)
+    assert mostly.env["throttled_samples_kept"] and mostly.n_samples >= mostly.env["throttled_samples_discarded"] > 0
+
+
+def test_the_same_case_gives_the_same_numbers(runner):
+    """Seeded: a statistical test on the double is repeatable, never right by chance."""
+    first = runner.run_case(builtin_case("smem_tiled", 64, 64, 64, seed=9), POLICY)
+    again = CpuRunner().run_case(builtin_case("smem_tiled", 64, 64, 64, seed=9), POLICY)
+    assert first.samples_ms == again.samples_ms and first.pct_of_cublas == again.pct_of_cublas

@@ -1,0 +1,259 @@
+"""The GPU as the runner uses it, through CuPy: inputs, compiled kernels, launches, cuBLAS, CUDA
+event samples behind a stream hold, NVML readings. Everything this module returns is what a
+GPU supplies; every number and verdict is made from it by worker/runner.py, worker/verify.py and
+worker/timing.py (tests/fake_gpu.py supplies the same things from the CPU).
+"""
+
+import os
+import time
+from typing import Any
+
+from core.kernel import DeviceFigures, Launch
+from core.settings import Settings
+from worker import compiler, gpu_identity, resources
+from worker.timing import Batch
+
+
+class NoCudaDevice(RuntimeError):
+    pass
+
+
+class CupyDevice:
+    registration_identity = staticmethod(gpu_identity.registration_identity)
+
+    def __init__(self, cfg: Settings) -> None:
+        # cuBLAS must be true FP32: CuPy switches cupy.matmul to TF32 when CUPY_TF32 is set.
+        if os.environ.get("CUPY_TF32", "0") not in ("", "0"):
+            raise RuntimeError("CUPY_TF32 is set: the cuBLAS baseline would run in TF32, not FP32")
+        try:
+            import cupy
+        except Exception as exc:  # ImportError, or CUDA libraries missing
+            raise NoCudaDevice(f"no CUDA device: CuPy is not usable here ({exc})") from exc
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except cupy.cuda.runtime.CUDARuntimeError as exc:
+            raise NoCudaDevice(f"no CUDA device: {exc}") from exc
+        if count == 0:
+            raise NoCudaDevice("no CUDA device: the CUDA runtime sees no GPU")
+        self.cfg = cfg
+        self.cp = self.xp = cupy
+        self.cublas_math_mode = _check_cublas_math_mode(cupy)
+        self.device = cupy.cuda.Device(0)
+        self.compute_capability = self.device.compute_capability  # "90" for 9.0
+        self.pci_bus_id = self.device.pci_bus_id
+        self._functions: dict[tuple, Any] = {}
+        self.built_by: dict[int, str] = {}  # id of a loaded function -> the compiler that built it
+        self._flush_buffer = None
+        self._readwrite_flush = None
+        self._hold = None
+
+    # -- identity and health ----------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        cp = self.cp
+        attrs = self.device.attributes
+        cc = self.compute_capability
+        with gpu_identity.nvml():
+            ident = gpu_identity.static_identity(self.pci_bus_id)
+        ident.update(
+            sm_count=attrs["MultiProcessorCount"],
+            compute_capability=f"{cc[:-1]}.{cc[-1]}",
+            l2_bytes=attrs["L2CacheSize"],
+            cuda_runtime=cp.cuda.runtime.runtimeGetVersion(),
+            cuda_driver_api=cp.cuda.runtime.driverGetVersion(),
+            cupy=cp.__version__,
+            # CuPy passes -ftz=true to NVRTC for every RawModule; denormals flush to zero.
+            nvrtc_flush_to_zero=True,
+            cublas_math_mode=self.cublas_math_mode,
+        )
+        return ident
+
+    def figures(self) -> DeviceFigures:
+        a = self.device.attributes
+        cc = self.compute_capability
+        return DeviceFigures(
+            sm_count=a["MultiProcessorCount"], smem_per_sm=a["MaxSharedMemoryPerMultiprocessor"],
+            smem_per_block=a.get("MaxSharedMemoryPerBlockOptin", a["MaxSharedMemoryPerBlock"]),
+            regs_per_sm=a["MaxRegistersPerMultiprocessor"], max_threads_per_sm=a["MaxThreadsPerMultiProcessor"],
+            l2_bytes=a["L2CacheSize"], compute_capability=f"{cc[:-1]}.{cc[-1]}")
+
+    def healthy(self) -> bool:
+        """False once a kernel fault has poisoned this process's CUDA context."""
+        try:
+            self.cp.cuda.runtime.deviceSynchronize()
+            return True
+        except Exception:
+            return False
+
+    def release_memory(self) -> None:
+        """Between jobs: give pooled device memory back, keep the context and compiled modules."""
+        self.cp.get_default_memory_pool().free_all_blocks()
+
+    def notes(self, tf32: bool) -> list[str]:
+        return ["kernels compiled by NVRTC with -ftz=true (CuPy adds it): denormals flush to zero",
+                "cuBLAS baseline: cupy.matmul with CUBLAS_TF32_TENSOR_OP_MATH (TF32 tensor cores)" if tf32
+                else "cuBLAS baseline: cupy.matmul, FP32 compute, TF32 off"]
+
+    def state(self) -> dict[str, Any]:
+        with gpu_identity.nvml():
+            return gpu_identity.device_state(self.pci_bus_id)
+
+    # -- matrices ---------------------------------------------------------------------
+    def uniform(self, seed: int, rows: int, cols: int):
+        """Uniform in [-1, 1): never zeros, which hide unwritten outputs and run unrealistically fast."""
+        rng = self.cp.random.default_rng(seed)
+        return rng.random((rows, cols), dtype=self.cp.float32) * 2 - 1
+
+    def in_layout(self, x, layout: str):
+        return self.cp.asfortranarray(x) if layout == "column" else self.cp.ascontiguousarray(x)
+
+    def matrix(self, rows: int, cols: int, layout: str, fill: float | None = None, seed: int | None = None):
+        if seed is not None:
+            return self.in_layout(self.uniform(seed, rows, cols), layout)
+        order = "F" if layout == "column" else "C"
+        if fill is None:
+            return self.cp.empty((rows, cols), dtype=self.cp.float32, order=order)
+        return self.cp.full((rows, cols), fill, dtype=self.cp.float32, order=order)
+
+    def synchronize(self) -> None:
+        self.cp.cuda.Device().synchronize()
+
+    # -- kernels ----------------------------------------------------------------------
+    def compile(self, launch: Launch):
+        """A cubin from the confined compile process (worker/compiler.py), loaded here: this
+        process, which holds the GPU and the worker's settings, never runs the compiler."""
+        key = (tuple(sorted(launch.files.items())), launch.source, launch.entry, launch.compile_options(),
+               launch.origin, launch.target)
+        if key not in self._functions:
+            built = compiler.compile_launch(launch, self.compute_capability, self.cfg)
+            module = self.cp.RawModule(path=str(built.cubin_path))
+            function = module.get_function(built.lowered.get(launch.entry, launch.entry))
+            self.built_by[id(function)] = f"NVRTC {built.nvrtc}"
+            self._functions[key] = function
+        return self._functions[key]
+
+    def kernel_call(self, function, launch: Launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float):
+        """A call of the kernel over these matrices, as its description lays out its arguments."""
+        cp = self.cp
+        grid, smem = launch.grid(m, n, k), launch.dynamic_smem(m, n, k)
+        if smem > 0 and function.max_dynamic_shared_size_bytes < smem:
+            function.max_dynamic_shared_size_bytes = smem  # past 48 KiB a kernel gets it only when it asks
+        column = launch.layout == "column"
+        values = {"M": cp.int32(m), "N": cp.int32(n), "K": cp.int32(k), "alpha": cp.float32(alpha),
+                  "beta": cp.float32(beta), "A": a, "B": b, "C": c,
+                  "lda": cp.int32(m if column else k), "ldb": cp.int32(k if column else n),
+                  "ldc": cp.int32(m if column else n)}
+        args = tuple(values[name] for name in launch.args)
+        block = launch.block
+        return lambda: function(grid, block, args, shared_mem=smem)
+
+    def resources(self, function, launch: Launch, m: int, n: int, k: int) -> dict:
+        found = resources.for_function(function, launch.block, self.device, launch.dynamic_smem(m, n, k))
+        return {**found, "compiler": self.built_by.get(id(function), "unknown")}
+
+    def cublas_call(self, a, b, out, tf32: bool):
+        cp = self.cp
+        if not tf32:
+            return lambda: cp.matmul(a, b, out=out)
+        # cuBLAS with TF32 tensor cores allowed for this call only; the handle is put back to its
+        # FP32 math mode right after, so FP32 baselines stay FP32.
+        from cupy_backends.cuda.libs import cublas
+
+        handle = cp.cuda.device.get_cublas_handle()
+        tf32_mode = getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3)
+        fp32_mode = self.cublas_math_mode or 0
+
+        def run():
+            cublas.setMathMode(handle, tf32_mode)
+            try:
+                cp.matmul(a, b, out=out)
+            finally:
+                cublas.setMathMode(handle, fp32_mode)
+
+        return run
+
+    def reference(self, a, b):
+        """A·B by cuBLAS FP32 (TF32 off): what every kernel is checked against."""
+        return self.cp.matmul(a, b)
+
+    # -- samples ------------------------------------------------------------------------
+    clock = staticmethod(time.perf_counter)
+
+    def measuring(self):
+        return gpu_identity.nvml()  # the timing loop reads throttle reasons between batches
+
+    def warm_up(self, calls, warmup_ms: float) -> None:
+        stream = self.cp.cuda.get_current_stream()
+        warm_end = time.perf_counter() + warmup_ms / 1000.0
+        while True:  # at least one warm-up launch of each, then until the warm-up time is spent
+            for call in calls:
+                call()
+            stream.synchronize()
+            if time.perf_counter() >= warm_end:
+                break
+
+    def sample(self, order, policy) -> Batch:
+        """One batch of CUDA event samples, in order. Samples are queued behind a stream hold
+        (worker/stream_hold.py), so no sample waits for a launch. Isolated (cold default): each
+        sample behind a hold of its own, waited for before the next is queued, as nvbench takes a
+        cold sample; back to back, a small kernel read 0.5-0.8 us longer (docs/BENCHMARKS.md); hot
+        samples stay back to back."""
+        cp = self.cp
+        flush = self._flusher(policy.flush) if policy.mode == "cold" else (lambda: None)
+        hold = self._stream_hold() if policy.hold_stream else None
+        stream = cp.cuda.get_current_stream()
+        isolated = policy.isolate_samples and policy.mode == "cold"
+        events = []
+        timed_out = False
+        for group in ([fn] for fn in order) if isolated else [order]:
+            if hold is not None:
+                hold.hold(stream)  # the GPU waits here until the group is queued
+            try:
+                for fn in group:
+                    flush()
+                    start, end = cp.cuda.Event(), cp.cuda.Event()
+                    start.record(stream)
+                    fn()
+                    end.record(stream)
+                    events.append((start, end))
+            finally:
+                if hold is not None:
+                    hold.release()
+            end.synchronize()
+            timed_out |= hold is not None and hold.timed_out()
+        reasons = gpu_identity.throttle_reasons(self.pci_bus_id)
+        return Batch([cp.cuda.get_elapsed_time(s, e) for s, e in events], timed_out, reasons or 0)
+
+    def _stream_hold(self):
+        if self._hold is None:
+            from worker.stream_hold import StreamHold
+
+            self._hold = StreamHold(self.cp, self.compute_capability, self.cfg)
+        return self._hold
+
+    def _flusher(self, how: str):
+        """Before a cold sample: "readwrite" (default) reads and writes 2x the L2's size with our
+        own kernel; "memset" zero-fills it with cudaMemset, as nvbench and CuPy's fill(0) do."""
+        cp = self.cp
+        l2 = self.device.attributes["L2CacheSize"]
+        if how == "memset":
+            if self._flush_buffer is None:
+                self._flush_buffer = cp.empty(max(2 * l2, 1 << 20) // 4, dtype=cp.float32)
+            buf = self._flush_buffer
+            return lambda: buf.fill(0.0)
+        if self._readwrite_flush is None:
+            self._readwrite_flush = self._stream_hold().flusher(l2)
+        return self._readwrite_flush
+
+
+def _check_cublas_math_mode(cp) -> int | None:
+    """The FP32 baseline must not be allowed TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH = 3)."""
+    try:
+        from cupy_backends.cuda.libs import cublas
+
+        mode = cublas.getMathMode(cp.cuda.device.get_cublas_handle())
+    except Exception:  # older CuPy without the binding: CUPY_TF32 was checked already
+        return None
+    if mode & 0xF not in (0, 2):  # CUBLAS_DEFAULT_MATH, CUBLAS_PEDANTIC_MATH
+        raise RuntimeError(f"cuBLAS math mode {mode} allows reduced precision; the FP32 baseline would not be FP32")
+    return mode
+

@@ -1,0 +1,85 @@
+"""Is the kernel's C right? Four runs against cuBLAS FP32, each proving one thing.
+
+1. Every element written: C is filled with a value no product of these inputs comes near
+   (3e38) and the kernel runs at beta = 0. An element still holding it was never written. A
+   kernel that reads C at beta = 0 gets 0 * 3e38 = 0 and loses nothing, so this holds for both
+   conventions.
+2. beta = 0 over a finite random C: the relative Frobenius error against A·B.
+3. alpha = 0.75, beta = -0.5 over the same random C: against 0.75 A·B - 0.5 C.
+4. The NaN probe: C filled with NaN at beta = 0. With every element written (1), a NaN left in
+   C means the kernel read C although beta was 0. BLAS leaves C unread then; many hand-written
+   kernels compute alpha * acc + beta * C anyway, which is right for every finite C (2, 3). That
+   is a convention, reported as such (env.c_convention), not a wrong result.
+
+The verdict is the worst error of 1-3 against the kernel's tolerance. Array work goes through the
+device's array module (CuPy on a GPU, NumPy in the tests), so this code judges on both.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+SENTINEL = 3.0e38  # finite, and far beyond any |A·B| of inputs in [-1, 1) with K <= 2^20
+
+READS_C = "reads C when beta = 0 (C * 0 is added: a NaN in C spreads); BLAS leaves C unread then"
+LEAVES_C = "leaves C unread when beta = 0, as BLAS does"
+
+
+@dataclass
+class Check:
+    rel_error: float  # the worst of checks 1-3 (inf where NaN or Inf came out)
+    unwritten: int  # elements of C that kept the sentinel
+    total: int
+    reads_c_at_beta_zero: bool
+
+    def verdict(self, tolerance: float) -> tuple[bool, str | None]:
+        """(verified, why not)."""
+        if self.unwritten:
+            return False, (f"wrong result: {self.unwritten} of {self.total} elements of C never written (C was "
+                           f"filled with {SENTINEL:g} before a run at beta = 0, and they kept it)")
+        if self.rel_error == float("inf"):
+            return False, "wrong result: C holds NaN or Inf after a run with finite A, B and C"
+        if not self.rel_error <= tolerance:
+            return False, f"wrong result: relative error {self.rel_error:.3g} > {tolerance:g}"
+        return True, None
+
+    @property
+    def convention(self) -> str:
+        return READS_C if self.reads_c_at_beta_zero else LEAVES_C
+
+
+# run(c, alpha, beta): the kernel, over c. new_c(fill=None, seed=None): a C of the kernel's layout,
+# filled with `fill` or with uniform values in [-1, 1) from `seed`.
+Run = Callable[[object, float, float], None]
+NewC = Callable[..., object]
+
+
+def check(xp, run: Run, ref, new_c: NewC, seed: int, synchronize: Callable[[], None]) -> Check:
+    sentinel = xp.float32(SENTINEL)
+    c = new_c(fill=SENTINEL)
+    run(c, 1.0, 0.0)
+    synchronize()
+    unwritten = int((c == sentinel).sum())
+    errors = [rel_error(xp, c, ref)]
+
+    # Each run gets a C of its own from the same seed (a copy could change its memory layout).
+    c0 = new_c(seed=seed + 1)
+    c = new_c(seed=seed + 1)
+    run(c, 1.0, 0.0)
+    errors.append(rel_error(xp, c, ref))
+    c = new_c(seed=seed + 1)
+    run(c, 0.75, -0.5)
+    errors.append(rel_error(xp, c, 0.75 * ref - 0.5 * c0))
+
+    c = new_c(fill=float("nan"))
+    run(c, 1.0, 0.0)
+    synchronize()
+    reads_c = bool(xp.isnan(c).any()) and unwritten == 0
+    return Check(max(errors), unwritten, int(ref.size), reads_c)
+
+
+def rel_error(xp, c, ref) -> float:
+    """Relative Frobenius error in float64; NaN (or Inf) never passes."""
+    diff = float(xp.linalg.norm((c - ref).astype(xp.float64)))
+    scale = float(xp.linalg.norm(ref.astype(xp.float64)))
+    err = diff / scale if scale > 0 else diff
+    return err if err == err and err != float("inf") else float("inf")
