@@ -4,6 +4,7 @@ Every page takes its filters from the URL (a permalink) and `format=csv|json` fo
 behind the view. A chart with too little data is replaced by the reason.
 """
 
+import functools
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
@@ -36,11 +37,22 @@ Sha = Annotated[str | None, Query(max_length=64, pattern=r"^[0-9a-fA-F]*$")]
 
 @dataclass
 class Chart:
-    """A figure for a page, or the reason there is none (the template shows one or the other)."""
+    """A figure for a page, or the reason there is none (the template shows one or the other).
+    The figure is turned into JSON only when a template reads it: a CSV or JSON export of the
+    same page needs the reason, never the figure's text."""
 
     id: str
-    figure_json: str | None = None  # {"data", "layout", "config"}, safe inside <script type="application/json">
+    figure: go.Figure | None = None
     reason: str | None = None
+
+    @functools.cached_property
+    def figure_json(self) -> str | None:
+        """{"data", "layout", "config"}, safe inside <script type="application/json">."""
+        if self.figure is None:
+            return None
+        text = plotly.io.to_json({**self.figure.to_plotly_json(), "config": {"displaylogo": False, "responsive": True}},
+                                 validate=False)
+        return text.translate(_SCRIPT_SAFE)
 
 
 # Inside a <script> element only "</script" or "<!--" could end or bend it: with every <, > and &
@@ -49,11 +61,7 @@ _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
 def chart(div_id: str, fig: go.Figure | str) -> Chart:
-    if isinstance(fig, str):
-        return Chart(div_id, reason=fig)
-    figure = plotly.io.to_json({**fig.to_plotly_json(), "config": {"displaylogo": False, "responsive": True}},
-                               validate=False)
-    return Chart(div_id, figure_json=figure.translate(_SCRIPT_SAFE))
+    return Chart(div_id, reason=fig) if isinstance(fig, str) else Chart(div_id, figure=fig)
 
 
 def render(request: Request, fmt: str, view: str, template: str, context: dict, *, filters: dict,
