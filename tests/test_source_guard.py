@@ -163,7 +163,7 @@ PIECES = ["#", "%:", "??=", "##", "%:%:", " ", "\t", "\f", "\v", "\\\n", "\\\r\n
           "embed", "__has_include", "__has_", "_Pragma", "pragma", "define", "if", "line", "error", "once",
           "push_macro", "X", "H", "1", "1'", "0x1p-", "1e+", "R", "\\u0069", '"x.h"', "<x.h>", "(", ")", '"', "'",
           "#define H #\n", "#define I include\n", "#define P(x) x\n", "#define S(x) #x\n", "H I \"x.h\"\n",
-          "P(#include \"x.h\")\n", "#if 1\n", "#endif\n"]
+          "P(#include \"x.h\")\n", "#if 1\n", "#endif\n", "\ufeff", "\u00a0", "\u200b", "\u3000"]
 
 
 def nvrtc_log(source: str, offer_header: bool) -> str:
@@ -201,6 +201,18 @@ def test_whatever_the_guard_passes_never_reaches_a_header_in_nvrtc(source):
     with_header = nvrtc_log(source, offer_header=True)
     assert "HEADER_WAS_READ" not in with_header
     assert with_header == nvrtc_log(source, offer_header=False), "the source saw whether x.h exists"
+
+
+@pytest.mark.parametrize("space", ["\ufeff", "\u00a0", "\u200b", "\u3000"])
+def test_a_unicode_space_before_the_hash_makes_no_directive(space):
+    """Tried past the guard (issue 19 review): a byte-order mark or a Unicode space before '#'
+    hides the line from the guard, which takes it for no directive. The compiler agrees: it
+    reports the character as an unrecognized token and never reads the header."""
+    source = space + '#include "x.h"\n'
+    check_source(source)
+    with_header = nvrtc_log(source, offer_header=True)
+    assert "HEADER_WAS_READ" not in with_header and "unrecognized token" in with_header
+    assert with_header == nvrtc_log(source, offer_header=False)
 
 
 def test_a_directive_made_by_a_macro_is_no_directive():
