@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 
-from core.wire_types import Count, Finite, Gflops, Int32, Integer, Mask, Millis, Name, Ratio, StrictBool, Text
+from core.wire_types import Count, Finite, finite_or_null, Gflops, Int32, Integer, Mask, Millis, Name, Ratio, StrictBool, Text
 
 Key = Name(100)  # a key of extra ("launch.swizzle"), or of a record's limits ("shared memory")
 Macro = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -237,7 +237,7 @@ def conform(env: Any) -> dict[str, Any]:
     if not isinstance(env, dict):
         return {"extra": {"dropped_at_upgrade": ["(env was not an object, or too deep to read)"]}}
     try:
-        env = _finite(env)
+        env = finite_or_null(env)
         return ResultEnv.model_validate(env).stored()
     except (ValidationError, RecursionError):
         pass
@@ -257,16 +257,6 @@ def conform(env: Any) -> dict[str, Any]:
         return ResultEnv.model_validate({**kept, "extra": {**extra, **note}}).stored()
     except ValidationError:  # the keys that fit one by one overflow extra together
         return ResultEnv.model_validate({**kept, "extra": {"dropped_at_upgrade": (dropped + sorted(extra))[:64]}}).stored()
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 # -- reading: what the pages interpret, typed again, so a row the worker wrote oddly reads as absent --

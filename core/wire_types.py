@@ -7,7 +7,8 @@ allows `"\\ud800"`, but no database driver or HTTP response can encode it) or a 
 (PostgreSQL text refuses it).
 """
 
-from typing import Annotated
+import math
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, Strict, StringConstraints
 
@@ -70,3 +71,15 @@ Millis = Annotated[Finite, Field(ge=0, le=1e7)]
 Gflops = Annotated[Finite, Field(ge=0, le=1e9)]
 Percent = Annotated[Finite, Field(ge=0, le=1e6)]
 Ratio = Annotated[Finite, Field(ge=0, le=1e6)]  # noise, relative spreads: fractions, far below this
+
+
+def finite_or_null(value: Any) -> Any:
+    """The value with every NaN and infinity, at any depth, made None: JSON has neither, so a
+    stored row or a ratio a view computes that overflows reads as null, never as a 500."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite_or_null(v) for v in value]
+    return value

@@ -3,12 +3,13 @@
 import csv
 import io
 import json
-import math
 import re
 from datetime import datetime
 
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, Response
+
+from core.wire_types import finite_or_null
 
 # A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(...), =cmd|...).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -48,18 +49,7 @@ def csv_response(view: str, columns: list[str], rows: list[dict]) -> Response:
     )
 
 
-def _finite(value):
-    """JSON has no NaN or Infinity: a ratio a view computes that overflows is null, not a 500."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
 def json_response(view: str, filters: dict, rows: list[dict], reason: str | None, **extra) -> JSONResponse:
     """The rows plus the filters that chose them and, for an empty chart, the reason."""
     body = {"view": view, "filters": filters, "reason": reason, "rows": rows, **extra}
-    return JSONResponse(_finite(jsonable_encoder(body)))
+    return JSONResponse(finite_or_null(jsonable_encoder(body)))
