@@ -351,3 +351,18 @@ def test_a_part_the_source_names_itself_keeps_its_diagnostics(tmp_path):
     with pytest.raises(CompileError) as failed:
         build(cfg(tmp_path), source, name="mine.cu")
     assert "common.cuh(1): error" in str(failed.value) and WITHHELD not in str(failed.value)
+
+
+def test_a_cached_cubin_serves_a_job_the_log_filtered_for_a_job(tmp_path, no_landlock):
+    """One of our kernels and a job's identical source share a cubin. The log that comes with it is
+    filtered for whoever asks: the job never reads a line located in another file, even when
+    ours compiled first and put it in the cache."""
+    settings = cfg(tmp_path, GEMMWATCH_UNCONFINED_SOURCES="warn")
+    elsewhere = tmp_path / "elsewhere.cuh"  # a file outside the job's own: unconfined, NVRTC reads it
+    elsewhere.write_text("__device__ void elsewhere_secret() { int elsewhere_unused; }\n")
+    source = f'#include "{elsewhere}"\n' + KERNEL
+    ours = build(settings, source, untrusted=False)
+    theirs = build(settings, source, untrusted=True)
+    assert not ours.cached and theirs.cached and theirs.cubin_path == ours.cubin_path
+    assert "elsewhere.cuh(1): warning" in ours.log  # what the cache holds: the raw log
+    assert WITHHELD in theirs.log and "elsewhere" not in theirs.log

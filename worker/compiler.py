@@ -16,7 +16,8 @@ The compile log of a job's source shows diagnostics located in that source only 
 anything located in another file is replaced by a line saying it was withheld.
 
 A cubin is stored under a hash of (source, headers, options, name expressions, NVRTC version), so
-a kernel compiled once is not compiled again, by this worker or after a restart.
+a kernel compiled once is not compiled again, by this worker or after a restart. The cache keeps
+NVRTC's raw log; each caller gets it filtered as its origin asks.
 """
 
 import base64
@@ -133,9 +134,18 @@ def compile_kernel(source: str, *, name: str, options: list[str], name_expressio
                                      confinement.nvrtc, _library(cfg)]).encode())
     cache = Path(cfg.kernel_cache_dir).resolve()
     cubin_path, meta_path = cache / f"{key.hexdigest()}.cubin", cache / f"{key.hexdigest()}.json"
+    own_names = own_file_names(source, name) | own_file_names_of(headers)
+
+    def shown(raw_log: str) -> str:
+        return rename_files(filter_log(raw_log, own_names) if untrusted else raw_log, shown_as)
+
     if cubin_path.exists() and meta_path.exists():
         meta = json.loads(meta_path.read_text())
-        return CompiledKernel(cubin_path, meta["lowered"], meta["log"], cached=True, nvrtc=confinement.nvrtc)
+        # The raw log is kept and filtered for each caller: a cubin one kernel of ours built may
+        # serve a job's identical source, whose log must still withhold other files' lines.
+        if "raw_log" in meta:  # an entry of an older worker kept the filtered log only: built again
+            return CompiledKernel(cubin_path, meta["lowered"], shown(meta["raw_log"]), cached=True,
+                                  nvrtc=confinement.nvrtc)
 
     require = untrusted and cfg.unconfined_sources != "warn"
     if untrusted and not confinement.available:
@@ -145,7 +155,6 @@ def compile_kernel(source: str, *, name: str, options: list[str], name_expressio
                 "GEMMWATCH_UNCONFINED_SOURCES=warn accepts them"
             )
         log.warning("compiling a job's source WITHOUT confinement (%s)", confinement.detail)
-    own_names = own_file_names(source, name) | own_file_names_of(headers)
     reply = _run_sandbox(
         {"source": source, "name": name, "options": options, "name_expressions": list(name_expressions),
          "headers": headers, "readable": list(include_dirs), "require_confinement": require,
@@ -154,13 +163,12 @@ def compile_kernel(source: str, *, name: str, options: list[str], name_expressio
     )
     if not reply.get("ok"):
         if "log" in reply:
-            raise CompileError(rename_files(filter_log(reply["log"], own_names) if untrusted else reply["log"], shown_as))
+            raise CompileError(shown(reply["log"]))
         raise CompileRefused(reply.get("error", "the compile process gave no answer"))
-    text = rename_files(filter_log(reply["log"], own_names) if untrusted else reply["log"], shown_as)
     cache.mkdir(parents=True, exist_ok=True)
     _write_atomically(cubin_path, base64.b64decode(reply["cubin"]))
-    _write_atomically(meta_path, json.dumps({"lowered": reply["lowered"], "log": text}).encode())
-    return CompiledKernel(cubin_path, reply["lowered"], text, cached=False, nvrtc=confinement.nvrtc)
+    _write_atomically(meta_path, json.dumps({"lowered": reply["lowered"], "raw_log": reply["log"]}).encode())
+    return CompiledKernel(cubin_path, reply["lowered"], shown(reply["log"]), cached=False, nvrtc=confinement.nvrtc)
 
 
 def probe(cfg) -> Confinement:
