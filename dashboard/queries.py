@@ -29,22 +29,29 @@ FP32_ONLY = Result.compute_mode == "fp32"
 
 
 def distinct(db: Session, cols: list, where=(), cap: int = 1000) -> list[tuple]:
-    """Distinct values of an index's leading columns, one index probe per value.
+    """Distinct values of an index's leading columns: a loose index scan, in one statement.
 
-    A loose index scan, spelled as "the next value after the last one" (PostgreSQL has no
-    skip scan before version 18): a GROUP BY would read every result to find a few dozen
-    sizes or variants.
+    Each step of a recursive CTE asks the index for the first row after the last one found (one
+    probe per column), so a few dozen sizes or variants cost a few dozen probes: a GROUP BY would
+    read every result, and PostgreSQL has no skip scan before version 18. One statement, not a
+    query per value: the menus of every page read this, and a round trip each (through the ORM)
+    cost more than the probes themselves.
     """
-    out: list[tuple] = []
-    while len(out) < cap:
-        query = select(*cols).where(*where).order_by(*cols).limit(1)
-        if out:
-            query = query.where(tuple_(*cols) > tuple_(*out[-1]) if len(cols) > 1 else cols[0] > out[-1][0])
-        row = db.execute(query).first()
-        if row is None:
-            return out
-        out.append(tuple(row))
-    return out
+    names = [col.key for col in cols]
+
+    def first_after(found=None) -> list:
+        """The first index entry (as one labelled scalar subquery per column) after `found`'s row."""
+        after = list(where)
+        if found is not None:
+            last = [found.c[name] for name in names]
+            after.append(tuple_(*cols) > tuple_(*last) if len(cols) > 1 else cols[0] > last[0])
+        return [select(col).where(*after).order_by(*cols).limit(1).scalar_subquery().label(name)
+                for col, name in zip(cols, names)]
+
+    found = select(*first_after()).cte("found", recursive=True)
+    found = found.union_all(select(*first_after(found)).where(found.c[names[0]].is_not(None)))
+    rows = db.execute(select(*(found.c[name] for name in names)).where(found.c[names[0]].is_not(None)).limit(cap))
+    return [tuple(row) for row in rows]
 
 
 def catalog(db: Session, mode: str | None = None) -> Catalog:
