@@ -13,7 +13,6 @@ templates written here carry markup.
 import html
 from statistics import fmean
 
-import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from dashboard.compare import Comparison
@@ -24,8 +23,46 @@ from dashboard.sweep import SweepFilter, SweepPoint
 
 PALETTE = qualitative.Plotly + qualitative.D3[1:] + qualitative.Dark24
 FAIL = {"symbol": "x", "size": 13, "color": "#c62828", "line": {"width": 2}}
-LAYOUT = {"template": "plotly_white", "margin": {"l": 70, "r": 20, "t": 70, "b": 60}, "height": 440,
+# plotly_white's look, as far as these charts (scatter and bar on x and y axes) use it: Plotly.js
+# knows no template by name, plotly.py wrote all of that one (some 7 KB) into every chart.
+_AXIS = {"gridcolor": "#EBF0F8", "linecolor": "#EBF0F8", "zerolinecolor": "#EBF0F8", "zerolinewidth": 2, "ticks": "",
+         "automargin": True, "title": {"standoff": 15}}
+WHITE = {"layout": {"font": {"color": "#2a3f5f"}, "paper_bgcolor": "white", "plot_bgcolor": "white",
+                    "hoverlabel": {"align": "left"}, "title": {"x": 0.05}, "xaxis": _AXIS, "yaxis": _AXIS,
+                    "autotypenumbers": "strict"},
+         "data": {"bar": [{"marker": {"line": {"color": "white", "width": 0.5}}}]}}
+LAYOUT = {"template": WHITE, "margin": {"l": 70, "r": 20, "t": 70, "b": 60}, "height": 440,
           "hovermode": "closest", "legend": {"orientation": "v"}}
+
+
+class Figure:
+    """A chart as Plotly.js reads it: {"data": [trace, ...], "layout": {...}}, in plain dicts.
+
+    plotly.py's graph objects validated every property of every point as a page was made (most
+    of the page's time, docs/BENCHMARKS.md); tests/test_dashboard.py validates each page's figure
+    with them instead, so a misspelt property still fails."""
+
+    def __init__(self):
+        self.data: list[dict] = []
+        self.layout: dict = {}
+
+    def add_trace(self, trace: dict) -> None:
+        self.data.append(trace)
+
+    def update_layout(self, **layout) -> None:
+        self.layout.update(layout)
+
+    def to_plotly_json(self) -> dict:
+        return {"data": self.data, "layout": self.layout}
+
+
+def scatter(**props) -> dict:
+    return {"type": "scatter", **props}
+
+
+def bar(**props) -> dict:
+    return {"type": "bar", **props}
+
 
 
 def _color(i: int) -> str:
@@ -49,16 +86,16 @@ def _rgba(hex_color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-def _failures(x: list, customdata: list[list], hover: str) -> go.Scatter:
+def _failures(x: list, customdata: list[list], hover: str) -> dict:
     """Failed verification drawn as red crosses on the axis: a wrong kernel has no speed."""
-    return go.Scatter(x=x, y=[0] * len(x), mode="markers+text", name="failed verification", marker=FAIL,
+    return scatter(x=x, y=[0] * len(x), mode="markers+text", name="failed verification", marker=FAIL,
                       text=["failed"] * len(x), textposition="top center", textfont={"color": FAIL["color"]},
                       customdata=customdata, hovertemplate=hover + "<extra>failed verification</extra>")
 
 
 # -- history ------------------------------------------------------------------------------
 
-def history_figure(h: History) -> go.Figure | str:
+def history_figure(h: History) -> Figure | str:
     f = h.f
     if f.gpu is None or f.size is None:
         who = f"on {f.gpu}" if f.gpu else "with a commit"
@@ -71,7 +108,7 @@ def history_figure(h: History) -> go.Figure | str:
         return (f"No verified results for {where} that carry a commit: post a job with a commit, "
                 "or pick another GPU, size or mode.")
 
-    fig = go.Figure()
+    fig = Figure()
     x_of = {sha: _t(sha[:10]) for sha in h.commits}
     series: dict[str, list] = {}
     for p in h.points:
@@ -82,7 +119,7 @@ def history_figure(h: History) -> go.Figure | str:
         upper = [p.gflops * (1 + (p.noise or 0)) for p in pts]
         lower = [p.gflops * (1 - (p.noise or 0)) for p in pts]
         # The band is each point's own sample noise (stddev/mean): a step smaller than it is not news.
-        fig.add_trace(go.Scatter(x=xs + xs[::-1], y=upper + lower[::-1], fill="toself", mode="lines",
+        fig.add_trace(scatter(x=xs + xs[::-1], y=upper + lower[::-1], fill="toself", mode="lines",
                                  line={"width": 0}, fillcolor=_rgba(color, 0.18), name=f"{_t(variant)} noise",
                                  legendgroup=variant, showlegend=False, hoverinfo="skip"))
         # Hover text made here, one string a point: far cheaper for plotly.py to validate than
@@ -90,7 +127,7 @@ def history_figure(h: History) -> go.Figure | str:
         hover = [f"<b>{_t(variant)}</b> {p.gflops:,.0f} GFLOPS ({p.pct_of_cublas or 0:.1f}% of cuBLAS)<br>"
                  f"{_t(p.sha)}<br>{_text(p.message)}<br>{str(p.commit_time)[:19]} UTC<br>"
                  f"noise ±{(p.noise or 0) * 100:.2f}% · {p.n_results} result(s)" for p in pts]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=_t(variant), legendgroup=variant,
+        fig.add_trace(scatter(x=xs, y=ys, mode="lines+markers", name=_t(variant), legendgroup=variant,
                                  line={"color": color}, text=hover, hovertemplate="%{text}<extra></extra>"))
     cublas: dict[str, list[float]] = {}
     for p in h.points:  # cuBLAS timed in the same jobs: the line to beat
@@ -98,10 +135,10 @@ def history_figure(h: History) -> go.Figure | str:
             cublas.setdefault(p.sha, []).append(p.cublas_gflops)
     if cublas:
         shas = [s for s in h.commits if s in cublas]
-        fig.add_trace(go.Scatter(x=[x_of[s] for s in shas], y=[fmean(cublas[s]) for s in shas], mode="lines",
+        fig.add_trace(scatter(x=[x_of[s] for s in shas], y=[fmean(cublas[s]) for s in shas], mode="lines",
                                  name="cuBLAS (same jobs)", line={"dash": "dash", "color": "gray"}))
     if h.regressions:
-        fig.add_trace(go.Scatter(
+        fig.add_trace(scatter(
             x=[x_of[p.sha] for p in h.regressions], y=[p.gflops for p in h.regressions], mode="markers",
             name="regression", marker={**FAIL, "size": 15},
             customdata=[[_t(p.variant), _t(p.sha), _t(p.verdict.reason)] for p in h.regressions],
@@ -112,24 +149,24 @@ def history_figure(h: History) -> go.Figure | str:
         title={"text": f"GFLOPS by commit: {_t(f.gpu)}, {size_text(f.size)}, {_t(f.mode)} L2",
                "subtitle": {"text": f"{len(h.commits)} newest commits, oldest first; band: ±noise; "
                                     f"{len(h.regressions)} regression(s) flagged"}},
-        xaxis={"title": "commit (by commit time)", "type": "category", "categoryorder": "array",
+        xaxis={"title": {"text": "commit (by commit time)"}, "type": "category", "categoryorder": "array",
                "categoryarray": [x_of[s] for s in h.commits]},
-        yaxis={"title": "GFLOPS", "rangemode": "tozero"},
+        yaxis={"title": {"text": "GFLOPS"}, "rangemode": "tozero"},
     )
     return fig
 
 
 # -- overview: the latest ladder of one GPU -------------------------------------------------
 
-def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str) -> go.Figure | str:
+def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str) -> Figure | str:
     if not lad.rungs:
         return f"No results on {lad.gpu_name} at {size_text(size)} ({mode} mode)."
     ok = [r for r in lad.rungs if r.verified and r.gflops is not None]
     failed = [r for r in lad.rungs if not r.verified]
     labels = [_t(r.variant) for r in lad.rungs]
-    fig = go.Figure()
+    fig = Figure()
     if ok:
-        fig.add_trace(go.Bar(
+        fig.add_trace(bar(
             x=[_t(r.variant) for r in ok], y=[r.gflops for r in ok], name="GFLOPS", marker={"color": "#3b6ea8"},
             text=[f"{lad.pct_of_peak(r):.1f}% of peak" if lad.peak.gflops else f"{r.pct_of_cublas or 0:.0f}% of cuBLAS"
                   for r in ok],
@@ -146,18 +183,18 @@ def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str) -> go.Figu
     cublas = [r.cublas_gflops for r in ok if r.cublas_gflops]
     if cublas:
         mean = fmean(cublas)
-        fig.add_trace(go.Scatter(x=labels, y=[mean] * len(labels), mode="lines", name=f"cuBLAS {mean:,.0f} GFLOPS",
+        fig.add_trace(scatter(x=labels, y=[mean] * len(labels), mode="lines", name=f"cuBLAS {mean:,.0f} GFLOPS",
                                  line={"dash": "dash", "color": "gray"}, hoverinfo="name"))
     if lad.peak.gflops:
-        fig.add_trace(go.Scatter(x=labels, y=[lad.peak.gflops] * len(labels), mode="lines",
+        fig.add_trace(scatter(x=labels, y=[lad.peak.gflops] * len(labels), mode="lines",
                                  name=f"FP32 peak {lad.peak.gflops:,.0f} GFLOPS",
                                  line={"dash": "dot", "color": "#b66a00"}, hoverinfo="name"))
     fig.update_layout(
         **LAYOUT,
         title={"text": f"{_t(lad.gpu_name)}: {size_text(size)}, {_t(mode)} L2",
                "subtitle": {"text": f"each variant's newest result · {_t(lad.peak.how)}"}},
-        xaxis={"title": "variant", "type": "category", "categoryorder": "array", "categoryarray": labels},
-        yaxis={"title": "GFLOPS", "rangemode": "tozero"},
+        xaxis={"title": {"text": "variant"}, "type": "category", "categoryorder": "array", "categoryarray": labels},
+        yaxis={"title": {"text": "GFLOPS"}, "rangemode": "tozero"},
     )
     return fig
 
@@ -168,7 +205,7 @@ def _held_text(f: SweepFilter) -> str:
     return ", ".join(f"{d.upper()}={v}" for d, v in f.held().items())
 
 
-def sweep_figure(points: list[SweepPoint], f: SweepFilter) -> go.Figure | str:
+def sweep_figure(points: list[SweepPoint], f: SweepFilter) -> Figure | str:
     if not points:
         at = f" at {_held_text(f)}" if f.axis is not None else ""
         return (f"No results{at} in {f.mode} mode for the chosen GPUs, variants and commit: "
@@ -185,10 +222,10 @@ def sweep_figure(points: list[SweepPoint], f: SweepFilter) -> go.Figure | str:
         x_of = lambda p: p.size[f.axis]  # noqa: E731
     gpus = sorted({p.gpu for p in points})
     variants = sorted({p.variant for p in points})
-    fig = go.Figure()
+    fig = Figure()
     for (gpu, variant) in sorted({(p.gpu, p.variant) for p in ok}):
         pts = [p for p in ok if p.gpu == gpu and p.variant == variant]
-        fig.add_trace(go.Scatter(
+        fig.add_trace(scatter(
             x=[x_of(p) for p in pts], y=[p.gflops for p in pts], mode="lines+markers",
             name=f"{_t(variant)} · {_t(gpu)}", legendgroup=variant,
             line={"color": _color(variants.index(variant)), "dash": ["solid", "dash", "dot", "dashdot"][gpus.index(gpu) % 4]},
@@ -204,33 +241,33 @@ def sweep_figure(points: list[SweepPoint], f: SweepFilter) -> go.Figure | str:
     if f.axis is None:
         sizes = sorted({p.size for p in points}, key=by_flops)
         title = f"GFLOPS by size, {_t(f.mode)} L2"
-        xaxis = {"title": "M×N×K (by flop count)", "type": "category", "categoryorder": "array",
+        xaxis = {"title": {"text": "M×N×K (by flop count)"}, "type": "category", "categoryorder": "array",
                  "categoryarray": [size_text(s) for s in sizes]}
     else:
         dim = f.vary.upper()
         values = sorted({p.size[f.axis] for p in points})
         title = f"GFLOPS against {dim} at {_held_text(f)}, {_t(f.mode)} L2"
         # Ticks at the measured values only: a log axis's own 10, 100, 1000 hide 16 and 4096.
-        xaxis = {"title": f"{dim} (log scale)", "type": "log", "tickvals": values, "ticktext": [str(v) for v in values]}
+        xaxis = {"title": {"text": f"{dim} (log scale)"}, "type": "log", "tickvals": values, "ticktext": [str(v) for v in values]}
     fig.update_layout(
         **LAYOUT,
         title={"text": title, "subtitle": {"text": "each point: the newest result for its GPU, variant and size"}},
         xaxis=xaxis,
-        yaxis={"title": "GFLOPS", "rangemode": "tozero"},
+        yaxis={"title": {"text": "GFLOPS"}, "rangemode": "tozero"},
     )
     return fig
 
 
 # -- compare ---------------------------------------------------------------------------------
 
-def compare_figure(c: Comparison) -> go.Figure | str:
+def compare_figure(c: Comparison) -> Figure | str:
     if c.reason:
         return c.reason
     labels = [_t(r.label) for r in c.rows]
-    fig = go.Figure()
+    fig = Figure()
     for key, color in (("a", "#8a8a8a"), ("b", "#3b6ea8")):
         cells = [getattr(r, key) for r in c.rows]
-        fig.add_trace(go.Bar(
+        fig.add_trace(bar(
             x=labels, y=[cell.gflops if cell and cell.verified else None for cell in cells],
             name=f"{key.upper()}: {_t(getattr(c.f, key))}", marker={"color": color},
             text=[f"{r.delta_pct:+.1f}%" if key == "b" and r.delta_pct is not None else "" for r in c.rows],
@@ -242,8 +279,8 @@ def compare_figure(c: Comparison) -> go.Figure | str:
         **LAYOUT, barmode="group",
         title={"text": f"{_t(c.f.a)} vs {_t(c.f.b)} ({what}), {_t(c.f.mode)} L2",
                "subtitle": {"text": "labels on B: change from A; failed verification leaves a gap"}},
-        xaxis={"title": "variant and size", "type": "category"},
-        yaxis={"title": "GFLOPS", "rangemode": "tozero"},
+        xaxis={"title": {"text": "variant and size"}, "type": "category"},
+        yaxis={"title": {"text": "GFLOPS"}, "rangemode": "tozero"},
     )
     return fig
 
@@ -257,25 +294,25 @@ ENDED_WITHOUT_RESULTS = {
 }
 
 
-def job_figure(results: list, status: str = "running") -> go.Figure | str:
+def job_figure(results: list, status: str = "running") -> Figure | str:
     if not results:
         # An ended job will get no more: saying "yet" would have its reader wait for nothing.
         return ENDED_WITHOUT_RESULTS.get(status, "No results yet: they appear here case by case as the worker finishes them.")
     ok = [r for r in results if r.verified and r.gflops is not None]
     failed = [r for r in results if not r.verified]
     label = lambda r: _t(f"{r.variant} {size_label((r.m, r.n, r.k))}")  # noqa: E731
-    fig = go.Figure()
+    fig = Figure()
     if ok:
-        fig.add_trace(go.Bar(x=[label(r) for r in ok], y=[r.gflops for r in ok], name="variant",
+        fig.add_trace(bar(x=[label(r) for r in ok], y=[r.gflops for r in ok], name="variant",
                              marker={"color": "#3b6ea8"}, text=[f"{r.pct_of_cublas or 0:.0f}% of cuBLAS" for r in ok],
                              textposition="outside"))
-        fig.add_trace(go.Bar(x=[label(r) for r in ok], y=[r.cublas_gflops for r in ok], name="cuBLAS (same case)",
+        fig.add_trace(bar(x=[label(r) for r in ok], y=[r.cublas_gflops for r in ok], name="cuBLAS (same case)",
                              marker={"color": "#c8c8c8"}))
     if failed:
         fig.add_trace(_failures([label(r) for r in failed], [[_text(r.error, 120)] for r in failed],
                                 "<b>%{x}</b><br>%{customdata[0]}"))
     fig.update_layout(**LAYOUT, barmode="group", title={"text": "GFLOPS per case"},
-                      xaxis={"title": "case", "type": "category", "categoryarray": [label(r) for r in results],
+                      xaxis={"title": {"text": "case"}, "type": "category", "categoryarray": [label(r) for r in results],
                              "categoryorder": "array"},
-                      yaxis={"title": "GFLOPS", "rangemode": "tozero"})
+                      yaxis={"title": {"text": "GFLOPS"}, "rangemode": "tozero"})
     return fig

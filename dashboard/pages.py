@@ -11,7 +11,6 @@ from typing import Annotated
 from urllib.parse import urlencode
 
 import plotly
-import plotly.graph_objects as go
 import plotly.io
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
@@ -42,7 +41,7 @@ class Chart:
     same page needs the reason, never the figure's text."""
 
     id: str
-    figure: go.Figure | None = None
+    figure: figures.Figure | None = None
     reason: str | None = None
 
     @functools.cached_property
@@ -60,7 +59,7 @@ class Chart:
 _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
-def chart(div_id: str, fig: go.Figure | str) -> Chart:
+def chart(div_id: str, fig: figures.Figure | str) -> Chart:
     return Chart(div_id, reason=fig) if isinstance(fig, str) else Chart(div_id, figure=fig)
 
 

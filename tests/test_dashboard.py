@@ -8,6 +8,7 @@ import io
 import json
 import re
 
+import plotly.graph_objects as go
 import pytest
 from sqlalchemy import event, update
 
@@ -26,7 +27,12 @@ def figure(html: str, div_id: str) -> dict:
     """The figure Plotly is given (static/dashboard.js draws it), read back out of the page."""
     match = re.search(rf'<script type="application/json" id="{div_id}-figure">(.*?)</script>', html, re.S)
     assert match, f"no chart {div_id} on the page"
-    return json.loads(match.group(1))
+    fig = json.loads(match.group(1))
+    # dashboard/figures.py builds plain dicts: plotly.py's own classes check every property here.
+    go.Figure({"data": fig["data"], "layout": fig["layout"]})
+    for axis in ("xaxis", "yaxis"):  # Plotly.js reads an axis title as {"text": ...}, never a bare string
+        assert set(fig["layout"][axis]["title"]) == {"text"}, fig["layout"][axis]
+    return fig
 
 
 def chart_data(html: str, div_id: str = "history-chart") -> list[dict]:
@@ -401,3 +407,37 @@ def test_tf32_results_are_never_mixed_into_the_fp32_charts(client, cfg):
     page = client.get("/history?gpu=H100&size=4096x4096x4096&mode=cold").text
     assert "naive" in traces(page) and "tf32_kernel" not in traces(page)
     assert "tf32_kernel" not in client.get("/?size=4096x4096x4096&mode=cold").text
+
+
+def test_the_menus_loose_index_scan_finds_every_distinct_value_in_one_statement(cfg):
+    """dashboard/queries.distinct against SELECT DISTINCT, on values that tie on leading columns
+    (sizes sharing M, or M and N) and names that sort close ("a" < "a_" < "ab"), in each mode."""
+    from sqlalchemy import select
+
+    from core.models import Result
+    from dashboard.queries import distinct
+
+    sizes = [(64, 64, 64), (64, 64, 32), (64, 128, 8), (1, 4096, 4096), (4096, 1, 1), (64, 64, 64)]
+    for i, variant in enumerate(["ab", "a", "a_", "naive", "Z"]):
+        add_job(cfg, f"cafe{i:02d}", [(variant, size, 100.0 + j, j % 2 == 0) for j, size in enumerate(sizes[i:])],
+                commit_index=i, mode="cold" if i % 2 else "warm")
+    statements: list[str] = []
+    engine = engine_for(cfg.resolved_database_url)
+
+    def capture(conn, cursor, statement, *_):
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        with session_factory(cfg)() as db:
+            cases = [([Result.variant], []), ([Result.mode], []),
+                     *(([Result.m, Result.n, Result.k], [Result.mode == mode]) for mode in ("cold", "warm", "none"))]
+            for cols, where in cases:
+                before = len(statements)
+                found = distinct(db, cols, where)
+                assert len(statements) == before + 1  # one statement, however many values
+                assert found == [tuple(row) for row in db.execute(select(*cols).where(*where).distinct().order_by(*cols))]
+            every = distinct(db, [Result.variant])
+            assert len(every) == 5 and distinct(db, [Result.variant], cap=2) == every[:2]  # in the database's collation
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
