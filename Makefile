@@ -9,7 +9,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 # pytest-xdist workers: the suite waits on processes (Celery workers, servers, a browser) more
 # than it computes, so more workers than cores keeps the cores busy (docs/BENCHMARKS.md).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 6
 
 .PHONY: install up test services
 

@@ -1,10 +1,13 @@
 """`gemmwatch ci` with the A/B confirmation: parents sent, the change confirmed in one job, both
 verdicts and the ratio's interval in the summary; `--no-confirm` keeps the history verdict."""
 
+import pytest
+
 from cli.ci import exit_code, looks_changed, summary
 from tests.test_ci_hook import KERNEL, SLOWER, ci, kernels_dir, server  # noqa: F401 (fixture)
 
 
+@pytest.mark.long
 def test_a_slowed_commit_is_confirmed_against_its_first_parent(server, tmp_path):  # noqa: F811
     url, token = server
     same, slow = kernels_dir(tmp_path / "a", KERNEL), kernels_dir(tmp_path / "b", SLOWER)

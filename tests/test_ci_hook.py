@@ -50,6 +50,7 @@ def ci(server_url, token, tmp_path, *args):
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.long
 def test_ci_passes_flags_a_slowed_kernel_and_fails_a_broken_one(server, tmp_path):
     url, token = server
     same, slow = kernels_dir(tmp_path / "a", KERNEL), kernels_dir(tmp_path / "b", SLOWER)

@@ -29,6 +29,7 @@ def result_rows(cfg, job_id) -> list[int]:
         return sorted(db.scalars(select(Result.case_index).where(Result.job_id == job_id)))
 
 
+@pytest.mark.long
 def test_kill_9_mid_job_then_another_worker_finishes_it_with_each_result_once(tmp_path, pg_url, redis_url, start_worker):
     cfg = make_settings(tmp_path, pg_url, redis_url, **FAST_REAPER)
     upgrade_database(cfg)

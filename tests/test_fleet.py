@@ -104,6 +104,7 @@ def run_cli(cfg, *args, timeout=60) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
+@pytest.mark.long
 def test_a_job_nobody_serves_says_why_it_waits(fleet_cfg, start_worker, live_server):
     client = make_client(fleet_cfg)
     job = client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[16, 16, 16]], "gpu": "A100"}).json()
@@ -138,6 +139,7 @@ def test_a_job_nobody_serves_says_why_it_waits(fleet_cfg, start_worker, live_ser
     assert last["last_beat_at"][:19].replace("T", " ") in said
 
 
+@pytest.mark.long
 def test_jobs_behind_a_busy_worker_say_so(fleet_cfg, start_worker):
     client = make_client(fleet_cfg)
     start_worker(fleet_cfg, FAKE_GPU_SLEEP_S="1", **FAST_BEATS)

@@ -5,6 +5,7 @@ Each operation gets FUZZ_EXAMPLES generated requests (more with GEMMWATCH_FUZZ_E
 
 import os
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
@@ -17,6 +18,7 @@ from tests.conftest import make_settings
 FUZZ_EXAMPLES = int(os.environ.get("GEMMWATCH_FUZZ_EXAMPLES", "40"))
 
 
+@pytest.mark.long
 def test_no_input_gives_a_server_error(tmp_path, database_url):
     cfg = make_settings(tmp_path, database_url)
     upgrade_database(cfg)

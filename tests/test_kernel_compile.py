@@ -33,12 +33,14 @@ def header_comment(text: str) -> str:
 
 
 @pytest.mark.parametrize(("name", "params"), CONFIGS, ids=[f"{n}-{'-'.join(f'{k}{v}' for k, v in p.items())}" for n, p in CONFIGS])
-def test_kernel_compiles_for_sm90(name, params, tmp_path):
+def test_kernel_compiles_for_sm90(name, params, tmp_path, shared_kernel_cache):
     launch = resolve(builtin_kernels()[name], params, H100_FIGURES, "builtin")
     try:  # exactly as the GPU runner compiles it (options, name expressions), for an sm_90 GPU
         # The compile time limit raised: on a 2-core machine running the suite in parallel, NVRTC
         # once took over the default 60 s for a large kernel; whether it compiles is the question.
-        cfg = Settings(GEMMWATCH_DATA_DIR=str(tmp_path), GEMMWATCH_COMPILE_TIMEOUT_S="600")
+        # The run's shared cache: tests/test_kernel_paths.py's worker compiles the same configurations.
+        cfg = Settings(GEMMWATCH_DATA_DIR=str(tmp_path), GEMMWATCH_COMPILE_TIMEOUT_S="600",
+                       GEMMWATCH_KERNEL_CACHE_DIR=str(shared_kernel_cache))
         built = compiler.compile_launch(launch, "9.0", cfg)
     except compiler.CompileError as exc:
         pytest.fail(f"{name} {params} does not compile:\n{exc}", pytrace=False)

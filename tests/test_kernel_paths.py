@@ -53,13 +53,15 @@ def test_freezing_and_thawing_keeps_every_field(cfg, name):
     same_launch(back, KernelChoice(desc, tunables, "job"))
 
 
-def test_every_builtin_through_the_api_a_worker_and_a_confirmation(cfg, start_worker):
+@pytest.mark.long
+def test_every_builtin_through_the_api_a_worker_and_a_confirmation(cfg, start_worker, shared_kernel_cache):
     """All built-ins as a commit's own sources (what `gemmwatch ci --kernels-dir kernels` sends),
     measured by a real worker, then confirmed against themselves in an A/B job: the stored sources,
     each plan's frozen kernel and each confirmation case thawed from the store are the description
     the folder holds, and every case runs (the CPU double stands in for the GPU: tf32_wgmma, built
     for sm_90a only, is said not applicable unless the double reports compute capability 9.0)."""
-    start_worker(cfg, FAKE_GPU_COMPUTE_CAPABILITY="9.0")
+    # The run's compile cache: tests/test_kernel_compile.py compiles these same configurations.
+    start_worker(cfg, FAKE_GPU_COMPUTE_CAPABILITY="9.0", GEMMWATCH_KERNEL_CACHE_DIR=str(shared_kernel_cache))
     client = make_client(cfg)
     sources = [d.model_dump(mode="json") for d in builtin_kernels().values()]
 

@@ -32,6 +32,7 @@ def test_the_folder_carries_what_each_kernel_reaches():
             assert (REPO / path).read_text() == text  # unchanged
 
 
+@pytest.mark.long
 def test_the_repository_through_gemmwatch_ci_and_a_worker(server, tmp_path):  # noqa: F811
     url, token = server
     run = ci(url, token, tmp_path, "--commit", "feed0001", "--branch", "main", "--parents", "", "--size", "130x97x75",

@@ -12,6 +12,8 @@ import importlib.util
 import json
 import os
 
+import pytest
+
 from core.tokens import create_token
 from core.db import session_factory, upgrade_database
 from tests.conftest import ROOT, make_settings
@@ -21,6 +23,7 @@ load_test = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(load_test)
 
 
+@pytest.mark.long
 def test_concurrent_posts_are_all_stored_once_and_processed(tmp_path, pg_url, redis_url, start_worker, live_server):
     cfg = make_settings(tmp_path, pg_url, redis_url)
     upgrade_database(cfg)

@@ -97,6 +97,7 @@ def check_auth(url: str, token: str, job_id: int, result_id: int) -> None:
 
 
 # About two minutes per database on an idle machine, much more on a loaded one; the long run more still.
+@pytest.mark.long
 @pytest.mark.timeout(900 + CALLS)
 def test_no_writer_breaks_a_reader(tmp_path, database_url, live_server, start_worker):
     cfg = make_settings(tmp_path, database_url)
