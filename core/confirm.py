@@ -52,8 +52,6 @@ class ConfirmationOut(BaseModel):
 
 
 KIND = "confirm"
-# The mode of a confirmation's results: kept apart from every history, baseline and chart by it.
-AB_MODE = "ab"
 
 
 def base_commit(db: Session, head: Commit, base_sha: str | None) -> Commit | None:

@@ -4,8 +4,6 @@ from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -49,7 +47,11 @@ def session_scope(cfg: Settings = settings) -> Iterator[Session]:
         yield session
 
 
-def alembic_config(url: str) -> Config:
+def alembic_config(url: str):
+    # Alembic (and Mako under it) imported here, not at the top: every worker and GPU process
+    # imports this module, and only the processes that migrate need them.
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -60,4 +62,6 @@ def upgrade_database(cfg: Settings = settings) -> None:
     url = cfg.resolved_database_url
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    from alembic import command
+
     command.upgrade(alembic_config(url), "head")

@@ -25,6 +25,11 @@ import statistics
 from dataclasses import dataclass
 from statistics import NormalDist
 
+# The mode of a confirmation's results (its paired A/B samples, judged by judge_paired): kept apart
+# from every history, baseline and chart by it. Here, in a module without SQL, because the GPU
+# process stores results under it and should not import the database layer to do so.
+AB_MODE = "ab"
+
 
 @dataclass(frozen=True)
 class Thresholds:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
-from core.confirm import AB_MODE  # a confirmation's results belong on its job page only
+from core.regression import AB_MODE  # a confirmation's results belong on its job page only
 from core.models import Gpu, Job, Result
 from dashboard.filters import Size, by_flops
 

@@ -3,7 +3,7 @@ interleaved (head, base, head, base ...) by the runner's own paired timing loop,
 samples shares the clocks and temperature of its moment (core/regression.py judges the ratios).
 Each side is its own description (files, grid, target, compute mode...), resolved on this GPU."""
 
-from core.confirm import AB_MODE
+from core.regression import AB_MODE
 from worker import stats, timing
 from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
 

@@ -7,7 +7,6 @@ backoff (tenacity); a receiver that is down costs log lines, never the job or th
 import logging
 import threading
 
-import httpx
 from tenacity import retry, stop_after_attempt, wait_exponential
 
 from core.confirm import confirmation
@@ -57,6 +56,8 @@ def notify(cfg: Settings, job_id: int) -> threading.Thread | None:
 def _deliver(url: str, body: dict, attempts: int) -> None:
     @retry(wait=wait_exponential(multiplier=0.5, max=30), stop=stop_after_attempt(attempts), reraise=True)
     def post() -> None:
+        import httpx  # here, not at the top: only a worker that sends a webhook needs it
+
         httpx.post(url, json=body, timeout=10).raise_for_status()
 
     try:
