@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from api.schemas import CommitIn, GpuModel, Identifier
+from core.precision import INPUT_TYPE
 from core.result_env import ResultEnv
 from core.wire_types import Count, Finite, Gflops, Int32, Integer, Millis, Name, Percent, Ratio, StrictBool, Text
 
@@ -37,9 +38,9 @@ class ResultIn(BaseModel):
     m: Integer(1, 1 << 20)
     n: Integer(1, 1 << 20)
     k: Integer(1, 1 << 20)
-    dtype: Literal["float32"] = "float32"
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"  # of A and B
     mode: Literal["cold", "hot"] = "cold"
-    compute_mode: Literal["fp32", "tf32"] = "fp32"
+    compute_mode: Literal["fp32", "tf32", "fp16", "bf16"] = "fp32"
     tunables: dict[Identifier, Int32] = Field(default_factory=dict, max_length=32)
     verified: StrictBool
     rel_error: Annotated[Finite, Field(ge=0, le=1e30)] | None = None
@@ -66,6 +67,9 @@ class ResultIn(BaseModel):
     def _no_speed_without_verification(self) -> "ResultIn":
         if not self.verified and self.gflops is not None:
             raise ValueError("an unverified result carries no gflops (a wrong kernel has no speed)")
+        if self.dtype != INPUT_TYPE[self.compute_mode]:
+            raise ValueError(f"dtype {self.dtype} does not fit compute_mode {self.compute_mode} (its inputs are "
+                             f"{INPUT_TYPE[self.compute_mode]})")
         return self
 
     def stored(self) -> dict[str, Any]:

@@ -328,6 +328,7 @@ class VariantOut(BaseModel):
     source_file: str | None
     entry: str
     compute_mode: str
+    precision: str  # compute mode and output type: "bf16", "bf16->fp32", "fp32" ...
     target: str | None
     tunables: list[dict[str, Any]]
 

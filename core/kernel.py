@@ -22,6 +22,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 
 from core import kernel_expr, kernel_includes
 from core.kernel_includes import IncludeRefused
+from core.precision import HALF_MODES, Precision
 from core.source_guard import SourceRefused
 from core.kernel_expr import ExprError
 
@@ -35,12 +36,6 @@ RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
 # 32-bit ints, alpha and beta as floats, A, B and C as pointers to the matrices in `layout`.
 ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc"]
 DEFAULT_ARGS = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
-
-COMPUTE_MODES = ("fp32", "tf32")
-# The correctness bound per compute mode (relative Frobenius error against cuBLAS FP32); a
-# description may set its own `tolerance` instead. TF32 keeps 10 mantissa bits: its products land
-# near 3e-4 from FP32.
-DEFAULT_TOLERANCE = {"fp32": 1e-4, "tf32": 2e-3}
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 # A file of the kernel, by its path inside the kernels folder: plain components, no '.' or '..'
@@ -126,12 +121,17 @@ class KernelDescription(BaseModel):
     dynamic_smem: Dim = Field(0, description="bytes of dynamic shared memory per block")
     target: Target | None = Field(None, description='a GPU target the kernel needs, e.g. "sm_90a" for wgmma; '
                                                      "none: built for whatever GPU runs it")
-    compute_mode: Literal["fp32", "tf32"] = Field(
-        "fp32", description="fp32: checked against cuBLAS FP32 and timed beside it; tf32: inputs rounded to TF32 on "
-                            "the tensor cores, checked with a TF32 tolerance and timed beside cuBLAS TF32")
+    compute_mode: Literal["fp32", "tf32", "fp16", "bf16"] = Field(
+        "fp32", description="the inputs and the math (core/precision.py). fp32: FP32 A and B, timed beside cuBLAS "
+                            "FP32; tf32: FP32 A and B rounded to TF32 on the tensor cores, beside cuBLAS TF32; "
+                            "fp16, bf16: A and B in that type (__half, __nv_bfloat16), FP32 accumulate, beside "
+                            "cuBLAS in the same precision")
+    output: Literal["input", "fp32"] = Field(
+        "input", description='the type of C: "input" (the type of A and B) or "fp32" (for fp16 and bf16)')
     tolerance: float | None = Field(None, gt=0, le=0.1, allow_inf_nan=False,
-                                    description="largest relative Frobenius error against cuBLAS FP32 (default: "
-                                                "1e-4 for fp32, 2e-3 for tf32)")
+                                    description="largest relative Frobenius error against the FP32 product of the same "
+                                                "inputs (default: 1e-4 for fp32, 2e-3 for tf32; for fp16 and bf16 "
+                                                "2 u_out + 2 K u_fp32, core/precision.py says why)")
     defines: dict[Identifier, Dim] = Field(default_factory=dict, max_length=64,
                                            description="-D NAME=value; a value may be an expression of the GPU's "
                                                        "figures, the tunables and other defines")
@@ -164,6 +164,9 @@ class KernelDescription(BaseModel):
         both = set(self.defines) & set(self.tunables)
         if both:
             raise ValueError(f"{', '.join(sorted(both))}: both a define and a tunable")
+        if self.output == "fp32" and self.compute_mode not in HALF_MODES:
+            raise ValueError(f'output "fp32" is for fp16 and bf16 kernels; a {self.compute_mode} kernel writes FP32 '
+                             'already (leave output as "input")')
         if len(set(self.args)) != len(self.args) or not {"A", "B", "C"} <= set(self.args):
             raise ValueError(f"args {self.args}: each name once, A, B and C among them")
         if math.prod(len(t.values) for t in self.tunables.values()) > 4096:
@@ -219,13 +222,15 @@ class KernelDescription(BaseModel):
         default = self.defaults()
         return [default] + [c for c in combos if c != default]
 
-    def tolerance_for_mode(self) -> float:
-        return self.tolerance if self.tolerance is not None else DEFAULT_TOLERANCE[self.compute_mode]
+    @property
+    def precision(self) -> Precision:
+        return Precision(self.compute_mode, self.output)
 
     def summary(self) -> dict[str, Any]:
         """What GET /api/variants says of a kernel."""
         return {"name": self.name, "technique": self.technique or "", "seed": self.seed, "source_file": self.source,
-                "entry": self.entry, "compute_mode": self.compute_mode, "target": self.target,
+                "entry": self.entry, "compute_mode": self.compute_mode,
+                "precision": self.precision.label(), "target": self.target,
                 "tunables": [{"name": n, "values": t.values, "default": t.default} for n, t in self.tunables.items()]}
 
 
@@ -265,6 +270,7 @@ class DeviceFigures:
     max_threads_per_sm: int
     l2_bytes: int
     compute_capability: str  # "9.0"
+    max_sm_clock_mhz: int = 0  # NVML's top SM clock, for the peak (core/precision.py); 0: unknown
 
     def scope(self) -> dict[str, int]:
         return {"SM_COUNT": self.sm_count, "SMEM_PER_SM": self.smem_per_sm, "SMEM_PER_BLOCK": self.smem_per_block,
@@ -292,7 +298,8 @@ class Launch:
     scope: dict[str, int] = field(repr=False)  # the GPU's figures and every named constant
     target: str | None = None
     compute_mode: str = "fp32"
-    tolerance: float = 1e-4
+    output: str = "input"
+    tolerance: float | None = None  # the description's own; None: the runner's default for the precision
     # "builtin": this project's own kernels/; "job": brought by a job, so hostile until proven
     # otherwise (compiled only where the compiler is confined, its compile log filtered).
     origin: str = "job"
@@ -323,6 +330,10 @@ class Launch:
         if self.grid_exprs[0] != "tile":
             return None
         return (kernel_expr.evaluate(self.grid_exprs[1], self.scope), kernel_expr.evaluate(self.grid_exprs[2], self.scope))
+
+    @property
+    def precision(self) -> Precision:
+        return Precision(self.compute_mode, self.output)
 
     def compile_options(self) -> tuple[str, ...]:
         return ("-std=c++17", *(f"-D{k}={v}" for k, v in sorted(self.defines.items())))
@@ -369,5 +380,5 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
         variant=desc.name, files=dict(desc.files), source=desc.source, include_dirs=tuple(desc.include_dirs),
         entry=desc.entry, args=tuple(desc.args), layout=desc.layout, block=tuple(block),  # type: ignore[arg-type]
         grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.target,
-        compute_mode=desc.compute_mode, tolerance=desc.tolerance_for_mode(), origin=origin,
+        compute_mode=desc.compute_mode, output=desc.output, tolerance=desc.tolerance, origin=origin,
     )

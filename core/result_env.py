@@ -11,11 +11,11 @@ that learns a new key still posts, and nothing a writer sends can reach a reader
 
 import json
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 
-from core.wire_types import Count, Finite, finite_or_null, Gflops, Int32, Integer, Mask, Millis, Name, Ratio, StrictBool, Text
+from core.wire_types import Count, Finite, finite_or_null, Gflops, Int32, Integer, Mask, Millis, Name, Percent, Ratio, StrictBool, Text
 
 Key = Name(100)  # a key of extra ("launch.swizzle"), or of a record's limits ("shared memory")
 Macro = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -122,6 +122,22 @@ class StreamHold(_Record):
     batches_dropped: Count | None = None
 
 
+class PrecisionRecord(_Record):
+    """The types of A and B, the accumulator and C (core/precision.py describe())."""
+
+    input: Literal["float32", "float16", "bfloat16"] | None = None
+    accumulate: Literal["float32"] | None = None
+    output: Literal["float32", "float16", "bfloat16"] | None = None
+
+
+class Peak(_Record):
+    """The GPU's peak for the result's precision and the share of it reached (worker/runner.py peak())."""
+
+    tflops: Annotated[Finite, Field(ge=0, le=1e6)] | None = None
+    sm_clock_mhz: Integer(0, 100_000) | None = None
+    pct: Percent | None = None
+
+
 class AbRecord(_Record):
     """A confirmation case's base samples beside the head's (worker/ab.py record())."""
 
@@ -166,6 +182,8 @@ class ResultEnv(_Record):
     launch: Launch | None = None
     ab: AbRecord | None = None
     not_applicable: StrictBool | None = None
+    precision: PrecisionRecord | None = None
+    peak: Peak | None = None
     # Whether the kernel reads C when beta = 0 (worker/verify.py says it in words).
     c_convention: Text(200) | None = None
     # Keys this schema does not declare, at any level ("launch.swizzle"), as sent; shown nowhere.

@@ -125,6 +125,12 @@ __device__ __forceinline__ void load4(float (&x)[Len], int j, const float* p) {
     x[4 * j + 3] = v.w;
 }
 
+// A pointer into shared memory as the 32-bit shared-window address PTX's cp.async, ldmatrix
+// and mbarrier instructions take.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
 // Grouped rasterisation: which C tile (tile_m, tile_n) this block computes. The runner launches
 // a (tiles across) x (tiles down) grid, and blocks start roughly in launch order, x fastest; taken
 // literally, the blocks resident at one time form a few full block-rows, reading a few rows of A

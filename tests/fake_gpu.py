@@ -17,6 +17,7 @@ What a kernel does on this device, through markers in its source (#define NAME v
   FAKE_GPU_READS_C 1        it computes alpha·A·B + beta·C even at beta = 0 (a NaN in C spreads)
   FAKE_GPU_UNWRITTEN n      it leaves the last n elements of C as they were
   FAKE_GPU_REGS r           its compiled registers per thread
+  FAKE_GPU_TRUNCATE 1       it writes C rounded toward zero (FP16 and BF16 C), not to nearest
 And through the environment, for fault tests:
   FAKE_GPU_CRASH_VARIANT=name   the child process dies (like a sticky CUDA fault) on that variant
   FAKE_GPU_HANG_VARIANT=name    the child process never returns from that variant
@@ -40,14 +41,14 @@ import numpy as np
 
 from core.kernel import DeviceFigures, Launch
 from core.settings import Settings
-from worker import compiler, resources
+from worker import compiler, half_arrays, resources
 from worker.runner import Runner
 from worker.timing import Batch
 
 FAKE_MODEL = "FAKE"
 # The double's GPU: an H100's figures, so descriptions that read them resolve as they would there.
 FIGURES = dict(sm_count=132, smem_per_sm=233472, smem_per_block=232448, regs_per_sm=65536, max_threads_per_sm=2048,
-               l2_bytes=50 * 1024 * 1024)
+               l2_bytes=50 * 1024 * 1024, max_sm_clock_mhz=1980)
 H100_FIGURES = DeviceFigures(**FIGURES, compute_capability="9.0")
 CUBLAS_GFLOPS = 50_000.0
 SPREAD = 0.003  # relative standard deviation of a modelled sample
@@ -74,6 +75,7 @@ class FakeKernel:
         self.reads_c = bool(marker(launch, "FAKE_GPU_READS_C"))
         self.unwritten = marker(launch, "FAKE_GPU_UNWRITTEN") or 0
         self.slowdown = 1.0 + (marker(launch, "FAKE_GPU_SLOWDOWN_PCT") or 0) / 100
+        self.truncate = bool(marker(launch, "FAKE_GPU_TRUNCATE"))
         # Each variant its own speed, 40-95 % of cuBLAS, fixed by its name.
         self.gflops = CUBLAS_GFLOPS * (0.4 + (zlib.crc32(variant.encode()) % 56) / 100)
 
@@ -123,7 +125,7 @@ class FakeDevice:
     def release_memory(self) -> None:
         pass
 
-    def notes(self, tf32: bool) -> list[str]:
+    def notes(self, precision) -> list[str]:
         return ["measured by tests.fake_gpu:CpuRunner, the CPU double: outputs from NumPy, event times from a model"]
 
     def state(self) -> dict:
@@ -158,13 +160,21 @@ class FakeDevice:
 
     def kernel_call(self, kernel: FakeKernel, launch: Launch, m: int, n: int, k: int, a, b, c, alpha: float,
                     beta: float) -> Call:
+        a64, b64 = (half_arrays.as_float32(np, x).astype(np.float64) for x in (a, b))
+
         def run():
-            a_used, b_used = (a[:, :-1], b[:-1, :]) if kernel.wrong else (a, b)
-            product = alpha * (a_used.astype(np.float64) @ b_used.astype(np.float64))
+            a_used, b_used = (a64[:, :-1], b64[:-1, :]) if kernel.wrong else (a64, b64)
+            product = alpha * (a_used @ b_used)
             if beta != 0 or kernel.reads_c:
                 with np.errstate(invalid="ignore", over="ignore"):
-                    product = product + beta * c.astype(np.float64)
-            result = product.astype(np.float32)
+                    product = product + beta * half_arrays.as_float32(np, c).astype(np.float64)
+            with np.errstate(invalid="ignore", over="ignore"):  # written in C's own type, as a kernel stores it
+                exact = product.astype(np.float32)
+                result = half_arrays.rounded(np, exact, half_arrays.type_of(c))
+                if kernel.truncate and result.dtype != np.float32:  # one step toward zero where rounding went up
+                    away = np.abs(half_arrays.as_float32(np, result)) > np.abs(exact)
+                    stepped = (result.view(np.uint16) - np.uint16(1)).view(result.dtype)
+                    result = np.where(away & (exact != 0), stepped, result)
             if kernel.unwritten:  # the last elements in C's memory order keep what C held
                 order = "F" if c.flags.f_contiguous and not c.flags.c_contiguous else "C"
                 flat = result.ravel(order=order)
@@ -186,9 +196,10 @@ class FakeDevice:
         return resources.describe({"num_regs": regs, "shared_size_bytes": smem, "local_size_bytes": 0,
                                    "max_threads_per_block": 1024}, launch.block)
 
-    def cublas_call(self, a, b, out, tf32: bool) -> Call:
+    def cublas_call(self, a, b, out, precision) -> Call:
         def run():
-            out[...] = a @ b
+            product = half_arrays.as_float32(np, a) @ half_arrays.as_float32(np, b)
+            out[...] = half_arrays.rounded(np, product, half_arrays.type_of(out))
 
         return Call(run, 2.0 * a.shape[0] * b.shape[1] * a.shape[1] / (CUBLAS_GFLOPS * 1e6))
 

@@ -13,16 +13,21 @@ def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
 
     dev = runner.device
     head_launch, base_launch = runner.resolve(case.kernel), runner.resolve(case.base)
-    out = CaseOutcome(mode=AB_MODE, compute_mode=head_launch.compute_mode)
-    problem = {side: Problem(dev, case, launch.layout) for side, launch in
+    out = CaseOutcome(mode=AB_MODE, compute_mode=head_launch.compute_mode, dtype=head_launch.precision.input_type)
+    out.env["precision"] = head_launch.precision.describe()
+    problem = {side: Problem(dev, case, launch.layout, launch.precision) for side, launch in
                (("head", head_launch), ("base", base_launch))}
     functions = {"head": dev.compile(head_launch), "base": dev.compile(base_launch)}
     launches = {"head": head_launch, "base": base_launch}
-    ref = dev.reference(problem["head"].a, problem["head"].b)
+    # Each side against the product of its own inputs: the same draws, rounded to its input type
+    # (a commit that changed the kernel's precision is compared as it runs).
+    refs = {"head": dev.reference(problem["head"].a, problem["head"].b)}
+    refs["base"] = (refs["head"] if base_launch.precision.input_type == head_launch.precision.input_type
+                    else dev.reference(problem["base"].a, problem["base"].b))
     wrong = []
     for side in ("head", "base"):
-        checked = runner.verify(functions[side], launches[side], problem[side], ref, case.seed)
-        ok, why = checked.verdict(runner.tolerance(launches[side], policy))
+        checked = runner.verify(functions[side], launches[side], problem[side], refs[side], case.seed)
+        ok, why = checked.verdict(runner.tolerance(launches[side], policy, case.k))
         if side == "head":
             out.rel_error = checked.rel_error if checked.rel_error != float("inf") else None
         if not ok:

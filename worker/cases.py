@@ -5,7 +5,8 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from core.builtins import CUBLAS, builtin_kernels
+from core.builtins import CUBLAS_VARIANTS, builtin_kernels
+from core.precision import Precision
 from core.kernel import KernelDescription
 from worker import stats
 
@@ -76,6 +77,13 @@ class Case:
         return dict(self.kernel.tunables) if self.kernel is not None and self.base is None else {}
 
     @property
+    def precision(self) -> Precision:
+        """What cuBLAS runs in when it runs alone (variant cublas_bf16, say); a kernel's own otherwise."""
+        if self.kernel is not None:
+            return self.kernel.description.precision
+        return Precision(CUBLAS_VARIANTS.get(self.variant, "fp32"))
+
+    @property
     def label(self) -> str:
         params = "".join(f" {k}={v}" for k, v in sorted(self.tunables.items()))
         return f"{self.variant} {self.m}x{self.n}x{self.k}{params}" + (" head vs base" if self.base else "")
@@ -103,6 +111,7 @@ class CaseOutcome:
     converged: bool = False
     mode: str = "cold"
     compute_mode: str = "fp32"
+    dtype: str = "float32"  # of A and B
     error: str | None = None
     samples_ms: list[float] = field(default_factory=list)
     env: dict[str, Any] = field(default_factory=dict)
@@ -185,7 +194,7 @@ def plan(
     entries = []
     for m, n, k in sizes:
         for name in variants:
-            desc = kernels.get(name) if name != CUBLAS else None
+            desc = kernels.get(name) if name not in CUBLAS_VARIANTS else None
             if desc is None:
                 options = [{}]
             elif kind == "autotune":
@@ -211,7 +220,7 @@ def freeze_plan(db, entries: list[dict[str, Any]], kernels: dict[str, KernelDesc
 
     for e in entries:
         if "head" not in e:
-            desc = kernels.get(e["variant"]) if e["variant"] != CUBLAS else None
+            desc = kernels.get(e["variant"]) if e["variant"] not in CUBLAS_VARIANTS else None
             e["kernel"] = (freeze(db, desc, e["tunables"], "job" if e["variant"] in own else "builtin")
                            if desc is not None else None)
     return entries
@@ -236,7 +245,7 @@ def cases_from_plan(entries: list[dict[str, Any]], job_id: int, kernels: dict[st
         if "head" in e:  # a confirmation: the head's kernel timed against the base's
             kernel, base = choice_from_stored(e["head"]), choice_from_stored(e["base"])
         else:
-            desc = kernels.get(name) if name != CUBLAS else None
+            desc = kernels.get(name) if name not in CUBLAS_VARIANTS else None
             kernel = KernelChoice(desc, dict(e["tunables"]), "job" if name in own else "builtin") if desc else None
             base = None
         cases.append(Case(index, name, m, n, k, seed, kernel, base))

@@ -9,8 +9,9 @@ import time
 from typing import Any
 
 from core.kernel import DeviceFigures, Launch
+from core.precision import Precision
 from core.settings import Settings
-from worker import compiler, gpu_identity, resources
+from worker import compiler, cublas_half, gpu_identity, resources
 from worker.timing import Batch
 
 
@@ -46,6 +47,7 @@ class CupyDevice:
         self._flush_buffer = None
         self._readwrite_flush = None
         self._hold = None
+        self._max_clock: int | None = None
 
     # -- identity and health ----------------------------------------------------------
     def identity(self) -> dict[str, Any]:
@@ -74,7 +76,14 @@ class CupyDevice:
             sm_count=a["MultiProcessorCount"], smem_per_sm=a["MaxSharedMemoryPerMultiprocessor"],
             smem_per_block=a.get("MaxSharedMemoryPerBlockOptin", a["MaxSharedMemoryPerBlock"]),
             regs_per_sm=a["MaxRegistersPerMultiprocessor"], max_threads_per_sm=a["MaxThreadsPerMultiProcessor"],
-            l2_bytes=a["L2CacheSize"], compute_capability=f"{cc[:-1]}.{cc[-1]}")
+            l2_bytes=a["L2CacheSize"], compute_capability=f"{cc[:-1]}.{cc[-1]}",
+            max_sm_clock_mhz=self._max_sm_clock_mhz())
+
+    def _max_sm_clock_mhz(self) -> int:
+        if self._max_clock is None:
+            with gpu_identity.nvml():
+                self._max_clock = int(gpu_identity.static_identity(self.pci_bus_id).get("max_sm_clock_mhz") or 0)
+        return self._max_clock
 
     def healthy(self) -> bool:
         """False once a kernel fault has poisoned this process's CUDA context."""
@@ -88,10 +97,11 @@ class CupyDevice:
         """Between jobs: give pooled device memory back, keep the context and compiled modules."""
         self.cp.get_default_memory_pool().free_all_blocks()
 
-    def notes(self, tf32: bool) -> list[str]:
+    def notes(self, precision: Precision) -> list[str]:
         return ["kernels compiled by NVRTC with -ftz=true (CuPy adds it): denormals flush to zero",
-                "cuBLAS baseline: cupy.matmul with CUBLAS_TF32_TENSOR_OP_MATH (TF32 tensor cores)" if tf32
-                else "cuBLAS baseline: cupy.matmul, FP32 compute, TF32 off"]
+                f"cuBLAS baseline: {cublas_half.describe(precision)}" if precision.half else
+                "cuBLAS baseline: cupy.matmul with CUBLAS_TF32_TENSOR_OP_MATH (TF32 tensor cores)"
+                if precision.compute_mode == "tf32" else "cuBLAS baseline: cupy.matmul, FP32 compute, TF32 off"]
 
     def state(self) -> dict[str, Any]:
         with gpu_identity.nvml():
@@ -150,9 +160,12 @@ class CupyDevice:
         found = resources.for_function(function, launch.block, self.device, launch.dynamic_smem(m, n, k))
         return {**found, "compiler": self.built_by.get(id(function), "unknown")}
 
-    def cublas_call(self, a, b, out, tf32: bool):
+    def cublas_call(self, a, b, out, precision: Precision):
+        """cuBLAS over row-major A, B and C in the precision's types."""
         cp = self.cp
-        if not tf32:
+        if precision.half:
+            return cublas_half.call(cp, a, b, out, precision)
+        if precision.compute_mode == "fp32":
             return lambda: cp.matmul(a, b, out=out)
         # cuBLAS with TF32 tensor cores allowed for this call only; the handle is put back to its
         # FP32 math mode right after, so FP32 baselines stay FP32.

@@ -10,23 +10,53 @@ the same code on CI as on the H100.
 """
 
 from core.kernel import Launch, resolve
+from core.precision import Precision, peak_tflops
 from core.settings import Settings
-from worker import ab, stats, timing, verify
+from worker import ab, half_arrays, stats, timing, verify
 from worker.cases import Case, CaseOutcome, KernelChoice, TimingPolicy, gflops, not_applicable
 from worker.cupy_device import CupyDevice, NoCudaDevice  # noqa: F401 (NoCudaDevice: part of this module's API)
 
 
+FP32 = Precision("fp32")
+
+
 class Problem:
-    """One case's matrices on the device, laid out as the kernel expects them."""
+    """One case's matrices on the device, in the kernel's precision and laid out as it expects them.
 
-    def __init__(self, device, case: Case, layout: str = "row"):
+    A and B are drawn in FP32 and rounded to the input type once: the kernel and cuBLAS get the
+    rounded matrices, and the reference multiplies the same rounded values in FP32 or better, so
+    the check sees the kernel's arithmetic, not the rounding of its inputs."""
+
+    def __init__(self, device, case: Case, layout: str = "row", precision: Precision = FP32):
         self.device, self.m, self.n, self.k, self.layout = device, case.m, case.n, case.k, layout
-        self.a = device.uniform(case.seed, case.m, case.k)
-        self.b = device.uniform(case.seed + 2, case.k, case.n)
-        self.a_in, self.b_in = device.in_layout(self.a, layout), device.in_layout(self.b, layout)
+        self.precision = precision
+        xp, scale = device.xp, precision.input_scale(case.k)
+        a32 = device.uniform(case.seed, case.m, case.k)
+        b32 = device.uniform(case.seed + 2, case.k, case.n)
+        if scale != 1.0:
+            a32, b32 = a32 * xp.float32(scale), b32 * xp.float32(scale)
+        # Row-major, in the input type: what cuBLAS multiplies.
+        self.a_stored = half_arrays.rounded(xp, a32, precision.input_type)
+        self.b_stored = half_arrays.rounded(xp, b32, precision.input_type)
+        # Their values in FP32: what the reference multiplies.
+        self.a, self.b = half_arrays.as_float32(xp, self.a_stored), half_arrays.as_float32(xp, self.b_stored)
+        self.a_in, self.b_in = device.in_layout(self.a_stored, layout), device.in_layout(self.b_stored, layout)
 
-    def new_c(self, fill: float | None = None, seed: int | None = None):
-        return self.device.matrix(self.m, self.n, self.layout, fill=fill, seed=seed)
+    def new_c(self, fill: float | None = None, seed: int | None = None, layout: str | None = None):
+        """A C of the output type, filled with `fill`, uniform values from `seed`, or left as it comes."""
+        layout = layout or self.layout
+        c = self.device.matrix(self.m, self.n, layout, fill=fill, seed=seed)
+        if self.precision.output_type == "float32":
+            return c
+        return self.device.in_layout(half_arrays.rounded(self.device.xp, c, self.precision.output_type), layout)
+
+    def read(self, c):
+        """C's values in FP32, whatever its type."""
+        return half_arrays.as_float32(self.device.xp, c)
+
+    def cublas_call(self):
+        """cuBLAS over these inputs, in the kernel's precision, into a row-major C of the output type."""
+        return self.device.cublas_call(self.a_stored, self.b_stored, self.new_c(layout="row"), self.precision)
 
     def kernel_call(self, function, launch: Launch, c, alpha: float, beta: float):
         return self.device.kernel_call(function, launch, self.m, self.n, self.k, self.a_in, self.b_in, c, alpha, beta)
@@ -53,25 +83,30 @@ class Runner:
         def run(c, alpha, beta):
             problem.kernel_call(function, launch, c, alpha, beta)()
 
-        return verify.check(self.device.xp, run, ref, problem.new_c, seed, self.device.synchronize)
+        return verify.check(self.device.xp, run, ref, problem.new_c, seed, self.device.synchronize, problem.read,
+                            problem.precision.sentinel())
 
-    def calls(self, case: Case, tf32: bool = False):
+    def calls(self, case: Case):
         """The case's kernel and cuBLAS as callables over its inputs, for another tool to time
-        (nvbench, the studies in scripts/); nothing is verified here."""
+        (nvbench, the studies in scripts/); nothing is verified here. cuBLAS runs in the case's
+        precision (the kernel's, or the one a cuBLAS variant names)."""
         dev = self.device
         launch = self.resolve(case.kernel) if case.kernel is not None else None
-        problem = Problem(dev, case, launch.layout if launch is not None else "row")
-        run_cublas = dev.cublas_call(problem.a, problem.b, dev.matrix(case.m, case.n, "row"), tf32)
+        problem = Problem(dev, case, launch.layout if launch else "row", case.precision)
+        run_cublas = problem.cublas_call()
         if launch is None:
             return run_cublas, run_cublas
         return problem.kernel_call(dev.compile(launch), launch, problem.new_c(), 1.0, 0.0), run_cublas
 
     @staticmethod
-    def tolerance(launch: Launch, policy: TimingPolicy) -> float:
-        """The kernel's own tolerance, else the policy's for its compute mode."""
+    def tolerance(launch: Launch, policy: TimingPolicy, k: int) -> float:
+        """The kernel's own tolerance, else the deployment's for FP32 and TF32, else the bound its
+        half precision and K allow (core/precision.py derives it)."""
         if launch.tolerance is not None:
             return launch.tolerance
-        return policy.max_rel_error_tf32 if launch.compute_mode == "tf32" else policy.max_rel_error
+        if launch.compute_mode in ("fp32", "tf32"):
+            return policy.max_rel_error_tf32 if launch.compute_mode == "tf32" else policy.max_rel_error
+        return launch.precision.default_tolerance(k)
 
     # -- one case -----------------------------------------------------------------
     def run_case(self, case: Case, policy: TimingPolicy) -> CaseOutcome:
@@ -82,26 +117,27 @@ class Runner:
         if case.base is not None:
             return ab.run_ab(self, case, policy)
         launch = self.resolve(case.kernel) if case.kernel is not None else None
-        # A TF32 kernel is verified with the TF32 bound and timed against cuBLAS TF32, never FP32.
-        tf32 = launch is not None and launch.compute_mode == "tf32"
-        out = CaseOutcome(mode=policy.mode, compute_mode="tf32" if tf32 else "fp32")
-        out.env["notes"] = dev.notes(tf32)
-        problem = Problem(dev, case, launch.layout if launch is not None else "row")
+        # A kernel is verified with its precision's bound and timed against cuBLAS in the same
+        # precision (TF32 against cuBLAS TF32, BF16 against cuBLAS BF16), never FP32's.
+        precision = case.precision
+        out = CaseOutcome(mode=policy.mode, compute_mode=precision.compute_mode, dtype=precision.input_type)
+        out.env["notes"] = dev.notes(precision)
+        out.env["precision"] = precision.describe()
+        problem = Problem(dev, case, launch.layout if launch is not None else "row", precision)
         function = dev.compile(launch) if launch is not None else None
         out.env["before"] = dev.state()
 
         ref = dev.reference(problem.a, problem.b)
         if launch is not None:
             checked = self.verify(function, launch, problem, ref, case.seed)
-            out.verified, out.error = checked.verdict(self.tolerance(launch, policy))
+            out.verified, out.error = checked.verdict(self.tolerance(launch, policy, case.k))
             out.rel_error = checked.rel_error if checked.rel_error != float("inf") else None
             out.env["c_convention"] = checked.convention
         else:
             out.verified, out.rel_error = True, 0.0
 
         c = problem.new_c()
-        c_ref = dev.matrix(case.m, case.n, "row")
-        run_cublas = dev.cublas_call(problem.a, problem.b, c_ref, tf32)
+        run_cublas = problem.cublas_call()
         run_variant = problem.kernel_call(function, launch, c, 1.0, 0.0) if launch is not None else run_cublas
 
         if out.verified:  # a wrong kernel gets no speed
@@ -112,6 +148,7 @@ class Runner:
                              f"{t.hold_timeouts} batch(es) whose stream hold ran out, none throttled")
             else:
                 record(out, case, t, policy)
+                out.env["peak"] = peak(dev.figures(), precision.compute_mode, out.gflops)
 
         out.env["after"] = dev.state()
         if launch is not None:
@@ -149,6 +186,14 @@ def pct_of_cublas(variant_ms: list[float], cublas_ms: list[float]) -> float:
     between pairs moves both sides of the ratio; the median of those ratios, in percent."""
     ratios = sorted(cb / v for v, cb in zip(variant_ms, cublas_ms))
     return 100.0 * ratios[len(ratios) // 2]
+
+
+def peak(figures, compute_mode: str, gflops_measured: float | None) -> dict:
+    """The GPU's peak for this precision (core/precision.py: SMs x top SM clock x operations per SM
+    per clock) and how much of it the kernel reached."""
+    tflops = peak_tflops(figures.compute_capability, compute_mode, figures.sm_count, figures.max_sm_clock_mhz)
+    pct = 100.0 * gflops_measured / 1000.0 / tflops if tflops and gflops_measured else None
+    return {"tflops": tflops, "sm_clock_mhz": figures.max_sm_clock_mhz, "pct": pct}
 
 
 def compact(samples: list[float]) -> list[float]:

@@ -1,7 +1,7 @@
-"""Is the kernel's C right? Four runs against cuBLAS FP32, each proving one thing.
+"""Is the kernel's C right? Four runs against the FP32 product of its inputs, each proving one thing.
 
 1. Every element written: C is filled with a value no product of these inputs comes near
-   (3e38) and the kernel runs at beta = 0. An element still holding it was never written. A
+   (3e38; FP16's largest, 65504, for an FP16 C) and the kernel runs at beta = 0. An element still holding it was never written. A
    kernel that reads C at beta = 0 gets 0 * 3e38 = 0 and loses nothing, so this holds for both
    conventions.
 2. beta = 0 over a finite random C: the relative Frobenius error against A·B.
@@ -30,12 +30,13 @@ class Check:
     unwritten: int  # elements of C that kept the sentinel
     total: int
     reads_c_at_beta_zero: bool
+    sentinel: float = SENTINEL
 
     def verdict(self, tolerance: float) -> tuple[bool, str | None]:
         """(verified, why not)."""
         if self.unwritten:
             return False, (f"wrong result: {self.unwritten} of {self.total} elements of C never written (C was "
-                           f"filled with {SENTINEL:g} before a run at beta = 0, and they kept it)")
+                           f"filled with {self.sentinel:g} before a run at beta = 0, and they kept it)")
         if self.rel_error == float("inf"):
             return False, "wrong result: C holds NaN or Inf after a run with finite A, B and C"
         if not self.rel_error <= tolerance:
@@ -53,28 +54,30 @@ Run = Callable[[object, float, float], None]
 NewC = Callable[..., object]
 
 
-def check(xp, run: Run, ref, new_c: NewC, seed: int, synchronize: Callable[[], None]) -> Check:
-    sentinel = xp.float32(SENTINEL)
-    c = new_c(fill=SENTINEL)
+def check(xp, run: Run, ref, new_c: NewC, seed: int, synchronize: Callable[[], None],
+          read: Callable[[object], object] = lambda c: c, sentinel: float = SENTINEL) -> Check:
+    """`read(c)`: C's values in FP32 (C may be FP16 or BF16); `sentinel`: the unreachable fill,
+    a value of C's type (core/precision.py Precision.sentinel)."""
+    c = new_c(fill=sentinel)
     run(c, 1.0, 0.0)
     synchronize()
-    unwritten = int((c == sentinel).sum())
-    errors = [rel_error(xp, c, ref)]
+    unwritten = int((read(c) == xp.float32(sentinel)).sum())
+    errors = [rel_error(xp, read(c), ref)]
 
     # Each run gets a C of its own from the same seed (a copy could change its memory layout).
-    c0 = new_c(seed=seed + 1)
+    c0 = read(new_c(seed=seed + 1))
     c = new_c(seed=seed + 1)
     run(c, 1.0, 0.0)
-    errors.append(rel_error(xp, c, ref))
+    errors.append(rel_error(xp, read(c), ref))
     c = new_c(seed=seed + 1)
     run(c, 0.75, -0.5)
-    errors.append(rel_error(xp, c, 0.75 * ref - 0.5 * c0))
+    errors.append(rel_error(xp, read(c), 0.75 * ref - 0.5 * c0))
 
     c = new_c(fill=float("nan"))
     run(c, 1.0, 0.0)
     synchronize()
-    reads_c = bool(xp.isnan(c).any()) and unwritten == 0
-    return Check(max(errors), unwritten, int(ref.size), reads_c)
+    reads_c = bool(xp.isnan(read(c)).any()) and unwritten == 0
+    return Check(max(errors), unwritten, int(ref.size), reads_c, sentinel)
 
 
 def rel_error(xp, c, ref) -> float:

@@ -7,7 +7,7 @@ from sqlalchemy import select
 from api.deps import SessionDep
 from core.models import Gpu, TunedConfig
 from api.schemas import GpuOut, TunedConfigOut, VariantOut
-from core.builtins import CUBLAS_SUMMARY, builtin_kernels
+from core.builtins import CUBLAS_SUMMARIES, builtin_kernels
 from core.kernel import KernelDescription
 
 router = APIRouter(prefix="/api", tags=["catalog"])
@@ -15,7 +15,7 @@ router = APIRouter(prefix="/api", tags=["catalog"])
 
 @router.get("/variants", response_model=list[VariantOut])
 def list_variants():
-    return [CUBLAS_SUMMARY, *(d.summary() for d in builtin_kernels().values())]
+    return [*CUBLAS_SUMMARIES, *(d.summary() for d in builtin_kernels().values())]
 
 
 @router.get("/kernels/schema")

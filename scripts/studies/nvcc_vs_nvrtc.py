@@ -66,7 +66,7 @@ def main() -> None:
             builds["nvcc"] = nvcc_module.get_function(mangled)
         row_nvrtc = compiler.probe(cfg).nvrtc
         problem = Problem(dev, case, launch.layout)
-        run_cublas = dev.cublas_call(problem.a, problem.b, dev.matrix(size, size, "row"), False)
+        run_cublas = problem.cublas_call()
         row = {"kernel": name, "size": size, "mode": policy.mode, "nvrtc_version": row_nvrtc}
         for label, function in builds.items():
             call = problem.kernel_call(function, launch, problem.new_c(), 1.0, 0.0)

@@ -73,7 +73,7 @@ def main() -> None:
         problem = Problem(dev, case, launch.layout)
         a, b, c_ref = problem.a, problem.b, dev.matrix(d, d, "row")
         run_v = problem.kernel_call(dev.compile(launch), launch, problem.new_c(), 1.0, 0.0)
-        run_c = dev.cublas_call(a, b, c_ref, False)
+        run_c = dev.cublas_call(a, b, c_ref, problem.precision)
 
         def run_c_wrapped(a=a, b=b, c_ref=c_ref):
             with cp.cuda.ExternalStream(cp.cuda.get_current_stream().ptr):

@@ -1,0 +1,101 @@
+"""A kernel's precision: what its inputs are, what it accumulates in, what it writes, and what
+that means for its correctness bound and for the GPU's peak.
+
+`compute_mode` (in the kernel description) names the inputs and the math:
+  fp32  FP32 inputs, FP32 FMA (CUDA cores); baseline cuBLAS SGEMM with TF32 off
+  tf32  FP32 inputs rounded to TF32 on the tensor cores; baseline cuBLAS SGEMM with TF32 allowed
+  fp16  FP16 inputs, FP32 accumulate (tensor cores); baseline cublasGemmEx in FP16, FP32 compute
+  bf16  BF16 inputs, FP32 accumulate; baseline cublasGemmEx in BF16, FP32 compute
+and `output` the type of C: "input" (the inputs' type; FP32 for fp32 and tf32) or "fp32".
+Alpha and beta are FP32 in every mode.
+"""
+
+from dataclasses import dataclass
+
+# The storage type of A and B per compute mode.
+INPUT_TYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+HALF_MODES = ("fp16", "bf16")
+# Significand bits, the implicit one included: a value rounded to nearest is within 2^-bits of
+# itself, relatively (the unit roundoff).
+SIGNIFICAND_BITS = {"float32": 24, "float16": 11, "bfloat16": 8}
+# The largest finite value of each type (bfloat16 keeps float32's exponent range).
+LARGEST = {"float32": 3.4028234663852886e38, "float16": 65504.0, "bfloat16": 3.3895313892515355e38}
+
+
+def unit_roundoff(dtype: str) -> float:
+    return 2.0 ** -SIGNIFICAND_BITS[dtype]
+
+
+@dataclass(frozen=True)
+class Precision:
+    compute_mode: str
+    output: str = "input"
+
+    @property
+    def input_type(self) -> str:
+        return INPUT_TYPE[self.compute_mode]
+
+    @property
+    def output_type(self) -> str:
+        return self.input_type if self.output == "input" else "float32"
+
+    @property
+    def half(self) -> bool:
+        return self.compute_mode in HALF_MODES
+
+    def label(self) -> str:
+        """How results name it: "bf16" (BF16 in and out), "bf16->fp32", "fp32", "tf32"."""
+        return self.compute_mode if self.output_type == self.input_type else f"{self.compute_mode}->fp32"
+
+    def describe(self) -> dict:
+        return {"input": self.input_type, "accumulate": "float32", "output": self.output_type}
+
+    def default_tolerance(self, k: int) -> float:
+        """The largest relative Frobenius error a correct kernel can show against the reference,
+        which is the exact-ish product (FP32 cuBLAS, or FP64 on the CPU) of the same rounded inputs,
+        so rounding A and B costs nothing here. What is left:
+          - writing C: each element rounded to the output type, relatively within u_out (round to
+            nearest) or 2 u_out (a kernel that truncates);
+          - accumulating K products in FP32: each addition within u_32 of its partial sum. With
+            the partial sums near sqrt(k)/3 for uniform [-1, 1) inputs and |C| near sqrt(K)/3, the
+            errors' sum relative to C is at most about K u_32 even when every one leans the same
+            way (truncating tensor-core adders), and near sqrt(K) u_32 when they do not.
+        So 2 u_out + 2 K u_32: at K = 4096, 2.5e-4 for FP32 output, 1.2e-3 for FP16, 8.3e-3 for
+        BF16. A kernel that drops one 32-deep k-slab of K = 4096 is off by sqrt(32/4096) = 8.8e-2.
+        FP32 and TF32 keep their fixed bounds (1e-4 and 2e-3), measured on the ladder."""
+        if not self.half:
+            return {"fp32": 1e-4, "tf32": 2e-3}[self.compute_mode]
+        return 2 * unit_roundoff(self.output_type) + 2 * k * unit_roundoff("float32")
+
+    def input_scale(self, k: int) -> float:
+        """Inputs are uniform in [-s, s): with s = 1, |C| <= K, which FP16 cannot hold past 65504.
+        For an FP16 C, s^2 K <= 32768 keeps every element of alpha A B + beta C (alpha = 0.75,
+        beta = -0.5, |C| < 1) below FP16's largest value, so the sentinel stays unreachable."""
+        if self.output_type != "float16" or k <= 32768:
+            return 1.0
+        return (32768 / k) ** 0.5
+
+    def sentinel(self) -> float:
+        """What C is filled with to find elements a kernel never writes: a value of C's type no
+        result of these inputs comes near (3e38 in FP32 and BF16; FP16's largest, 65504)."""
+        return {"float32": 3.0e38, "bfloat16": 3.00405527047391e38, "float16": 65504.0}[self.output_type]
+
+
+# Dense tensor or FMA operations per SM per clock, counted as 2 flops per multiply-add, by compute
+# capability and compute mode (NVIDIA's architecture whitepapers: A100, L40/Ada, H100).
+FLOPS_PER_SM_PER_CLOCK = {
+    "8.0": {"fp32": 128, "tf32": 1024, "fp16": 2048, "bf16": 2048},
+    "8.6": {"fp32": 256, "tf32": 512, "fp16": 1024, "bf16": 1024},
+    "8.9": {"fp32": 256, "tf32": 512, "fp16": 1024, "bf16": 1024},
+    "9.0": {"fp32": 256, "tf32": 2048, "fp16": 4096, "bf16": 4096},
+}
+
+
+def peak_tflops(compute_capability: str, compute_mode: str, sm_count: int, sm_clock_mhz: float) -> float | None:
+    """SMs x clock x operations per SM per clock: the H100 SXM at 1980 MHz, 132 SMs: FP32 66.9,
+    TF32 535, FP16/BF16 1070 TFLOPS (NVIDIA's 989 for FP16 is at the 1830 MHz boost clock). None
+    for a GPU not in the table."""
+    per_clock = FLOPS_PER_SM_PER_CLOCK.get(compute_capability, {}).get(compute_mode)
+    if per_clock is None or not sm_count or not sm_clock_mhz:
+        return None
+    return sm_count * sm_clock_mhz * 1e6 * per_clock / 1e12

@@ -1,0 +1,69 @@
+"""FP16 and BF16 on the GPU: the half-precision kernels verified at odd and skinny sizes, in both
+output types, and the correctness gate judged by trying to get past it (a kernel that skips one
+k-slab) and by a correct kernel that rounds otherwise than cuBLAS (toward zero)."""
+
+import pytest
+
+from core.builtins import builtin_kernels
+from core.settings import Settings
+from worker.cases import Case, KernelChoice, TimingPolicy
+
+pytestmark = pytest.mark.gpu
+
+POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=1.0))
+HALF_KERNELS = [name for name, d in builtin_kernels().items() if d.precision.half]
+SIZES = [(1000, 1003, 997), (4096, 8, 4096), (8, 4096, 1024), (4097, 4095, 1023), (1024, 1024, 4096)]
+
+
+@pytest.fixture(scope="module")
+def runner():
+    from worker.runner import CupyRunner
+
+    return CupyRunner()
+
+
+def variant_of(name: str, output: str = "input", **defines) -> KernelChoice:
+    """A built-in half kernel with C in `output`'s type and extra -D values."""
+    desc = builtin_kernels()[name]
+    extra = {"OUTPUT_FP32": 1} if output == "fp32" else {}
+    changed = desc.model_copy(update={"output": output, "defines": {**desc.defines, **extra, **defines}})
+    return KernelChoice(type(desc).model_validate(changed.model_dump()), {}, "builtin")
+
+
+def test_there_are_half_kernels_of_both_types():
+    assert {builtin_kernels()[n].compute_mode for n in HALF_KERNELS} == {"fp16", "bf16"}
+
+
+@pytest.mark.parametrize("output", ["input", "fp32"])
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", HALF_KERNELS)
+def test_half_kernel_is_verified_at_odd_and_skinny_sizes(runner, name, size, output):
+    choice = variant_of(name, output)
+    out = runner.run_case(Case(0, name, *size, 31, choice), POLICY)
+    if out.not_applicable:
+        pytest.skip(out.error)
+    precision = choice.description.precision
+    assert out.verified, out.error
+    assert out.compute_mode == precision.compute_mode and out.dtype == precision.input_type
+    assert out.env["precision"]["output"] == precision.output_type
+    assert out.rel_error <= precision.default_tolerance(size[2])
+    assert out.gflops > 0 and out.cublas_gflops > 0 and out.pct_of_cublas > 0
+    assert "cublasGemmEx" in out.env["notes"][-1]
+
+
+@pytest.mark.parametrize("name", HALF_KERNELS)
+def test_a_half_kernel_that_skips_one_k_slab_is_wrong_and_gets_no_speed(runner, name):
+    out = runner.run_case(Case(0, name, 1024, 1024, 4096, 5, variant_of(name, GEMMWATCH_TEST_SKIP_SLAB=1)), POLICY)
+    assert not out.verified and out.gflops is None and out.pct_of_cublas is None
+    assert "relative error" in out.error
+
+
+@pytest.mark.parametrize("name", HALF_KERNELS)
+def test_a_half_kernel_that_rounds_toward_zero_is_still_right(runner, name):
+    """Truncating each element of C moves it by up to 2 u_out instead of u_out: another rounding
+    than cuBLAS's, inside the bound, and measurably further from the reference than rounding to nearest."""
+    nearest = runner.run_case(Case(0, name, 1024, 1024, 4096, 5, variant_of(name)), POLICY)
+    toward_zero = runner.run_case(Case(0, name, 1024, 1024, 4096, 5,
+                                       variant_of(name, GEMMWATCH_ROUND_TOWARD_ZERO=1)), POLICY)
+    assert nearest.verified and toward_zero.verified, (nearest.error, toward_zero.error)
+    assert toward_zero.rel_error > 1.5 * nearest.rel_error
