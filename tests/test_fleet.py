@@ -217,3 +217,25 @@ def test_two_nodes_each_serve_their_own_model(fleet_cfg, start_worker):
     exported = client.get("/fleet", params={"format": "json"}).json()["rows"]
     assert sorted((r["host"], r["gpu"], r["state"], r["jobs_last_day"], r["queues"]) for r in exported) == [
         ("node-a", "H100 CPU double", "idle", 2, "gpu.H100"), ("node-b", "H200 CPU double", "idle", 2, "gpu.H200")]
+
+
+def test_no_beat_lands_after_the_sign_off(tmp_path, database_url):
+    """sign_off stops the beat loop before it writes "stopped": with beats 5 ms apart, a loop left
+    running marks the row online again within a few ms (on a loaded machine a real worker's exit
+    read offline, not stopped, that way)."""
+    from worker import fleet
+
+    cfg = make_settings(tmp_path, database_url, GEMMWATCH_WORKER_BEAT_S="0.005",
+                        GEMMWATCH_RUNNER="tests.fake_gpu:CpuRunner")
+    upgrade_database(cfg)
+    thread = fleet.start_heartbeat_thread(cfg, "signing-off@host", ["gpu.any"])
+
+    def row():
+        with session_factory(cfg)() as db:
+            return db.scalar(select(Worker).where(Worker.name == "signing-off@host"))
+
+    first = poll(row, lambda w: w is not None and w.state == "online", 10, "registration")
+    poll(row, lambda w: w.last_beat_at > first.last_beat_at, 10, "a beat")
+    fleet.sign_off(cfg, "signing-off@host")
+    time.sleep(0.3)  # sixty beat periods
+    assert not thread.is_alive() and row().state == "stopped"

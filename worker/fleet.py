@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 NO_GPU_MODEL = "none"
 _node_name: str | None = None  # set when the worker is ready, before its first job can be claimed
+_heartbeat: threading.Thread | None = None  # this process's beat loop, stopped at sign-off
 
 
 def node_name() -> str | None:
@@ -82,14 +83,24 @@ def beat(cfg: Settings, name: str) -> bool:
 
 
 def sign_off(cfg: Settings, name: str) -> None:
-    """A clean exit says so at once, instead of going silent until the reaper notices."""
+    """A clean exit says so at once, instead of going silent until the reaper notices. The beats
+    stop first: one landing after the sign-off would mark the row online again (it did, on a
+    loaded machine, with beats 0.3 s apart), and the worker would then read offline, not stopped."""
+    stop_heartbeat(cfg)
     with session_factory(cfg)() as db:
         db.execute(update(Worker).where(Worker.name == name).values(state="stopped", offline_since=utcnow()))
         db.commit()
 
 
+def stop_heartbeat(cfg: Settings) -> None:
+    """Stop the beat loop and wait for a beat in flight to land."""
+    if _heartbeat is not None:
+        _heartbeat.stop.set()  # type: ignore[attr-defined]
+        _heartbeat.join(timeout=cfg.worker_beat_s + 10)
+
+
 def start_heartbeat_thread(cfg: Settings, name: str, queues: list[str]) -> threading.Thread:
-    global _node_name
+    global _node_name, _heartbeat
     _node_name = name  # a job claimed before the first registration lands still names this worker
     stop = threading.Event()
 
@@ -111,4 +122,5 @@ def start_heartbeat_thread(cfg: Settings, name: str, queues: list[str]) -> threa
     thread = threading.Thread(target=loop, name="gemmwatch-heartbeat", daemon=True)
     thread.stop = stop  # type: ignore[attr-defined]
     thread.start()
+    _heartbeat = thread
     return thread
