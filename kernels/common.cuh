@@ -2,9 +2,10 @@
 // tile arithmetic. Not a kernel of its own.
 // Kernels #include it; the description carries it (gemmwatch.json), so NVRTC gets it in memory.
 // Rules for code in a shared header: everything is __device__ __forceinline__ (the kernels compile
-// to the same code as when these lines were pasted into each file); no macros, and no identifier
-// that a tunable could -D away (BK, TILE, BLOCK, BLOCK_SIZE, STAGES, SKEW, COALESCED, BM, BN,
-// THREADS, ...), since the -D options apply to the headers as well.
+// to the same code as when these lines were pasted into each file); no macro left defined (a
+// GW_ helper #undef'd before the header's end at most), and no identifier that a tunable could
+// -D away (BK, TILE, BLOCK, BLOCK_SIZE, STAGES, SKEW, COALESCED, BM, BN, THREADS, ...), since the
+// -D options apply to the headers as well.
 #pragma once
 
 // A row of a matrix is 16-byte aligned only if the base pointer is (and the row length is a

@@ -6,11 +6,6 @@
 // -DOUTPUT_FP32=1 writes C in FP32, else in the inputs' type (rounded to nearest).
 // Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt, with 16-bit inputs.
 // Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include "common.cuh"
-
 #ifndef INPUT_BF16
 #define INPUT_BF16 1
 #endif
@@ -24,18 +19,10 @@
 #define GROUP_M 8
 #endif
 
-namespace hmma {
+#include "common.cuh"
+#include "half.cuh"
 
-#if INPUT_BF16
-typedef __nv_bfloat16 in_t;
-#else
-typedef __half in_t;
-#endif
-#if OUTPUT_FP32
-typedef float out_t;
-#else
-typedef in_t out_t;
-#endif
+namespace hmma {
 
 constexpr int kBM = 128, kBN = 128, kBK = 32;
 constexpr int kThreads = 256;
@@ -49,32 +36,6 @@ static_assert(STAGES >= 2, "a ring needs two slabs at least");
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
 
-// 8 elements (16 bytes) of a rows x cols row-major matrix at (r, c), c a multiple of 8, into shared
-// memory; zeros outside. vec: rows start 16-byte aligned (cols % 8 == 0, aligned base), so an
-// in-bounds piece is wholly in bounds and one cp.async copies it (src_bytes 0 writes zeros).
-__device__ __forceinline__ void copy8(in_t* dst, const in_t* P, int rows, int cols, int r, int c, bool vec) {
-    if (vec) {
-        const bool in = r < rows && c < cols;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
-                     "l"(in ? P + (size_t)r * cols + c : P), "r"(in ? 16 : 0) : "memory");
-    } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            const bool in = r < rows && c + e < cols;
-            dst[e] = in ? P[(size_t)r * cols + c + e] : in_t(0.0f);
-        }
-    }
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&x)[4], const in_t* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&x)[4], const in_t* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(smem_addr(p)));
-}
-
 // d (16 x 8, FP32) += a (16 x 16) * b (16 x 8).
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
 #if INPUT_BF16
@@ -87,31 +48,11 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-#ifdef GEMMWATCH_ROUND_TOWARD_ZERO
-constexpr bool kTowardZero = true;  // a kernel that rounds otherwise than cuBLAS, for the gate's tests
-#else
-constexpr bool kTowardZero = false;
-#endif
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-// FP32 to C's type: to nearest, as cuBLAS does (or toward zero, kTowardZero).
-template <typename T> __device__ __forceinline__ T from_float(float x);
-template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half from_float<__half>(float x) {
-    return kTowardZero ? __float2half_rz(x) : __float2half_rn(x);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-    return kTowardZero ? __float2bfloat16_rz(x) : __float2bfloat16_rn(x);
-}
-
 }  // namespace hmma
 
 extern "C" __global__ void __launch_bounds__(hmma::kThreads)
-gemm_half_mma_sync(int M, int N, int K, float alpha, const hmma::in_t* __restrict__ A,
-                   const hmma::in_t* __restrict__ B, float beta, hmma::out_t* __restrict__ C) {
+gemm_half_mma_sync(int M, int N, int K, float alpha, const in_t* __restrict__ A, const in_t* __restrict__ B,
+                   float beta, out_t* __restrict__ C) {
     using namespace hmma;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned dyn_bytes;
@@ -197,10 +138,6 @@ gemm_half_mma_sync(int M, int N, int K, float alpha, const hmma::in_t* __restric
             for (int e = 0; e < 4; ++e) {
                 const int m = bm0 + wm + 16 * i + g + (e >= 2 ? 8 : 0);
                 const int n = bn0 + wn + 8 * j + 2 * t + (e & 1);
-                if (m < M && n < N) {
-                    out_t* p = C + (size_t)m * N + n;
-                    const float v = alpha * acc[i][j][e];
-                    *p = from_float<out_t>(beta == 0.0f ? v : v + beta * to_float(*p));  // BLAS: C unread at beta = 0
-                }
+                if (m < M && n < N) store_half_axpby(C + (size_t)m * N + n, acc[i][j][e], alpha, beta);
             }
 }

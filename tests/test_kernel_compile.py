@@ -66,12 +66,18 @@ def test_variant_names_its_seed_and_technique(name):
 
 
 @pytest.mark.parametrize("part", HEADERS)
-def test_shared_headers_explain_themselves_and_define_no_macros(part):
-    """A shared header is seen by every kernel that includes it, after the -D options: a macro there
-    would leak into each, and a name a tunable -Ds away would break it."""
+def test_shared_headers_explain_themselves_and_leak_no_macros(part):
+    """A shared header is seen by every kernel that includes it, after the -D options: a macro left
+    defined there would leak into each, and a name a tunable -Ds away would break it. A header may
+    spell something once with a GW_ macro it #undefs before its end (wgmma.cuh's operand lists)."""
     text = (KERNELS_DIR / part).read_text()
     assert header_comment(text), f"{part} must open with a comment saying what it holds"
-    assert not re.search(r"^\s*#\s*define\b", text, re.M), f"{part} defines a macro"
+    defined = re.findall(r"^\s*#\s*define\s+(\w+)", text, re.M)
+    assert all(name.startswith("GW_") for name in defined), f"{part} defines {defined}: only GW_ helpers"
+    for name in defined:
+        last_define = max(m.start() for m in re.finditer(rf"^\s*#\s*define\s+{name}\b", text, re.M))
+        undef = re.search(rf"^\s*#\s*undef\s+{name}\b", text[last_define:], re.M)
+        assert undef, f"{part} leaves {name} defined for the kernels that include it"
     assert "#pragma once" in text, f"{part}: included by several files, it must guard itself"
 
 

@@ -1,0 +1,77 @@
+// Shared device code of the FP16/BF16 kernels (half_mma_sync, half_wgmma): their element types,
+// conversions, 16-byte copies into shared memory, and ldmatrix. The rules of common.cuh hold; it
+// reads (never defines) two of the kernel's -D values, set before it is included:
+// INPUT_BF16 (1: A and B are __nv_bfloat16; 0: __half) and OUTPUT_FP32 (1: C is float; 0: C is
+// the inputs' type). GEMMWATCH_ROUND_TOWARD_ZERO makes C round toward zero, not to nearest: a
+// kernel that rounds otherwise than cuBLAS, for the correctness gate's tests.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#if INPUT_BF16
+typedef __nv_bfloat16 in_t;
+#else
+typedef __half in_t;
+#endif
+#if OUTPUT_FP32
+typedef float out_t;
+#else
+typedef in_t out_t;
+#endif
+
+#ifdef GEMMWATCH_ROUND_TOWARD_ZERO
+constexpr bool kTowardZero = true;
+#else
+constexpr bool kTowardZero = false;
+#endif
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// FP32 to C's type: to nearest, as cuBLAS does (or toward zero, kTowardZero).
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half from_float<__half>(float x) {
+    return kTowardZero ? __float2half_rz(x) : __float2half_rn(x);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+    return kTowardZero ? __float2bfloat16_rz(x) : __float2bfloat16_rn(x);
+}
+
+// One element of the epilogue in C's type: *p = alpha * acc + beta * *p, C unread when beta == 0.
+__device__ __forceinline__ void store_half_axpby(out_t* p, float acc, float alpha, float beta) {
+    const float v = alpha * acc;
+    *p = from_float<out_t>(beta == 0.0f ? v : v + beta * to_float(*p));
+}
+
+// 8 elements (16 bytes) of a rows x cols row-major matrix at (r, c), c a multiple of 8, into
+// shared memory at dst; zeros outside. vec: rows start 16-byte aligned (cols % 8 == 0, aligned
+// base), so an in-bounds piece is wholly in bounds and one cp.async copies it (src_bytes 0 writes
+// zeros). Otherwise the elements are stored one by one, synchronously (cp.async moves 4 bytes at
+// least): a kernel that signals its copies through an mbarrier must then arrive after its stores.
+__device__ __forceinline__ void copy8(in_t* dst, const in_t* P, int rows, int cols, int r, int c, bool vec) {
+    if (vec) {
+        const bool in = r < rows && c < cols;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+                     "l"(in ? P + (size_t)r * cols + c : P), "r"(in ? 16 : 0) : "memory");
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const bool in = r < rows && c + e < cols;
+            dst[e] = in ? P[(size_t)r * cols + c + e] : in_t(0.0f);
+        }
+    }
+}
+
+// Four 8 x 8 matrices of 16-bit elements from shared memory; lane i gives the address of a row
+// (lanes 0-7 the first matrix's, 8-15 the second's ...). .trans delivers them transposed.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&x)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&x)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(smem_addr(p)));
+}
