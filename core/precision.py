@@ -81,21 +81,33 @@ class Precision:
         return {"float32": 3.0e38, "bfloat16": 3.00405527047391e38, "float16": 65504.0}[self.output_type]
 
 
-# Dense tensor or FMA operations per SM per clock, counted as 2 flops per multiply-add, by compute
-# capability and compute mode (NVIDIA's architecture whitepapers: A100, L40/Ada, H100).
-FLOPS_PER_SM_PER_CLOCK = {
-    "8.0": {"fp32": 128, "tf32": 1024, "fp16": 2048, "bf16": 2048},
-    "8.6": {"fp32": 256, "tf32": 512, "fp16": 1024, "bf16": 1024},
-    "8.9": {"fp32": 256, "tf32": 512, "fp16": 1024, "bf16": 1024},
-    "9.0": {"fp32": 256, "tf32": 2048, "fp16": 4096, "bf16": 4096},
+# FP32 lanes per SM: 128 from Pascal GP10x on, except the data-centre parts that spend the area on
+# FP64 instead (P100, V100, T4-era Turing and A100 have 64). An FMA is two flops.
+_FP32_LANES_64 = {"6.0", "7.0", "7.2", "7.5", "8.0"}
+# Dense tensor-core flops per SM per clock with FP32 accumulate, by compute capability (NVIDIA's
+# architecture whitepapers: V100, T4, A100, A10/L40, H100).
+TENSOR_FLOPS_PER_SM_PER_CLOCK = {
+    "7.0": {"fp16": 1024},
+    "7.5": {"fp16": 1024},
+    "8.0": {"tf32": 1024, "fp16": 2048, "bf16": 2048},
+    "8.6": {"tf32": 512, "fp16": 1024, "bf16": 1024},
+    "8.9": {"tf32": 512, "fp16": 1024, "bf16": 1024},
+    "9.0": {"tf32": 2048, "fp16": 4096, "bf16": 4096},
 }
 
 
-def peak_tflops(compute_capability: str, compute_mode: str, sm_count: int, sm_clock_mhz: float) -> float | None:
-    """SMs x clock x operations per SM per clock: the H100 SXM at 1980 MHz, 132 SMs: FP32 66.9,
+def flops_per_sm_per_clock(compute_capability: str | None, compute_mode: str) -> int | None:
+    if compute_mode == "fp32":
+        return 2 * (64 if compute_capability in _FP32_LANES_64 else 128)
+    return TENSOR_FLOPS_PER_SM_PER_CLOCK.get(compute_capability or "", {}).get(compute_mode)
+
+
+def peak_tflops(compute_capability: str | None, compute_mode: str, sm_count: int | None,
+                sm_clock_mhz: float | None) -> float | None:
+    """SMs x clock x flops per SM per clock: the H100 SXM at 1980 MHz, 132 SMs: FP32 66.9,
     TF32 535, FP16/BF16 1070 TFLOPS (NVIDIA's 989 for FP16 is at the 1830 MHz boost clock). None
-    for a GPU not in the table."""
-    per_clock = FLOPS_PER_SM_PER_CLOCK.get(compute_capability, {}).get(compute_mode)
+    where a figure is missing or the GPU's tensor cores are not in the table."""
+    per_clock = flops_per_sm_per_clock(compute_capability, compute_mode)
     if per_clock is None or not sm_count or not sm_clock_mhz:
         return None
     return sm_count * sm_clock_mhz * 1e6 * per_clock / 1e12

@@ -12,13 +12,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.models import Commit, Gpu, Result
+from core.precision import flops_per_sm_per_clock
 from core.result_env import max_sm_clock_of
 from dashboard.filters import Size
 from dashboard.queries import FP32_ONLY
-
-# FP32 lanes per SM. 128 from Pascal GP10x on, except the data-centre parts that spend the
-# area on FP64 instead (P100, V100, T4-era Turing and A100 have 64).
-_LANES_64 = {"6.0", "7.0", "7.2", "7.5", "8.0"}
 
 
 @dataclass(frozen=True)
@@ -33,7 +30,7 @@ def fp32_peak(sm_count: int | None, compute_capability: str | None, max_sm_clock
         return Peak(None, "FP32 peak unknown: the GPU's SM count was not recorded")
     if not max_sm_clock_mhz:
         return Peak(None, "FP32 peak unknown: no maximum SM clock recorded for this GPU (env.gpu.max_sm_clock_mhz)")
-    lanes = 64 if compute_capability in _LANES_64 else 128
+    lanes = flops_per_sm_per_clock(compute_capability, "fp32") // 2  # an FMA is two flops
     gflops = sm_count * lanes * 2 * max_sm_clock_mhz / 1e3
     return Peak(gflops, f"FP32 peak {gflops / 1e3:,.1f} TFLOPS = {sm_count} SMs × {lanes} lanes × 2 × {max_sm_clock_mhz:g} MHz")
 

@@ -90,7 +90,8 @@ def test_the_peak_is_sms_times_clock_times_operations_per_clock():
     assert peak_tflops("9.0", "bf16", 132, 1830) == pytest.approx(989.4, rel=1e-3)  # NVIDIA's H100 SXM figure
     assert peak_tflops("9.0", "fp32", 132, 1980) == pytest.approx(66.9, rel=1e-3)
     assert peak_tflops("8.0", "fp16", 108, 1410) == pytest.approx(312, rel=1e-2)  # A100
-    assert peak_tflops("7.5", "fp16", 40, 1590) is None  # a GPU the table does not know
+    assert peak_tflops("7.5", "bf16", 40, 1590) is None  # Turing has no BF16 tensor cores
+    assert peak_tflops("6.1", "fp32", 20, 1733) == pytest.approx(8.87, rel=1e-3)  # GTX 1080: 128 lanes
 
 
 # -- the runner over the double -------------------------------------------------------------
