@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from core.models import Commit, Gpu, Job, Result
 from core.result_env import resources_of
 from dashboard.filters import Size, size_text
-from dashboard.queries import FP32_ONLY, gpu_ids
+from dashboard.queries import gpu_ids, of_precision
 
 By = Literal["commit", "gpu"]
 
@@ -26,6 +26,7 @@ class CompareFilter:
     gpu: str | None = None  # the GPU model when comparing commits
     sha: str | None = None  # the commit when comparing GPU models; None: newest results
     mode: str | None = None
+    precision: str = "fp32"  # compute mode (dashboard/filters.py PRECISIONS)
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def load_comparison(db: Session, f: CompareFilter) -> Comparison:
     if f.a == f.b:
         out.reason = f"A and B are the same {f.by} ({f.a}): pick two different ones."
         return out
-    where = [Result.mode == f.mode, FP32_ONLY]
+    where = [Result.mode == f.mode, of_precision(f.precision)]
     if f.by == "commit":
         sides = {}
         for key in ("a", "b"):

@@ -146,7 +146,7 @@ def history_figure(h: History) -> Figure | str:
         ))
     fig.update_layout(
         **LAYOUT,
-        title={"text": f"GFLOPS by commit: {_t(f.gpu)}, {size_text(f.size)}, {_t(f.mode)} L2",
+        title={"text": f"GFLOPS by commit: {_t(f.gpu)}, {size_text(f.size)}, {_t(f.mode)} L2{_in(f.precision)}",
                "subtitle": {"text": f"{len(h.commits)} newest commits, oldest first; band: ±noise; "
                                     f"{len(h.regressions)} regression(s) flagged"}},
         xaxis={"title": {"text": "commit (by commit time)"}, "type": "category", "categoryorder": "array",
@@ -158,7 +158,12 @@ def history_figure(h: History) -> Figure | str:
 
 # -- overview: the latest ladder of one GPU -------------------------------------------------
 
-def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str) -> Figure | str:
+def _in(precision: str) -> str:
+    """A title's precision: said where it is not FP32, the default every chart opened on before."""
+    return "" if precision == "fp32" else f", {precision.upper()}"
+
+
+def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str, precision: str = "fp32") -> Figure | str:
     if not lad.rungs:
         return f"No results on {lad.gpu_name} at {size_text(size)} ({mode} mode)."
     ok = [r for r in lad.rungs if r.verified and r.gflops is not None]
@@ -174,7 +179,8 @@ def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str) -> Figure 
             customdata=[[r.pct_of_cublas or 0, lad.pct_of_peak(r) or 0, _t(r.sha or "no commit"), (r.noise or 0) * 100]
                         for r in ok],
             hovertemplate=("<b>%{x}</b> %{y:,.0f} GFLOPS<br>%{customdata[0]:.1f}% of cuBLAS · "
-                           "%{customdata[1]:.1f}% of FP32 peak<br>commit %{customdata[2]} · noise ±%{customdata[3]:.2f}%"
+                           "%{customdata[1]:.1f}% of " + precision.upper() + " peak<br>"
+                           "commit %{customdata[2]} · noise ±%{customdata[3]:.2f}%"
                            "<extra></extra>"),
         ))
     if failed:
@@ -187,11 +193,11 @@ def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str) -> Figure 
                                  line={"dash": "dash", "color": "gray"}, hoverinfo="name"))
     if lad.peak.gflops:
         fig.add_trace(scatter(x=labels, y=[lad.peak.gflops] * len(labels), mode="lines",
-                                 name=f"FP32 peak {lad.peak.gflops:,.0f} GFLOPS",
+                                 name=f"{precision.upper()} peak {lad.peak.gflops:,.0f} GFLOPS",
                                  line={"dash": "dot", "color": "#b66a00"}, hoverinfo="name"))
     fig.update_layout(
         **LAYOUT,
-        title={"text": f"{_t(lad.gpu_name)}: {size_text(size)}, {_t(mode)} L2",
+        title={"text": f"{_t(lad.gpu_name)}: {size_text(size)}, {_t(mode)} L2{_in(precision)}",
                "subtitle": {"text": f"each variant's newest result · {_t(lad.peak.how)}"}},
         xaxis={"title": {"text": "variant"}, "type": "category", "categoryorder": "array", "categoryarray": labels},
         yaxis={"title": {"text": "GFLOPS"}, "rangemode": "tozero"},
@@ -240,13 +246,13 @@ def sweep_figure(points: list[SweepPoint], f: SweepFilter) -> Figure | str:
                                 "<b>%{customdata[0]}</b> %{customdata[2]}<br>%{customdata[1]}"))
     if f.axis is None:
         sizes = sorted({p.size for p in points}, key=by_flops)
-        title = f"GFLOPS by size, {_t(f.mode)} L2"
+        title = f"GFLOPS by size, {_t(f.mode)} L2{_in(f.precision)}"
         xaxis = {"title": {"text": "M×N×K (by flop count)"}, "type": "category", "categoryorder": "array",
                  "categoryarray": [size_text(s) for s in sizes]}
     else:
         dim = f.vary.upper()
         values = sorted({p.size[f.axis] for p in points})
-        title = f"GFLOPS against {dim} at {_held_text(f)}, {_t(f.mode)} L2"
+        title = f"GFLOPS against {dim} at {_held_text(f)}, {_t(f.mode)} L2{_in(f.precision)}"
         # Ticks at the measured values only: a log axis's own 10, 100, 1000 hide 16 and 4096.
         xaxis = {"title": {"text": f"{dim} (log scale)"}, "type": "log", "tickvals": values, "ticktext": [str(v) for v in values]}
     fig.update_layout(
@@ -277,7 +283,7 @@ def compare_figure(c: Comparison) -> Figure | str:
     what = "commits" if c.f.by == "commit" else "GPU models"
     fig.update_layout(
         **LAYOUT, barmode="group",
-        title={"text": f"{_t(c.f.a)} vs {_t(c.f.b)} ({what}), {_t(c.f.mode)} L2",
+        title={"text": f"{_t(c.f.a)} vs {_t(c.f.b)} ({what}), {_t(c.f.mode)} L2{_in(c.f.precision)}",
                "subtitle": {"text": "labels on B: change from A; failed verification leaves a gap"}},
         xaxis={"title": {"text": "variant and size"}, "type": "category"},
         yaxis={"title": {"text": "GFLOPS"}, "rangemode": "tozero"},

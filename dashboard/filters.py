@@ -17,6 +17,10 @@ Dim = Annotated[int | None, Query(ge=1, le=MAX_DIM)]
 # GPU models, variants and modes are compared for equality only; the cap keeps junk out of SQL.
 Name = Annotated[str | None, Query(max_length=120)]
 Names = Annotated[list[str], Query(max_length=120)]
+# The precisions a chart can show, one at a time (core/precision.py): never mixed, since each is
+# measured against cuBLAS in its own precision. FP32 unless the URL asks for another.
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+PrecisionParam = Annotated[Literal["fp32", "tf32", "fp16", "bf16"], Query(description="compute mode: " + ", ".join(PRECISIONS))]
 
 _SIZE = re.compile(r"^\s*(\d+)\s*(?:[x×*,]\s*(\d+)\s*[x×*,]\s*(\d+))?\s*$")
 

@@ -19,7 +19,7 @@ from core.ancestry import ordered
 from core.models import Commit, Result
 from core.regression import Point, Thresholds, Verdict, judge
 from dashboard.filters import Size
-from dashboard.queries import FP32_ONLY, gpu_ids
+from dashboard.queries import gpu_ids, of_precision
 
 DEFAULT_LAST = 100
 MAX_LAST = 2000
@@ -31,6 +31,7 @@ class HistoryFilter:
     size: Size | None = None
     mode: str | None = None
     last: int = DEFAULT_LAST  # newest commits drawn
+    precision: str = "fp32"  # compute mode (dashboard/filters.py PRECISIONS)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ class History:
 
 def _matching(ids: list[int], f: HistoryFilter):
     m, n, k = f.size
-    return (Result.gpu_id.in_(ids), Result.m == m, Result.n == n, Result.k == k, Result.mode == f.mode, FP32_ONLY)
+    return (Result.gpu_id.in_(ids), Result.m == m, Result.n == n, Result.k == k, Result.mode == f.mode,
+            of_precision(f.precision))
 
 
 def load_history(db: Session, f: HistoryFilter, th: Thresholds) -> History:

@@ -15,7 +15,7 @@ from core.models import Commit, Gpu, Result
 from core.precision import flops_per_sm_per_clock
 from core.result_env import max_sm_clock_of
 from dashboard.filters import Size
-from dashboard.queries import FP32_ONLY
+from dashboard.queries import of_precision
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,19 @@ def fp32_peak(sm_count: int | None, compute_capability: str | None, max_sm_clock
     lanes = flops_per_sm_per_clock(compute_capability, "fp32") // 2  # an FMA is two flops
     gflops = sm_count * lanes * 2 * max_sm_clock_mhz / 1e3
     return Peak(gflops, f"FP32 peak {gflops / 1e3:,.1f} TFLOPS = {sm_count} SMs × {lanes} lanes × 2 × {max_sm_clock_mhz:g} MHz")
+
+
+def peak(sm_count: int | None, compute_capability: str | None, max_sm_clock_mhz: float | None,
+         precision: str) -> Peak:
+    """SMs x the precision's dense flops per SM per clock x the maximum SM clock (core/precision.py)."""
+    label = precision.upper()
+    per_clock = flops_per_sm_per_clock(compute_capability, precision)
+    if not sm_count or not max_sm_clock_mhz or per_clock is None:
+        return Peak(None, f"{label} peak unknown: no SM count, maximum SM clock or {label} rate for this GPU "
+                          f"(compute capability {compute_capability or 'unrecorded'})")
+    gflops = sm_count * per_clock * max_sm_clock_mhz / 1e3
+    return Peak(gflops, f"{label} peak {gflops / 1e3:,.1f} TFLOPS = {sm_count} SMs × {per_clock} flops per clock × "
+                        f"{max_sm_clock_mhz:g} MHz")
 
 
 @dataclass(frozen=True)
@@ -63,9 +76,10 @@ class Ladder:
         return 100 * r.gflops / self.peak.gflops
 
 
-def load_ladders(db: Session, size: Size, mode: str, gpu_model: str | None = None) -> list[Ladder]:
+def load_ladders(db: Session, size: Size, mode: str, gpu_model: str | None = None,
+                 precision: str = "fp32") -> list[Ladder]:
     m, n, k = size
-    where = [Result.m == m, Result.n == n, Result.k == k, Result.mode == mode, FP32_ONLY]
+    where = [Result.m == m, Result.n == n, Result.k == k, Result.mode == mode, of_precision(precision)]
     if gpu_model:
         where.append(Gpu.model == gpu_model)
     newest = (
@@ -92,16 +106,17 @@ def load_ladders(db: Session, size: Size, mode: str, gpu_model: str | None = Non
     ladders = []
     for (name, model), rungs in by_gpu.items():
         rungs.sort(key=lambda r: (r.verified, r.gflops or 0.0, r.variant))
-        ladders.append(Ladder(name, model, _peak_of(db, name, max(r.result_id for r in rungs)), rungs))
+        ladders.append(Ladder(name, model, _peak_of(db, name, max(r.result_id for r in rungs), precision), rungs))
     return ladders
 
 
-def _peak_of(db: Session, gpu_name: str, result_id: int) -> Peak:
+def _peak_of(db: Session, gpu_name: str, result_id: int, precision: str) -> Peak:
     """SM count and compute capability are on the GPU row; the clock only in results' env."""
     sm_count, cc = db.execute(
         select(func.max(Gpu.sm_count), func.max(Gpu.compute_capability)).where(Gpu.name == gpu_name)
     ).one()
-    return fp32_peak(sm_count, cc, max_sm_clock_of(db.scalar(select(Result.env).where(Result.id == result_id))))
+    clock = max_sm_clock_of(db.scalar(select(Result.env).where(Result.id == result_id)))
+    return fp32_peak(sm_count, cc, clock) if precision == "fp32" else peak(sm_count, cc, clock, precision)
 
 
 COLUMNS = ["gpu", "variant", "verified", "gflops", "cublas_gflops", "pct_of_cublas", "pct_of_fp32_peak",

@@ -22,7 +22,8 @@ from core.models import Job
 from core.confirm import confirmation
 from core.regression import PairedThresholds, Thresholds
 from dashboard import compare, export, figures, history, job_cancel, login, overview, queries, sweep
-from dashboard.filters import Dim, Format, Name, Names, Size, clean, size_label, size_param, size_text
+from dashboard.filters import (PRECISIONS, Dim, Format, Name, Names, PrecisionParam, Size, clean, size_label, size_param,
+                               size_text)
 from dashboard.templating import templates
 
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
@@ -82,23 +83,25 @@ def _reasons(charts: list[Chart]) -> str | None:
 
 @router.get("/", response_class=HTMLResponse)
 def overview_page(request: Request, db: SessionDep, size: SizeDep, gpu: Name = None, mode: Name = None,
-                  format: Format = "html"):
+                  precision: PrecisionParam = "fp32", format: Format = "html"):
     if not (size and mode):  # open on the newest result's size and mode
-        newest = queries.newest(db, gpu, size, mode) or queries.newest(db, gpu, size, mode, verified=False)
+        newest = (queries.newest(db, gpu, size, mode, precision=precision)
+                  or queries.newest(db, gpu, size, mode, verified=False, precision=precision))
         size, mode = size or (newest.size if newest else None), mode or (newest.mode if newest else None)
     cat = queries.catalog(db, mode)
-    ladders = overview.load_ladders(db, size, mode, gpu) if size and mode else []
-    charts = [chart(f"ladder-{i}", figures.ladder_figure(lad, size, mode)) for i, lad in enumerate(ladders)]
+    ladders = overview.load_ladders(db, size, mode, gpu, precision) if size and mode else []
+    charts = [chart(f"ladder-{i}", figures.ladder_figure(lad, size, mode, precision)) for i, lad in enumerate(ladders)]
     if not cat.modes:
         reason = "No results yet: post a job (gemmwatch submit --variants naive,smem_tiled --size 4096) and its ladder appears here."
     elif not ladders:
-        reason = f"No results at {size_text(size) if size else 'any size'} in {mode or 'any'} mode" + (
-            f" on {gpu}" if gpu else "") + ": pick another size, mode or GPU."
+        reason = f"No {precision} results at {size_text(size) if size else 'any size'} in {mode or 'any'} mode" + (
+            f" on {gpu}" if gpu else "") + ": pick another size, mode, precision or GPU."
     else:
         reason = None
-    filters = {"gpu": gpu, "size": size_label(size) if size else None, "mode": mode}
+    filters = {"gpu": gpu, "size": size_label(size) if size else None, "mode": mode, "precision": precision}
     return render(request, format, "overview", "overview.html",
-                  {"cat": cat, "gpu": gpu, "size": size, "mode": mode, "ladders": list(zip(ladders, charts)),
+                  {"cat": cat, "gpu": gpu, "size": size, "mode": mode, "precision": precision,
+                   "precisions": PRECISIONS, "ladders": list(zip(ladders, charts)),
                    "reason": reason},
                   filters=filters, columns=overview.COLUMNS, rows=overview.export_rows(ladders),
                   reason=reason or _reasons(charts))
@@ -109,16 +112,18 @@ def overview_page(request: Request, db: SessionDep, size: SizeDep, gpu: Name = N
 @router.get("/history", response_class=HTMLResponse)
 def history_page(request: Request, db: SessionDep, cfg: SettingsDep, size: SizeDep, gpu: Name = None,
                  mode: Name = None, last: Annotated[int, Query(ge=1, le=history.MAX_LAST)] = history.DEFAULT_LAST,
-                 format: Format = "html"):
-    newest = None if (gpu and size and mode) else queries.newest(db, gpu, size, mode)
+                 precision: PrecisionParam = "fp32", format: Format = "html"):
+    newest = None if (gpu and size and mode) else queries.newest(db, gpu, size, mode, precision=precision)
     if newest:  # fill what the URL left out from the newest verified result, so the page opens on data
         gpu, size, mode = gpu or newest.gpu, size or newest.size, mode or newest.mode
     cat = queries.catalog(db, mode)
-    f = history.HistoryFilter(gpu, size, mode, last)
+    f = history.HistoryFilter(gpu, size, mode, last, precision)
     h = history.load_history(db, f, Thresholds.from_settings(cfg))
     c = chart("history-chart", figures.history_figure(h))
-    filters = {"gpu": gpu, "size": size_label(size) if size else None, "mode": mode, "last": last}
-    return render(request, format, "history", "history.html", {"cat": cat, "f": f, "h": h, "chart": c},
+    filters = {"gpu": gpu, "size": size_label(size) if size else None, "mode": mode, "last": last,
+               "precision": precision}
+    return render(request, format, "history", "history.html",
+                  {"cat": cat, "f": f, "h": h, "chart": c, "precisions": PRECISIONS},
                   filters=filters, columns=history.COLUMNS, rows=history.export_rows(h), reason=c.reason)
 
 
@@ -127,17 +132,18 @@ def history_page(request: Request, db: SessionDep, cfg: SettingsDep, size: SizeD
 @router.get("/sweep", response_class=HTMLResponse)
 def sweep_page(request: Request, db: SessionDep, gpu: Names = [], variant: Names = [], mode: Name = None,
                sha: Sha = None, vary: sweep.Vary = "volume", m: Dim = None, n: Dim = None, k: Dim = None,
-               format: Format = "html"):
+               precision: PrecisionParam = "fp32", format: Format = "html"):
     if not mode:
-        newest = queries.newest(db) or queries.newest(db, verified=False)
+        newest = queries.newest(db, precision=precision) or queries.newest(db, verified=False, precision=precision)
         mode = newest.mode if newest else None
     cat = queries.catalog(db, mode)
-    f = sweep.settle(sweep.SweepFilter(clean(gpu), clean(variant), mode, sha or None, vary, m, n, k), cat.sizes)
+    f = sweep.settle(sweep.SweepFilter(clean(gpu), clean(variant), mode, sha or None, vary, m, n, k, precision),
+                     cat.sizes)
     points = sweep.load_sweep(db, f) if f.mode else []
     c = chart("sweep-chart", figures.sweep_figure(points, f))
     filters = {**asdict(f), "gpus": list(f.gpus), "variants": list(f.variants)}
     return render(request, format, "sweep", "sweep.html",
-                  {"cat": cat, "f": f, "chart": c, "held": sweep.held_menus(f, cat.sizes),
+                  {"cat": cat, "f": f, "chart": c, "held": sweep.held_menus(f, cat.sizes), "precisions": PRECISIONS,
                    "pairs": sweep.held_pairs(f, cat.sizes)},
                   filters=filters, columns=sweep.COLUMNS, rows=sweep.export_rows(points), reason=c.reason)
 
@@ -146,8 +152,10 @@ def sweep_page(request: Request, db: SessionDep, gpu: Names = [], variant: Names
 
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request, db: SessionDep, by: compare.By = "commit", a: Name = None, b: Name = None,
-                 gpu: Name = None, sha: Sha = None, mode: Name = None, format: Format = "html"):
-    newest = None if (mode and (gpu or by == "gpu")) else queries.newest(db, gpu if by == "commit" else None, None, mode)
+                 gpu: Name = None, sha: Sha = None, mode: Name = None, precision: PrecisionParam = "fp32",
+                 format: Format = "html"):
+    newest = None if (mode and (gpu or by == "gpu")) else queries.newest(db, gpu if by == "commit" else None, None, mode,
+                                                                         precision=precision)
     mode = mode or (newest.mode if newest else None)
     cat = queries.catalog(db, mode)
     if by == "commit":
@@ -160,11 +168,11 @@ def compare_page(request: Request, db: SessionDep, by: compare.By = "commit", a:
         a, b = options[1], options[0]
     elif by == "gpu" and not (a or b) and len(options) >= 2:
         a, b = options[0], options[1]
-    f = compare.CompareFilter(by, a or None, b or None, gpu, sha or None, mode)
+    f = compare.CompareFilter(by, a or None, b or None, gpu, sha or None, mode, precision)
     comp = compare.load_comparison(db, f)
     c = chart("compare-chart", figures.compare_figure(comp))
     return render(request, format, "compare", "compare.html",
-                  {"cat": cat, "f": f, "comp": comp, "options": options, "chart": c},
+                  {"cat": cat, "f": f, "comp": comp, "options": options, "chart": c, "precisions": PRECISIONS},
                   filters=asdict(f), columns=compare.COLUMNS, rows=compare.export_rows(comp), reason=c.reason)
 
 

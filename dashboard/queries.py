@@ -23,9 +23,10 @@ class Catalog:
     variants: list[str]
 
 
-# Charts compare against cuBLAS FP32; TF32 results (tensor cores, a different baseline) are
-# never mixed into them. They are in the job pages, the API and kernels/README.md.
-FP32_ONLY = Result.compute_mode == "fp32"
+def of_precision(precision: str):
+    """A chart shows one precision (compute mode): each result is measured against cuBLAS in its
+    own, so FP32, TF32, FP16 and BF16 figures are never mixed in one chart."""
+    return Result.compute_mode == precision
 
 
 def distinct(db: Session, cols: list, where=(), cap: int = 1000) -> list[tuple]:
@@ -72,7 +73,7 @@ class Newest:
 
 
 def newest(db: Session, gpu: str | None = None, size: Size | None = None, mode: str | None = None,
-           verified: bool = True) -> Newest | None:
+           verified: bool = True, precision: str | None = None) -> Newest | None:
     """The GPU model, size and mode of the newest result matching what the URL gave: the view
     a page opens on when the URL leaves filters out."""
     where = [Result.mode != AB_MODE]
@@ -84,6 +85,8 @@ def newest(db: Session, gpu: str | None = None, size: Size | None = None, mode: 
         where += [Result.m == size[0], Result.n == size[1], Result.k == size[2]]
     if mode:
         where.append(Result.mode == mode)
+    if precision:
+        where.append(of_precision(precision))
     row = db.execute(
         select(Gpu.model, Result.m, Result.n, Result.k, Result.mode)
         .join(Gpu, Result.gpu_id == Gpu.id)

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from core.models import Commit, Gpu, Result
 from dashboard.filters import Size, by_flops
-from dashboard.queries import FP32_ONLY
+from dashboard.queries import of_precision
 
 DIMS = ("m", "n", "k")
 Vary = Literal["volume", "m", "n", "k"]
@@ -34,6 +34,7 @@ class SweepFilter:
     m: int | None = None  # the held dimensions' values (the varied one, and all under volume, stay None)
     n: int | None = None
     k: int | None = None
+    precision: str = "fp32"  # compute mode (dashboard/filters.py PRECISIONS)
 
     @property
     def axis(self) -> int | None:
@@ -107,7 +108,7 @@ class SweepPoint:
 
 
 def load_sweep(db: Session, f: SweepFilter) -> list[SweepPoint]:
-    where = [Result.mode == f.mode, FP32_ONLY]
+    where = [Result.mode == f.mode, of_precision(f.precision)]
     if f.gpus:
         where.append(Gpu.model.in_(f.gpus))
     if f.variants:

@@ -222,7 +222,7 @@ def test_sweep_one_dimension_with_the_others_held(client, cfg):
     # The exports carry the same filter and hold only its rows.
     body = client.get("/sweep?mode=cold&vary=m&n=4096&k=4096&gpu=H100&format=json").json()
     assert body["filters"] == {"gpus": ["H100"], "variants": [], "mode": "cold", "sha": None, "vary": "m",
-                               "m": None, "n": 4096, "k": 4096}
+                               "m": None, "n": 4096, "k": 4096, "precision": "fp32"}
     assert [(r["m"], r["n"], r["k"], r["gflops"]) for r in body["rows"]] == [
         (16, 4096, 4096, None), (1, 4096, 4096, 100.0), (16, 4096, 4096, 1600.0), (64, 4096, 4096, 6400.0),
         (4096, 4096, 4096, 40_000.0)]
@@ -304,7 +304,7 @@ def test_every_view_exports_csv_and_json_with_its_filters(client, cfg):
     page = client.get("/history?gpu=H100&size=64x64x64&mode=cold").text
     assert 'href="/history?gpu=H100&amp;size=64x64x64&amp;mode=cold&amp;format=csv"' in page
     history = client.get("/history?gpu=H100&size=64x64x64&mode=cold&format=json").json()
-    assert history["filters"] == {"gpu": "H100", "size": "64x64x64", "mode": "cold", "last": 100}
+    assert history["filters"] == {"gpu": "H100", "size": "64x64x64", "mode": "cold", "last": 100, "precision": "fp32"}
     assert [r["sha"] for r in history["rows"]] == ["aaaa01", "bbbb02"]
 
 
@@ -392,7 +392,9 @@ def test_drawn_verdicts_agree_with_flag_series():
         assert [v.reason for v in fast if v.regression] == [v.reason for v in full if v.regression]
 
 
-def test_tf32_results_are_never_mixed_into_the_fp32_charts(client, cfg):
+def test_each_precision_has_its_own_charts_and_they_never_mix(client, cfg):
+    """FP32 by default; ?precision=tf32 or bf16 shows that precision's results alone, against
+    cuBLAS in it, with its own peak; an unknown precision is a 422, not an empty chart."""
     from sqlalchemy import update
 
     from core.db import session_factory
@@ -400,13 +402,24 @@ def test_tf32_results_are_never_mixed_into_the_fp32_charts(client, cfg):
 
     for i, sha in enumerate(["aaaa01", "bbbb02"]):
         add_result(cfg, "naive", (4096, 4096, 4096), sha, gflops=5000.0 + i, commit_index=i)
-        tf32_job = add_result(cfg, "tf32_kernel", (4096, 4096, 4096), sha, gflops=300_000.0, commit_index=i)
-        with session_factory(cfg)() as db:
-            db.execute(update(Result).where(Result.job_id == tf32_job).values(compute_mode="tf32"))
-            db.commit()
+        for variant, mode, dtype in (("tf32_kernel", "tf32", "float32"), ("bf16_kernel", "bf16", "bfloat16")):
+            job = add_result(cfg, variant, (4096, 4096, 4096), sha, gflops=300_000.0 + i, commit_index=i)
+            with session_factory(cfg)() as db:
+                db.execute(update(Result).where(Result.job_id == job).values(compute_mode=mode, dtype=dtype))
+                db.commit()
     page = client.get("/history?gpu=H100&size=4096x4096x4096&mode=cold").text
-    assert "naive" in traces(page) and "tf32_kernel" not in traces(page)
+    assert "naive" in traces(page) and "tf32_kernel" not in traces(page) and "bf16_kernel" not in traces(page)
     assert "tf32_kernel" not in client.get("/?size=4096x4096x4096&mode=cold").text
+    bf16 = client.get("/history?gpu=H100&size=4096x4096x4096&mode=cold&precision=bf16").text
+    assert set(traces(bf16)) >= {"bf16_kernel"} and "naive" not in traces(bf16) and "tf32_kernel" not in traces(bf16)
+    assert chart_layout(bf16, "history-chart")["title"]["text"].endswith("cold L2, BF16")
+    assert re.search(r'<select name="precision".*?<option value="bf16" selected>bf16</option>', bf16, re.S)
+    ladder = client.get("/?size=4096x4096x4096&mode=cold&precision=bf16").text
+    assert "bf16_kernel" in ladder and "naive" not in traces(ladder, "ladder-0") and "% of BF16 peak" in ladder
+    for view in ("sweep", "compare"):
+        tf32 = client.get(f"/{view}?mode=cold&precision=tf32&format=json").json()
+        assert {r.get("variant") for r in tf32["rows"]} == {"tf32_kernel"}, view
+    assert client.get("/history?precision=fp8").status_code == 422
 
 
 def test_the_menus_loose_index_scan_finds_every_distinct_value_in_one_statement(cfg):
