@@ -142,6 +142,14 @@ class KernelDescription(BaseModel):
     seed: Annotated[str, StringConstraints(max_length=200)] | None = Field(
         None, description="where the technique comes from")
 
+    @field_validator("files")
+    @classmethod
+    def _no_byte_order_mark(cls, files: dict) -> dict:
+        """A byte-order mark that an editor put at the start of a file is not part of the kernel:
+        NVRTC reads it as an unrecognized token. Dropped before the source guard reads the text,
+        so what the guard judges is what NVRTC compiles."""
+        return {path: text.removeprefix("\ufeff") for path, text in files.items()}
+
     @field_validator("block")
     @classmethod
     def _block_ints_in_range(cls, block: list) -> list:

@@ -30,7 +30,7 @@ def load_folder(folder: Path, names: list[str] | None = None) -> list[KernelDesc
     if not manifest.is_file():
         raise FolderError(f"{folder}: no {MANIFEST} describes its kernels (docs/KERNELS.md shows one)")
     try:
-        entries = json.loads(manifest.read_text())
+        entries = json.loads(manifest.read_text(encoding="utf-8-sig"))  # as some editors save it
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FolderError(f"{manifest}: not JSON ({exc})") from None
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):

@@ -173,7 +173,7 @@ def reached_files(folder: Path, source: str, include_dirs: list[str] = (), extra
         on_disk = (root / path).resolve()
         if not on_disk.is_relative_to(root) or not on_disk.is_file():
             continue
-        files[path] = on_disk.read_text()
+        files[path] = on_disk.read_text(encoding="utf-8-sig")  # a byte-order mark is no part of the kernel
         try:
             includes = check_source(files[path])
         except SourceRefused:

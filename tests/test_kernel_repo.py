@@ -122,3 +122,29 @@ def test_a_compile_error_in_a_header_names_that_headers_own_path_and_line(tmp_pa
 
     line = rowwise.files[header].splitlines().index("const int WARPSIZE = 32; // the fixture's one constant") + 1
     assert f"{header}({line}): error" in str(failed.value), str(failed.value)
+
+
+def test_files_saved_with_a_byte_order_mark_get_in_and_compile(tmp_path):
+    """Editors on Windows save UTF-8 with a byte-order mark. NVRTC reads one as an unrecognized
+    token (and the source guard, a line starting with it as no directive), so a repository saved
+    that way failed to compile; its manifest failed to parse. The mark is dropped on reading and
+    from a posted description's files, before the guard reads them."""
+    from core.kernel import KernelDescription, resolve
+    from core.settings import Settings
+    from tests.fake_gpu import H100_FIGURES
+    from worker import compiler
+
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo)
+    for path in [repo / "gemmwatch.json", *repo.rglob("*.cuh")]:
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    [rowwise] = [d for d in load_folder(repo) if d.name == "rowwise"]
+    assert set(rowwise.files) == {"src/kernels.cuh", "src/kernels/common.cuh", "src/kernels/1_rowwise.cuh",
+                                  "src/kernels/2_column_strip.cuh"}
+    assert not any(text.startswith("\ufeff") for text in rowwise.files.values())
+    built = compiler.compile_launch(resolve(rowwise, {}, H100_FIGURES), "9.0", Settings(GEMMWATCH_DATA_DIR=str(tmp_path)))
+    assert built.cubin_path.read_bytes()[:4] == b"\x7fELF"
+
+    posted = rowwise.model_dump(mode="json")
+    posted["files"] = {path: "\ufeff" + text for path, text in posted["files"].items()}
+    assert KernelDescription.model_validate(posted).files == rowwise.files
