@@ -24,28 +24,22 @@ class Peak:
     how: str  # the arithmetic, or why there is no number
 
 
-def fp32_peak(sm_count: int | None, compute_capability: str | None, max_sm_clock_mhz: float | None) -> Peak:
-    """SMs x FP32 lanes x 2 (an FMA is two flops) x the maximum SM clock, as NVML reports it."""
-    if not sm_count:
-        return Peak(None, "FP32 peak unknown: the GPU's SM count was not recorded")
-    if not max_sm_clock_mhz:
-        return Peak(None, "FP32 peak unknown: no maximum SM clock recorded for this GPU (env.gpu.max_sm_clock_mhz)")
-    lanes = flops_per_sm_per_clock(compute_capability, "fp32") // 2  # an FMA is two flops
-    gflops = sm_count * lanes * 2 * max_sm_clock_mhz / 1e3
-    return Peak(gflops, f"FP32 peak {gflops / 1e3:,.1f} TFLOPS = {sm_count} SMs × {lanes} lanes × 2 × {max_sm_clock_mhz:g} MHz")
-
-
 def peak(sm_count: int | None, compute_capability: str | None, max_sm_clock_mhz: float | None,
-         precision: str) -> Peak:
-    """SMs x the precision's dense flops per SM per clock x the maximum SM clock (core/precision.py)."""
+         precision: str = "fp32") -> Peak:
+    """SMs x the precision's dense flops per SM per clock (core/precision.py: FP32 lanes x 2, an
+    FMA being two flops; tensor cores per compute capability) x the maximum SM clock, as NVML
+    reports it."""
     label = precision.upper()
     per_clock = flops_per_sm_per_clock(compute_capability, precision)
-    if not sm_count or not max_sm_clock_mhz or per_clock is None:
-        return Peak(None, f"{label} peak unknown: no SM count, maximum SM clock or {label} rate for this GPU "
-                          f"(compute capability {compute_capability or 'unrecorded'})")
+    if not sm_count:
+        return Peak(None, f"{label} peak unknown: the GPU's SM count was not recorded")
+    if not max_sm_clock_mhz:
+        return Peak(None, f"{label} peak unknown: no maximum SM clock recorded for this GPU (env.gpu.max_sm_clock_mhz)")
+    if per_clock is None:
+        return Peak(None, f"{label} peak unknown: no {label} rate known for compute capability {compute_capability}")
     gflops = sm_count * per_clock * max_sm_clock_mhz / 1e3
-    return Peak(gflops, f"{label} peak {gflops / 1e3:,.1f} TFLOPS = {sm_count} SMs × {per_clock} flops per clock × "
-                        f"{max_sm_clock_mhz:g} MHz")
+    rate = f"{per_clock // 2} lanes × 2" if precision == "fp32" else f"{per_clock} flops per clock"
+    return Peak(gflops, f"{label} peak {gflops / 1e3:,.1f} TFLOPS = {sm_count} SMs × {rate} × {max_sm_clock_mhz:g} MHz")
 
 
 @dataclass(frozen=True)
@@ -116,7 +110,7 @@ def _peak_of(db: Session, gpu_name: str, result_id: int, precision: str) -> Peak
         select(func.max(Gpu.sm_count), func.max(Gpu.compute_capability)).where(Gpu.name == gpu_name)
     ).one()
     clock = max_sm_clock_of(db.scalar(select(Result.env).where(Result.id == result_id)))
-    return fp32_peak(sm_count, cc, clock) if precision == "fp32" else peak(sm_count, cc, clock, precision)
+    return peak(sm_count, cc, clock, precision)
 
 
 COLUMNS = ["gpu", "variant", "verified", "gflops", "cublas_gflops", "pct_of_cublas", "pct_of_fp32_peak",

@@ -14,7 +14,7 @@ from sqlalchemy import event, update
 
 from core.db import engine_for, session_factory
 from core.models import Job
-from dashboard.overview import fp32_peak
+from dashboard.overview import peak
 from dashboard.sweep import SweepFilter, settle
 from tests.fake_results import A100, H100, add_job, add_result
 
@@ -124,10 +124,12 @@ def test_history_of_only_unverified_results_says_why(client, cfg):
 
 
 def test_fp32_peak_from_sm_count_lanes_and_max_clock():
-    assert fp32_peak(132, "9.0", 1980).gflops == pytest.approx(66_908.16)  # the H100 figure in docs/ARCHITECTURE.md
-    assert fp32_peak(108, "8.0", 1410).gflops == pytest.approx(19_491.84)  # A100: 64 FP32 lanes per SM
-    assert fp32_peak(132, "9.0", None).gflops is None and "unknown" in fp32_peak(132, "9.0", None).how
-    assert fp32_peak(None, None, 1980).gflops is None
+    assert peak(132, "9.0", 1980).gflops == pytest.approx(66_908.16)  # the H100 figure in docs/ARCHITECTURE.md
+    assert peak(108, "8.0", 1410).gflops == pytest.approx(19_491.84)  # A100: 64 FP32 lanes per SM
+    assert peak(132, "9.0", None).gflops is None and "unknown" in peak(132, "9.0", None).how
+    assert peak(None, None, 1980).gflops is None
+    assert peak(132, "9.0", 1980, "bf16").gflops == pytest.approx(1_070_530.56)  # 4096 flops per SM per clock
+    assert peak(40, "7.5", 1590, "bf16").gflops is None  # Turing: no BF16 tensor cores
 
 
 def test_overview_shows_each_gpus_latest_ladder_and_failures(client, cfg):
