@@ -14,9 +14,10 @@ from playwright.sync_api import sync_playwright
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 
 
-def trace_names(page, div_id: str) -> list[str]:
+def traces(page, div_id: str) -> list[dict]:
+    """The chart's traces as Plotly drew them: name and x of each."""
     page.wait_for_function(f"document.getElementById('{div_id}') && document.getElementById('{div_id}').data")
-    return page.evaluate(f"document.getElementById('{div_id}').data.map(t => t.name)")
+    return page.evaluate(f"document.getElementById('{div_id}').data.map(t => ({{name: t.name, x: Array.from(t.x || [])}}))")
 
 
 def main() -> None:
@@ -43,9 +44,10 @@ def main() -> None:
         page = browser.new_page(viewport={"width": 1200, "height": 820})
         for name, (path, div_id) in views.items():
             page.goto(args.server + path)
-            names = trace_names(page, div_id)
-            if not any(args.expect in n for n in names):
-                raise SystemExit(f"{path}: no {args.expect} among the traces {names}")
+            drawn = traces(page, div_id)
+            names = [t["name"] for t in drawn]
+            if not any(args.expect in str(t["name"]) or any(args.expect in str(x) for x in t["x"]) for t in drawn):
+                raise SystemExit(f"{path}: no {args.expect} among the traces {names} or their x values")
             page.screenshot(path=str(args.out / f"{name}.png"), full_page=True)
             print(f"{name}.png  {path}  traces: {', '.join(names)}")
         browser.close()
