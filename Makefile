@@ -13,7 +13,8 @@ TEST_WORKERS ?= 6
 
 .PHONY: install up test services
 
-# --no-compile: bytecode is made on first import, for the modules used only (a third faster).
+# --no-compile: bytecode is made on first import, for the modules used only (a third faster),
+# where Python may write it (see `test`).
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -30,5 +31,8 @@ services:
 
 # In parallel: no test's figures depend on the machine's load, since the CPU double's event times
 # come from a seeded model (tests/fake_gpu.py).
+# PYTHONDONTWRITEBYTECODE unset: the suite starts a few hundred Python processes (workers, their
+# GPU processes, servers, the CLI), and where the environment forbids bytecode each one compiled
+# every module it imports from source again, about 0.6 s of CPU per process (docs/BENCHMARKS.md).
 test: install services
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
