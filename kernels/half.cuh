@@ -46,6 +46,11 @@ __device__ __forceinline__ void store_half_axpby(out_t* p, float acc, float alph
     *p = from_float<out_t>(beta == 0.0f ? v : v + beta * to_float(*p));
 }
 
+// 16 bytes from global memory at src into shared memory at dst (a shared-window address), asynchronously.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
 // 8 elements (16 bytes) of a rows x cols row-major matrix at (r, c), c a multiple of 8, into
 // shared memory at dst; zeros outside. vec: rows start 16-byte aligned (cols % 8 == 0, aligned
 // base), so an in-bounds piece is wholly in bounds and one cp.async copies it (src_bytes 0 writes

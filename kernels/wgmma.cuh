@@ -1,7 +1,8 @@
 // Shared device code of the Hopper wgmma kernels (sm_90a: tf32_wgmma, half_wgmma): mbarrier
 // rings, the shared-memory descriptor of a K-major operand in the 128-byte swizzle, and
 // wgmma.mma_async with FP32 accumulators and A from registers, for TF32 (k8), BF16 and FP16 (k16)
-// at N = 128 and 256 (chosen by the accumulator array's size: 64 or 128 floats per thread).
+// at N = 128 and 256 (chosen by the accumulator array's size: 64 or 128 floats per thread); and
+// for BF16 and FP16 with both operands in shared memory, B N-major (half_wgmma_ss).
 // The rules of common.cuh hold, with one exception: the operand lists of the wgmma instructions
 // are spelt once each by GW_-prefixed macros, #undef'd at the end of this header, so no kernel
 // and no -D option meets them.
@@ -30,6 +31,14 @@ __device__ __forceinline__ void mbar_arrive_on_copies(unsigned bar) {
 // leading offset unused (1), stride 1024 bytes between groups of 8 rows, layout type 1 (128B).
 __device__ __forceinline__ unsigned long long k_major_sw128_desc(unsigned addr) {
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+
+// The same for an MN-major operand (B stored k-row by k-row, N contiguous): each k-row of a block of
+// 64 16-bit elements of N is one 128-byte swizzle row, 8 k-rows make a 1024-byte atom (the stride
+// between groups of 8 k), and the blocks of 64 N lie block_bytes apart (the leading offset).
+__device__ __forceinline__ unsigned long long mn_major_sw128_desc(unsigned addr, unsigned block_bytes) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(block_bytes >> 4) << 16) |
+           (64ull << 32) | (1ull << 62);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -95,6 +104,22 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[128], const unsigned (&a)[4
                  ", {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
                  : GW_D128_OUT
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+
+// d += A (64 x 16, K-major, shared memory through desc_a) * B (16 x 256, N-major, shared memory
+// through desc_b: wgmma's transposed B, for 16-bit types only), both operands read by the tensor
+// cores from shared memory, none from registers.
+__device__ __forceinline__ void wgmma_ss_bf16_nb(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " GW_D128 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : GW_D128_OUT
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+__device__ __forceinline__ void wgmma_ss_f16_nb(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " GW_D128 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : GW_D128_OUT
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
 #undef GW_D64

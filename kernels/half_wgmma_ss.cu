@@ -1,0 +1,203 @@
+// Technique: FP16/BF16 on Hopper's wgmma.mma_async (sm_90a) with both operands in shared memory:
+// A K-major and B N-major (as B lies in memory, row by row), each in the 128-byte swizzle, read by
+// the tensor cores through descriptors (B's the transposed form wgmma allows 16-bit types). No
+// fragment passes through registers, so a slab's wgmmas stay in flight while the next slab's are
+// issued: the consumers wait for the previous group only (wait_group 1) before releasing its slab.
+// Of 384 threads, warpgroup 0 fills a STAGES-deep cp.async ring; warpgroups 1 and 2 each own 64
+// rows of the block's 128 x 256 tile of C (one m64n256k16 per 16 k).
+// Why faster than half_wgmma: there each slab ended in wait_group 0 (the B fragments in registers
+// had to be consumed before they were reloaded), so the tensor cores idled at every slab boundary.
+// Seed: Past the seeds; builds on half_wgmma and the ladder of 001_adac3a76413eb491.txt.
+// Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation).
+#ifndef INPUT_BF16
+#define INPUT_BF16 1
+#endif
+#ifndef OUTPUT_FP32
+#define OUTPUT_FP32 0
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+
+#include "common.cuh"
+#include "half.cuh"
+#include "wgmma.cuh"
+
+namespace hss {
+
+constexpr int kBM = 128;                 // rows of C per block: 2 consumer warpgroups x wgmma M 64
+constexpr int kBN = 256;                 // columns of C per block: wgmma N
+constexpr int kBK = 64;                  // k per slab: one 128-byte swizzle row of the A slab
+constexpr int kAStage = kBM * kBK * 2;   // bytes of one A slab: kBM rows of 128 bytes
+constexpr int kBBlock = kBK * 128;       // bytes of 64 columns of the B slab: kBK k-rows of 128 bytes
+constexpr int kBStage = (kBN / 64) * kBBlock;
+constexpr int kThreads = 384;
+constexpr int kAcc = kBN / 2;            // FP32 accumulators per consumer thread
+// Dynamic shared memory: the ring, 2 mbarriers per stage, and up to 1 KiB to align the ring.
+constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
+
+static_assert(STAGES >= 2, "a ring needs two slabs at least");
+#ifdef SMEM_BYTES
+static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
+#endif
+
+__device__ __forceinline__ void wgmma_k16(float (&d)[kAcc], unsigned long long desc_a, unsigned long long desc_b) {
+#if INPUT_BF16
+    wgmma_ss_bf16_nb(d, desc_a, desc_b);
+#else
+    wgmma_ss_f16_nb(d, desc_a, desc_b);
+#endif
+}
+
+}  // namespace hss
+
+// One block per SM: the ring takes most of shared memory. setmaxnreg moves registers from the
+// producer (56: at 40 its 24 copies' addresses spilled to local memory, and the stalls on those
+// loads starved the consumers) to the consumers (224).
+extern "C" __global__ void __launch_bounds__(hss::kThreads, 1)
+gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A, const in_t* __restrict__ B,
+                   float beta, out_t* __restrict__ C) {
+    using namespace hss;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+
+    unsigned dyn_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
+    if (dyn_bytes < (unsigned)kSmemBytes) return;  // launched without its shared memory: C stays unwritten
+
+    // The ring starts at the first 1024-byte boundary (the swizzle repeats every 1024 bytes).
+    const unsigned raw = smem_addr(smem_raw);
+    const unsigned ring = (raw + 1023u) & ~1023u;
+    unsigned char* ring_ptr = smem_raw + (ring - raw);
+    const unsigned a_ring = ring;                                // STAGES A slabs, then STAGES B slabs
+    const unsigned b_ring = ring + STAGES * kAStage;
+    const unsigned bars = b_ring + STAGES * kBStage;            // full[STAGES], then empty[STAGES]
+    in_t* a_ring_ptr = reinterpret_cast<in_t*>(ring_ptr);
+    in_t* b_ring_ptr = reinterpret_cast<in_t*>(ring_ptr + STAGES * kAStage);
+    auto full = [&](int s) { return bars + 8u * s; };
+    auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full(s), 128);  // each producer thread, once its copies of the slab are in
+            mbar_init(empty(s), 8);   // each consumer warp, after its wgmmas on the slab are done
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    int tile_m, tile_n;
+    raster_grouped(GROUP_M, tile_m, tile_n);
+    const int bm0 = tile_m * kBM, bn0 = tile_n * kBN;
+    const int slabs = (K + kBK - 1) / kBK;  // >= 1
+    const int role = threadIdx.x / 128;     // 0: producer, 1 and 2: consumers
+
+    if (role == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+        const int tid = threadIdx.x;
+        const bool vec_a = (K % 8 == 0) && aligned16(A);
+        const bool vec_b = (N % 8 == 0) && aligned16(B);
+        // A block and B block wholly inside their matrices: each slab but a partial last one is
+        // copied with no bounds checks, from two pointers.
+        const bool inside = vec_a && vec_b && bm0 + kBM <= M && bn0 + kBN <= N;
+        // A piece: 16-byte chunk a_c (8 k) of rows a_r + 16 j, stored at chunk a_c ^ (row % 8) of its
+        // 128-byte row; (a_r + 16 j) % 8 == a_r % 8, so the swizzled chunk is the same for all j.
+        const int a_c = tid & 7, a_r = tid >> 3;
+        const int a_dst0 = a_r * kBK + ((a_c ^ (a_r & 7)) * 8);  // elements
+        // B piece: chunk b_q (8 n) of k-rows b_r + 4 j; 64 columns of N per 128-byte row, so chunk
+        // b_q lies in column block b_q / 8, at chunk (b_q % 8) ^ (k-row % 8) of its row, and
+        // (b_r + 4 j) % 8 is b_r for even j, b_r + 4 for odd j.
+        const int b_q = tid & 31, b_r = tid >> 5;
+        const int b_block = (b_q >> 3) * (kBBlock / 2), b_c = b_q & 7;
+        const unsigned b_swz[2] = {(unsigned)((b_c ^ b_r) * 16), (unsigned)((b_c ^ (b_r + 4)) * 16)};
+        const in_t* a_src = A + (size_t)(bm0 + a_r) * K + 8 * a_c;
+        const in_t* b_src = B + (size_t)b_r * N + bn0 + 8 * b_q;
+
+        for (int s = 0; s < slabs; ++s) {
+            const int stage = s % STAGES;
+            if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
+            const int k0 = s * kBK;
+            if (inside && k0 + kBK <= K) {
+                const unsigned a_s = a_ring + stage * kAStage + 2 * a_dst0;
+                const unsigned b_s = b_ring + stage * kBStage + 2 * b_block + b_r * 128;
+                const in_t* ap = a_src + k0;
+                const in_t* bp = b_src + (size_t)k0 * N;
+#pragma unroll
+                for (int j = 0; j < kBM / 16; ++j) cp_async16(a_s + j * 16 * 128, ap + (size_t)j * 16 * K);
+#pragma unroll
+                for (int j = 0; j < kBK / 4; ++j) cp_async16(b_s + j * 4 * 128 + b_swz[j & 1], bp + (size_t)j * 4 * N);
+                mbar_arrive_on_copies(full(stage));
+                continue;
+            }
+            in_t* a_dst = a_ring_ptr + stage * (kAStage / 2) + a_dst0;
+            in_t* b_dst = b_ring_ptr + stage * (kBStage / 2) + b_block;
+#pragma unroll 1
+            for (int j = 0; j < kBM / 16; ++j) copy8(a_dst + j * 16 * kBK, A, M, K, bm0 + a_r + 16 * j, k0 + 8 * a_c, vec_a);
+#pragma unroll 1
+            for (int j = 0; j < kBK / 4; ++j) {
+                const int r = b_r + 4 * j;
+                copy8(b_dst + r * 64 + ((b_c ^ (r & 7)) * 8), B, K, N, k0 + r, bn0 + 8 * b_q, vec_b);
+            }
+            if (vec_a && vec_b) {
+                mbar_arrive_on_copies(full(stage));
+            } else {  // some pieces were stored synchronously: arrive (a release) once all are in
+                asm volatile("cp.async.wait_all;\n" ::: "memory");
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                mbar_arrive(full(stage));
+            }
+        }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
+    const int wg = role - 1;  // which 64 rows of the block's C
+    const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
+
+    float acc[kAcc];
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+
+    for (int s = 0; s < slabs; ++s) {
+        const int stage = s % STAGES;
+        mbar_wait(full(stage), (s / STAGES) & 1);
+        // The copies were made by the generic proxy; wgmma reads through the async proxy.
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        // A: this warpgroup's 64 rows; +32 bytes per 16 k inside the swizzled row. B: 16 k-rows of
+        // 128 bytes per 16 k, the 4 blocks of 64 columns kBBlock apart.
+        const unsigned long long desc_a = k_major_sw128_desc(a_ring + stage * kAStage + wg * 64 * 128);
+        const unsigned long long desc_b = mn_major_sw128_desc(b_ring + stage * kBStage, kBBlock);
+        wgmma_fence();
+        fence_operands(acc);
+#ifdef GEMMWATCH_TEST_SKIP_SLAB
+        if (s != GEMMWATCH_TEST_SKIP_SLAB)  // a wrong kernel, for the correctness gate's tests
+#endif
+        {
+#pragma unroll
+            for (int kk = 0; kk < kBK / 16; ++kk) wgmma_k16(acc, desc_a + 2 * kk, desc_b + (16 * 128 >> 4) * kk);
+        }
+        wgmma_commit();
+        // The previous slab's group is done once at most this one is pending: its slab goes back
+        // to the producer while this one's wgmmas run.
+        wgmma_wait<1>();
+        fence_operands(acc);
+        if (s > 0 && lane == 0) mbar_arrive(empty((s - 1) % STAGES));
+    }
+    wgmma_wait<0>();
+    fence_operands(acc);
+
+    // acc[4 j + e] is C(row m, column n) with m = 16 warp + lane / 4 (+8 for e >= 2) in this
+    // warpgroup's 64 rows, n = 8 j + 2 (lane % 4) (+1 for odd e).
+    const int m0 = bm0 + wg * 64 + warp * 16 + (lane >> 2), t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < kAcc / 4; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int m = m0 + (e >= 2 ? 8 : 0);
+            const int n = bn0 + 8 * j + 2 * t + (e & 1);
+            if (m < M && n < N) store_half_axpby(C + (size_t)m * N + n, acc[4 * j + e], alpha, beta);
+        }
+    }
+}
