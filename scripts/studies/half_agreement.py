@@ -5,7 +5,10 @@ cublas_bf16, the job defaults: cold, isolated samples), triton's do_bench over t
 zeroed before each call, calls queued back to back for ~1 s), and torch.matmul timed one sample
 at a time (the same 256 MiB zeroing, then events, then a wait), each with NVML's SM clock sampled
 every 5 ms while it runs: a tensor-core GEMM near the 700 W cap is clocked by its duty cycle.
-Run on a GPU: python scripts/studies/half_agreement.py [sizes...]
+Run on a GPU: python scripts/studies/half_agreement.py [--rounds R] [sizes...]
+With --rounds R the three are measured R times in turn, the order reversed every other round, so
+that neither meets the card warmer or nearer its power cap than the other; the medians over the
+rounds are printed last.
 """
 
 import json
@@ -54,32 +57,55 @@ def one_at_a_time(fn):
     return torch_flushed(fn, torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda"))
 
 
-def main(sizes):
+def measure(runner, policy, precision, n, order):
+    """The three readings of one round, in the given order, with the SM clock during each."""
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+    flops = 2.0 * n**3
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    a = (torch.rand((n, n), device="cuda", generator=gen) * 2 - 1).to(dtype)
+    b = (torch.rand((n, n), device="cuda", generator=gen) * 2 - 1).to(dtype)
+
+    def ours():
+        return runner.run_case(builtin_case(f"cublas_{precision}", n, n, n, seed=11), policy).cublas_gflops / 1e3
+
+    def bench():
+        return flops / triton.testing.do_bench(lambda: torch.matmul(a, b), warmup=100, rep=1000, return_mode="median") / 1e9
+
+    def single():
+        return flops / one_at_a_time(lambda: torch.matmul(a, b)) / 1e9
+
+    readings = {}
+    for name in order:
+        with ClockSampler() as clock:
+            tflops = {"gemmwatch": ours, "do_bench": bench, "one_at_a_time": single}[name]()
+        readings[name] = (tflops, clock.median_mhz)
+    return readings
+
+
+def main(sizes, rounds=1):
     runner = CupyRunner()
     policy = TimingPolicy.from_settings(Settings())
+    orders = [("gemmwatch", "do_bench", "one_at_a_time"), ("one_at_a_time", "do_bench", "gemmwatch")]
     for precision in ("fp16", "bf16"):
-        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
         for n in sizes:
-            flops = 2.0 * n**3
-            with ClockSampler() as ours_clock:
-                ours = runner.run_case(builtin_case(f"cublas_{precision}", n, n, n, seed=11), policy)
-            gen = torch.Generator(device="cuda").manual_seed(11)
-            a = (torch.rand((n, n), device="cuda", generator=gen) * 2 - 1).to(dtype)
-            b = (torch.rand((n, n), device="cuda", generator=gen) * 2 - 1).to(dtype)
-            with ClockSampler() as bench_clock:
-                bench_ms = triton.testing.do_bench(lambda: torch.matmul(a, b), warmup=100, rep=1000,
-                                                   return_mode="median")
-            with ClockSampler() as single_clock:
-                single_ms = one_at_a_time(lambda: torch.matmul(a, b))
-            print(json.dumps({
-                "precision": precision, "n": n,
-                "gemmwatch_cublas_tflops": ours.cublas_gflops / 1e3, "gemmwatch_sm_mhz": ours_clock.median_mhz,
-                "do_bench_tflops": flops / bench_ms / 1e9, "do_bench_sm_mhz": bench_clock.median_mhz,
-                "torch_one_at_a_time_tflops": flops / single_ms / 1e9, "one_at_a_time_sm_mhz": single_clock.median_mhz,
-                "gemmwatch_vs_one_at_a_time": ours.cublas_gflops / 1e3 / (flops / single_ms / 1e9),
-                "gemmwatch_vs_do_bench": ours.cublas_gflops / 1e3 / (flops / bench_ms / 1e9),
-            }), flush=True)
+            per_round = []
+            for r in range(rounds):
+                got = measure(runner, policy, precision, n, orders[r % 2])
+                per_round.append(got)
+                print(json.dumps({"precision": precision, "n": n, "round": r, "order": orders[r % 2],
+                                  **{f"{k}_tflops": v[0] for k, v in got.items()},
+                                  **{f"{k}_sm_mhz": v[1] for k, v in got.items()},
+                                  "gemmwatch_vs_do_bench": got["gemmwatch"][0] / got["do_bench"][0],
+                                  "gemmwatch_vs_one_at_a_time": got["gemmwatch"][0] / got["one_at_a_time"][0]}), flush=True)
+            med = {k: statistics.median(g[k][0] for g in per_round) for k in per_round[0]}
+            print(json.dumps({"precision": precision, "n": n, "rounds": rounds, "median_tflops": med,
+                              "gemmwatch_vs_do_bench": med["gemmwatch"] / med["do_bench"],
+                              "gemmwatch_vs_one_at_a_time": med["gemmwatch"] / med["one_at_a_time"]}), flush=True)
 
 
 if __name__ == "__main__":
-    main([int(x) for x in sys.argv[1:]] or [4096, 8192])
+    args = sys.argv[1:]
+    rounds = 1
+    if args[:1] == ["--rounds"]:
+        rounds, args = int(args[1]), args[2:]
+    main([int(x) for x in args] or [4096, 8192], rounds)
