@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 
+from core.baselines import result_anchor
 from core.kernel_folder import load_folder
 from cli.progress import wait_for_job
 
@@ -48,15 +49,19 @@ def git_parents(commit: str) -> list[str] | None:
     return run.stdout.split() or None if run.returncode == 0 else None
 
 
-def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list[dict] | None = None) -> str:
+def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list[dict] | None = None,
+            page: str | None = None) -> str:
     """The Markdown table, one row per case with its final verdict: the history's, or where the
     same-job confirmation measured the case, the confirmation's (with the history's alarm named, so
-    a row never shows a regression that the paired timing overturned)."""
+    a row never shows a regression that the paired timing overturned). With `page` (the commit's
+    page on the server, /commits/{sha}) each row links to its own row there."""
+    link_head, link_rule = (" commit page |", " --- |") if page else ("", "")
     lines = [
         f"### gemmwatch: {job['commit']['sha'][:12]} on {job.get('ran_on') or job['queue']} (vs {base_label})",
+        *(["", f"Every result of this commit, on every GPU: {page}"] if page else []),
         "",
-        "| variant | size | GFLOPS | % of cuBLAS | Δ vs base | verdict |",
-        "| --- | --- | ---: | ---: | ---: | --- |",
+        "| variant | size | GFLOPS | % of cuBLAS | Δ vs base | verdict |" + link_head,
+        "| --- | --- | ---: | ---: | ---: | --- |" + link_rule,
     ]
     final = final_verdicts(verdicts, confirmation)
     for v, f in zip(verdicts, final):
@@ -66,7 +71,11 @@ def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list
         verdict = VERDICT_ICONS[f["status"]]
         if f["status"] != v["status"]:
             verdict += f" (same-job A/B; history said {v['status']})"
-        lines.append(f"| {v['variant']} | {v['m']}×{v['n']}×{v['k']} | {gf} | {pct} | {delta} | {verdict} |")
+        link = ""
+        if page:
+            anchor = result_anchor(job["id"], v["variant"], v["m"], v["n"], v["k"])
+            link = f" [{v['variant']} {v['m']}×{v['n']}×{v['k']}]({page}#{anchor}) |"
+        lines.append(f"| {v['variant']} | {v['m']}×{v['n']}×{v['k']} | {gf} | {pct} | {delta} | {verdict} |" + link)
     if job["status"] != "succeeded" and job.get("error"):
         lines += ["", f"Job {job['status']}:", "", "```", job["error"][:4000], "```"]
     notes = [f"- {v['variant']} {v['m']}×{v['n']}×{v['k']}: {v['reason']}"
@@ -171,7 +180,9 @@ def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str 
     except (httpx.HTTPError, TimeoutError) as exc:
         console.print(f"[red]{exc}[/red]")
         return UNREACHABLE
-    text = summary(job, verdicts, base[:12] if base else f"branch {base_branch or body['commit']['branch']}", confirmation)
+    page = f"{str(client.base_url).rstrip('/')}/commits/{job['commit']['sha']}"
+    text = summary(job, verdicts, base[:12] if base else f"branch {base_branch or body['commit']['branch']}", confirmation,
+                   page)
     print(text)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:

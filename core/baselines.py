@@ -1,6 +1,7 @@
 """Verdicts for a job's results against their baseline: the history of the same series
 (variant, size, GPU model, timing mode) on the base commit or branch."""
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -31,6 +32,11 @@ class VerdictOut(BaseModel):
     resource_changes: list[str] = Field(default_factory=list,
                                         description="kernel resources vs the base commit's result, in words")
 
+
+def result_anchor(job_id: int, variant: str, m: int, n: int, k: int) -> str:
+    """Where a job's result of a case sits on its commit's page (/commits/{sha}#...): the CI
+    hook's summary links each row there, so both sides make it here."""
+    return "r-" + re.sub(r"[^A-Za-z0-9_.-]", "_", f"{job_id}-{variant}-{m}x{n}x{k}")
 
 
 def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None, window: int) -> list[Point]:

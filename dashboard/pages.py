@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import plotly
 import plotly.io
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path as PathParam, Query, Request
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -21,7 +21,7 @@ from core.fleet import load_fleet
 from core.models import Job
 from core.confirm import confirmation
 from core.regression import PairedThresholds, Thresholds
-from dashboard import compare, export, figures, history, job_cancel, login, overview, queries, sweep
+from dashboard import commit_view, compare, export, figures, history, job_cancel, login, overview, queries, sweep
 from dashboard.filters import (PRECISIONS, Dim, Format, Name, Names, PrecisionParam, Size, clean, size_label, size_param,
                                size_text)
 from dashboard.templating import templates
@@ -174,6 +174,18 @@ def compare_page(request: Request, db: SessionDep, by: compare.By = "commit", a:
     return render(request, format, "compare", "compare.html",
                   {"cat": cat, "f": f, "comp": comp, "options": options, "chart": c, "precisions": PRECISIONS},
                   filters=asdict(f), columns=compare.COLUMNS, rows=compare.export_rows(comp), reason=c.reason)
+
+
+# -- one commit ----------------------------------------------------------------------------
+
+@router.get("/commits/{sha}", response_class=HTMLResponse)
+def commit_page(request: Request, db: SessionDep, cfg: SettingsDep,
+                sha: Annotated[str, PathParam(min_length=1, max_length=64, pattern=r"^[0-9a-fA-F]+$")],
+                format: Format = "html"):
+    view = commit_view.load_commit(db, sha, Thresholds.from_settings(cfg), PairedThresholds.from_settings(cfg))
+    return render(request, format, "commit", "commit.html", {"c": view},
+                  filters={"sha": view.sha}, columns=commit_view.COLUMNS, rows=commit_view.export_rows(view),
+                  reason=view.reason)
 
 
 # -- jobs ----------------------------------------------------------------------------------

@@ -71,10 +71,15 @@ REGRESSION_AT = 9  # warp_tile loses 9 % on the H100 from this commit on
 BROKEN_AT = 11  # smem_swizzle_xor fails verification at the newest commit
 
 
+def demo_sha(c: int) -> str:
+    """The sha of the demo history's commit number c."""
+    return f"{0x5eed000 + 977 * c:07x}{c:02d}d1ce"
+
+
 def add_demo_history(cfg, seed: int = 7) -> None:
     rng = random.Random(seed)
     for c in range(DEMO_COMMITS):
-        sha = f"{0x5eed000 + 977 * c:07x}{c:02d}d1ce"
+        sha = demo_sha(c)
         for gpu in (H100, A100):
             cases = []
             for dim, cublas in CUBLAS[gpu["model"]].items():

@@ -14,7 +14,7 @@ from starlette.routing import Mount
 
 from core.builtins import builtin_kernels
 from core.db import session_factory
-from core.models import Gpu, Job, Result
+from core.models import Commit, Gpu, Job, Result
 
 # Open to anyone, by design: the API's description, health, the login page, static files.
 PUBLIC = {("GET", "/healthz"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/login"),
@@ -25,7 +25,8 @@ API_READS = {("GET", p) for p in ("/api/jobs", "/api/jobs/{job_id}", "/api/jobs/
                                   "/api/variants", "/api/gpus", "/api/tuned", "/api/workers", "/api/queues",
                                   "/metrics", "/api/kernels/schema", "/api/kernels/{name}")}
 # Dashboard pages and their exports: a login (303 to /login) without a session or token.
-PAGES = {("GET", p) for p in ("/", "/history", "/sweep", "/compare", "/jobs", "/jobs/{job_id}", "/fleet")}
+PAGES = {("GET", p) for p in ("/", "/history", "/sweep", "/compare", "/jobs", "/jobs/{job_id}", "/fleet",
+                               "/commits/{sha}")}
 # Everything that changes state: a token (and its scope), and this site's own origin for forms.
 API_WRITES = {("POST", "/api/jobs"), ("POST", "/api/results"), ("POST", "/api/jobs/{job_id}/cancel"),
               ("POST", "/api/jobs/{job_id}/confirm")}
@@ -69,6 +70,7 @@ def stored(cfg) -> dict:
         return {"models": sorted({m for m, _ in gpus}), "names": sorted({n for _, n in gpus}),
                 "series": sorted(series), "by_gpu": sorted(by_gpu),
                 "jobs": list(db.execute(select(Job.id, Job.kind)).all()),
+                "commits": sorted(set(db.scalars(select(Commit.sha)))),
                 # Every result is read inside its job (GET /api/jobs/{id} lists them all); alone, with
                 # its samples, the first and last of each job.
                 "results": sorted(set(db.scalars(select(func.min(Result.id)).group_by(Result.job_id)))
@@ -79,6 +81,7 @@ def route_of(path: str) -> str:
     """The route a concrete read path is served by: /api/jobs/7/verdicts -> /api/jobs/{job_id}/verdicts."""
     path = re.sub(r"^/api/results/\d+$", "/api/results/{result_id}", path)
     path = re.sub(r"^/api/kernels/(?!schema$)[^/]+$", "/api/kernels/{name}", path)
+    path = re.sub(r"^/commits/[0-9a-fA-F]+$", "/commits/{sha}", path)
     return re.sub(r"/jobs/\d+", "/jobs/{job_id}", path)
 
 
@@ -108,6 +111,9 @@ def read_urls(have: dict) -> list[tuple[str, dict, set[int]]]:
                  (f"/api/jobs/{job_id}/confirmation", {}, ok if kind == "confirm" else {422})]
         page(f"/jobs/{job_id}")
     urls += [(f"/api/results/{rid}", {}, ok) for rid in have["results"]]
+    for sha in have["commits"]:
+        page(f"/commits/{sha}")
+    page("/commits/0123456789abcdef")  # a commit never measured: the page says so
     for gpu in have["models"] + have["names"]:
         urls.append(("/api/results", {"gpu": gpu}, ok))
     for model in have["models"]:

@@ -24,7 +24,8 @@ from core.db import session_factory, upgrade_database
 from core.models import Job
 from tests.conftest import make_settings
 from tests.parallel import free_port
-from tests.fake_results import SKINNY_M, SKINNY_N, H100, add_demo_history, add_job, add_skinny_results
+from tests.fake_results import (REGRESSION_AT, SKINNY_M, SKINNY_N, H100, add_demo_history, add_job,
+                                add_skinny_results, demo_sha)
 
 # One xdist worker takes this whole module, so its sites and its browser are made once.
 pytestmark = pytest.mark.xdist_group("browser")
@@ -272,3 +273,20 @@ def test_jobs_list_and_exports(page):
     assert page.locator("#jobs tr").count() == 2 and "status=queued" in page.url
     csv = page.request.get(page.get_attribute("#export-csv", "href")).text()
     assert csv.startswith("id,status") and len(csv.splitlines()) == 2 and ",queued," in csv
+
+
+def test_commit_page_puts_the_regressions_first_and_each_summary_link_lands_on_its_row(page):
+    sha = demo_sha(REGRESSION_AT)
+    page.goto(f"/commits/{sha}")
+    statuses = page.eval_on_selector_all("#commit-results tr[data-status]", "rows => rows.map(r => r.dataset.status)")
+    assert len(statuses) == 30 and statuses[:3] == ["regression"] * 3 and "regression" not in statuses[3:]
+    first = page.eval_on_selector("#commit-results tr[data-status]", "r => r.id")
+    # What `gemmwatch ci` links to: the page with the row's anchor, which the browser brings into view.
+    page.goto(f"/commits/{sha}#{first}")
+    assert page.evaluate("() => decodeURIComponent(location.hash.slice(1))") == first
+    assert page.locator(f"#{first}").is_visible() and "warp_tile" in page.locator(f"#{first}").inner_text()
+    wide = page.evaluate("() => document.documentElement.scrollWidth > window.innerWidth")
+    assert not wide, "the commit table runs past the window"
+    page.screenshot(path=str(SHOTS / "commit.png"), full_page=True)
+    page.goto("/commits/0123456789abcdef")
+    assert "No commit 0123456789abcdef has been measured" in page.locator("#commit-reason").inner_text()
