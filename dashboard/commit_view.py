@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.baselines import result_anchor, verdicts
-from core.confirm import confirmation
+from core.confirm import KIND as CONFIRM, confirmation
 from core.models import Commit, Job
 from core.regression import PairedThresholds, Thresholds
 
@@ -79,20 +79,29 @@ def find_commits(db: Session, sha: str) -> tuple[list[Commit], str | None]:
     return found, None
 
 
+def _confirmations_of(db: Session, jobs: list[Job]) -> list[Job]:
+    """The confirm jobs made for these jobs, in order. A confirm job names its head job (and both
+    shas) in `confirm`, not in its commit column: it measures two commits. It is always made after
+    its head job, so only later jobs are read."""
+    heads = {j.id for j in jobs}
+    if not heads:
+        return []
+    later = db.scalars(select(Job).where(Job.kind == CONFIRM, Job.id > min(heads)).order_by(Job.id))
+    return [j for j in later if j.confirm and j.confirm.get("head_job") in heads]
+
+
 def load_commit(db: Session, sha: str, th: Thresholds, pth: PairedThresholds) -> CommitView:
     commits, reason = find_commits(db, sha)
     if not commits:
         return CommitView(sha, [], [], [], reason)
-    jobs = list(db.scalars(select(Job).where(Job.commit_id.in_([c.id for c in commits])).order_by(Job.id)))
+    jobs = [j for j in db.scalars(select(Job).where(Job.commit_id.in_([c.id for c in commits])).order_by(Job.id))
+            if j.kind != CONFIRM]
     rows: list[CommitRow] = []
     confirmed: dict[tuple, tuple] = {}  # (head job, variant, m, n, k) -> the confirmation's verdict
+    for job in _confirmations_of(db, jobs):
+        for c in confirmation(job, pth):
+            confirmed[(job.confirm.get("head_job"), c.variant, c.m, c.n, c.k)] = c
     for job in jobs:
-        if job.kind == "confirm" and job.confirm:
-            for c in confirmation(job, pth):
-                confirmed[(job.confirm.get("head_job"), c.variant, c.m, c.n, c.k)] = c
-    for job in jobs:
-        if job.kind == "confirm":
-            continue
         by_id = {r.id: r for r in job.results}
         for v in verdicts(db, job, None, None, th):
             r = by_id[v.result_id]
@@ -107,7 +116,7 @@ def load_commit(db: Session, sha: str, th: Thresholds, pth: PairedThresholds) ->
                 row.resource_changes = c.resource_changes or row.resource_changes
             rows.append(row)
     rows.sort(key=lambda r: (RANK.get(r.status, 9), r.confirmed is None, r.gpu, r.variant, r.m * r.n * r.k, r.job_id))
-    pending = [j for j in jobs if j.kind != "confirm" and (j.status in ("queued", "running") or not j.results)]
+    pending = [j for j in jobs if j.status in ("queued", "running") or not j.results]
     if not rows:
         reason = (f"No results for {commits[0].sha[:12]} yet: " + ", ".join(f"job #{j.id} {j.status}" for j in pending)
                   if pending else f"No results for {commits[0].sha[:12]}.")

@@ -84,15 +84,16 @@ def test_a_confirmation_decides_its_rows_and_comes_first(demo, cfg):
     with session_factory(cfg)() as db:
         head = db.query(Job).filter(Job.commit.has(sha=sha), Job.gpu.has(model="H100")).one()
         regressed = [r for r in head.results if r.variant == "warp_tile"]
+        # As core/confirm.py plan_confirmation makes it: two commits measured, so no commit of its own.
         confirm = Job(kind="confirm", status="succeeded", variants=["warp_tile"], sizes=[[1024] * 3], queue="gpu.H100",
-                      commit_id=head.commit_id, gpu_id=head.gpu_id, confirm={"head_job": head.id, "head_sha": sha,
-                                                                             "base_sha": demo_sha(REGRESSION_AT - 1)})
+                      commit_id=None, gpu_id=head.gpu_id, confirm={"head_job": head.id, "head_sha": sha,
+                                                                 "base_sha": demo_sha(REGRESSION_AT - 1)})
         db.add(confirm)
         db.flush()
         r = regressed[0]
         same = [1.0 + 0.001 * (i % 5) for i in range(40)]
         db.add(Result(job_id=confirm.id, case_index=0, variant=r.variant, m=r.m, n=r.n, k=r.k, gpu_id=r.gpu_id,
-                      commit_id=r.commit_id, verified=True, gflops=r.gflops, median_ms=1.0, samples_ms=same,
+                      commit_id=None, mode="ab", verified=True, gflops=r.gflops, median_ms=1.0, samples_ms=same,
                       env={"ab": {"base_ms": same, "base_gflops": r.gflops}}))
         db.commit()
         size = r.m
