@@ -76,6 +76,8 @@ class GpuRecord(_Record):
     driver: Name(40) | None = None
     memory_mib: Count | None = None
     max_sm_clock_mhz: Integer(0, 100_000) | None = None
+    memory_bus_bits: Integer(0, 100_000) | None = None
+    max_mem_clock_mhz: Integer(0, 100_000) | None = None
     sm_count: Integer(0, 100_000) | None = None
     compute_capability: Name(10) | None = None
     l2_bytes: Count | None = None
@@ -289,9 +291,26 @@ def ab_of(env: Any) -> dict[str, Any] | None:
     return _record(AbRecord, env, "ab")
 
 
+def gpu_of(env: Any) -> dict[str, Any] | None:
+    """env.gpu as the GpuRecord shape (clocks, memory bus, SMs), or None."""
+    return _record(GpuRecord, env, "gpu")
+
+
 def max_sm_clock_of(env: Any) -> float | None:
-    gpu = _record(GpuRecord, env, "gpu")
+    gpu = gpu_of(env)
     return float(gpu["max_sm_clock_mhz"]) if gpu and gpu.get("max_sm_clock_mhz") else None
+
+
+def output_type_of(env: Any) -> str | None:
+    """The type C was written in (env.precision.output), or None."""
+    precision = _record(PrecisionRecord, env, "precision")
+    return precision.get("output") if precision else None
+
+
+def pct_of_peak_of(env: Any) -> float | None:
+    """The share of the GPU's peak for its precision the runner found the result at (env.peak.pct)."""
+    peak = _record(Peak, env, "peak")
+    return peak.get("pct") if peak else None
 
 
 def _record(model: type[_Record], env: Any, key: str) -> dict[str, Any] | None:

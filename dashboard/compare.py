@@ -1,31 +1,38 @@
-"""Compare: two commits on one GPU model, or two GPU models at one commit, side by side.
+"""Compare: two commits on one GPU model, two GPU models at one commit, or two timing modes,
+as B's speed over A's per variant and size, with an interval, sorted by the size of the change
+(Perfherder's compare view is the model).
 
 Each cell is the newest result for its side, variant and size (the same rule as the
 overview and the sweep), so a re-run replaces an earlier number instead of averaging with it.
+The interval comes from each side's stored samples (core/sample_stats.py speed_ratio).
 """
 
+import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.models import Commit, Gpu, Job, Result
-from core.result_env import resources_of
+from core.result_env import pct_of_peak_of, resources_of
+from core.sample_stats import SpeedRatio, speed_ratio
 from dashboard.filters import Size, size_text
-from dashboard.queries import gpu_ids, of_precision
+from dashboard.queries import commit_ids, gpu_ids, of_precision
 
-By = Literal["commit", "gpu"]
+By = Literal["commit", "gpu", "mode"]
+WHAT = {"commit": "commits", "gpu": "GPU models", "mode": "timing modes"}
 
 
 @dataclass(frozen=True)
 class CompareFilter:
     by: By = "commit"
-    a: str | None = None  # commit sha (or prefix), or GPU model
+    a: str | None = None  # commit sha (or prefix), GPU model, or timing mode
     b: str | None = None
-    gpu: str | None = None  # the GPU model when comparing commits
-    sha: str | None = None  # the commit when comparing GPU models; None: newest results
-    mode: str | None = None
+    gpu: str | None = None  # the GPU model when comparing commits or modes
+    sha: str | None = None  # the commit when comparing GPU models or modes; None: newest results
+    mode: str | None = None  # the timing mode when comparing commits or GPU models
     precision: str = "fp32"  # compute mode (dashboard/filters.py PRECISIONS)
 
 
@@ -38,6 +45,10 @@ class Cell:
     sha: str | None
     result_id: int
     resources: dict | None = None  # registers, shared memory, occupancy (worker/resources.py)
+    median_ms: float | None = None
+    samples_ms: tuple[float, ...] = ()
+    pct_of_cublas: float | None = None
+    pct_of_peak: float | None = None  # of the GPU's peak for the precision (env.peak)
 
 
 @dataclass(frozen=True)
@@ -46,17 +57,34 @@ class CompareRow:
     size: Size
     a: Cell | None
     b: Cell | None
+    band: float = 0.0  # a change smaller than this reads as no change (GEMMWATCH_CONFIRM_MIN_CHANGE)
 
     @property
     def label(self) -> str:
         return f"{self.variant} {size_text(self.size)}"
 
+    @cached_property  # sorting, the chart, the table and the export all read it
+    def change(self) -> SpeedRatio | None:
+        """B's speed over A's with its interval; only when both sides have a verified speed."""
+        if not (self.a and self.b and self.a.gflops and self.b.gflops):
+            return None
+        return speed_ratio(self.a.median_ms, self.b.median_ms, list(self.a.samples_ms), list(self.b.samples_ms),
+                           self.band)
+
     @property
     def delta_pct(self) -> float | None:
-        """How much faster B is than A, in percent; only when both sides have a verified speed."""
-        if self.a and self.b and self.a.gflops and self.b.gflops is not None:
-            return 100 * (self.b.gflops - self.a.gflops) / self.a.gflops
-        return None
+        """How much faster B is than A, in percent."""
+        c = self.change
+        return 100 * (c.ratio - 1) if c else None
+
+
+def by_change(rows: list["CompareRow"]) -> list["CompareRow"]:
+    """The biggest change first, either way (its log, so 0.5 and 2 weigh the same); rows with
+    nothing to compare after, by size."""
+    def key(r: CompareRow):
+        c = r.change
+        return (0, -abs(math.log(c.ratio)), r.label) if c else (1, r.size[0] * r.size[1] * r.size[2], r.variant)
+    return sorted(rows, key=key)
 
 
 @dataclass
@@ -64,6 +92,15 @@ class Comparison:
     f: CompareFilter
     rows: list[CompareRow] = field(default_factory=list)
     reason: str | None = None  # why there is nothing to compare
+    band: float = 0.0
+
+    @property
+    def where(self) -> str:
+        """What both sides share: the GPU, the commit, the timing mode that is not compared."""
+        f = self.f
+        held = [f"on {f.gpu}" if f.by != "gpu" and f.gpu else "", f"at {f.sha}" if f.by != "commit" and f.sha else "",
+                f"{f.mode} L2" if f.by != "mode" and f.mode else ""]
+        return ", ".join(h for h in held if h)
 
 
 def commit_choices(db: Session, gpu_model: str | None, limit: int = 100) -> list[str]:
@@ -76,48 +113,39 @@ def commit_choices(db: Session, gpu_model: str | None, limit: int = 100) -> list
     return list(db.scalars(query))
 
 
-def _commit_ids(db: Session, sha: str) -> tuple[list[int], str | None]:
-    """Commit ids for a sha or a unique prefix of one, or the reason it names no single commit."""
-    rows = db.execute(select(Commit.id, Commit.sha).where(Commit.sha == sha)).all() or db.execute(
-        select(Commit.id, Commit.sha).where(Commit.sha.startswith(sha, autoescape=True)).limit(50)
-    ).all()
-    shas = {s for _, s in rows}
-    if not shas:
-        return [], f"no commit {sha!r} is known"
-    if len(shas) > 1:
-        return [], f"{sha!r} is the start of {len(shas)} commits' shas: give more of it"
-    return [i for i, _ in rows], None
-
-
-def load_comparison(db: Session, f: CompareFilter) -> Comparison:
-    out = Comparison(f)
+def load_comparison(db: Session, f: CompareFilter, band: float = 0.0) -> Comparison:
+    out = Comparison(f, band=band)
     if not (f.a and f.b):
-        out.reason = f"A comparison needs two {'commits' if f.by == 'commit' else 'GPU models'} with results; pick A and B."
+        out.reason = f"A comparison needs two {WHAT[f.by]} with results; pick A and B."
         return out
     if f.a == f.b:
         out.reason = f"A and B are the same {f.by} ({f.a}): pick two different ones."
         return out
-    where = [Result.mode == f.mode, of_precision(f.precision)]
+    where = [of_precision(f.precision)]
+    if f.by != "mode":
+        where.append(Result.mode == f.mode)
+    if f.by != "gpu":
+        where.append(Result.gpu_id.in_(gpu_ids(db, f.gpu or "")))
+    if f.by != "commit" and f.sha:
+        ids, why = commit_ids(db, f.sha)
+        if why:
+            out.reason = f"commit: {why}."
+            return out
+        where.append(Result.commit_id.in_(ids))
     if f.by == "commit":
         sides = {}
         for key in ("a", "b"):
-            ids, why = _commit_ids(db, getattr(f, key))
+            ids, why = commit_ids(db, getattr(f, key))
             if why:
                 out.reason = f"{key.upper()}: {why}."
                 return out
             sides.update({i: key for i in ids})
         side_col = Result.commit_id
-        where += [Result.commit_id.in_(sides), Result.gpu_id.in_(gpu_ids(db, f.gpu or ""))]
+        where.append(Result.commit_id.in_(sides))
     else:
         sides = {f.a: "a", f.b: "b"}
-        side_col = Gpu.model
-        where.append(Gpu.model.in_(sides))
-        if f.sha:
-            ids, why = _commit_ids(db, f.sha)
-            if why:
-                out.reason = f"commit: {why}."
-                return out
-            where.append(Result.commit_id.in_(ids))
+        side_col = Gpu.model if f.by == "gpu" else Result.mode
+        where.append(side_col.in_(sides))
 
     newest = (
         select(func.max(Result.id))
@@ -127,37 +155,48 @@ def load_comparison(db: Session, f: CompareFilter) -> Comparison:
     )
     rows = db.execute(
         select(side_col, Result.variant, Result.m, Result.n, Result.k, Result.verified, Result.gflops,
-               Result.noise, Result.error, Commit.sha, Result.id, Result.env)
+               Result.noise, Result.error, Commit.sha, Result.id, Result.env, Result.median_ms, Result.samples_ms,
+               Result.pct_of_cublas)
         .join(Gpu, Result.gpu_id == Gpu.id)
         .outerjoin(Commit, Result.commit_id == Commit.id)
         .where(Result.id.in_(newest))
     ).all()
     cells: dict[tuple, dict[str, Cell]] = {}
-    for side, variant, m, n, k, ok, gf, noise, err, sha, rid, env in rows:
-        cells.setdefault((variant, (m, n, k)), {})[sides[side]] = Cell(ok, gf if ok else None, noise, err, sha, rid,
-                                                                       resources_of(env))
-    out.rows = [CompareRow(v, s, c.get("a"), c.get("b"))
-                for (v, s), c in sorted(cells.items(), key=lambda kv: (kv[0][1][0] * kv[0][1][1] * kv[0][1][2], kv[0]))]
+    for side, variant, m, n, k, ok, gf, noise, err, sha, rid, env, median_ms, samples, pct in rows:
+        samples = tuple(x for x in samples if isinstance(x, (int, float))) if isinstance(samples, list) else ()
+        cells.setdefault((variant, (m, n, k)), {})[sides[side]] = Cell(
+            ok, gf if ok else None, noise, err, sha, rid, resources_of(env), median_ms if ok else None, samples,
+            pct if ok else None, pct_of_peak_of(env) if ok else None)
+    out.rows = by_change([CompareRow(v, s, c.get("a"), c.get("b"), band) for (v, s), c in cells.items()])
     if not out.rows:
-        where_txt = f"on {f.gpu}" if f.by == "commit" else (f"at commit {f.sha}" if f.sha else "")
-        out.reason = f"No results for {f.a} or {f.b} {where_txt} in {f.mode} mode.".replace("  ", " ")
-    elif not any(r.delta_pct is not None for r in out.rows):
+        where_txt = {"commit": f"on {f.gpu}", "gpu": f"at commit {f.sha}" if f.sha else "",
+                     "mode": f"on {f.gpu}" + (f" at commit {f.sha}" if f.sha else "")}[f.by]
+        in_mode = f" in {f.mode} mode" if f.by != "mode" else ""
+        out.reason = f"No results for {f.a} or {f.b} {where_txt}{in_mode}.".replace("  ", " ")
+    elif not any(r.change for r in out.rows):
         out.reason = (f"No variant and size has a verified speed on both {f.a} and {f.b}: "
                       "the table lists what each side has.")
     return out
 
 
-COLUMNS = ["variant", "m", "n", "k", "a", "a_verified", "a_gflops", "a_noise", "b", "b_verified", "b_gflops",
-           "b_noise", "delta_pct"]
+COLUMNS = ["variant", "m", "n", "k", "a", "a_verified", "a_gflops", "a_noise", "a_pct_of_cublas", "a_pct_of_peak",
+           "b", "b_verified", "b_gflops", "b_noise", "b_pct_of_cublas", "b_pct_of_peak", "ratio", "low", "high",
+           "confidence", "direction", "delta_pct"]
 
 
 def export_rows(c: Comparison) -> list[dict]:
     def side(cell: Cell | None, key: str) -> dict:
-        return {f"{key}_verified": cell.verified if cell else None, f"{key}_gflops": cell.gflops if cell else None,
-                f"{key}_noise": cell.noise if cell else None}
+        return {f"{key}_{name}": getattr(cell, name) if cell else None
+                for name in ("verified", "gflops", "noise", "pct_of_cublas", "pct_of_peak")}
+
+    def change(r: CompareRow) -> dict:
+        ch = r.change
+        return {"ratio": ch.ratio if ch else None, "low": ch.low if ch else None, "high": ch.high if ch else None,
+                "confidence": ch.confidence if ch else None, "direction": ch.direction if ch else None,
+                "delta_pct": r.delta_pct}
 
     return [
         {"variant": r.variant, "m": r.size[0], "n": r.size[1], "k": r.size[2], "a": c.f.a, **side(r.a, "a"),
-         "b": c.f.b, **side(r.b, "b"), "delta_pct": r.delta_pct}
+         "b": c.f.b, **side(r.b, "b"), **change(r)}
         for r in c.rows
     ]

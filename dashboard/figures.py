@@ -15,7 +15,7 @@ from statistics import fmean
 
 from plotly.colors import qualitative
 
-from dashboard.compare import Comparison
+from dashboard.compare import WHAT, Comparison
 from dashboard.filters import by_flops, size_label, size_text
 from dashboard.history import History
 from dashboard.overview import Ladder
@@ -266,27 +266,50 @@ def sweep_figure(points: list[SweepPoint], f: SweepFilter) -> Figure | str:
 
 # -- compare ---------------------------------------------------------------------------------
 
+DIRECTIONS = {"slower": "#c62828", "within noise": "#8a8a8a", "under the band": "#b0b0b0", "faster": "#2e7d32"}
+ROW_PX = 18  # one category row: 11 px labels never touch at this pitch (a browser test measures it)
+
+
 def compare_figure(c: Comparison) -> Figure | str:
+    """B's speed over A's per variant and size: a dot with its interval, a line at 1, rows sorted
+    from the biggest slowdown to the biggest speed-up, one trace per direction (the legend groups)."""
     if c.reason:
         return c.reason
-    labels = [_t(r.label) for r in c.rows]
+    rows = sorted((r for r in c.rows if r.change), key=lambda r: r.change.ratio)
+    labels = [_t(r.label) for r in rows]
     fig = Figure()
-    for key, color in (("a", "#8a8a8a"), ("b", "#3b6ea8")):
-        cells = [getattr(r, key) for r in c.rows]
-        fig.add_trace(bar(
-            x=labels, y=[cell.gflops if cell and cell.verified else None for cell in cells],
-            name=f"{key.upper()}: {_t(getattr(c.f, key))}", marker={"color": color},
-            text=[f"{r.delta_pct:+.1f}%" if key == "b" and r.delta_pct is not None else "" for r in c.rows],
-            textposition="outside",
-            hovertemplate="<b>%{x}</b><br>%{y:,.0f} GFLOPS<extra>%{fullData.name}</extra>",
+    for direction, color in DIRECTIONS.items():
+        mine = [r for r in rows if r.change.direction == direction]
+        if not mine:
+            continue
+        ch = [r.change for r in mine]
+        fig.add_trace(scatter(
+            x=[x.ratio for x in ch], y=[_t(r.label) for r in mine], mode="markers", name=f"B {direction}",
+            marker={"color": color, "size": 8},
+            error_x={"type": "data", "symmetric": False, "color": color, "thickness": 1.5, "width": 3,
+                     "array": [x.high - x.ratio if x.high is not None else 0 for x in ch],
+                     "arrayminus": [x.ratio - x.low if x.low is not None else 0 for x in ch]},
+            customdata=[[x.low or x.ratio, x.high or x.ratio, 100 * (x.confidence or 0), r.a.gflops, r.b.gflops,
+                         r.a.pct_of_cublas or 0, r.b.pct_of_cublas or 0, r.a.pct_of_peak or 0, r.b.pct_of_peak or 0]
+                        for x, r in zip(ch, mine)],
+            hovertemplate=("<b>%{y}</b><br>B/A %{x:.3f} [%{customdata[0]:.3f}, %{customdata[1]:.3f}], "
+                           "confidence %{customdata[2]:.1f}%<br>A %{customdata[3]:,.0f} GFLOPS "
+                           "(%{customdata[5]:.1f}% of cuBLAS, %{customdata[7]:.1f}% of peak)<br>B %{customdata[4]:,.0f}"
+                           " GFLOPS (%{customdata[6]:.1f}% of cuBLAS, %{customdata[8]:.1f}% of peak)<extra></extra>"),
         ))
-    what = "commits" if c.f.by == "commit" else "GPU models"
+    left_out = len(c.rows) - len(rows)
+    note = f" · {left_out} with no verified speed on one side: in the table" if left_out else ""
     fig.update_layout(
-        **LAYOUT, barmode="group",
-        title={"text": f"{_t(c.f.a)} vs {_t(c.f.b)} ({what}), {_t(c.f.mode)} L2{_in(c.f.precision)}",
-               "subtitle": {"text": "labels on B: change from A; failed verification leaves a gap"}},
-        xaxis={"title": {"text": "variant and size"}, "type": "category"},
-        yaxis={"title": {"text": "GFLOPS"}, "rangemode": "tozero"},
+        **{**LAYOUT, "height": max(360, ROW_PX * len(rows) + 210), "margin": {**LAYOUT["margin"], "t": 150}},
+        title={"text": f"B/A speed: {_t(c.f.b)} over {_t(c.f.a)} ({WHAT[c.f.by]}), {_t(c.where)}" + _in(c.f.precision),
+               "subtitle": {"text": "right of 1: B is faster · bars: ~95 % interval from each side's samples · "
+                                    f"under the band: clear but under {100 * c.band:g} %" + note}},
+        xaxis={"title": {"text": "B's speed / A's speed (log scale)"}, "type": "log", "side": "top"},
+        yaxis={"title": {"text": "variant and size"}, "type": "category", "categoryorder": "array", "categoryarray": labels,
+               "range": [len(labels) - 0.5, -0.5],  # top to bottom, no padding (autorange pads 5 %)
+               "tickfont": {"size": 11}, "dtick": 1},
+        shapes=[{"type": "line", "xref": "x", "yref": "paper", "x0": 1, "x1": 1, "y0": 0, "y1": 1,
+                 "line": {"color": "#2a3f5f", "width": 1, "dash": "dot"}}],
     )
     return fig
 

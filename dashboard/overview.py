@@ -12,34 +12,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.models import Commit, Gpu, Result
-from core.precision import flops_per_sm_per_clock
-from core.result_env import max_sm_clock_of
 from dashboard.filters import Size
 from dashboard.queries import of_precision
-
-
-@dataclass(frozen=True)
-class Peak:
-    gflops: float | None
-    how: str  # the arithmetic, or why there is no number
-
-
-def peak(sm_count: int | None, compute_capability: str | None, max_sm_clock_mhz: float | None,
-         precision: str = "fp32") -> Peak:
-    """SMs x the precision's dense flops per SM per clock (core/precision.py: FP32 lanes x 2, an
-    FMA being two flops; tensor cores per compute capability) x the maximum SM clock, as NVML
-    reports it."""
-    label = precision.upper()
-    per_clock = flops_per_sm_per_clock(compute_capability, precision)
-    if not sm_count:
-        return Peak(None, f"{label} peak unknown: the GPU's SM count was not recorded")
-    if not max_sm_clock_mhz:
-        return Peak(None, f"{label} peak unknown: no maximum SM clock recorded for this GPU (env.gpu.max_sm_clock_mhz)")
-    if per_clock is None:
-        return Peak(None, f"{label} peak unknown: no {label} rate known for compute capability {compute_capability}")
-    gflops = sm_count * per_clock * max_sm_clock_mhz / 1e3
-    rate = f"{per_clock // 2} lanes × 2" if precision == "fp32" else f"{per_clock} flops per clock"
-    return Peak(gflops, f"{label} peak {gflops / 1e3:,.1f} TFLOPS = {sm_count} SMs × {rate} × {max_sm_clock_mhz:g} MHz")
+from dashboard.roofs import Peak, gpu_roofs
 
 
 @dataclass(frozen=True)
@@ -100,17 +75,8 @@ def load_ladders(db: Session, size: Size, mode: str, gpu_model: str | None = Non
     ladders = []
     for (name, model), rungs in by_gpu.items():
         rungs.sort(key=lambda r: (r.verified, r.gflops or 0.0, r.variant))
-        ladders.append(Ladder(name, model, _peak_of(db, name, max(r.result_id for r in rungs), precision), rungs))
+        ladders.append(Ladder(name, model, gpu_roofs(db, name, max(r.result_id for r in rungs), precision)[0], rungs))
     return ladders
-
-
-def _peak_of(db: Session, gpu_name: str, result_id: int, precision: str) -> Peak:
-    """SM count and compute capability are on the GPU row; the clock only in results' env."""
-    sm_count, cc = db.execute(
-        select(func.max(Gpu.sm_count), func.max(Gpu.compute_capability)).where(Gpu.name == gpu_name)
-    ).one()
-    clock = max_sm_clock_of(db.scalar(select(Result.env).where(Result.id == result_id)))
-    return peak(sm_count, cc, clock, precision)
 
 
 COLUMNS = ["gpu", "variant", "verified", "gflops", "cublas_gflops", "pct_of_cublas", "pct_of_fp32_peak",

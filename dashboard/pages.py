@@ -21,7 +21,9 @@ from core.fleet import load_fleet
 from core.models import Job
 from core.confirm import confirmation
 from core.regression import PairedThresholds, Thresholds
-from dashboard import commit_view, compare, export, figures, history, job_cancel, login, overview, queries, sweep
+from dashboard import (commit_view, compare, export, figures, history, job_cancel, login, overview, queries, roofline,
+                       sweep)
+from dashboard.roofline_figure import roofline_figure
 from dashboard.filters import (PRECISIONS, Dim, Format, Name, Names, PrecisionParam, Size, clean, size_label, size_param,
                                size_text)
 from dashboard.templating import templates
@@ -151,29 +153,46 @@ def sweep_page(request: Request, db: SessionDep, gpu: Names = [], variant: Names
 # -- compare -------------------------------------------------------------------------------
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(request: Request, db: SessionDep, by: compare.By = "commit", a: Name = None, b: Name = None,
+def compare_page(request: Request, db: SessionDep, cfg: SettingsDep, by: compare.By = "commit", a: Name = None, b: Name = None,
                  gpu: Name = None, sha: Sha = None, mode: Name = None, precision: PrecisionParam = "fp32",
                  format: Format = "html"):
-    newest = None if (mode and (gpu or by == "gpu")) else queries.newest(db, gpu if by == "commit" else None, None, mode,
-                                                                         precision=precision)
+    # The newest result names the GPU and the mode a comparison holds fixed, where the URL does not.
+    known = (gpu if by == "mode" else mode and (gpu or by == "gpu"))
+    newest = None if known else queries.newest(db, gpu if by != "gpu" else None, None, mode if by != "mode" else None,
+                                               precision=precision)
     mode = mode or (newest.mode if newest else None)
     cat = queries.catalog(db, mode)
-    if by == "commit":
+    if by != "gpu":
         gpu = gpu or (newest.gpu if newest else None)
-        options = compare.commit_choices(db, gpu)
-    else:
-        options = cat.gpus
-    # Default to the two newest commits (B the newer), or the first two GPU models.
-    if by == "commit" and not (a or b) and len(options) >= 2:
-        a, b = options[1], options[0]
-    elif by == "gpu" and not (a or b) and len(options) >= 2:
-        a, b = options[0], options[1]
+    options = {"commit": lambda: compare.commit_choices(db, gpu), "gpu": lambda: cat.gpus,
+               "mode": lambda: cat.modes}[by]()
+    # Default to the two newest commits (B the newer), or the first two GPU models or modes.
+    if not (a or b) and len(options) >= 2:
+        a, b = (options[1], options[0]) if by == "commit" else (options[0], options[1])
     f = compare.CompareFilter(by, a or None, b or None, gpu, sha or None, mode, precision)
-    comp = compare.load_comparison(db, f)
+    comp = compare.load_comparison(db, f, cfg.confirm_min_change)
     c = chart("compare-chart", figures.compare_figure(comp))
     return render(request, format, "compare", "compare.html",
                   {"cat": cat, "f": f, "comp": comp, "options": options, "chart": c, "precisions": PRECISIONS},
                   filters=asdict(f), columns=compare.COLUMNS, rows=compare.export_rows(comp), reason=c.reason)
+
+
+# -- roofline ------------------------------------------------------------------------------
+
+@router.get("/roofline", response_class=HTMLResponse)
+def roofline_page(request: Request, db: SessionDep, size: SizeDep, gpu: Name = None, mode: Name = None, sha: Sha = None,
+                  format: Format = "html"):
+    if not (gpu and mode):
+        newest = queries.newest(db, gpu, size, mode)
+        gpu, mode = gpu or (newest.gpu if newest else None), mode or (newest.mode if newest else None)
+    f = roofline.RooflineFilter(gpu, mode, sha or None, size)
+    ids, why = queries.commit_ids(db, sha) if sha else (None, None)
+    r = roofline.Roofline(f, reason=f"commit: {why}.") if why else roofline.load_roofline(db, f, ids)
+    c = chart("roofline-chart", roofline_figure(r))
+    filters = {**asdict(f), "size": size_label(size) if size else None}
+    return render(request, format, "roofline", "roofline.html",
+                  {"cat": queries.catalog(db, mode), "f": f, "r": r, "chart": c},
+                  filters=filters, columns=roofline.COLUMNS, rows=roofline.export_rows(r), reason=c.reason)
 
 
 # -- one commit ----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
 from core.regression import AB_MODE  # a confirmation's results belong on its job page only
-from core.models import Gpu, Job, Result
+from core.models import Commit, Gpu, Job, Result
 from dashboard.filters import Size, by_flops
 
 
@@ -98,6 +98,19 @@ def newest(db: Session, gpu: str | None = None, size: Size | None = None, mode: 
 def gpu_ids(db: Session, model: str) -> list[int]:
     """Physical GPUs of a model. Resolved first (a tiny table) so result scans filter on an id."""
     return list(db.scalars(select(Gpu.id).where(Gpu.model == model)))
+
+
+def commit_ids(db: Session, sha: str) -> tuple[list[int], str | None]:
+    """Commit ids for a sha or a unique prefix of one, or the reason it names no single commit."""
+    rows = db.execute(select(Commit.id, Commit.sha).where(Commit.sha == sha)).all() or db.execute(
+        select(Commit.id, Commit.sha).where(Commit.sha.startswith(sha, autoescape=True)).limit(50)
+    ).all()
+    shas = {s for _, s in rows}
+    if not shas:
+        return [], f"no commit {sha!r} is known"
+    if len(shas) > 1:
+        return [], f"{sha!r} is the start of {len(shas)} commits' shas: give more of it"
+    return [i for i, _ in rows], None
 
 
 def recent_jobs(db: Session, limit: int = 50, status: str | None = None) -> list[Job]:

@@ -1,20 +1,32 @@
 """Rows written straight into the database, for tests of the read side (API, dashboard)."""
 
 import random
+import statistics
 from datetime import datetime, timedelta, timezone
 
 from core.db import session_factory
+from core.precision import peak_tflops
 from core.models import Job, Result
 from api.schemas import CommitIn
 from core.store import upsert_commit, upsert_gpu
 
 # As worker/runner.py identity() reports them; upsert_gpu keeps the columns it has, and the
 # whole dict goes into each result's env["gpu"] (that is where the max SM clock lives).
+# The memory bus and clock as NVML reports them (2 x clock x bus / 8: 3.35 and 2.04 TB/s).
 H100 = {"uuid": "GPU-test-h100", "name": "NVIDIA H100 80GB HBM3", "model": "H100", "sm_count": 132,
-        "compute_capability": "9.0", "max_sm_clock_mhz": 1980}
+        "compute_capability": "9.0", "max_sm_clock_mhz": 1980, "memory_bus_bits": 5120, "max_mem_clock_mhz": 2619}
 A100 = {"uuid": "GPU-test-a100", "name": "NVIDIA A100-SXM4-80GB", "model": "A100", "sm_count": 108,
-        "compute_capability": "8.0", "max_sm_clock_mhz": 1410}
+        "compute_capability": "8.0", "max_sm_clock_mhz": 1410, "memory_bus_bits": 5120, "max_mem_clock_mhz": 1593}
 _T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def samples_around(median_ms: float, noise: float, n: int = 10, seed: str = "") -> list[float]:
+    """n samples whose median is median_ms, spread with a relative standard deviation of about noise
+    (seeded by the case, so every run writes the same rows)."""
+    rng = random.Random(seed)
+    z = [rng.gauss(0.0, 1.0) for _ in range(n)]
+    mid = statistics.median(z)
+    return [median_ms * (1 + noise * (x - mid)) for x in z]
 
 
 def _result(job, case_index, variant, size, gflops, verified, gpu_id, commit_id, mode, noise, error, gpu,
@@ -27,7 +39,16 @@ def _result(job, case_index, variant, size, gflops, verified, gpu_id, commit_id,
                   rel_error=1e-7 if verified else 0.5, median_ms=ms if verified else None,
                   gflops=gflops if verified else None, cublas_gflops=cublas if verified else None,
                   pct_of_cublas=100 * gflops / cublas if verified else None, n_samples=10, noise=noise,
-                  converged=True, error=None if verified else error, env={"gpu": gpu})
+                  samples_ms=samples_around(ms, noise, seed=f"{variant}{size}{gflops}{mode}") if verified else [],
+                  converged=True, error=None if verified else error, env=_env(gpu, gflops if verified else None))
+
+
+def _env(gpu: dict, gflops: float | None) -> dict:
+    """env.gpu, and env.peak as worker/runner.py peak() writes it (FP32, at the top SM clock)."""
+    tflops = peak_tflops(gpu.get("compute_capability"), "fp32", gpu.get("sm_count"), gpu.get("max_sm_clock_mhz"))
+    if not (tflops and gflops):
+        return {"gpu": gpu}
+    return {"gpu": gpu, "peak": {"tflops": tflops, "sm_clock_mhz": gpu["max_sm_clock_mhz"], "pct": gflops / 10 / tflops}}
 
 
 def add_result(cfg, variant, size, sha, gflops, verified=True, commit_index=0, gpu=H100, mode="cold",

@@ -25,8 +25,8 @@ API_READS = {("GET", p) for p in ("/api/jobs", "/api/jobs/{job_id}", "/api/jobs/
                                   "/api/variants", "/api/gpus", "/api/tuned", "/api/workers", "/api/queues",
                                   "/metrics", "/api/kernels/schema", "/api/kernels/{name}")}
 # Dashboard pages and their exports: a login (303 to /login) without a session or token.
-PAGES = {("GET", p) for p in ("/", "/history", "/sweep", "/compare", "/jobs", "/jobs/{job_id}", "/fleet",
-                               "/commits/{sha}")}
+PAGES = {("GET", p) for p in ("/", "/history", "/sweep", "/compare", "/roofline", "/jobs", "/jobs/{job_id}",
+                               "/fleet", "/commits/{sha}")}
 # Everything that changes state: a token (and its scope), and this site's own origin for forms.
 API_WRITES = {("POST", "/api/jobs"), ("POST", "/api/results"), ("POST", "/api/jobs/{job_id}/cancel"),
               ("POST", "/api/jobs/{job_id}/confirm")}
@@ -121,6 +121,8 @@ def read_urls(have: dict) -> list[tuple[str, dict, set[int]]]:
         page("/", gpu=model)
         page("/sweep", gpu=model)
         page("/compare", by="commit", gpu=model)
+        page("/compare", by="mode", gpu=model)
+        page("/roofline", gpu=model)
     for m, n, k, mode in have["series"]:
         urls.append(("/api/results", {"m": m, "n": n, "k": k}, ok))
         page("/", size=f"{m}x{n}x{k}", mode=mode)
@@ -130,6 +132,6 @@ def read_urls(have: dict) -> list[tuple[str, dict, set[int]]]:
         page("/history", gpu=model, size=f"{m}x{n}x{k}", mode=mode)
     for a, b in islice(zip(have["models"], have["models"][1:]), 10):
         page("/compare", by="gpu", a=a, b=b)
-    for path in ("/", "/history", "/sweep", "/compare", "/jobs", "/fleet"):
+    for path in ("/", "/history", "/sweep", "/compare", "/roofline", "/jobs", "/fleet"):
         page(path)
     return urls

@@ -8,6 +8,7 @@ to $GEMMWATCH_SCREENSHOT_DIR: `GEMMWATCH_SCREENSHOT_DIR=docs/screenshots make te
 the ones docs/DASHBOARD.md shows (a test run leaves the repository's files as they are).
 """
 
+import math
 import os
 import threading
 import time
@@ -82,6 +83,27 @@ def skinny_site(tmp_path_factory):
         yield {"url": url}
 
 
+PAIRS_VARIANTS, PAIRS_SIZES = 50, (1024, 2048, 4096, 8192)  # 200 result pairs
+
+
+@pytest.fixture(scope="module")
+def pairs_site(tmp_path_factory):
+    """Two commits of 50 variants at 4 sizes each on one GPU: the compare view at 200 pairs."""
+    import random
+
+    tmp = tmp_path_factory.mktemp("browser-pairs")
+    cfg = make_settings(tmp, f"sqlite:///{tmp / 'gemmwatch.db'}")
+    upgrade_database(cfg)
+    rng = random.Random(5)
+    base = [(f"kernel_variant_{i:02d}", (d, d, d), rng.uniform(5_000, 50_000)) for i in range(PAIRS_VARIANTS)
+            for d in PAIRS_SIZES]
+    add_job(cfg, "a11ce0001", [(v, size, g, True) for v, size, g in base], gpu=H100)
+    add_job(cfg, "a11ce0002", [(v, size, g * rng.uniform(0.8, 1.25), True) for v, size, g in base], gpu=H100,
+            commit_index=1)
+    with serving(cfg) as url:
+        yield {"url": url}
+
+
 @pytest.fixture(scope="module")
 def browser():
     if not CHROMIUM.exists():
@@ -107,6 +129,12 @@ def opened(browser, url: str):
 @pytest.fixture
 def page(browser, site):
     with opened(browser, site["url"]) as pg:
+        yield pg
+
+
+@pytest.fixture
+def pairs_page(browser, pairs_site):
+    with opened(browser, pairs_site["url"]) as pg:
         yield pg
 
 
@@ -218,27 +246,85 @@ def test_sweep_of_m_at_n_k_4096_over_skinny_shapes(skinny_page):
 
 
 def test_compare_commits_and_gpus(page):
-    page.goto("/compare?gpu=H100&mode=cold")
+    page.goto("/compare?gpu=H100&mode=cold")  # the two newest commits
     traces = chart(page, "compare-chart")
-    newest_pair = traces[next(n for n in traces if n.startswith("B:"))]["y"]
-    table = page.inner_text("#compare-table")
-    assert "failed verification" in table  # smem_swizzle_xor at the newest commit
+    labels = {y for t in traces.values() for y in t["y"]}
+    assert "naive 4096×4096×4096" in labels and not any(y.startswith("smem_swizzle_xor") for y in labels)
+    assert "failed verification" in page.inner_text("#compare-table")  # smem_swizzle_xor at the newest commit
     shoot(page, "compare")
 
     options = page.eval_on_selector_all("#a option", "os => os.map(o => o.value).filter(Boolean)")
     with page.expect_navigation():
-        page.select_option("#a", options[-1])  # the oldest commit: warp_tile's regression shows
+        page.select_option("#a", options[-1])  # the oldest commit: warp_tile's 9 % regression shows
     assert f"a={options[-1]}" in page.url
-    after = chart(page, "compare-chart")
-    a_trace = after[next(n for n in after if n.startswith("A:"))]
-    assert a_trace["y"] != traces[next(n for n in traces if n.startswith("A:"))]["y"]
-    assert after[next(n for n in after if n.startswith("B:"))]["y"] == newest_pair
-    assert "-" in page.inner_text("#compare-table")  # a slower delta for warp_tile
+    slower = chart(page, "compare-chart").get("B slower")
+    assert slower and {y for y in slower["y"] if y.startswith("warp_tile ")} == {
+        "warp_tile 1024×1024×1024", "warp_tile 2048×2048×2048", "warp_tile 4096×4096×4096"}
+    assert all(0.88 < x < 0.94 for x, y in zip(slower["x"], slower["y"]) if y.startswith("warp_tile "))
 
     with page.expect_navigation():
         page.select_option("#by", "gpu")
-    gpus = chart(page, "compare-chart")
-    assert {"A: A100", "B: H100"} <= set(gpus)
+    chart(page, "compare-chart")
+    title = page.evaluate("() => document.getElementById('compare-chart')._fullLayout.title.text")
+    assert title.startswith("B/A speed: H100 over A100 (GPU models)")
+
+
+def tick_boxes(page: Page, div_id: str, axis_class: str) -> list[dict]:
+    """Where each tick label of an axis was drawn (the SVG's own layout), top to bottom."""
+    return page.eval_on_selector_all(
+        f"#{div_id} .{axis_class} text",
+        "ts => ts.map(t => { const b = t.getBoundingClientRect();"
+        " return {text: t.textContent, left: b.left, right: b.right, top: b.top, bottom: b.bottom}; })")
+
+
+def overlapping(boxes: list[dict]) -> list[tuple[str, str]]:
+    return [(a["text"], b["text"]) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+            if a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]]
+
+
+def test_compare_by_ratio_at_200_pairs_draws_every_label_apart(pairs_page):
+    page = pairs_page
+    page.goto("/compare?gpu=H100&mode=cold")
+    traces = chart(page, "compare-chart")
+    dots = sum(len(t["x"]) for name, t in traces.items() if name.startswith("B "))
+    assert dots == PAIRS_VARIANTS * len(PAIRS_SIZES)
+    labels = tick_boxes(page, "compare-chart", "yaxislayer-above .ytick")
+    assert len(labels) == dots and len({b["text"] for b in labels}) == dots  # every pair named, once
+    assert overlapping(labels) == [], "compare labels collide"
+    assert overlapping(tick_boxes(page, "compare-chart", "xaxislayer-above .xtick")) == []
+    # Sorted by change: the ratios read top to bottom only grow, and the table leads with the largest change.
+    ratios = page.evaluate("() => { const d = document.getElementById('compare-chart');"
+                           " const pts = d.data.flatMap(t => Array.from(t.y).map((y, i) => [y, t.x[i]]));"
+                           " const order = d._fullLayout.yaxis.categoryarray;"
+                           " const at = Object.fromEntries(pts); return order.map(y => at[y]); }")
+    assert ratios == sorted(ratios)
+    first = page.inner_text("#compare-table tr[data-direction] td:nth-child(5)")
+    biggest = max(ratios, key=lambda r: abs(math.log(r)))
+    assert first.startswith(f"{biggest:.3f}")
+    shoot(page, "compare-200")  # the top of it: 200 rows run some 3,800 px down
+
+
+def test_compare_and_roofline_empty_states_say_why(page):
+    page.goto("/compare?by=mode&gpu=H100")  # the demo has cold results only
+    assert "needs two timing modes" in page.inner_text("#compare-chart-reason")
+    page.goto("/roofline?gpu=H100&mode=cold&size=64x64x64")
+    assert "No results on H100 at 64×64×64" in page.inner_text("#roofline-chart-reason")
+
+
+def test_roofline_puts_each_variant_under_the_gpus_roofs(page):
+    page.goto(f"/roofline?{H100_4096.replace('size=4096x4096x4096&', '')}")
+    traces = chart(page, "roofline-chart")
+    assert {"memory 3.35 TB/s", "FP32 peak 67 TFLOPS", "cuBLAS FP32", "warp_tile", "naive"} <= set(traces)
+    assert len(traces["warp_tile"]["x"]) == 3 and "smem_swizzle_xor" not in traces  # its newest results are wrong
+    assert all(y < 66_908.16 for name, t in traces.items() if not name.startswith(("memory", "FP32")) for y in t["y"])
+    assert overlapping(tick_boxes(page, "roofline-chart", "xaxislayer-above .xtick")) == []
+    assert overlapping(tick_boxes(page, "roofline-chart", "yaxislayer-above .ytick")) == []
+    assert "% of peak" in page.inner_text("#roofline-table")
+    shoot(page, "roofline")
+    with page.expect_navigation():
+        page.select_option("#gpu", "A100")
+    a100 = chart(page, "roofline-chart")
+    assert "memory 2.04 TB/s" in a100 and "FP32 peak 19 TFLOPS" in a100
 
 
 def test_job_page_shows_live_progress_then_results(page, site):

@@ -14,11 +14,11 @@ from sqlalchemy import event, update
 
 from core.db import engine_for, session_factory
 from core.models import Job
-from dashboard.overview import peak
+from dashboard.roofs import peak
 from dashboard.sweep import SweepFilter, settle
 from tests.fake_results import A100, H100, add_job, add_result
 
-PAGES = ["/", "/history", "/sweep", "/compare", "/jobs"]
+PAGES = ["/", "/history", "/sweep", "/compare", "/roofline", "/jobs"]
 H100_4096 = "gpu=H100&size=4096x4096x4096&mode=cold"
 CHART = 'class="chart"'  # what a page with a chart holds (dashboard/templates/_macros.html)
 
@@ -63,7 +63,7 @@ def test_plotly_js_is_served_locally(client):
 
 def test_empty_pages_say_why(client):
     reasons = {"/": "No results yet", "/history": "No verified results", "/sweep": "No results",
-               "/compare": "needs two commits", "/jobs": "No jobs"}
+               "/compare": "needs two commits", "/roofline": "No verified results yet", "/jobs": "No jobs"}
     for path, words in reasons.items():
         page = client.get(path).text
         assert 'class="reason"' in page and words in page, path
@@ -274,15 +274,14 @@ def test_compare_two_commits_and_two_gpus(client, cfg):
     add_job(cfg, "bbbb02", [("naive", size, 2000.0, True)], gpu=A100, commit_index=1)
 
     page = client.get("/compare?by=commit&gpu=H100&mode=cold").text  # defaults: the two newest commits
-    t = traces(page, "compare-chart")
-    assert t["A: aaaa01"]["y"] == [5000.0, 30_000.0] and t["B: bbbb02"]["y"] == [5500.0, None]
-    assert t["B: bbbb02"]["text"] == ["+10.0%", ""]
+    t = traces(page, "compare-chart")  # B's speed over A's: one dot per variant and size both sides have
+    assert t["B faster"]["y"] == ["naive 4096×4096×4096"] and t["B faster"]["x"] == [pytest.approx(1.1)]
     assert "+10.0%" in page and "failed verification" in page
     rows = client.get("/compare?a=aaaa&b=bbbb02&gpu=H100&mode=cold&format=json").json()["rows"]
     assert [(r["variant"], r["delta_pct"]) for r in rows] == [("naive", pytest.approx(10.0)), ("warp_tile", None)]
 
     gpus = traces(client.get("/compare?by=gpu&a=H100&b=A100&mode=cold&sha=bbbb02").text, "compare-chart")
-    assert gpus["A: H100"]["y"] == [5500.0, None] and gpus["B: A100"]["y"][0] == 2000.0
+    assert gpus["B slower"]["y"] == ["naive 4096×4096×4096"] and gpus["B slower"]["x"] == [pytest.approx(2000 / 5500)]
 
     assert "same commit" in client.get("/compare?a=aaaa01&b=aaaa01&gpu=H100").text
     assert "no commit &#39;ffff&#39; is known" in client.get("/compare?a=ffff&b=aaaa01&gpu=H100").text

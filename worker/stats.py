@@ -15,6 +15,8 @@ the median:
 import math
 import statistics
 
+from core.sample_stats import median_ci
+
 
 def noise(samples: list[float]) -> float:
     """Relative noise: sample standard deviation over the mean."""
@@ -22,15 +24,6 @@ def noise(samples: list[float]) -> float:
         return float("inf")
     mean = statistics.fmean(samples)
     return statistics.stdev(samples) / mean if mean > 0 else float("inf")
-
-
-def median_ci(samples: list[float], z: float = 1.96) -> tuple[float, float]:
-    """The ~95 % confidence interval of the median: order statistics n/2 -+ z*sqrt(n)/2."""
-    x = sorted(samples)
-    n = len(x)
-    half = z * math.sqrt(n) / 2
-    lo, hi = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half))
-    return x[lo], x[hi]
 
 
 def convergence(samples: list[float]) -> dict[str, float]:

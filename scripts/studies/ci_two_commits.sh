@@ -3,10 +3,14 @@
 # one kernel made slower (smem_tiled's tile cut from 32 to 16 by its description's default), for
 # the commit page and the CI summary's links (docs/DASHBOARD.md). Leaves the SQLite database and
 # the two summaries in OUT.  Usage: bash scripts/studies/ci_two_commits.sh OUT [SIZE...]
+# START_DB=path: begin from that database (another GPU's run of this study), so one database holds
+# both GPUs' jobs for the commit page, the compare view and the roofline.  VARIANTS: which to run.
 set -euo pipefail
 out=$1; shift
 sizes=("${@:-2048 4096}")
 export GEMMWATCH_DATA_DIR=${GEMMWATCH_DATA_DIR:-/tmp/gw-two-commits}
+mkdir -p "$GEMMWATCH_DATA_DIR"
+if [ -n "${START_DB:-}" ]; then cp "$START_DB" "$GEMMWATCH_DATA_DIR/gemmwatch.db"; fi
 python3 -m cli.main up --port 8000 > "$out/up.log" 2>&1 &
 up=$!
 trap 'kill $up 2>/dev/null || true' EXIT
@@ -22,7 +26,7 @@ for k in d["kernels"] if isinstance(d, dict) else d:
 json.dump(d, open(path, "w"), indent=2)
 PY
 size_args=(); for s in ${sizes[@]}; do size_args+=(--size "$s"); done
-variants=smem_tiled,warp_tile_large,tail_split_k_overlap,bf16_wgmma_ss
+variants=${VARIANTS:-smem_tiled,warp_tile_large,tail_split_k_overlap,bf16_wgmma_ss}
 python3 -m cli.main ci --commit c0ffee0001 --branch main --parents "" --kernels-dir "$base" --variants $variants \
   "${size_args[@]}" > "$out/summary-base.md" 2> "$out/ci-base.log" || echo "base: exit $?"
 python3 -m cli.main ci --commit c0ffee0002 --branch main --parents c0ffee0001 --kernels-dir "$head" --variants $variants \

@@ -15,9 +15,11 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"
 
 
 def traces(page, div_id: str) -> list[dict]:
-    """The chart's traces as Plotly drew them: name and x of each."""
+    """The chart's traces as Plotly drew them: name, and x and y values of each (the compare view
+    names its pairs on y)."""
     page.wait_for_function(f"document.getElementById('{div_id}') && document.getElementById('{div_id}').data")
-    return page.evaluate(f"document.getElementById('{div_id}').data.map(t => ({{name: t.name, x: Array.from(t.x || [])}}))")
+    return page.evaluate(f"document.getElementById('{div_id}').data.map(t => ({{name: t.name,"
+                         " x: Array.from(t.x || []).concat(Array.from(t.y || []))}}))")
 
 
 def main() -> None:
