@@ -92,8 +92,10 @@ def load_roofline(db: Session, f: RooflineFilter, commit_ids: list[int] | None =
         select(Result.variant, Result.m, Result.n, Result.k, Result.compute_mode, Result.gflops, Result.cublas_gflops,
                Result.pct_of_cublas, Result.env, Commit.sha, Result.id, Result.verified)
         .outerjoin(Commit, Result.commit_id == Commit.id)
-        .where(Result.id.in_(newest)).order_by(Result.variant, Result.m * Result.n * Result.k)
+        .where(Result.id.in_(newest))
     ).all()
+    # Ordered here: M*N*K overflows PostgreSQL's 32-bit integers from 1291^3 on.
+    rows.sort(key=lambda r: (r.variant, r.m * r.n * r.k, r.compute_mode))
     for variant, m, n, k, cm, gflops, cublas, pct, env, sha, rid, verified in rows:
         if not (verified and gflops):  # a wrong kernel has no speed: its newest result is not drawn
             out.failed.append(f"{variant} {m}×{n}×{k}")
