@@ -3,11 +3,21 @@
 No GPU needed: each configuration goes through the worker's own compile step (NVRTC from its
 PyPI wheel, in the confined compile process, with the options the runner uses), so what fails
 here would fail on a GPU worker. NVRTC missing fails these tests rather than skipping them.
+
+Which configurations: on every run, each kernel's defaults and a pairwise cover of its tunables
+(every pair of values of any two tunables appears in some configuration): 89 compiles where the
+full product is 136, the four heaviest kernels (warp_tile_large, the two tail-split ones,
+tf32_wgmma) 25 where they had 72. The full product took 92 s of the suite's 872 s of CPU on the
+2-core machine (docs/BENCHMARKS.md, issue 21); it compiles in the GPU suite instead
+(`test_every_configuration_compiles`, `gpu`-marked: the GPU machine has the cores for it).
 """
 
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from allpairspy import AllPairs
 
 from core.builtins import KERNELS_DIR, builtin_kernels
 from core.kernel import resolve
@@ -17,8 +27,35 @@ from worker import compiler
 
 SEED_NAME = re.compile(r"\d{3}_[0-9a-f]{16}\.txt")
 KERNELS = list(builtin_kernels())
-# Every kernel at every combination of its tunables' allowed values.
-CONFIGS = [(name, params) for name in KERNELS for params in builtin_kernels()[name].configurations()]
+
+
+def pairwise_cover(name: str) -> list[dict[str, int]]:
+    """The defaults, then configurations in which every two tunables take every pair of their
+    values at least once (all of them where a kernel has fewer than two tunables)."""
+    desc = builtin_kernels()[name]
+    names = list(desc.tunables)
+    if len(names) < 2:
+        return desc.configurations()
+    rows = [dict(zip(names, row)) for row in AllPairs([desc.tunables[n].values for n in names])]
+    return [desc.defaults()] + [row for row in rows if row != desc.defaults()]
+
+
+def config_id(name: str, params: dict[str, int]) -> str:
+    return f"{name}-{'-'.join(f'{k}{v}' for k, v in params.items())}"
+
+
+CONFIGS = [(name, params) for name in KERNELS for params in pairwise_cover(name)]
+ALL_CONFIGS = [(name, params) for name in KERNELS for params in builtin_kernels()[name].configurations()]
+
+
+def compile_config(name: str, params: dict[str, int], data_dir, cache_dir):
+    """Exactly as the GPU runner compiles it (options, name expressions), for an sm_90 GPU. The
+    compile time limit raised: on a 2-core machine running the suite in parallel, NVRTC once took
+    over the default 60 s for a large kernel; whether it compiles is the question."""
+    launch = resolve(builtin_kernels()[name], params, H100_FIGURES, "builtin")
+    cfg = Settings(GEMMWATCH_DATA_DIR=str(data_dir), GEMMWATCH_COMPILE_TIMEOUT_S="600",
+                   GEMMWATCH_KERNEL_CACHE_DIR=str(cache_dir))
+    return compiler.compile_launch(launch, "9.0", cfg)
 HEADERS = sorted(p.name for p in KERNELS_DIR.glob("*.cuh"))
 
 
@@ -32,19 +69,43 @@ def header_comment(text: str) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=[f"{n}-{'-'.join(f'{k}{v}' for k, v in p.items())}" for n, p in CONFIGS])
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=[config_id(n, p) for n, p in CONFIGS])
 def test_kernel_compiles_for_sm90(name, params, tmp_path, shared_kernel_cache):
-    launch = resolve(builtin_kernels()[name], params, H100_FIGURES, "builtin")
-    try:  # exactly as the GPU runner compiles it (options, name expressions), for an sm_90 GPU
-        # The compile time limit raised: on a 2-core machine running the suite in parallel, NVRTC
-        # once took over the default 60 s for a large kernel; whether it compiles is the question.
-        # The run's shared cache: tests/test_kernel_paths.py's worker compiles the same configurations.
-        cfg = Settings(GEMMWATCH_DATA_DIR=str(tmp_path), GEMMWATCH_COMPILE_TIMEOUT_S="600",
-                       GEMMWATCH_KERNEL_CACHE_DIR=str(shared_kernel_cache))
-        built = compiler.compile_launch(launch, "9.0", cfg)
+    # The run's shared cache: tests/test_kernel_paths.py's worker compiles the defaults too.
+    try:
+        built = compile_config(name, params, tmp_path, shared_kernel_cache)
     except compiler.CompileError as exc:
         pytest.fail(f"{name} {params} does not compile:\n{exc}", pytrace=False)
     assert built.cubin_path.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_the_cover_holds_every_pair_of_values():
+    """The cover is what it says: each kernel's defaults, and every value pair of every two tunables."""
+    for name in KERNELS:
+        desc, cover = builtin_kernels()[name], pairwise_cover(name)
+        assert cover[0] == desc.defaults() and all(c in desc.configurations() for c in cover)
+        names = list(desc.tunables)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                wanted = {(x, y) for x in desc.tunables[a].values for y in desc.tunables[b].values}
+                assert wanted == {(c[a], c[b]) for c in cover}, (name, a, b)
+    assert len(CONFIGS) < len(ALL_CONFIGS)
+
+
+@pytest.mark.gpu
+def test_every_configuration_compiles(tmp_path):
+    """The full product of every kernel's tunables, as an autotune job may pick any of them; the
+    compiles run side by side (each is a process of its own)."""
+    def one(config):
+        try:
+            compile_config(*config, tmp_path, tmp_path / "cache")
+            return None
+        except compiler.CompileError as exc:
+            return f"{config_id(*config)}: {str(exc)[:500]}"
+
+    with ThreadPoolExecutor(os.cpu_count() or 4) as pool:
+        failures = [f for f in pool.map(one, ALL_CONFIGS) if f]
+    assert not failures, "\n".join(failures)
 
 
 @pytest.mark.parametrize("name", KERNELS)

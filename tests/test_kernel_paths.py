@@ -53,7 +53,11 @@ def test_freezing_and_thawing_keeps_every_field(cfg, name):
     same_launch(back, KernelChoice(desc, tunables, "job"))
 
 
+# Both databases' runs on one xdist worker, one after the other: run side by side, each compiled
+# the 22 built-ins' defaults for itself before the other had cached them (about 20 s of CPU on
+# the 2-core machine); after one another, the second finds them in the run's cache.
 @pytest.mark.long
+@pytest.mark.xdist_group("kernel_paths")
 def test_every_builtin_through_the_api_a_worker_and_a_confirmation(cfg, start_worker, shared_kernel_cache):
     """All built-ins as a commit's own sources (what `gemmwatch ci --kernels-dir kernels` sends),
     measured by a real worker, then confirmed against themselves in an A/B job: the stored sources,
