@@ -1,7 +1,8 @@
 """The Celery app both sides share: the API only publishes task names, the worker runs them.
 
 With BROKER_URL unset (the embedded default) the broker is Kombu's filesystem transport in
-the data folder: no server to run, and still a real Celery worker on the other end.
+the data folder (core/filesystem_broker.py: messages written whole before they show): no server
+to run, and still a real Celery worker on the other end.
 """
 
 from celery import Celery
@@ -23,6 +24,7 @@ def make_celery(cfg: Settings = settings) -> Celery:
         folder = cfg.broker_folder
         folder.mkdir(parents=True, exist_ok=True)
         app.conf.broker_url = "filesystem://"
+        app.conf.broker_transport = "core.filesystem_broker:Transport"  # wins over the URL's scheme
         app.conf.broker_transport_options = {
             "data_folder_in": str(folder),
             "data_folder_out": str(folder),
