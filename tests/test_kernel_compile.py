@@ -27,6 +27,7 @@ from worker import compiler
 
 SEED_NAME = re.compile(r"\d{3}_[0-9a-f]{16}\.txt")
 KERNELS = list(builtin_kernels())
+HEADERS = sorted(p.name for p in KERNELS_DIR.glob("*.cuh"))
 
 
 def pairwise_cover(name: str) -> list[dict[str, int]]:
@@ -56,7 +57,6 @@ def compile_config(name: str, params: dict[str, int], data_dir, cache_dir):
     cfg = Settings(GEMMWATCH_DATA_DIR=str(data_dir), GEMMWATCH_COMPILE_TIMEOUT_S="600",
                    GEMMWATCH_KERNEL_CACHE_DIR=str(cache_dir))
     return compiler.compile_launch(launch, "9.0", cfg)
-HEADERS = sorted(p.name for p in KERNELS_DIR.glob("*.cuh"))
 
 
 def header_comment(text: str) -> str:
