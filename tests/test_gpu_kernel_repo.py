@@ -10,6 +10,7 @@ import pytest
 
 from core.kernel_folder import load_folder
 from tests.test_gpu import POLICY, runner  # noqa: F401 (fixture)
+from tests.test_kernel_compile import config_id
 from tests.test_kernel_repo import REPO
 from worker.cases import Case, KernelChoice
 from worker.verify import LEAVES_C, READS_C
@@ -22,8 +23,7 @@ CONFIGS = [(name, params) for name, d in KERNELS.items() for params in d.configu
 
 @pytest.mark.parametrize("size", [(1000, 1003, 997), (4096, 4096, 4096), (64, 4096, 1024)],
                          ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=[f"{n}-{'-'.join(f'{k}{v}' for k, v in p.items())}"
-                                                            for n, p in CONFIGS])
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=[config_id(n, p) for n, p in CONFIGS])
 def test_each_repository_kernel_matches_cublas(runner, name, params, size):  # noqa: F811
     case = Case(0, name, *size, 31, KernelChoice(KERNELS[name], params, "job"))
     out = runner.run_case(case, POLICY)
