@@ -6,9 +6,15 @@
 // Why faster than tf32_mma_sync: one wgmma does 64 x BM x 8 multiply-adds for a warpgroup, A goes
 // from shared memory to the tensor cores without registers, and the copies are asynchronous, issued
 // by a warpgroup that does nothing else, with 3-4 slabs in flight instead of one.
+// -DSPLIT3=1 (tf32x3_wgmma) buys back FP32's accuracy: each operand x is split into a TF32 part
+// and the TF32 part of what is left (x = big + small, 22 of FP32's 24 significant bits), and each
+// k-step takes three products, small*big + big*small + big*big (small*small lies below FP32's
+// rounding). The producer writes each A slab's two parts once its own copies have landed; the
+// consumers split B^T in registers.
 // Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DBM (128 or 256: rows of C per block, wgmma's N), -DSTAGES (ring depth), -DGROUP_M.
 #include "common.cuh"
+#include "tf32.cuh"
 #include "wgmma.cuh"
 
 #ifndef BM
@@ -19,6 +25,17 @@
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8
+#endif
+#ifndef SPLIT3
+#define SPLIT3 0
+#endif
+// setmaxnreg's counts (immediates): the producer's split of A needs more than its copies alone.
+#if SPLIT3
+#define PRODUCER_REGS "56"
+#define CONSUMER_REGS "224"
+#else
+#define PRODUCER_REGS "40"
+#define CONSUMER_REGS "232"
 #endif
 
 namespace tf32wg {
@@ -31,48 +48,21 @@ constexpr int kAStage = kBM * kBK * 4;  // bytes of one A slab (a multiple of 10
 constexpr int kBStage = kBK * kBRow * 4;
 constexpr int kThreads = 384;
 constexpr int kAcc = kBM / 2;           // FP32 accumulators per consumer thread
+constexpr int kAParts = SPLIT3 ? 2 : 1; // A slabs per stage: A, or A's big and small parts
 // Dynamic shared memory: the ring, 2 mbarriers per stage, and up to 1 KiB to align the ring.
-constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
+constexpr int kSmemBytes = STAGES * (kAParts * kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(BM == 128 || BM == 256, "BM is wgmma's N: 128 or 256 here");
+static_assert(!SPLIT3 || BM == 128, "SPLIT3 keeps two sets of accumulators: BM = 256 would need 256 registers");
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
 
-__device__ __forceinline__ unsigned to_tf32(float x) {
-    unsigned u;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
-    return u;
-}
-
-// 16 bytes global -> shared; src_bytes 0 writes zeros (src is not read).
-__device__ __forceinline__ void cp16(unsigned dst, const float* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp4(unsigned dst, const float* src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-// P[r][c .. c+3] of a rows x cols row-major matrix into 16 bytes of shared memory, zeros outside.
-// vec: rows are 16-byte aligned (cols % 4 == 0, aligned base), so a piece is all in or all out.
-__device__ __forceinline__ void copy_piece(unsigned dst, const float* P, int rows, int cols, int r, int c, bool vec) {
-    if (vec) {
-        const bool in = r < rows && c < cols;
-        cp16(dst, in ? P + (size_t)r * cols + c : P, in ? 16 : 0);
-    } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const bool in = r < rows && c + e < cols;
-            cp4(dst + 4 * e, in ? P + (size_t)r * cols + c + e : P, in ? 4 : 0);
-        }
-    }
-}
-
 }  // namespace tf32wg
 
 // One block per SM: the ring takes most of shared memory. 384 threads at launch give each 168
-// registers; setmaxnreg then moves registers from the producer (40) to the consumers (232).
+// registers; setmaxnreg then moves registers from the producer to the consumers (PRODUCER_REGS).
 extern "C" __global__ void __launch_bounds__(tf32wg::kThreads, 1)
 sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
                  float beta, float* __restrict__ C) {
@@ -87,16 +77,19 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     const unsigned raw = smem_addr(smem_raw);
     const unsigned ring = (raw + 1023u) & ~1023u;
     unsigned char* ring_ptr = smem_raw + (ring - raw);
-    const unsigned a_ring = ring;                         // STAGES A slabs
-    const unsigned b_ring = ring + STAGES * kAStage;      // STAGES B slabs
+    const unsigned a_ring = ring;                         // STAGES A slabs (SPLIT3: A's big parts)
+#if SPLIT3
+    const unsigned a_small_ring = ring + STAGES * kAStage;  // STAGES slabs of A's small parts
+#endif
+    const unsigned b_ring = ring + kAParts * STAGES * kAStage;  // STAGES B slabs
     const unsigned bars = b_ring + STAGES * kBStage;      // full[STAGES], then empty[STAGES]
-    const float* b_ring_ptr = reinterpret_cast<const float*>(ring_ptr + STAGES * kAStage);
+    const float* b_ring_ptr = reinterpret_cast<const float*>(ring_ptr + kAParts * STAGES * kAStage);
     auto full = [&](int s) { return bars + 8u * s; };
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full(s), 128);  // each producer thread's copies
+            mbar_init(full(s), 128);  // each producer thread's copies (SPLIT3: its split of them)
             mbar_init(empty(s), 8);   // each consumer warp, after its wgmmas on the slab are done
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -110,36 +103,49 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     const int role = threadIdx.x / 128;     // 0: producer, 1 and 2: consumers
 
     if (role == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 " PRODUCER_REGS ";\n" ::: "memory");
         const int tid = threadIdx.x;
         const bool vec_a = (K % 4 == 0) && aligned16(A);
         const bool vec_b = (N % 4 == 0) && aligned16(B);
-        // A piece: chunk a_c (4 k) of rows a_r + 16 j; stored at chunk a_c ^ (row % 8), and
-        // (a_r + 16 j) % 8 == a_r % 8, so the swizzled column is the same for all j.
-        const int a_c = tid & 7, a_r = tid >> 3;
-        const unsigned a_dst0 = a_r * 128 + ((a_c ^ (a_r & 7)) * 16);
         // B piece: chunk b_c (4 n) of k-rows b_r + 4 j.
         const int b_c = tid & 31, b_r = tid >> 5;
         const unsigned b_dst0 = b_r * kBRow * 4 + b_c * 16;
-        const bool a_rows_in = bm0 + kBM <= M, b_cols_in = bn0 + kBN <= N;
+        const bool b_cols_in = bn0 + kBN <= N;
+#if SPLIT3
+        // Once this thread's copies of slab s have landed, its own A pieces are rewritten as their
+        // big parts and their small parts are written to the other A ring, at the same offsets
+        // (the swizzle is the same for both). Then the slab is announced full.
+        auto split_a = [&](int s) {
+            const int stage = s % STAGES;
+            const unsigned a_dst = a_ring + stage * kAStage + a_piece_offset(tid);
+#pragma unroll 4
+            for (int j = 0; j < kBM / 16; ++j) {
+                const unsigned at = a_dst + j * 16 * 128;
+                float x[4];
+                unsigned big[4], small[4];
+                asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3]) : "r"(at) : "memory");
+#pragma unroll
+                for (int e = 0; e < 4; ++e) split_tf32(x[e], big[e], small[e]);
+                asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n"
+                             ::"r"(at), "r"(big[0]), "r"(big[1]), "r"(big[2]), "r"(big[3]) : "memory");
+                asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n"
+                             ::"r"(a_small_ring + (at - a_ring)), "r"(small[0]), "r"(small[1]), "r"(small[2]), "r"(small[3])
+                             : "memory");
+            }
+            // The consumers' wgmmas read these stores through the async proxy.
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            mbar_arrive(full(stage));
+        };
+#endif
 
         for (int s = 0; s < slabs; ++s) {
             const int stage = s % STAGES;
             if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
             const int k0 = s * kBK;
-            const unsigned a_dst = a_ring + stage * kAStage + a_dst0;
+            copy_a_slab<kBM>(a_ring + stage * kAStage, A, M, K, bm0, k0, vec_a, tid);
             const unsigned b_dst = b_ring + stage * kBStage + b_dst0;
-            const bool k_in = k0 + kBK <= K;
-            if (vec_a && a_rows_in && k_in) {
-                const float* src = A + (size_t)(bm0 + a_r) * K + k0 + 4 * a_c;
-#pragma unroll
-                for (int j = 0; j < kBM / 16; ++j) cp16(a_dst + j * 16 * 128, src + (size_t)j * 16 * K, 16);
-            } else {
-#pragma unroll
-                for (int j = 0; j < kBM / 16; ++j)
-                    copy_piece(a_dst + j * 16 * 128, A, M, K, bm0 + a_r + 16 * j, k0 + 4 * a_c, vec_a);
-            }
-            if (vec_b && b_cols_in && k_in) {
+            if (vec_b && b_cols_in && k0 + kBK <= K) {
                 const float* src = B + (size_t)(k0 + b_r) * N + bn0 + 4 * b_c;
 #pragma unroll
                 for (int j = 0; j < kBK / 4; ++j) cp16(b_dst + j * 4 * kBRow * 4, src + (size_t)j * 4 * N, 16);
@@ -148,13 +154,25 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
                 for (int j = 0; j < kBK / 4; ++j)
                     copy_piece(b_dst + j * 4 * kBRow * 4, B, K, N, k0 + b_r + 4 * j, bn0 + 4 * b_c, vec_b);
             }
+#if SPLIT3
+            // Slab s's copies stay in flight while slab s - 1, landed, is split.
+            asm volatile("cp.async.commit_group;\n" ::: "memory");
+            if (s > 0) {
+                asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+                split_a(s - 1);
+            }
+#else
             mbar_arrive_on_copies(full(stage));
+#endif
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
+#if SPLIT3
+        split_a(slabs - 1);
+#endif
         return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 " CONSUMER_REGS ";\n" ::: "memory");
     const int wg = role - 1;  // which 64 columns of the block's C
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
@@ -163,6 +181,15 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     float acc[kAcc];
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+#if SPLIT3
+    // The tensor cores' FP32 accumulation loses more at each add than an FADD rounded to nearest:
+    // summed over all of K in `acc`, the error grew with K (2.9e-5 of |C| at 4096^3, 5.7e-5 at
+    // 8192^3, against cuBLAS FP32's 1.2e-6). So each slab's products are summed from zero in `acc`
+    // and added into `total` here, by FADD, once per slab.
+    float total[kAcc];
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) total[i] = 0.0f;
+#endif
 
     for (int s = 0; s < slabs; ++s) {
         const int stage = s % STAGES;
@@ -171,19 +198,36 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         const float* bs = b_ring_ptr + stage * (kBStage / 4);
         unsigned frag[kBK / 8][4];
+#if SPLIT3
+        unsigned frag_small[kBK / 8][4];
+#endif
 #pragma unroll
         for (int kk = 0; kk < kBK / 8; ++kk) {
             const float* p = bs + (kk * 8 + t) * kBRow + n_local;
-            frag[kk][0] = to_tf32(p[0]);              // (row g,     k t)
-            frag[kk][1] = to_tf32(p[8]);              // (row g + 8, k t)
-            frag[kk][2] = to_tf32(p[4 * kBRow]);      // (row g,     k t + 4)
-            frag[kk][3] = to_tf32(p[4 * kBRow + 8]);  // (row g + 8, k t + 4)
+            // (row g, k t), (row g + 8, k t), (row g, k t + 4), (row g + 8, k t + 4)
+            const float x[4] = {p[0], p[8], p[4 * kBRow], p[4 * kBRow + 8]};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+#if SPLIT3
+                split_tf32(x[e], frag[kk][e], frag_small[kk][e]);
+#else
+                frag[kk][e] = to_tf32(x[e]);
+#endif
+            }
         }
         const unsigned long long desc = k_major_sw128_desc(a_ring + stage * kAStage);
         wgmma_fence();
         fence_operands(acc);
 #pragma unroll
-        for (int kk = 0; kk < kBK / 8; ++kk) wgmma_tf32(acc, frag[kk], desc + 2 * kk);  // +32 bytes per 8 k
+        for (int kk = 0; kk < kBK / 8; ++kk) {  // +32 bytes of the descriptor's address per 8 k
+#if SPLIT3
+            // The small products first, so they are not added to the large one's rounding.
+            const unsigned long long desc_small = k_major_sw128_desc(a_small_ring + stage * kAStage);
+            wgmma_tf32(acc, frag_small[kk], desc + 2 * kk, kk > 0);  // the slab's first product starts from zero
+            wgmma_tf32(acc, frag[kk], desc_small + 2 * kk);
+#endif
+            wgmma_tf32(acc, frag[kk], desc + 2 * kk);
+        }
         wgmma_commit();
         // All of this slab's wgmmas done before the next slab's fragments are loaded: they read
         // `frag` from registers while in flight, and ptxas serialises every wgmma when registers
@@ -192,9 +236,18 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         wgmma_wait<0>();
         fence_operands(acc);
         if (lane == 0) mbar_arrive(empty(stage));
+#if SPLIT3
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) total[i] += acc[i];
+#endif
     }
+#if SPLIT3
+    const float(&result)[kAcc] = total;
+#else
+    const float(&result)[kAcc] = acc;
+#endif
 
-    // acc[4 j + e] is C^T(row n, column m) with n = n_local (+8 for e >= 2), m = 8 j + 2 t (+1 for odd e).
+    // result[4 j + e] is C^T(row n, column m) with n = n_local (+8 for e >= 2), m = 8 j + 2 t (+1 for odd e).
     const int n0 = bn0 + n_local;
 #pragma unroll
     for (int j = 0; j < kAcc / 4; ++j) {
@@ -202,7 +255,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         for (int e = 0; e < 4; ++e) {
             const int m = bm0 + 8 * j + 2 * t + (e & 1);
             const int n = n0 + (e >= 2 ? 8 : 0);
-            if (m < M && n < N) store_axpby(C + (size_t)m * N + n, acc[4 * j + e], alpha, beta);
+            if (m < M && n < N) store_axpby(C + (size_t)m * N + n, result[4 * j + e], alpha, beta);
         }
     }
 }
