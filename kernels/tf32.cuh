@@ -1,4 +1,4 @@
-// Shared device code of the TF32 wgmma kernels (tf32_wgmma, tf32x3_wgmma, tf32_wgmma_ss): FP32 to
+// Shared device code of the TF32 wgmma kernels (tf32_wgmma and tf32x3_wgmma, one source): FP32 to
 // TF32 rounding and splitting, asynchronous copies of FP32 pieces, and an A slab of 32 k copied
 // into wgmma's K-major 128-byte swizzle by a producer warpgroup. The rules of common.cuh hold.
 #pragma once

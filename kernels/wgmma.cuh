@@ -2,8 +2,7 @@
 // rings, the shared-memory descriptor of a K-major operand in the 128-byte swizzle, and
 // wgmma.mma_async with FP32 accumulators and A from registers, for TF32 (k8), BF16 and FP16 (k16)
 // at N = 128 and 256 (chosen by the accumulator array's size: 64 or 128 floats per thread); and
-// with both operands in shared memory, for TF32 (K-major, tf32_wgmma_ss) and for BF16 and FP16
-// with B N-major (half_wgmma_ss).
+// for BF16 and FP16 with both operands in shared memory, B N-major (half_wgmma_ss).
 // The rules of common.cuh hold, with one exception: the operand lists of the wgmma instructions
 // are spelt once each by GW_-prefixed macros, #undef'd at the end of this header, so no kernel
 // and no -D option meets them.
@@ -108,16 +107,6 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[128], const unsigned (&a)[4
                  ", {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
                  : GW_D128_OUT
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
-}
-
-// d += A (64 x 8, K-major, shared memory through desc_a) * B (8 x 256, K-major, shared memory through
-// desc_b), TF32: both operands read by the tensor cores from shared memory (their FP32 bits, the
-// low 13 ignored).
-__device__ __forceinline__ void wgmma_ss_tf32(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 " GW_D128 ", %128, %129, p, 1, 1;\n}\n"
-                 : GW_D128_OUT
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
 // d += A (64 x 16, K-major, shared memory through desc_a) * B (16 x 256, N-major, shared memory

@@ -57,8 +57,10 @@ def errors_vs_fp64(runner, variants: list[str], size: tuple[int, int, int], inpu
 @pytest.mark.parametrize("inputs", INPUTS)
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: "x".join(map(str, s)))
 def test_three_tf32_products_are_as_close_to_the_exact_product_as_cublas_fp32(runner, size, inputs):
-    if runner.device.compute_capability != "9.0":
-        pytest.skip("tf32x3_wgmma is built for sm_90a")
+    reason = runner.resolve(builtin_case("tf32x3_wgmma", *size).kernel).not_applicable_on(
+        runner.device.figures().compute_capability)
+    if reason:
+        pytest.skip(reason)
     err = errors_vs_fp64(runner, ["tf32x3_wgmma", "tf32_wgmma"], size, inputs)
     assert err["tf32x3_wgmma"] <= err["cuBLAS FP32"], err
     # What the split buys: one TF32 product (what the kernel would be without its small parts) is
@@ -67,9 +69,8 @@ def test_three_tf32_products_are_as_close_to_the_exact_product_as_cublas_fp32(ru
 
 
 @pytest.mark.parametrize("size", [(4096, 8, 4096), (8, 4096, 1024)], ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("variant", ["tf32x3_wgmma", "tf32_wgmma_ss"])
-def test_the_new_wgmma_kernels_are_verified_at_skinny_shapes(runner, variant, size):
-    out = runner.run_case(builtin_case(variant, *size, seed=3), POLICY)
+def test_three_tf32_products_are_verified_at_skinny_shapes(runner, size):
+    out = runner.run_case(builtin_case("tf32x3_wgmma", *size, seed=3), POLICY)
     if out.not_applicable:
         pytest.skip(out.error)
     assert out.verified, out.error
