@@ -3,7 +3,7 @@
 Same process, same GPU, same input arrays: cuBLAS and three ladder variants, timed by the
 gemmwatch runner (interleaved with cuBLAS, stream held, L2 flushed) and by nvbench's cold
 measurement (its blocking kernel, its L2 flush, one sample per launch). Every case must agree
-within 2.5 % and the median ratio within 1 %: below 1024^3 too, since cold samples are isolated
+within 2.5 % (or the events' 0.5 us resolution, where that is more) and the median ratio within 1 %: below 1024^3 too, since cold samples are isolated
 (each behind its own stream hold, synchronised before the next, as nvbench takes them); queued
 back to back, small kernels read a constant 0.5-0.8 us longer (docs/BENCHMARKS.md). One exception,
 bounded at 10 %: cuBLAS below 1024^3. At 256^3 and 512^3 one cupy.matmul is two launches (a
@@ -34,6 +34,10 @@ KERNELS = ["smem_tiled", "thread_tile_8x8", "warp_tile_large"]
 TOLERANCE = 0.025  # each case
 OVERALL = 0.01  # the median ratio over all cases
 CUBLAS_SMALL = 0.10  # cuBLAS below 1024^3: one flip of the gap between its two launches (see above)
+# Both tools read CUDA events, whose resolution is about 0.5 us (cudaEventElapsedTime's own
+# documentation): no case is held closer than that. It decides only below 20 us, where 2.5 % is
+# less (smem_tiled at 256^3, 15 us, once read 0.38 us, 2.6 %, above nvbench on the H100).
+EVENT_RESOLUTION_MS = 0.0005
 
 
 def nvbench_medians(benchmarks: dict, tmp: Path) -> dict[str, float]:
@@ -104,7 +108,8 @@ def test_cold_medians_agree_with_nvbench_at_every_shape(tmp_path):
     assert abs(statistics.median(r["ratio"] for r in rows) - 1) <= OVERALL
     def bound(row) -> float:
         small = any(row["case"].endswith(f"-{d}x{d}x{d}") for d in (128, 256, 512))
-        return CUBLAS_SMALL if small and row["case"].startswith("cublas-") else TOLERANCE
+        relative = CUBLAS_SMALL if small and row["case"].startswith("cublas-") else TOLERANCE
+        return max(relative, EVENT_RESOLUTION_MS / row["nvbench_ms"])
 
     off = [r for r in rows if abs(r["ratio"] - 1) > bound(r)]
     assert not off, off
