@@ -138,20 +138,17 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
 // and all of B. Here consecutive blocks walk down a group of `group` block-rows first, then
 // across, so the resident set is a squarer patch of C and shares more of A and B in L2. A
 // bijection on the grid (the last group may have fewer rows); group <= 1 keeps the plain order.
-// The same order over any across x down grid of units, unit `id` in launch order.
-__device__ __forceinline__ void raster_grouped_units(int group, int id, int across, int down, int& unit_m, int& unit_n) {
+__device__ __forceinline__ void raster_grouped(int group, int& tile_m, int& tile_n) {
     if (group <= 1) {
-        unit_m = id / across;
-        unit_n = id % across;
+        tile_m = blockIdx.y;
+        tile_n = blockIdx.x;
         return;
     }
-    const int per_group = group * across;
+    const int id = blockIdx.y * gridDim.x + blockIdx.x;  // launch order
+    const int per_group = group * gridDim.x;
     const int first_m = (id / per_group) * group;
-    const int rows = min(down - first_m, group);
+    const int rows = min((int)gridDim.y - first_m, group);
     const int in_group = id % per_group;
-    unit_m = first_m + in_group % rows;
-    unit_n = in_group / rows;
-}
-__device__ __forceinline__ void raster_grouped(int group, int& tile_m, int& tile_n) {
-    raster_grouped_units(group, blockIdx.y * gridDim.x + blockIdx.x, gridDim.x, gridDim.y, tile_m, tile_n);
+    tile_m = first_m + in_group % rows;
+    tile_n = in_group / rows;
 }

@@ -11,10 +11,6 @@
 // k-step takes three products, small*big + big*small + big*big (small*small lies below FP32's
 // rounding). The producer writes each A slab's two parts once its own copies have landed; the
 // consumers split B^T in registers.
-// -DCLUSTER_B=1 (tf32_wgmma_multicast) halves what the B slabs cost L2: blocks run in clusters
-// of two that compute vertically adjacent tiles (the same columns of C, so the same B slabs), and
-// each block fetches half of every B slab with bulk copies multicast into both blocks' shared
-// memory. A slab is refilled only once the consumers of both blocks have released it.
 // Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DBM (128 or 256: rows of C per block, wgmma's N), -DSTAGES (ring depth), -DGROUP_M.
 #include "common.cuh"
@@ -32,14 +28,6 @@
 #endif
 #ifndef SPLIT3
 #define SPLIT3 0
-#endif
-#ifndef CLUSTER_B
-#define CLUSTER_B 0
-#endif
-#if CLUSTER_B
-#define GW_CLUSTER_DIMS __cluster_dims__(1, 2, 1)
-#else
-#define GW_CLUSTER_DIMS
 #endif
 // setmaxnreg's counts (immediates): the producer's split of A needs more than its copies alone.
 #if SPLIT3
@@ -67,7 +55,6 @@ constexpr int kSmemBytes = STAGES * (kAParts * kAStage + kBStage) + 16 * STAGES 
 static_assert(BM == 128 || BM == 256, "BM is wgmma's N: 128 or 256 here");
 static_assert(!SPLIT3 || BM == 128, "SPLIT3 keeps two sets of accumulators: BM = 256 would need 256 registers");
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
-static_assert(!(SPLIT3 && CLUSTER_B), "SPLIT3 and CLUSTER_B are separate steps");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
@@ -76,7 +63,7 @@ static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be th
 
 // One block per SM: the ring takes most of shared memory. 384 threads at launch give each 168
 // registers; setmaxnreg then moves registers from the producer to the consumers (PRODUCER_REGS).
-extern "C" __global__ void __launch_bounds__(tf32wg::kThreads, 1) GW_CLUSTER_DIMS
+extern "C" __global__ void __launch_bounds__(tf32wg::kThreads, 1)
 sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
                  float beta, float* __restrict__ C) {
     using namespace tf32wg;
@@ -102,29 +89,15 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            // Each producer thread's copies (SPLIT3: its split of them); CLUSTER_B: and one arrival
-            // that announces the bulk copies' bytes.
-            mbar_init(full(s), 128 + CLUSTER_B);
-            // Each consumer warp (CLUSTER_B: of both blocks), after its wgmmas on the slab are done.
-            mbar_init(empty(s), 8 * (1 + CLUSTER_B));
+            mbar_init(full(s), 128);  // each producer thread's copies (SPLIT3: its split of them)
+            mbar_init(empty(s), 8);   // each consumer warp, after its wgmmas on the slab are done
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+    __syncthreads();
 
     int tile_m, tile_n;
-#if CLUSTER_B
-    // The other block may copy into this one and arrive on its barriers: not before they exist.
-    cluster_sync();
-    // Clusters are vertical pairs of blocks (the grid's height is even): raster the pairs, and
-    // each block of a pair takes one of its two tile-rows.
-    const unsigned rank = cluster_rank();
-    int pair_m;
-    raster_grouped_units(GROUP_M / 2, (blockIdx.y / 2) * gridDim.x + blockIdx.x, gridDim.x, gridDim.y / 2, pair_m, tile_n);
-    tile_m = 2 * pair_m + rank;
-#else
-    __syncthreads();
     raster_grouped(GROUP_M, tile_m, tile_n);
-#endif
     const int bm0 = tile_m * kBM, bn0 = tile_n * kBN;
     const int slabs = (K + kBK - 1) / kBK;  // >= 1
     const int role = threadIdx.x / 128;     // 0: producer, 1 and 2: consumers
@@ -138,10 +111,6 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         const int b_c = tid & 31, b_r = tid >> 5;
         const unsigned b_dst0 = b_r * kBRow * 4 + b_c * 16;
         const bool b_cols_in = bn0 + kBN <= N;
-#if CLUSTER_B
-        // Bulk copies need 16-byte aligned rows, whole inside B: the same answer in both blocks.
-        const bool b_bulk = vec_b && b_cols_in;
-#endif
 #if SPLIT3
         // Once this thread's copies of slab s have landed, its own A pieces are rewritten as their
         // big parts and their small parts are written to the other A ring, at the same offsets
@@ -176,28 +145,6 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
             const int k0 = s * kBK;
             copy_a_slab<kBM>(a_ring + stage * kAStage, A, M, K, bm0, k0, vec_a, tid);
             const unsigned b_dst = b_ring + stage * kBStage + b_dst0;
-#if CLUSTER_B
-            if (b_bulk && k0 + kBK <= K) {
-                // This block's half of the slab's k-rows, one bulk copy per row, into both blocks.
-                if (tid == 0) mbar_arrive_expect_tx(full(stage), kBK * kBN * 4);
-#ifdef MC_SELF
-                if (tid < kBK) {
-                    const int r = tid;
-                    bulk_copy_multicast(b_ring + stage * kBStage + r * kBRow * 4, B + (size_t)(k0 + r) * N + bn0,
-                                        kBN * 4, full(stage), (unsigned short)(1u << rank));
-                }
-#else
-                if (tid < kBK / 2) {
-                    const int r = rank * (kBK / 2) + tid;
-                    bulk_copy_multicast(b_ring + stage * kBStage + r * kBRow * 4, B + (size_t)(k0 + r) * N + bn0,
-                                        kBN * 4, full(stage), 0x3);
-                }
-#endif
-                mbar_arrive_on_copies(full(stage));
-                continue;
-            }
-            if (tid == 0) mbar_arrive(full(stage));  // no bulk bytes this slab: the extra arrival alone
-#endif
             if (vec_b && b_cols_in && k0 + kBK <= K) {
                 const float* src = B + (size_t)(k0 + b_r) * N + bn0 + 4 * b_c;
 #pragma unroll
@@ -221,9 +168,6 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
 #if SPLIT3
         split_a(slabs - 1);
-#endif
-#if CLUSTER_B
-        cluster_sync();  // the end: see the consumers'
 #endif
         return;
     }
@@ -291,12 +235,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         // tensor cores busy meanwhile.
         wgmma_wait<0>();
         fence_operands(acc);
-        if (lane == 0) {
-            mbar_arrive(empty(stage));
-#if CLUSTER_B
-            mbar_arrive_in(empty(stage), rank ^ 1);  // the other block's producer refills it in both
-#endif
-        }
+        if (lane == 0) mbar_arrive(empty(stage));
 #if SPLIT3
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) total[i] += acc[i];
@@ -319,8 +258,4 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
             if (m < M && n < N) store_axpby(C + (size_t)m * N + n, result[4 * j + e], alpha, beta);
         }
     }
-#if CLUSTER_B
-    // No block leaves while the other may still arrive on its barriers.
-    cluster_sync();
-#endif
 }

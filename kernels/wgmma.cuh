@@ -27,32 +27,6 @@ __device__ __forceinline__ void mbar_arrive_on_copies(unsigned bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
-// Clusters (sm_90): this block's rank in its cluster; every thread of every block of the cluster
-// arrives and waits; an arrival on the mbarrier at the same shared-memory offset in block `rank`.
-__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbar_arrive_in(unsigned bar, unsigned rank) {
-    asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar), "r"(rank) : "memory");
-}
-// Arrives on bar and tells it `bytes` more will land through complete_tx (bulk copies) this phase.
-__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst in
-// every block of the cluster named in cta_mask, each signalling its own mbarrier at offset bar.
-__device__ __forceinline__ void bulk_copy_multicast(unsigned dst, const void* src, unsigned bytes, unsigned bar,
-                                                    unsigned short cta_mask) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-                 "[%0], [%1], %2, [%3], %4;\n" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "h"(cta_mask) : "memory");
-}
-
 // wgmma shared-memory descriptor of a K-major operand in the 128-byte swizzle: start address,
 // leading offset unused (1), stride 1024 bytes between groups of 8 rows, layout type 1 (128B).
 __device__ __forceinline__ unsigned long long k_major_sw128_desc(unsigned addr) {
