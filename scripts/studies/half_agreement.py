@@ -5,10 +5,12 @@ cublas_bf16, the job defaults: cold, isolated samples), triton's do_bench over t
 zeroed before each call, calls queued back to back for ~1 s), and torch.matmul timed one sample
 at a time (the same 256 MiB zeroing, then events, then a wait), each with NVML's SM clock sampled
 every 5 ms while it runs: a tensor-core GEMM near the 700 W cap is clocked by its duty cycle.
-Run on a GPU: python scripts/studies/half_agreement.py [--rounds R] [sizes...]
+Run on a GPU: python scripts/studies/half_agreement.py [--rounds R] [--nvbench] [sizes...]
 With --rounds R the three are measured R times in turn, the order reversed every other round, so
 that neither meets the card warmer or nearer its power cap than the other; the medians over the
-rounds are printed last.
+rounds are printed last. With --nvbench, NVIDIA's nvbench (cuda-bench) then times torch.matmul in
+each case with its cold measurement (its L2 flush and blocking kernel, a sample per launch), a
+third opinion beside do_bench's.
 """
 
 import json
@@ -82,10 +84,36 @@ def measure(runner, policy, precision, n, order):
     return readings
 
 
-def main(sizes, rounds=1):
+def nvbench_torch(cases):
+    """nvbench's cold median (ms) of torch.matmul for each (precision, n), on nvbench's own stream."""
+    import tempfile
+
+    from tests.test_gpu_nvbench import nvbench_medians
+
+    benchmarks = {}
+    for precision, n in cases:
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+        gen = torch.Generator(device="cuda").manual_seed(11)
+        a = (torch.rand((n, n), device="cuda", generator=gen) * 2 - 1).to(dtype)
+        b = (torch.rand((n, n), device="cuda", generator=gen) * 2 - 1).to(dtype)
+        out = torch.empty((n, n), device="cuda", dtype=dtype)
+
+        def call(a=a, b=b, out=out):
+            # nvbench_medians runs this inside a CuPy stream made from nvbench's; torch follows it.
+            import cupy as cp
+
+            with torch.cuda.stream(torch.cuda.ExternalStream(cp.cuda.get_current_stream().ptr)):
+                torch.matmul(a, b, out=out)
+
+        benchmarks[f"{precision}-{n}"] = call
+    return nvbench_medians(benchmarks, Path(tempfile.mkdtemp()))
+
+
+def main(sizes, rounds=1, nvbench=False):
     runner = CupyRunner()
     policy = TimingPolicy.from_settings(Settings())
     orders = [("gemmwatch", "do_bench", "one_at_a_time"), ("one_at_a_time", "do_bench", "gemmwatch")]
+    medians = {}
     for precision in ("fp16", "bf16"):
         for n in sizes:
             per_round = []
@@ -98,14 +126,24 @@ def main(sizes, rounds=1):
                                   "gemmwatch_vs_do_bench": got["gemmwatch"][0] / got["do_bench"][0],
                                   "gemmwatch_vs_one_at_a_time": got["gemmwatch"][0] / got["one_at_a_time"][0]}), flush=True)
             med = {k: statistics.median(g[k][0] for g in per_round) for k in per_round[0]}
+            medians[(precision, n)] = med
             print(json.dumps({"precision": precision, "n": n, "rounds": rounds, "median_tflops": med,
                               "gemmwatch_vs_do_bench": med["gemmwatch"] / med["do_bench"],
                               "gemmwatch_vs_one_at_a_time": med["gemmwatch"] / med["one_at_a_time"]}), flush=True)
+    if nvbench:
+        for name, ms in nvbench_torch(list(medians)).items():
+            precision, n = name.split("-")
+            tflops = 2.0 * int(n) ** 3 / ms / 1e9
+            ours = medians[(precision, int(n))]
+            print(json.dumps({"precision": precision, "n": int(n), "nvbench_tflops": tflops,
+                              "gemmwatch_vs_nvbench": ours["gemmwatch"] / tflops,
+                              "do_bench_vs_nvbench": ours["do_bench"] / tflops}), flush=True)
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    rounds = 1
+    rounds, nvbench = 1, "--nvbench" in args
+    args = [a for a in args if a != "--nvbench"]
     if args[:1] == ["--rounds"]:
         rounds, args = int(args[1]), args[2:]
-    main([int(x) for x in args] or [4096, 8192], rounds)
+    main([int(x) for x in args] or [4096, 8192], rounds, nvbench)
