@@ -132,6 +132,31 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
+// Asynchronous copies (cp.async, sm_80 and later) to a shared-window address dst: 16 or 4 bytes
+// global -> shared; src_bytes 0 writes zeros (src is not read, but must be a valid address).
+__device__ __forceinline__ void cp16(unsigned dst, const float* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp4(unsigned dst, const float* src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+// P[r][c .. c+3] of a rows x cols row-major matrix into 16 bytes of shared memory, zeros outside
+// (the cp.async counterpart of load_row4).
+// vec: rows are 16-byte aligned (cols % 4 == 0, aligned base), so a piece is all in or all out.
+__device__ __forceinline__ void copy_piece(unsigned dst, const float* P, int rows, int cols, int r, int c, bool vec) {
+    if (vec) {
+        const bool in = r < rows && c < cols;
+        cp16(dst, in ? P + (size_t)r * cols + c : P, in ? 16 : 0);
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const bool in = r < rows && c + e < cols;
+            cp4(dst + 4 * e, in ? P + (size_t)r * cols + c + e : P, in ? 4 : 0);
+        }
+    }
+}
+
 // Grouped rasterisation: which C tile (tile_m, tile_n) this block computes. The runner launches
 // a (tiles across) x (tiles down) grid, and blocks start roughly in launch order, x fastest; taken
 // literally, the blocks resident at one time form a few full block-rows, reading a few rows of A

@@ -27,49 +27,12 @@
 #endif
 // Static shared memory: STAGES * (BM * A_ROW + BK * BN) * 4 bytes = STAGES * 10 KB <= 40 KB.
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, cached in L2 only. src_bytes < 16 zero-fills the rest; with 0 nothing
-// is read (src must still be a valid address, so callers pass the matrix base).
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
-// 4 bytes global -> shared (.ca: the only cache mode that allows sizes below 16), zero-filled
-// when src_bytes is 0.
-__device__ __forceinline__ void cp_async_4(void* dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 // Wait until at most n of this thread's committed groups are still in flight.
 template <int n>
 __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory");
-}
-
-// P[r][c .. c+3] -> dst, asynchronously, zeros outside the rows x cols matrix (the cp.async
-// counterpart of load_row4). vec: rows are 16-byte aligned (cols % 4 == 0, aligned base), so
-// the chunk is wholly in or out and one 16-byte copy does it; otherwise four 4-byte copies.
-__device__ __forceinline__ void cp_async_row4(float* dst, const float* __restrict__ P, int rows, int cols,
-                                              int r, int c, bool vec) {
-    if (vec) {
-        const bool ok = r < rows && c < cols;
-        cp_async_16(dst, ok ? P + (size_t)r * cols + c : P, ok ? 16 : 0);
-    } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const bool ok = r < rows && c + j < cols;
-            cp_async_4(dst + j, ok ? P + (size_t)r * cols + c + j : P, ok ? 4 : 0);
-        }
-    }
 }
 
 // Issue the copies of the slab starting at k0 into one stage of the ring. 256 threads, 256
@@ -79,9 +42,9 @@ __device__ __forceinline__ void load_stage(float (*As)[A_ROW], float (*Bs)[BN],
                                            int M, int N, int K, int bm0, int bn0, int k0, int tid,
                                            bool a_vec, bool b_vec) {
     const int ar = tid >> 1, ac = (tid & 1) * 4;
-    cp_async_row4(&As[ar][ac], A, M, K, bm0 + ar, k0 + ac, a_vec);
+    copy_piece(smem_addr(&As[ar][ac]), A, M, K, bm0 + ar, k0 + ac, a_vec);
     const int br = tid >> 5, bc = (tid & 31) * 4;
-    cp_async_row4(&Bs[br][bc], B, K, N, k0 + br, bn0 + bc, b_vec);
+    copy_piece(smem_addr(&Bs[br][bc]), B, K, N, k0 + br, bn0 + bc, b_vec);
 }
 
 // Two blocks per SM: the kernel fits 128 registers without spilling (checked with ptxas -v).

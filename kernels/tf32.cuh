@@ -1,6 +1,6 @@
 // Shared device code of the TF32 wgmma kernels (tf32_wgmma and tf32x3_wgmma, one source): FP32 to
-// TF32 rounding and splitting, asynchronous copies of FP32 pieces, and an A slab of 32 k copied
-// into wgmma's K-major 128-byte swizzle by a producer warpgroup. The rules of common.cuh hold.
+// TF32 rounding and splitting, and an A slab of 32 k copied (by common.cuh's copy_piece) into
+// wgmma's K-major 128-byte swizzle by a producer warpgroup. The rules of common.cuh hold.
 #pragma once
 
 __device__ __forceinline__ unsigned to_tf32(float x) {
@@ -12,29 +12,6 @@ __device__ __forceinline__ unsigned to_tf32(float x) {
 __device__ __forceinline__ void split_tf32(float x, unsigned& big, unsigned& small) {
     big = to_tf32(x);
     small = to_tf32(x - __uint_as_float(big));
-}
-
-// 16 or 4 bytes global -> shared; src_bytes 0 writes zeros (src is not read).
-__device__ __forceinline__ void cp16(unsigned dst, const float* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp4(unsigned dst, const float* src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-// P[r][c .. c+3] of a rows x cols row-major matrix into 16 bytes of shared memory, zeros outside.
-// vec: rows are 16-byte aligned (cols % 4 == 0, aligned base), so a piece is all in or all out.
-__device__ __forceinline__ void copy_piece(unsigned dst, const float* P, int rows, int cols, int r, int c, bool vec) {
-    if (vec) {
-        const bool in = r < rows && c < cols;
-        cp16(dst, in ? P + (size_t)r * cols + c : P, in ? 16 : 0);
-    } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const bool in = r < rows && c + e < cols;
-            cp4(dst + 4 * e, in ? P + (size_t)r * cols + c + e : P, in ? 4 : 0);
-        }
-    }
 }
 
 // Where producer thread tid (0..127) puts its pieces of an A slab: chunk tid % 8 (4 k) of rows
