@@ -39,7 +39,7 @@ class ResultIn(BaseModel):
     n: Integer(1, 1 << 20)
     k: Integer(1, 1 << 20)
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"  # of A and B
-    mode: Literal["cold", "hot"] = "cold"
+    mode: Literal["cold", "hot", "sustained"] = "cold"
     compute_mode: Literal["fp32", "tf32", "fp16", "bf16"] = "fp32"
     tunables: dict[Identifier, Int32] = Field(default_factory=dict, max_length=32)
     verified: StrictBool

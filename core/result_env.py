@@ -124,6 +124,14 @@ class StreamHold(_Record):
     batches_dropped: Count | None = None
 
 
+class Sustained(_Record):
+    """How a "sustained" result's card was brought to its loaded state (worker/timing.py settle())."""
+
+    settle_s: Annotated[Finite, Field(ge=0, le=3600)] | None = None
+    settle_samples: Count | None = None
+    power_capped_batches_kept: Count | None = None
+
+
 class PrecisionRecord(_Record):
     """The types of A and B, the accumulator and C (core/precision.py describe())."""
 
@@ -178,6 +186,7 @@ class ResultEnv(_Record):
     throttled_samples_kept: StrictBool | None = None
     stream_hold: StreamHold | None = None
     l2_flush: Name(40) | None = None
+    sustained: Sustained | None = None
     convergence: ConvergencePair | None = None
     resources: Resources | None = None
     base_resources: Resources | None = None

@@ -34,7 +34,11 @@ class Settings(BaseSettings):
     max_rel_error: float = Field(default=1e-4, validation_alias="GEMMWATCH_MAX_REL_ERROR")
     # TF32 keeps 10 mantissa bits: its products land near 3e-4 from FP32, so it gets its own bound.
     max_rel_error_tf32: float = Field(default=2e-3, validation_alias="GEMMWATCH_MAX_REL_ERROR_TF32")
-    timing_mode: str = Field(default="cold", validation_alias="GEMMWATCH_TIMING_MODE")
+    # cold: each sample on its own after an L2 flush; hot: no flush; sustained: cold samples back to
+    # back after sustained_warmup_s of them, the clock a tensor-core GEMM settles at under a power
+    # cap (worker/cases.py TimingPolicy says why the two cold readings differ there).
+    timing_mode: Literal["cold", "hot", "sustained"] = Field(default="cold", validation_alias="GEMMWATCH_TIMING_MODE")
+    sustained_warmup_s: float = Field(default=1.0, ge=0, le=60, validation_alias="GEMMWATCH_SUSTAINED_WARMUP_S")
     # A sample holds no host launch overhead: a blocking kernel holds the stream while a batch is
     # queued (worker/stream_hold.py). Off only to show what it changes.
     hold_stream: bool = Field(default=True, validation_alias="GEMMWATCH_HOLD_STREAM")

@@ -78,3 +78,26 @@ def test_cublas_half_is_the_work_torch_matmul_does_within_2_percent(runner, prec
         with open(os.environ["GEMMWATCH_BENCH_OUT"] + ".agreement.jsonl", "a") as f:
             f.write(json.dumps(line) + "\n")
     assert len(t.cublas_ms) >= 10 and abs(theirs / ours - 1) <= 0.02, line
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_sustained_mode_settles_the_card_and_reads_no_faster_than_cold(runner, precision):
+    """GEMMWATCH_TIMING_MODE=sustained on the GPU: the card is kept busy for the settle time
+    before samples count, samples run back to back with no stream hold, and at 4096^3, where a
+    tensor-core GEMM meets the H100's power cap, the settled reading is not faster than the cold
+    one (the cap can only take clock away; 2 % for the noise of two readings)."""
+    import time
+
+    case = builtin_case(f"cublas_{precision}", 4096, 4096, 4096, seed=11)
+    cold = runner.run_case(case, TimingPolicy.from_settings(Settings()))
+    policy = TimingPolicy.from_settings(Settings(GEMMWATCH_TIMING_MODE="sustained"))
+    started = time.perf_counter()
+    loaded = runner.run_case(case, policy)
+    took = time.perf_counter() - started
+    line = {"precision": precision, "cold_tflops": cold.cublas_gflops / 1e3, "sustained_tflops": loaded.cublas_gflops / 1e3,
+            "settle": loaded.env["sustained"], "took_s": took}
+    print(json.dumps(line))
+    assert loaded.mode == "sustained" and loaded.verified and loaded.n_samples >= 10, line
+    assert took >= policy.settle_s and loaded.env["sustained"]["settle_samples"] > 10, line
+    assert loaded.env["stream_hold"]["used"] is False and loaded.env["l2_flush"] == "readwrite"
+    assert loaded.cublas_gflops <= 1.02 * cold.cublas_gflops, line

@@ -17,7 +17,7 @@ import statistics
 import pytest
 
 from core.settings import Settings
-from tests.fake_gpu import CUBLAS_GFLOPS, CpuRunner, FakeKernel
+from tests.fake_gpu import CUBLAS_GFLOPS, SAMPLE_OVERHEAD_MS, CpuRunner, FakeKernel
 from tests.test_kernel_repo import REPO
 from worker.cases import Case, KernelChoice, TimingPolicy, builtin_case
 from worker.verify import LEAVES_C, READS_C
@@ -87,3 +87,72 @@ def test_the_same_case_gives_the_same_numbers(runner):
     first = runner.run_case(builtin_case("smem_tiled", 64, 64, 64, seed=9), POLICY)
     again = CpuRunner().run_case(builtin_case("smem_tiled", 64, 64, 64, seed=9), POLICY)
     assert first.samples_ms == again.samples_ms and first.pct_of_cublas == again.pct_of_cublas
+
+
+SUSTAINED = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.3, GEMMWATCH_MIN_TIME_S=0,
+                                                GEMMWATCH_TIMING_MODE="sustained", GEMMWATCH_SUSTAINED_WARMUP_S=0.2))
+
+
+def test_sustained_samples_come_after_the_settle_and_keep_the_power_cap(runner, monkeypatch):
+    """Under "sustained" the card is first kept busy for sustained_warmup_s (those samples thrown
+    away), then the power cap is the state being measured: its batches are kept, where "cold"
+    drops them. A thermal or hardware slowdown is still dropped in both."""
+    from dataclasses import replace
+
+    monkeypatch.setenv("FAKE_GPU_THROTTLED", "30")  # the double reports the SW power cap in 30 % of batches
+    case = builtin_case("naive", 64, 64, 64, seed=21)
+    cold = runner.run_case(case, replace(POLICY, min_samples=200))
+    assert cold.mode == "cold" and cold.env["throttled_samples_discarded"] > 0 and "sustained" not in cold.env
+    loaded = runner.run_case(case, replace(SUSTAINED, min_samples=200))
+    assert loaded.mode == "sustained" and loaded.verified and loaded.n_samples >= 200
+    assert loaded.env["throttled_samples_discarded"] == 0 and loaded.env["throttle_reasons_seen"] == 0x4
+    got = loaded.env["sustained"]
+    assert got["power_capped_batches_kept"] > 0 and got["settle_s"] == 0.2
+    # the settle ran 0.2 s of the double's clock (each sample costs its time and the double's
+    # overhead per sample): thousands of samples of a 64^3 kernel, none of them kept
+    per_sample_ms = statistics.median(loaded.samples_ms) + SAMPLE_OVERHEAD_MS
+    assert 0.9 * 200 / per_sample_ms <= got["settle_samples"] <= 1.1 * 200 / per_sample_ms + 64
+    assert loaded.env["l2_flush"] == "readwrite" and loaded.env["stream_hold"]["used"] is False
+
+
+def test_the_three_timing_modes_flush_isolate_and_hold_as_documented():
+    hot = replace_mode("hot")
+    assert (POLICY.flushes, POLICY.isolated, POLICY.holds_stream, POLICY.settle_s) == (True, True, True, 0.0)
+    assert (hot.flushes, hot.isolated, hot.holds_stream, hot.settle_s) == (False, False, True, 0.0)
+    assert (SUSTAINED.flushes, SUSTAINED.isolated, SUSTAINED.holds_stream, SUSTAINED.settle_s) == (True, False, False, 0.2)
+    thermal_and_cap = 0x20 | 0x4
+    assert POLICY.disturbing(thermal_and_cap) == thermal_and_cap and SUSTAINED.disturbing(thermal_and_cap) == 0x20
+    with pytest.raises(ValueError, match="GEMMWATCH_TIMING_MODE"):
+        Settings(GEMMWATCH_TIMING_MODE="warm")
+
+
+def replace_mode(mode):
+    from dataclasses import replace
+
+    return replace(POLICY, mode=mode)
+
+
+def test_the_settle_grows_its_batches_and_stops_when_its_time_is_spent():
+    """A slow kernel is not queued 64 times over to settle: batches start at one pair and double
+    while they are short, as the timing loop's do."""
+    from worker import timing
+
+    class Clocked:
+        def __init__(self, ms):
+            self.now, self.ms, self.batches = 0.0, ms, []
+
+        def clock(self):
+            return self.now
+
+        def sample(self, order, policy):
+            self.batches.append(len(order))
+            self.now += self.ms * len(order) / 1e3
+            return timing.Batch([self.ms] * len(order), False, 0)
+
+    quick = Clocked(0.25)
+    thrown = timing.settle(quick, [None, None], SUSTAINED)
+    assert quick.batches[:4] == [2, 4, 8, 16] and max(quick.batches) == 2 * timing.MAX_BATCH_PAIRS
+    assert thrown == sum(quick.batches) and 0.2 <= quick.now < 0.2 + 0.25e-3 * 2 * timing.MAX_BATCH_PAIRS
+    slow = Clocked(150.0)  # 150 ms a launch: two pairs spend the 0.2 s
+    assert timing.settle(slow, [None, None], SUSTAINED) == 2 and slow.batches == [2]
+    assert timing.settle(quick, [None, None], POLICY) == 0  # cold: no settle

@@ -11,6 +11,8 @@ from core.kernel import KernelDescription
 from worker import stats
 
 
+SW_POWER_CAP = 0x4  # NVML's clocks-event reason: the board is at its software power limit
+
 @dataclass(frozen=True)
 class TimingPolicy:
     warmup_ms: float
@@ -18,7 +20,10 @@ class TimingPolicy:
     max_noise: float
     time_cap_s: float
     max_rel_error: float
-    mode: str  # "cold": L2 flushed before every sample; "hot": back-to-back launches
+    # "cold": L2 flushed before every sample, each sample on its own (the default);
+    # "hot": back-to-back launches, no flush;
+    # "sustained": cold samples back to back, after the card has run them for sustained_warmup_s.
+    mode: str
     min_time_s: float = 0.0
     discard_throttled: bool = True
     max_rel_error_tf32: float = 2e-3
@@ -27,12 +32,41 @@ class TimingPolicy:
     max_drift: float = 0.01
     interleave: str = "blocks"  # "blocks": a batch's variant samples, then its cuBLAS ones; "pairs": V C V C ...
     isolate_samples: bool = True  # cold: each sample behind its own stream hold, synchronised before the next
+    sustained_warmup_s: float = 1.0
 
     @classmethod
     def from_settings(cls, s) -> "TimingPolicy":
         return cls(s.warmup_ms, s.min_samples, s.max_noise, s.case_time_cap_s, s.max_rel_error, s.timing_mode,
                    s.min_time_s, s.discard_throttled, s.max_rel_error_tf32, s.hold_stream, s.l2_flush, s.max_drift,
-                   s.interleave, s.isolate_samples)
+                   s.interleave, s.isolate_samples, s.sustained_warmup_s)
+
+    # A tensor-core GEMM at 4096^3 and up runs an H100 into its power cap, and from then on its
+    # clock follows how busy the card is kept (docs/BENCHMARKS.md, issue 23). "cold" takes each
+    # sample with the card idle just before (nvbench's reading: the clock the card holds in
+    # bursts); "sustained" keeps the card as busy as a loop of GEMMs does (do_bench's reading:
+    # the clock it settles at under the cap).
+    @property
+    def flushes(self) -> bool:
+        return self.mode in ("cold", "sustained")
+
+    @property
+    def isolated(self) -> bool:
+        return self.isolate_samples and self.mode == "cold"
+
+    @property
+    def holds_stream(self) -> bool:
+        """Sustained samples are queued without a hold: the flush before each gives the host time to
+        queue the sample's launches, and a hold would leave the card idle while a batch is queued."""
+        return self.hold_stream and self.mode != "sustained"
+
+    @property
+    def settle_s(self) -> float:
+        return self.sustained_warmup_s if self.mode == "sustained" else 0.0
+
+    def disturbing(self, reasons: int) -> int:
+        """The throttle reasons that make a batch unlike the others. Under "sustained" the power cap
+        is the state being measured, not a disturbance; a thermal or hardware slowdown still is."""
+        return reasons & ~SW_POWER_CAP if self.mode == "sustained" else reasons
 
     def satisfied(self, *series: list[float], sampled_s: float) -> bool:
         """For every series: enough samples, a median known to within max_noise and no drift

@@ -209,15 +209,14 @@ class CupyDevice:
         (worker/stream_hold.py), so no sample waits for a launch. Isolated (cold default): each
         sample behind a hold of its own, waited for before the next is queued, as nvbench takes a
         cold sample; back to back, a small kernel read 0.5-0.8 us longer (docs/BENCHMARKS.md); hot
-        samples stay back to back."""
+        and sustained samples stay back to back, sustained ones with no hold (TimingPolicy)."""
         cp = self.cp
-        flush = self._flusher(policy.flush) if policy.mode == "cold" else (lambda: None)
-        hold = self._stream_hold() if policy.hold_stream else None
+        flush = self._flusher(policy.flush) if policy.flushes else (lambda: None)
+        hold = self._stream_hold() if policy.holds_stream else None
         stream = cp.cuda.get_current_stream()
-        isolated = policy.isolate_samples and policy.mode == "cold"
         events = []
         timed_out = False
-        for group in ([fn] for fn in order) if isolated else [order]:
+        for group in ([fn] for fn in order) if policy.isolated else [order]:
             if hold is not None:
                 hold.hold(stream)  # the GPU waits here until the group is queued
             try:

@@ -176,8 +176,11 @@ def record(out: CaseOutcome, case: Case, t: timing.PairedSamples, policy: Timing
     out.env["throttled_samples_discarded"] = t.discarded
     out.env["throttle_reasons_seen"] = t.reasons_seen
     out.env["throttled_samples_kept"] = t.throttled_kept
-    out.env["stream_hold"] = {"used": policy.hold_stream, "batches_dropped": t.hold_timeouts}
-    out.env["l2_flush"] = policy.flush if policy.mode == "cold" else None
+    out.env["stream_hold"] = {"used": policy.holds_stream, "batches_dropped": t.hold_timeouts}
+    out.env["l2_flush"] = policy.flush if policy.flushes else None
+    if policy.mode == "sustained":
+        out.env["sustained"] = {"settle_s": policy.settle_s, "settle_samples": t.settle_samples,
+                                "power_capped_batches_kept": t.power_capped_kept}
     out.env["convergence"] = {"variant": stats.convergence(variant_ms), "cublas": stats.convergence(cublas_ms)}
 
 

@@ -43,6 +43,8 @@ class PairedSamples:
     reasons_seen: int = 0
     throttled_kept: bool = False  # throttled most of the time: every sample kept, throttled or not
     hold_timeouts: int = 0  # batches dropped because the stream hold gave up before the host released it
+    settle_samples: int = 0  # "sustained": samples run and thrown away while the card settled under load
+    power_capped_kept: int = 0  # "sustained": batches kept although NVML reported the power cap
 
 
 def time_pair(device: Sampler, run_variant: Callable[[], None], run_cublas: Callable[[], None],
@@ -52,6 +54,7 @@ def time_pair(device: Sampler, run_variant: Callable[[], None], run_cublas: Call
     reported a throttled clock are dropped when the policy says so."""
     device.warm_up([run_variant, run_cublas], policy.warmup_ms)
     got = PairedSamples()
+    got.settle_samples = settle(device, [run_variant, run_cublas], policy)
     every_v: list[float] = []  # all samples in order, throttled or not (not those of a hold that ran out)
     every_c: list[float] = []
     sampling_since = device.clock()
@@ -65,12 +68,14 @@ def time_pair(device: Sampler, run_variant: Callable[[], None], run_cublas: Call
         if blocks:  # back into pairs: the i-th variant sample with the batch's i-th cuBLAS sample
             times = [t for pair in zip(times[:batch], times[batch:]) for t in pair]
         got.reasons_seen |= sampled.throttle_reasons
+        disturbed = policy.disturbing(sampled.throttle_reasons)
+        got.power_capped_kept += bool(sampled.throttle_reasons) and not disturbed
         if sampled.timed_out:
             got.hold_timeouts += 1  # the GPU may have waited for launches: not a clean batch
         else:
             every_v += times[0::2]
             every_c += times[1::2]
-            if sampled.throttle_reasons and policy.discard_throttled:
+            if disturbed and policy.discard_throttled:
                 got.discarded += len(order) // 2
             else:
                 got.variant_ms += times[0::2]
@@ -93,3 +98,18 @@ def time_pair(device: Sampler, run_variant: Callable[[], None], run_cublas: Call
             if steady_throttle:
                 got.variant_ms, got.cublas_ms, got.throttled_kept = every_v, every_c, True
             return got
+
+
+def settle(device: Sampler, pair: list[Callable[[], None]], policy: TimingPolicy) -> int:
+    """"sustained": batches sampled and thrown away until settle_s has passed, so the samples kept
+    are taken after the power controller has brought the clock down to what it holds under this
+    load (on the H100 that takes a few hundred ms of a tensor-core GEMM). Batches grow as in
+    time_pair, so a slow kernel is not queued 64 times over. Returns how many samples it threw away."""
+    thrown, batch = 0, 1
+    until = device.clock() + policy.settle_s
+    while device.clock() < until:
+        times = device.sample(pair * batch, policy).times_ms
+        thrown += len(times)
+        if sum(times) < SHORT_BATCH_MS and batch < MAX_BATCH_PAIRS:
+            batch *= 2
+    return thrown

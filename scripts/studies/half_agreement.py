@@ -1,7 +1,8 @@
 """Study: gemmwatch's cuBLAS FP16/BF16 medians against torch.matmul, and why do_bench reads lower.
 
 For each precision and size, in one process on one GPU: gemmwatch's case (variant cublas_fp16 or
-cublas_bf16, the job defaults: cold, isolated samples), triton's do_bench over torch.matmul (L2
+cublas_bf16) in its default mode (cold: isolated samples) and in "sustained" mode (cold samples back
+to back after GEMMWATCH_SUSTAINED_WARMUP_S of them), triton's do_bench over torch.matmul (L2
 zeroed before each call, calls queued back to back for ~1 s), and torch.matmul timed one sample
 at a time (the same 256 MiB zeroing, then events, then a wait), each with NVML's SM clock sampled
 every 5 ms while it runs: a tensor-core GEMM near the 700 W cap is clocked by its duty cycle.
@@ -59,7 +60,7 @@ def one_at_a_time(fn):
     return torch_flushed(fn, torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda"))
 
 
-def measure(runner, policy, precision, n, order):
+def measure(runner, policies, precision, n, order):
     """The three readings of one round, in the given order, with the SM clock during each."""
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
     flops = 2.0 * n**3
@@ -67,8 +68,9 @@ def measure(runner, policy, precision, n, order):
     a = (torch.rand((n, n), device="cuda", generator=gen) * 2 - 1).to(dtype)
     b = (torch.rand((n, n), device="cuda", generator=gen) * 2 - 1).to(dtype)
 
-    def ours():
-        return runner.run_case(builtin_case(f"cublas_{precision}", n, n, n, seed=11), policy).cublas_gflops / 1e3
+    def ours(mode):
+        case = builtin_case(f"cublas_{precision}", n, n, n, seed=11)
+        return lambda: runner.run_case(case, policies[mode]).cublas_gflops / 1e3
 
     def bench():
         return flops / triton.testing.do_bench(lambda: torch.matmul(a, b), warmup=100, rep=1000, return_mode="median") / 1e9
@@ -79,7 +81,8 @@ def measure(runner, policy, precision, n, order):
     readings = {}
     for name in order:
         with ClockSampler() as clock:
-            tflops = {"gemmwatch": ours, "do_bench": bench, "one_at_a_time": single}[name]()
+            tflops = {"gemmwatch": ours("cold"), "gemmwatch_sustained": ours("sustained"), "do_bench": bench,
+                      "one_at_a_time": single}[name]()
         readings[name] = (tflops, clock.median_mhz)
     return readings
 
@@ -111,24 +114,27 @@ def nvbench_torch(cases):
 
 def main(sizes, rounds=1, nvbench=False):
     runner = CupyRunner()
-    policy = TimingPolicy.from_settings(Settings())
-    orders = [("gemmwatch", "do_bench", "one_at_a_time"), ("one_at_a_time", "do_bench", "gemmwatch")]
+    policies = {mode: TimingPolicy.from_settings(Settings(GEMMWATCH_TIMING_MODE=mode)) for mode in ("cold", "sustained")}
+    first = ("gemmwatch", "gemmwatch_sustained", "do_bench", "one_at_a_time")
+    orders = [first, first[::-1]]
     medians = {}
     for precision in ("fp16", "bf16"):
         for n in sizes:
             per_round = []
             for r in range(rounds):
-                got = measure(runner, policy, precision, n, orders[r % 2])
+                got = measure(runner, policies, precision, n, orders[r % 2])
                 per_round.append(got)
                 print(json.dumps({"precision": precision, "n": n, "round": r, "order": orders[r % 2],
                                   **{f"{k}_tflops": v[0] for k, v in got.items()},
                                   **{f"{k}_sm_mhz": v[1] for k, v in got.items()},
                                   "gemmwatch_vs_do_bench": got["gemmwatch"][0] / got["do_bench"][0],
+                                  "sustained_vs_do_bench": got["gemmwatch_sustained"][0] / got["do_bench"][0],
                                   "gemmwatch_vs_one_at_a_time": got["gemmwatch"][0] / got["one_at_a_time"][0]}), flush=True)
             med = {k: statistics.median(g[k][0] for g in per_round) for k in per_round[0]}
             medians[(precision, n)] = med
             print(json.dumps({"precision": precision, "n": n, "rounds": rounds, "median_tflops": med,
                               "gemmwatch_vs_do_bench": med["gemmwatch"] / med["do_bench"],
+                              "sustained_vs_do_bench": med["gemmwatch_sustained"] / med["do_bench"],
                               "gemmwatch_vs_one_at_a_time": med["gemmwatch"] / med["one_at_a_time"]}), flush=True)
     if nvbench:
         for name, ms in nvbench_torch(list(medians)).items():
