@@ -34,7 +34,8 @@ RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
 # The arguments a GEMM kernel may take, in the order it declares them (the default: cuBLAS's
 # order, which most kernel repositories follow). Dimensions and leading dimensions are passed as
 # 32-bit ints, alpha and beta as floats, A, B and C as pointers to the matrices in `layout`.
-ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc"]
+# A_map and B_map: the address of a TMA tensor map over A or B in global memory (`tensor_maps`).
+ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map"]
 DEFAULT_ARGS = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -93,6 +94,19 @@ class ExprGrid(BaseModel):
     z: Dim = 1
 
 
+class TensorMap(BaseModel):
+    """A TMA tensor map (Hopper's tensor memory accelerator) over one matrix as it lies in memory,
+    made by the runner with cuTensorMapEncodeTiled and passed by address (`A_map`, `B_map`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    box: list[Dim] = Field(min_length=2, max_length=2,
+                           description="the box one copy moves: elements along the matrix's contiguous dimension "
+                                       "(K for a row-major A, N for a row-major B), then lines across it; each 1..256")
+    swizzle: Literal[0, 32, 64, 128] = Field(0, description="the shared-memory swizzle span in bytes (0: none); the "
+                                                           "box's contiguous side may be at most this many bytes")
+
+
 class KernelDescription(BaseModel):
     """One kernel: its files, entry, launch geometry, target, compute mode and constants."""
 
@@ -112,9 +126,14 @@ class KernelDescription(BaseModel):
                                             max_length=200)] = Field(
         description='the __global__ function, or a template instantiation such as "sgemm<BM, BN, 8>" '
                     "(the kernel's defines and tunables are macros there)")
-    args: list[ArgName] = Field(default_factory=lambda: list(DEFAULT_ARGS), min_length=3, max_length=11,
+    args: list[ArgName] = Field(default_factory=lambda: list(DEFAULT_ARGS), min_length=3, max_length=13,
                                 description="the kernel's parameters in order; M, N, K, lda, ldb, ldc as int, alpha and "
-                                            "beta as float, A, B, C as pointers")
+                                            "beta as float, A, B, C as pointers; A_map, B_map as the address of the "
+                                            "matrix's tensor map (`tensor_maps`), or 0 where the TMA cannot describe "
+                                            "the matrix (a line not a multiple of 16 bytes, a base not 16-byte aligned)")
+    tensor_maps: dict[Literal["A", "B"], TensorMap] = Field(
+        default_factory=dict, description="TMA tensor maps the kernel takes (sm_90 and later), by matrix; each needs "
+                                          "its A_map or B_map in args")
     layout: Literal["row", "column"] = Field("row", description="how A (M x K), B (K x N) and C (M x N) lie in memory")
     block: list[Dim] = Field(min_length=1, max_length=3, description="threads per block [x, y, z]")
     grid: TileGrid | ExprGrid
@@ -177,6 +196,10 @@ class KernelDescription(BaseModel):
                              'already (leave output as "input")')
         if len(set(self.args)) != len(self.args) or not {"A", "B", "C"} <= set(self.args):
             raise ValueError(f"args {self.args}: each name once, A, B and C among them")
+        maps_in_args = {a.removesuffix("_map") for a in self.args if a.endswith("_map")}
+        if maps_in_args != set(self.tensor_maps):
+            raise ValueError(f"args name the tensor maps of {sorted(maps_in_args) or 'no matrix'} and tensor_maps "
+                             f"describes {sorted(self.tensor_maps) or 'none'}: each map in both")
         if math.prod(len(t.values) for t in self.tunables.values()) > 4096:
             raise ValueError("the tunables make more than 4096 combinations")
         for value, where in self.expressions():
@@ -197,7 +220,8 @@ class KernelDescription(BaseModel):
         grid = ([(d, "grid.tile") for d in self.grid.tile] if isinstance(self.grid, TileGrid)
                 else [(self.grid.x, "grid.x"), (self.grid.y, "grid.y"), (self.grid.z, "grid.z")])
         return ([(b, "block") for b in self.block] + grid + [(self.dynamic_smem, "dynamic_smem")]
-                + [(v, f"defines.{k}") for k, v in self.defines.items()])
+                + [(v, f"defines.{k}") for k, v in self.defines.items()]
+                + [(d, f"tensor_maps.{x}.box") for x, t in self.tensor_maps.items() for d in t.box])
 
     def known_names(self, where: str) -> set[str]:
         """What an expression in this field may read: the GPU's figures and the kernel's constants
@@ -308,6 +332,8 @@ class Launch:
     compute_mode: str = "fp32"
     output: str = "input"
     tolerance: float | None = None  # the description's own; None: the runner's default for the precision
+    # Per matrix ("A", "B"): (box elements along its contiguous dimension, box lines, swizzle bytes).
+    tensor_maps: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     # "builtin": this project's own kernels/; "job": brought by a job, so hostile until proven
     # otherwise (compiled only where the compiler is confined, its compile log filtered).
     origin: str = "job"
@@ -384,9 +410,31 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
     grid = (("tile", *desc.grid.tile, desc.grid.order) if isinstance(desc.grid, TileGrid)
             else ("xyz", desc.grid.x, desc.grid.y, desc.grid.z))
     defines = {name: scope[name] for name in desc.defines} | values
+    maps = {matrix: tensor_map_box(desc.name, matrix, t, scope, desc.precision.input_type)
+            for matrix, t in desc.tensor_maps.items()}
     return Launch(
         variant=desc.name, files=dict(desc.files), source=desc.source, include_dirs=tuple(desc.include_dirs),
         entry=desc.entry, args=tuple(desc.args), layout=desc.layout, block=tuple(block),  # type: ignore[arg-type]
         grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.target,
         compute_mode=desc.compute_mode, output=desc.output, tolerance=desc.tolerance, origin=origin,
+        tensor_maps=maps,
     )
+
+
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def tensor_map_box(variant: str, matrix: str, spec: TensorMap, scope: dict[str, int], input_type: str
+                   ) -> tuple[int, int, int]:
+    """The map's box on this GPU, checked against what cuTensorMapEncodeTiled accepts: each side
+    1..256 elements, the contiguous side a multiple of 16 bytes and within the swizzle span."""
+    try:
+        inner, outer = (kernel_expr.evaluate(d, scope) for d in spec.box)
+    except ExprError as exc:
+        raise ValueError(f"{variant}: tensor_maps.{matrix}.box: {exc}") from None
+    span = inner * ELEMENT_BYTES[input_type]
+    if not (1 <= inner <= 256 and 1 <= outer <= 256) or span % 16 or (spec.swizzle and span > spec.swizzle):
+        raise ValueError(f"{variant}: tensor_maps.{matrix}.box [{inner}, {outer}] of {input_type}: each side 1..256, "
+                         f"the first a multiple of 16 bytes" + (f" and at most the swizzle's {spec.swizzle}"
+                                                                if spec.swizzle else ""))
+    return inner, outer, spec.swizzle

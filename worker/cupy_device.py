@@ -8,6 +8,8 @@ import os
 import time
 from typing import Any
 
+import numpy
+
 from core.kernel import DeviceFigures, Launch
 from core.precision import Precision
 from core.settings import Settings
@@ -152,9 +154,22 @@ class CupyDevice:
                   "beta": cp.float32(beta), "A": a, "B": b, "C": c,
                   "lda": cp.int32(m if column else k), "ldb": cp.int32(k if column else n),
                   "ldc": cp.int32(m if column else n)}
+        for matrix, box in launch.tensor_maps.items():
+            values[f"{matrix}_map"] = self._tensor_map(matrix, launch, m, n, k, a if matrix == "A" else b, box)
         args = tuple(values[name] for name in launch.args)
         block = launch.block
         return lambda: function(grid, block, args, shared_mem=smem)
+
+    def _tensor_map(self, matrix: str, launch: Launch, m: int, n: int, k: int, x, box):
+        """The matrix's TMA tensor map in device memory (kept alive by the call that passes it),
+        or address 0 where the TMA cannot describe the matrix (worker/tensor_maps.py)."""
+        from worker import tensor_maps
+
+        cp = self.cp
+        req = tensor_maps.request(matrix, launch.layout, m, n, k, x.data.ptr, launch.precision.input_type, box)
+        if req is None:
+            return cp.uint64(0)
+        return cp.asarray(numpy.frombuffer(tensor_maps.encode(req), dtype=numpy.uint8))
 
     def resources(self, function, launch: Launch, m: int, n: int, k: int) -> dict:
         found = resources.for_function(function, launch.block, self.device, launch.dynamic_smem(m, n, k))

@@ -1,0 +1,61 @@
+"""TMA tensor maps in a kernel description (`tensor_maps`, args A_map and B_map): what a description
+may say, what the runner asks the driver for, and where it passes no map. The driver's encoding
+itself and the kernels that read the maps are tested on the GPU (tests/test_gpu.py)."""
+
+import pytest
+from pydantic import ValidationError
+
+from core.builtins import builtin_kernels
+from core.kernel import KernelDescription, resolve
+from tests.descriptions import one_file
+from tests.test_kernel_compile import H100_FIGURES
+from worker import tensor_maps
+
+SOURCE = 'extern "C" __global__ void k(int M, int N, int K, float alpha, const float* A, const float* B, float beta, ' \
+         'float* C, const void* A_map) {}'
+ARGS = ["M", "N", "K", "alpha", "A", "B", "beta", "C", "A_map"]
+
+
+def described(**extra) -> KernelDescription:
+    return KernelDescription.model_validate(one_file("k", SOURCE, "k", [128], [128, 128], **extra))
+
+
+def test_a_map_in_args_and_in_tensor_maps_resolves_to_its_box():
+    desc = described(args=ARGS, tensor_maps={"A": {"box": [32, "BM"], "swizzle": 128}}, defines={"BM": 128})
+    assert resolve(desc, {}, H100_FIGURES).tensor_maps == {"A": (32, 128, 128)}
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    ({"args": ARGS}, "each map in both"),  # a map argument with no map described
+    ({"tensor_maps": {"A": {"box": [32, 64]}}}, "each map in both"),  # a map no argument receives
+    ({"args": ARGS, "tensor_maps": {"A": {"box": [32, "M"]}}}, "M"),  # a box may not vary per case
+    ({"args": ARGS, "tensor_maps": {"A": {"box": [32, 64], "swizzle": 16}}}, "swizzle"),
+])
+def test_a_description_that_gets_its_maps_wrong_is_refused(extra, words):
+    with pytest.raises(ValidationError, match=words):
+        described(**extra)
+
+
+@pytest.mark.parametrize(("box", "swizzle"), [([64, 128], 128), ([30, 128], 0), ([32, 512], 0), ([0, 8], 0)])
+def test_a_box_the_tma_cannot_copy_is_refused_when_resolved(box, swizzle):
+    """64 floats are 256 bytes, past a 128-byte swizzle; 30 floats are no multiple of 16 bytes; a
+    side of 512 or 0 is outside 1..256."""
+    desc = described(args=ARGS, tensor_maps={"A": {"box": box, "swizzle": swizzle}})
+    with pytest.raises(ValueError, match="tensor_maps.A.box"):
+        resolve(desc, {}, H100_FIGURES)
+
+
+def test_the_map_follows_the_layout_and_is_left_out_where_the_tma_cannot_describe_the_matrix():
+    row = tensor_maps.request("A", "row", 1000, 1100, 1000, 4096, "float32", (32, 128, 128))
+    assert (row.dims, row.line_bytes, row.box, row.swizzle) == ((1000, 1000), 4000, (32, 128), 128)
+    b = tensor_maps.request("B", "row", 1000, 1100, 1000, 4096, "float32", (32, 32, 0))
+    assert (b.dims, b.line_bytes) == ((1100, 1000), 4400)
+    column = tensor_maps.request("A", "column", 1000, 1100, 1000, 4096, "float16", (64, 64, 128))
+    assert (column.dims, column.line_bytes) == ((1000, 1000), 2000)
+    assert tensor_maps.request("A", "row", 1000, 1003, 997, 4096, "float32", (32, 128, 128)) is None  # 3988 bytes
+    assert tensor_maps.request("A", "row", 1000, 1024, 1000, 4100, "float32", (32, 128, 128)) is None  # base
+
+
+def test_the_tma_builtin_describes_the_map_its_kernel_reads():
+    launch = resolve(builtin_kernels()["tf32_wgmma_tma"], {}, H100_FIGURES, "builtin")
+    assert launch.args[-1] == "A_map" and launch.tensor_maps == {"A": (32, 256, 128)}  # one copy: the whole A slab

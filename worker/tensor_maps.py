@@ -1,0 +1,72 @@
+"""TMA tensor maps for the kernels that take them (a description's `tensor_maps`, args A_map, B_map).
+
+A tensor map tells Hopper's tensor memory accelerator how a matrix lies in global memory and
+which box one copy moves into shared memory, with which swizzle. It is made on the host by the
+driver (cuTensorMapEncodeTiled) and is opaque, 128 bytes. The runner puts each map in global
+memory and passes its address: CuPy passes pointers and scalars, not a 128-byte struct by value.
+A kernel reads it there (after `fence.proxy.tensormap::generic.acquire`, since the map was
+written through the ordinary memory path).
+
+The TMA needs the matrix's base 16-byte aligned and its line (row of a row-major matrix) a
+multiple of 16 bytes. Where either fails (odd K or N) there is no map: the kernel gets address 0
+and must copy another way, so every size still runs.
+"""
+
+import ctypes
+from dataclasses import dataclass
+from functools import cache
+
+from core.kernel import ELEMENT_BYTES
+
+# CUtensorMapDataType, CUtensorMapSwizzle and CUtensorMapL2promotion (cuda.h, CUDA 12 and 13).
+_DATA_TYPE = {"float32": 7, "float16": 6, "bfloat16": 9}
+_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
+_L2_PROMOTION_128B = 2
+MAP_BYTES = 128
+
+
+@dataclass(frozen=True)
+class MapRequest:
+    """What cuTensorMapEncodeTiled is asked for: a 2-D matrix, contiguous dimension first."""
+
+    address: int
+    data_type: str
+    dims: tuple[int, int]  # elements along the contiguous dimension, lines
+    line_bytes: int
+    box: tuple[int, int]
+    swizzle: int
+
+
+def request(matrix: str, layout: str, m: int, n: int, k: int, address: int, data_type: str,
+            box: tuple[int, int, int]) -> MapRequest | None:
+    """The map of A (M x K) or B (K x N) as `layout` stores it, or None where the TMA cannot
+    describe it (a base not 16-byte aligned, a line not a multiple of 16 bytes)."""
+    rows, cols = (m, k) if matrix == "A" else (k, n)
+    inner, outer = (cols, rows) if layout == "row" else (rows, cols)
+    line_bytes = inner * ELEMENT_BYTES[data_type]
+    if address % 16 or line_bytes % 16:
+        return None
+    return MapRequest(address, data_type, (inner, outer), line_bytes, (box[0], box[1]), box[2])
+
+
+@cache
+def _driver():
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuTensorMapEncodeTiled.restype = ctypes.c_int
+    return lib
+
+
+def encode(req: MapRequest) -> bytes:
+    """The 128-byte map, from the driver; a RuntimeError with the driver's code if it refuses."""
+    raw = ctypes.create_string_buffer(MAP_BYTES + 64)
+    at = (ctypes.addressof(raw) + 63) & ~63  # CUtensorMap is 64-byte aligned
+    dims = (ctypes.c_uint64 * 2)(*req.dims)
+    strides = (ctypes.c_uint64 * 1)(req.line_bytes)  # bytes between lines; the first dimension's is implied
+    box = (ctypes.c_uint32 * 2)(*req.box)
+    element_strides = (ctypes.c_uint32 * 2)(1, 1)
+    code = _driver().cuTensorMapEncodeTiled(
+        ctypes.c_void_p(at), _DATA_TYPE[req.data_type], 2, ctypes.c_void_p(req.address), dims, strides, box,
+        element_strides, 0, _SWIZZLE[req.swizzle], _L2_PROMOTION_128B, 0)  # no interleave; zeros out of bounds
+    if code != 0:
+        raise RuntimeError(f"cuTensorMapEncodeTiled refused the map of {req} (CUresult {code})")
+    return ctypes.string_at(at, MAP_BYTES)
