@@ -11,6 +11,8 @@
 // k-step takes three products, small*big + big*small + big*big (small*small lies below FP32's
 // rounding). The producer writes each A slab's two parts once its own copies have landed; the
 // consumers split B^T in registers.
+// -DTMA_A=1 (tf32_wgmma_tma) copies each A slab with one TMA copy through the tensor map the
+// runner passes (A_map), in the 128-byte swizzle wgmma reads, in place of 128 threads' cp.async.
 // Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DBM (128 or 256: rows of C per block, wgmma's N), -DSTAGES (ring depth), -DGROUP_M.
 #include "common.cuh"
@@ -28,6 +30,14 @@
 #endif
 #ifndef SPLIT3
 #define SPLIT3 0
+#endif
+#ifndef TMA_A
+#define TMA_A 0
+#endif
+#if TMA_A
+#define GW_A_MAP_PARAM , const void* A_map
+#else
+#define GW_A_MAP_PARAM
 #endif
 // setmaxnreg's counts (immediates): the producer's split of A needs more than its copies alone.
 #if SPLIT3
@@ -55,6 +65,7 @@ constexpr int kSmemBytes = STAGES * (kAParts * kAStage + kBStage) + 16 * STAGES 
 static_assert(BM == 128 || BM == 256, "BM is wgmma's N: 128 or 256 here");
 static_assert(!SPLIT3 || BM == 128, "SPLIT3 keeps two sets of accumulators: BM = 256 would need 256 registers");
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
+static_assert(!(SPLIT3 && TMA_A), "SPLIT3 splits the A pieces its own threads copied: not with TMA_A");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
@@ -65,7 +76,7 @@ static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be th
 // registers; setmaxnreg then moves registers from the producer to the consumers (PRODUCER_REGS).
 extern "C" __global__ void __launch_bounds__(tf32wg::kThreads, 1)
 sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
-                 float beta, float* __restrict__ C) {
+                 float beta, float* __restrict__ C GW_A_MAP_PARAM) {
     using namespace tf32wg;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
 
@@ -89,8 +100,10 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full(s), 128);  // each producer thread's copies (SPLIT3: its split of them)
-            mbar_init(empty(s), 8);   // each consumer warp, after its wgmmas on the slab are done
+            // Each producer thread's copies (SPLIT3: its split of them); TMA_A: and the arrival that
+            // announces the TMA copy's bytes.
+            mbar_init(full(s), 128 + TMA_A);
+            mbar_init(empty(s), 8);  // each consumer warp, after its wgmmas on the slab are done
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -111,6 +124,11 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         const int b_c = tid & 31, b_r = tid >> 5;
         const unsigned b_dst0 = b_r * kBRow * 4 + b_c * 16;
         const bool b_cols_in = bn0 + kBN <= N;
+#if TMA_A
+        // No map (0): A's rows are not 16-byte aligned; A comes by cp.async as in tf32_wgmma.
+        const bool tma = A_map != nullptr;
+        if (tma && tid == 0) tensormap_acquire(A_map);
+#endif
 #if SPLIT3
         // Once this thread's copies of slab s have landed, its own A pieces are rewritten as their
         // big parts and their small parts are written to the other A ring, at the same offsets
@@ -143,7 +161,19 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
             const int stage = s % STAGES;
             if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
             const int k0 = s * kBK;
+#if TMA_A
+            if (tma) {
+                if (tid == 0) {  // the whole A slab by one copy; the barrier told its bytes first
+                    mbar_arrive_expect_tx(full(stage), kAStage);
+                    tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, full(stage));
+                }
+            } else {
+                copy_a_slab<kBM>(a_ring + stage * kAStage, A, M, K, bm0, k0, vec_a, tid);
+                if (tid == 0) mbar_arrive(full(stage));  // no TMA bytes this slab: the arrival alone
+            }
+#else
             copy_a_slab<kBM>(a_ring + stage * kAStage, A, M, K, bm0, k0, vec_a, tid);
+#endif
             const unsigned b_dst = b_ring + stage * kBStage + b_dst0;
             if (vec_b && b_cols_in && k0 + kBK <= K) {
                 const float* src = B + (size_t)(k0 + b_r) * N + bn0 + 4 * b_c;
@@ -194,8 +224,12 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     for (int s = 0; s < slabs; ++s) {
         const int stage = s % STAGES;
         mbar_wait(full(stage), (s / STAGES) & 1);
-        // The copies were made by the generic proxy; wgmma reads through the async proxy.
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        // The copies were made by the generic proxy; wgmma reads through the async proxy. (A TMA
+        // copy of A is the async proxy's own: no fence for it.)
+#if TMA_A
+        if (A_map == nullptr)
+#endif
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         const float* bs = b_ring_ptr + stage * (kBStage / 4);
         unsigned frag[kBK / 8][4];
 #if SPLIT3

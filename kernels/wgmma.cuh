@@ -27,6 +27,23 @@ __device__ __forceinline__ void mbar_arrive_on_copies(unsigned bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
+// Arrives on bar and tells it `bytes` more will land this phase by TMA copies (complete_tx).
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// TMA (sm_90): a tensor map the runner wrote to global memory is read by the tensor-map proxy,
+// which must first see the generic proxy's writes.
+__device__ __forceinline__ void tensormap_acquire(const void* map) {
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(map) : "memory");
+}
+// The box at (c0 along the contiguous dimension, c1 lines) of the map's matrix into shared memory
+// at dst, in the map's swizzle, out-of-bounds elements as zeros; its bytes complete_tx on bar.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+
 // wgmma shared-memory descriptor of a K-major operand in the 128-byte swizzle: start address,
 // leading offset unused (1), stride 1024 bytes between groups of 8 rows, layout type 1 (128B).
 __device__ __forceinline__ unsigned long long k_major_sw128_desc(unsigned addr) {

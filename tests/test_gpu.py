@@ -75,6 +75,20 @@ def test_every_tf32_wgmma_configuration_matches_cublas(runner, params, size):
     assert out.env["resources"]["dynamic_smem_bytes"] == runner.resolve(case.kernel).dynamic_smem(*size)
 
 
+# Where the TMA describes A (K a multiple of 4): M and K past the last whole tile and slab (the copy
+# engine's zeros: M = 1000 is no multiple of 256, K = 1000 and 996 none of 32), skinny both ways.
+TMA_SHAPES = [(1000, 1100, 1000), (4096, 8, 4096), (8, 4096, 1024), (1000, 1003, 996)]
+
+
+@pytest.mark.parametrize("size", TMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_the_tma_kernel_matches_cublas_where_the_tma_copies_a(runner, size):
+    out = run(runner, "tf32_wgmma_tma", *size)
+    if out.not_applicable:
+        pytest.skip(out.error)
+    assert out.verified, out.error
+    assert out.rel_error <= POLICY.max_rel_error_tf32 and out.gflops > 0
+
+
 def test_a_kernel_that_leaves_c_unwritten_is_not_verified(runner):
     """The sentinel check catches a kernel that skips elements (here: a grid one tile short)."""
     tiled = builtin_kernels()["smem_tiled"]

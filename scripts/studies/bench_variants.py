@@ -28,7 +28,7 @@ def main() -> None:
     ap.add_argument("variants", nargs="*", help="variant names (default: all)")
     ap.add_argument("--size", action="append", default=[], help="MxNxK or N for a cube (repeatable)")
     ap.add_argument("--set", action="append", default=[], help="variant:NAME=VALUE tunable override (repeatable)")
-    ap.add_argument("--mode", default="cold", choices=["cold", "hot"])
+    ap.add_argument("--mode", default="cold", choices=["cold", "hot", "sustained"])
     args = ap.parse_args()
 
     overrides: dict[str, dict[str, int]] = {}
