@@ -157,23 +157,28 @@ __device__ __forceinline__ void copy_piece(unsigned dst, const float* P, int row
     }
 }
 
-// Grouped rasterisation: which C tile (tile_m, tile_n) this block computes. The runner launches
-// a (tiles across) x (tiles down) grid, and blocks start roughly in launch order, x fastest; taken
+// Grouped rasterisation: which C tile (tile_m, tile_n) the id-th unit of work computes, on a grid
+// of tiles_n tiles across and tiles_m down. Blocks start roughly in launch order, x fastest; taken
 // literally, the blocks resident at one time form a few full block-rows, reading a few rows of A
-// and all of B. Here consecutive blocks walk down a group of `group` block-rows first, then
-// across, so the resident set is a squarer patch of C and shares more of A and B in L2. A
-// bijection on the grid (the last group may have fewer rows); group <= 1 keeps the plain order.
-__device__ __forceinline__ void raster_grouped(int group, int& tile_m, int& tile_n) {
+// and all of B. Here consecutive ids walk down a group of `group` block-rows first, then across,
+// so the resident set is a squarer patch of C and shares more of A and B in L2. A bijection on
+// the tiles (the last group may have fewer rows); group <= 1 keeps the plain order.
+__device__ __forceinline__ void raster_grouped_id(int group, int id, int tiles_n, int tiles_m, int& tile_m,
+                                                  int& tile_n) {
     if (group <= 1) {
-        tile_m = blockIdx.y;
-        tile_n = blockIdx.x;
+        tile_m = id / tiles_n;
+        tile_n = id % tiles_n;
         return;
     }
-    const int id = blockIdx.y * gridDim.x + blockIdx.x;  // launch order
-    const int per_group = group * gridDim.x;
+    const int per_group = group * tiles_n;
     const int first_m = (id / per_group) * group;
-    const int rows = min((int)gridDim.y - first_m, group);
+    const int rows = min(tiles_m - first_m, group);
     const int in_group = id % per_group;
     tile_m = first_m + in_group % rows;
     tile_n = in_group / rows;
+}
+
+// The same for a block of a grid with one block per tile (blockIdx.x across, blockIdx.y down).
+__device__ __forceinline__ void raster_grouped(int group, int& tile_m, int& tile_n) {
+    raster_grouped_id(group, blockIdx.y * gridDim.x + blockIdx.x, gridDim.x, gridDim.y, tile_m, tile_n);
 }

@@ -13,6 +13,9 @@
 // consumers split B^T in registers.
 // -DTMA_A=1 (tf32_wgmma_tma) copies each A slab with one TMA copy through the tensor map the
 // runner passes (A_map), in the 128-byte swizzle wgmma reads, in place of 128 threads' cp.async.
+// -DPAIRS=1 (tf32_wgmma_pairs) launches the blocks in clusters of two that compute horizontally
+// adjacent tiles, the same rows of C: the pair is placed on two SMs of one GPC at the same time,
+// and both read the same A slabs at about the same moment. Nothing passes between the two.
 // Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DBM (128 or 256: rows of C per block, wgmma's N), -DSTAGES (ring depth), -DGROUP_M.
 #include "common.cuh"
@@ -33,6 +36,14 @@
 #endif
 #ifndef TMA_A
 #define TMA_A 0
+#endif
+#ifndef PAIRS
+#define PAIRS 0
+#endif
+#if PAIRS
+#define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
+#else
+#define GW_CLUSTER_DIMS
 #endif
 #if TMA_A
 #define GW_A_MAP_PARAM , const void* A_map
@@ -74,7 +85,7 @@ static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be th
 
 // One block per SM: the ring takes most of shared memory. 384 threads at launch give each 168
 // registers; setmaxnreg then moves registers from the producer to the consumers (PRODUCER_REGS).
-extern "C" __global__ void __launch_bounds__(tf32wg::kThreads, 1)
+extern "C" __global__ void __launch_bounds__(tf32wg::kThreads, 1) GW_CLUSTER_DIMS
 sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
                  float beta, float* __restrict__ C GW_A_MAP_PARAM) {
     using namespace tf32wg;
@@ -110,7 +121,15 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     __syncthreads();
 
     int tile_m, tile_n;
+#if PAIRS
+    // The grid's width is even (the description's grid): pairs of blocks are rastered as one
+    // block is otherwise, and each block of a pair takes one of its two tile-columns.
+    int pair_n;
+    raster_grouped_id(GROUP_M, blockIdx.y * (gridDim.x / 2) + blockIdx.x / 2, gridDim.x / 2, gridDim.y, tile_m, pair_n);
+    tile_n = 2 * pair_n + (blockIdx.x & 1);
+#else
     raster_grouped(GROUP_M, tile_m, tile_n);
+#endif
     const int bm0 = tile_m * kBM, bn0 = tile_n * kBN;
     const int slabs = (K + kBK - 1) / kBK;  // >= 1
     const int role = threadIdx.x / 128;     // 0: producer, 1 and 2: consumers

@@ -59,3 +59,5 @@ def test_the_map_follows_the_layout_and_is_left_out_where_the_tma_cannot_describ
 def test_the_tma_builtin_describes_the_map_its_kernel_reads():
     launch = resolve(builtin_kernels()["tf32_wgmma_tma"], {}, H100_FIGURES, "builtin")
     assert launch.args[-1] == "A_map" and launch.tensor_maps == {"A": (32, 256, 128)}  # one copy: the whole A slab
+    pairs = resolve(builtin_kernels()["tf32_wgmma_pairs"], {}, H100_FIGURES, "builtin")
+    assert pairs.grid(4096, 8, 4096) == (2, 16, 1) and pairs.grid(1000, 1100, 1000) == (10, 4, 1)  # clusters of two
