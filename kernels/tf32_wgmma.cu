@@ -15,7 +15,8 @@
 // runner passes (A_map), in the 128-byte swizzle wgmma reads, in place of 128 threads' cp.async.
 // -DPAIRS=1 (tf32_wgmma_pairs) launches the blocks in clusters of two that compute horizontally
 // adjacent tiles, the same rows of C: the pair is placed on two SMs of one GPC at the same time,
-// and both read the same A slabs at about the same moment. Nothing passes between the two.
+// starts its slabs together and leaves together (cluster barriers), so both read each A slab at
+// about the same moment. No data passes between the two.
 // Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DBM (128 or 256: rows of C per block, wgmma's N), -DSTAGES (ring depth), -DGROUP_M.
 #include "common.cuh"
@@ -118,7 +119,11 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+#if PAIRS
+    cluster_sync();  // the barriers set up, and the pair's two blocks start their slabs together
+#else
     __syncthreads();
+#endif
 
     int tile_m, tile_n;
 #if PAIRS
@@ -218,6 +223,9 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
 #if SPLIT3
         split_a(slabs - 1);
 #endif
+#if PAIRS
+        cluster_sync();  // the consumers' barrier at the end (every thread of the pair takes part)
+#endif
         return;
     }
 
@@ -311,4 +319,8 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
             if (m < M && n < N) store_axpby(C + (size_t)m * N + n, result[4 * j + e], alpha, beta);
         }
     }
+#if PAIRS
+    // The pair leaves together: its two SMs come free at the same moment for the next pair.
+    cluster_sync();
+#endif
 }

@@ -32,6 +32,11 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned byt
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 
+// Every thread of every block of the cluster arrives, then waits for all of them (sm_90).
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
 // TMA (sm_90): a tensor map the runner wrote to global memory is read by the tensor-map proxy,
 // which must first see the generic proxy's writes.
 __device__ __forceinline__ void tensormap_acquire(const void* map) {
