@@ -13,6 +13,7 @@ from worker import stats
 
 SW_POWER_CAP = 0x4  # NVML's clocks-event reason: the board is at its software power limit
 
+
 @dataclass(frozen=True)
 class TimingPolicy:
     warmup_ms: float
