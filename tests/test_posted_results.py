@@ -50,6 +50,20 @@ def test_posted_unverified_results_fail_the_job_and_carry_no_speed(client, cfg):
     assert stored(cfg) == 1
 
 
+def test_a_sustained_result_keeps_its_mode_and_an_unknown_mode_is_refused(client, cfg):
+    """A run made with GEMMWATCH_TIMING_MODE=sustained is stored as such (the dashboard never mixes
+    it with cold results); a mode gemmwatch does not make is a 422 that stores nothing."""
+    env = {"sustained": {"settle_s": 1.0, "settle_samples": 3518, "power_capped_batches_kept": 8}}
+    body = {"run_id": "run-0005-abcdef", "gpu": GPU, "results": [result(mode="sustained", env=env)]}
+    job = client.get(f"/api/jobs/{client.post('/api/results', json=body).json()['job_id']}").json()
+    assert job["results"][0]["mode"] == "sustained"
+    assert job["results"][0]["env"]["sustained"] == env["sustained"]
+    bad = {**body, "run_id": "run-0006-abcdef", "results": [result(mode="warm")]}
+    resp = client.post("/api/results", json=bad)
+    assert resp.status_code == 422 and "sustained" in resp.text
+    assert stored(cfg) == 1
+
+
 def test_posting_needs_a_token(cfg):
     from fastapi.testclient import TestClient
 
