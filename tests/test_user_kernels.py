@@ -17,6 +17,9 @@ extern "C" __global__ void my_gemm(int M, int N, int K, float alpha, const float
 }
 """
 BROKEN = GOOD.replace("float acc = 0.0f;", "float acc = 0.0f\n")  # missing semicolon: the error is reported at line 8
+# The same kernel taking the address of A's TMA tensor map (tensor_maps), as a Hopper kernel does.
+MAPPED = GOOD.replace("float beta, float* C)", "float beta, float* C, const void* A_map)")
+MAP_ARGS = ["M", "N", "K", "alpha", "A", "B", "beta", "C", "A_map"]
 
 
 def source(name="mine", text=GOOD, tile=(16, 16), **extra):
@@ -38,6 +41,18 @@ def test_a_jobs_own_kernel_runs_beside_a_builtin(stack):
     job = wait_for_job(stack, resp.json()["id"])
     assert job["status"] == "succeeded", job["error"]
     assert [(r["variant"], r["verified"]) for r in job["results"]] == [("mine", True), ("naive", True)]
+
+
+def test_a_jobs_kernel_that_takes_a_tensor_map_gets_in_as_it_is(stack):
+    """A Hopper kernel that copies A by the TMA names its map in args and describes it; the job
+    carries both to the worker (the runner encodes the map on a GPU; the CPU double ignores it)."""
+    mapped = source(text=MAPPED, args=MAP_ARGS, tensor_maps={"A": {"box": [32, 16], "swizzle": 128}})
+    resp = stack.post("/api/jobs", json={"sources": [mapped], "sizes": [[33, 17, 32]]})
+    assert resp.status_code == 202, resp.text
+    job = wait_for_job(stack, resp.json()["id"])
+    assert job["status"] == "succeeded", job["error"]
+    assert job["results"][0]["verified"]
+    assert job["results"][0]["env"]["launch"]["tensor_maps"] == {"A": [32, 16, 128]}
 
 
 def test_variants_default_to_the_sources(stack):
@@ -65,6 +80,8 @@ def test_a_compile_error_comes_back_with_the_compiler_log(stack):
     (source(entry="my_gemm; system"), ["pattern"]),
     (source(defines={"A B": 1}), ["pattern"]),
     (source(text="x" * 200_001), ["at most 200000"]),
+    (source(text=MAPPED, args=MAP_ARGS), ["each map in both"]),
+    (source(text=MAPPED, args=MAP_ARGS, tensor_maps={"A": {"box": [32, 16], "swizzle": 16}}), ["0, 32, 64 or 128"]),
 ])
 def test_bad_sources_are_422_and_echo_no_file(client, src, words):
     resp = client.post("/api/jobs", json={"sources": [src], "sizes": [[8, 8, 8]]})

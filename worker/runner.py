@@ -156,7 +156,9 @@ class Runner:
             out.env["launch"] = {"entry": launch.entry, "block": launch.block,
                                  "grid": launch.grid(case.m, case.n, case.k),
                                  "dynamic_smem": launch.dynamic_smem(case.m, case.n, case.k),
-                                 "defines": launch.defines, "layout": launch.layout, "target": launch.target}
+                                 "defines": launch.defines, "layout": launch.layout, "target": launch.target,
+                                 **({"tensor_maps": {x: list(b) for x, b in launch.tensor_maps.items()}}
+                                    if launch.tensor_maps else {})}
         return out
 
 
