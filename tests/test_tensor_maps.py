@@ -36,7 +36,25 @@ def test_a_description_that_gets_its_maps_wrong_is_refused(extra, words):
         described(**extra)
 
 
-@pytest.mark.parametrize(("box", "swizzle"), [([64, 128], 128), ([30, 128], 0), ([32, 512], 0), ([0, 8], 0)])
+@pytest.mark.parametrize("extra", [
+    {"args": ARGS, "tensor_maps": {"C": {"box": [32, 64]}}},  # only A and B have maps
+    {"args": ARGS[:-1] + ["B_map"], "tensor_maps": {"A": {"box": [32, 64]}}},  # the other matrix's map
+    {"args": ARGS + ["A_map"], "tensor_maps": {"A": {"box": [32, 64]}}},  # the map passed twice
+    {"args": ARGS, "tensor_maps": {"A": {"box": [32, 64, 1]}}},  # a third side
+    {"args": ARGS, "tensor_maps": {"A": {"box": [32, 64], "interleave": 1}}},  # a field gemmwatch does not know
+    {"args": ARGS, "tensor_maps": {"A": {"box": [True, 64]}}},  # a bool is no size
+    {"args": ARGS, "tensor_maps": {"A": {"box": [32.0, 64]}}},
+    {"args": ARGS, "tensor_maps": {"A": {"box": [32, "1 << 40"]}}},  # outside the expression language
+    {"args": ARGS, "tensor_maps": {"A": {"box": [32, 64], "swizzle": "128"}}},
+    {"args": ARGS, "tensor_maps": {"A": {"box": [32, 64], "swizzle": True}}},
+])
+def test_a_description_that_tries_to_get_a_map_past_the_rules_is_refused(extra):
+    with pytest.raises(ValidationError):
+        described(**extra)
+
+
+@pytest.mark.parametrize(("box", "swizzle"), [([64, 128], 128), ([30, 128], 0), ([32, 512], 0), ([0, 8], 0),
+                                              ([-32, 64], 0), ([32, "SM_COUNT * 1000000000000"], 0)])
 def test_a_box_the_tma_cannot_copy_is_refused_when_resolved(box, swizzle):
     """64 floats are 256 bytes, past a 128-byte swizzle; 30 floats are no multiple of 16 bytes; a
     side of 512 or 0 is outside 1..256."""
