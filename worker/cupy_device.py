@@ -13,7 +13,7 @@ import numpy
 from core.kernel import DeviceFigures, Launch
 from core.precision import Precision
 from core.settings import Settings
-from worker import compiler, cublas_half, gpu_identity, resources
+from worker import compiler, cublas_half, gpu_identity, resources, tensor_maps
 from worker.timing import Batch
 
 
@@ -163,8 +163,6 @@ class CupyDevice:
     def _tensor_map(self, matrix: str, launch: Launch, m: int, n: int, k: int, x, box):
         """The matrix's TMA tensor map in device memory (kept alive by the call that passes it),
         or address 0 where the TMA cannot describe the matrix (worker/tensor_maps.py)."""
-        from worker import tensor_maps
-
         cp = self.cp
         req = tensor_maps.request(matrix, launch.layout, m, n, k, x.data.ptr, launch.precision.input_type, box)
         if req is None:

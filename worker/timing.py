@@ -69,7 +69,6 @@ def time_pair(device: Sampler, run_variant: Callable[[], None], run_cublas: Call
             times = [t for pair in zip(times[:batch], times[batch:]) for t in pair]
         got.reasons_seen |= sampled.throttle_reasons
         disturbed = policy.disturbing(sampled.throttle_reasons)
-        got.power_capped_kept += bool(sampled.throttle_reasons) and not disturbed
         if sampled.timed_out:
             got.hold_timeouts += 1  # the GPU may have waited for launches: not a clean batch
         else:
@@ -80,8 +79,8 @@ def time_pair(device: Sampler, run_variant: Callable[[], None], run_cublas: Call
             else:
                 got.variant_ms += times[0::2]
                 got.cublas_ms += times[1::2]
-        if sum(times) < SHORT_BATCH_MS and batch < MAX_BATCH_PAIRS:
-            batch *= 2
+                got.power_capped_kept += bool(sampled.throttle_reasons) and not disturbed
+        batch = grown(batch, times)
         # Throttled most of the time (a power cap on heavy tensor-core work, TF32 at 4096^3 and
         # up on the H100): that is the kernel's steady state, and both sides ran under it. The few
         # clean batches between caps are no better a figure, so every sample is judged and
@@ -110,6 +109,11 @@ def settle(device: Sampler, pair: list[Callable[[], None]], policy: TimingPolicy
     while device.clock() < until:
         times = device.sample(pair * batch, policy).times_ms
         thrown += len(times)
-        if sum(times) < SHORT_BATCH_MS and batch < MAX_BATCH_PAIRS:
-            batch *= 2
+        batch = grown(batch, times)
     return thrown
+
+
+def grown(batch: int, times: list[float]) -> int:
+    """The next batch's pairs: twice as many while a batch takes under SHORT_BATCH_MS of GPU time
+    (fewer host round trips), up to MAX_BATCH_PAIRS."""
+    return batch * 2 if sum(times) < SHORT_BATCH_MS and batch < MAX_BATCH_PAIRS else batch
