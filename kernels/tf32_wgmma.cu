@@ -138,6 +138,12 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     const int bm0 = tile_m * kBM, bn0 = tile_n * kBN;
     const int slabs = (K + kBK - 1) / kBK;  // >= 1
     const int role = threadIdx.x / 128;     // 0: producer, 1 and 2: consumers
+#if TMA_A
+    // No map (0): A's rows are not 16-byte aligned; A comes by cp.async as in tf32_wgmma.
+    const bool a_by_tma = A_map != nullptr;
+#else
+    constexpr bool a_by_tma = false;
+#endif
 
     if (role == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 " PRODUCER_REGS ";\n" ::: "memory");
@@ -149,9 +155,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         const unsigned b_dst0 = b_r * kBRow * 4 + b_c * 16;
         const bool b_cols_in = bn0 + kBN <= N;
 #if TMA_A
-        // No map (0): A's rows are not 16-byte aligned; A comes by cp.async as in tf32_wgmma.
-        const bool tma = A_map != nullptr;
-        if (tma && tid == 0) tensormap_acquire(A_map);
+        if (a_by_tma && tid == 0) tensormap_acquire(A_map);
 #endif
 #if SPLIT3
         // Once this thread's copies of slab s have landed, its own A pieces are rewritten as their
@@ -186,7 +190,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
             if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
             const int k0 = s * kBK;
 #if TMA_A
-            if (tma) {
+            if (a_by_tma) {
                 if (tid == 0) {  // the whole A slab by one copy; the barrier told its bytes first
                     mbar_arrive_expect_tx(full(stage), kAStage);
                     tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, full(stage));
@@ -253,9 +257,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         mbar_wait(full(stage), (s / STAGES) & 1);
         // The copies were made by the generic proxy; wgmma reads through the async proxy. (A TMA
         // copy of A is the async proxy's own: no fence for it.)
-#if TMA_A
-        if (A_map == nullptr)
-#endif
+        if (!a_by_tma)
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         const float* bs = b_ring_ptr + stage * (kBStage / 4);
         unsigned frag[kBK / 8][4];

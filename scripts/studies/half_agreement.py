@@ -4,8 +4,11 @@ For each precision and size, in one process on one GPU: gemmwatch's case (varian
 cublas_bf16) in its default mode (cold: isolated samples) and in "sustained" mode (cold samples back
 to back after GEMMWATCH_SUSTAINED_WARMUP_S of them), triton's do_bench over torch.matmul (L2
 zeroed before each call, calls queued back to back for ~1 s), and torch.matmul timed one sample
-at a time (the same 256 MiB zeroing, then events, then a wait), each with NVML's SM clock sampled
-every 5 ms while it runs: a tensor-core GEMM near the 700 W cap is clocked by its duty cycle.
+at a time (the same 256 MiB zeroing, then events, then a wait), and "beside": gemmwatch's cold
+loop with torch.matmul in the other slot, timed by its own events after do_bench's flush, the two
+alternating sample by sample (tests/test_gpu_agreement.py's torch_beside_gemmwatch); each with
+NVML's SM clock sampled every 5 ms while it runs: a tensor-core GEMM near the 700 W cap is clocked
+by its duty cycle, so only "beside" compares the two at the same clock.
 Run on a GPU: python scripts/studies/half_agreement.py [--rounds R] [--nvbench] [sizes...]
 With --rounds R the three are measured R times in turn, the order reversed every other round, so
 that neither meets the card warmer or nearer its power cap than the other; the medians over the
@@ -30,6 +33,7 @@ import triton.testing  # noqa: E402
 from cold_1024_study import torch_flushed  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from worker.cases import TimingPolicy, builtin_case  # noqa: E402
+from tests.test_gpu_agreement import torch_beside_gemmwatch  # noqa: E402
 from worker.runner import CupyRunner  # noqa: E402
 
 
@@ -78,9 +82,18 @@ def measure(runner, policies, precision, n, order):
     def single():
         return flops / one_at_a_time(lambda: torch.matmul(a, b)) / 1e9
 
+    def beside():
+        got = torch_beside_gemmwatch(runner, precision, n, policies["cold"])
+        return flops / got["gemmwatch_cublas_ms"] / 1e9, flops / got["torch_do_bench_flush_ms"] / 1e9
+
     readings = {}
     for name in order:
         with ClockSampler() as clock:
+            if name == "beside":  # two readings from one loop, at one clock
+                ours_tflops, torch_tflops = beside()
+                readings["beside_gemmwatch"] = (ours_tflops, clock.median_mhz)
+                readings["beside_torch"] = (torch_tflops, clock.median_mhz)
+                continue
             tflops = {"gemmwatch": ours("cold"), "gemmwatch_sustained": ours("sustained"), "do_bench": bench,
                       "one_at_a_time": single}[name]()
         readings[name] = (tflops, clock.median_mhz)
@@ -115,7 +128,7 @@ def nvbench_torch(cases):
 def main(sizes, rounds=1, nvbench=False):
     runner = CupyRunner()
     policies = {mode: TimingPolicy.from_settings(Settings(GEMMWATCH_TIMING_MODE=mode)) for mode in ("cold", "sustained")}
-    first = ("gemmwatch", "gemmwatch_sustained", "do_bench", "one_at_a_time")
+    first = ("gemmwatch", "gemmwatch_sustained", "do_bench", "one_at_a_time", "beside")
     orders = [first, first[::-1]]
     medians = {}
     for precision in ("fp16", "bf16"):
@@ -129,13 +142,15 @@ def main(sizes, rounds=1, nvbench=False):
                                   **{f"{k}_sm_mhz": v[1] for k, v in got.items()},
                                   "gemmwatch_vs_do_bench": got["gemmwatch"][0] / got["do_bench"][0],
                                   "sustained_vs_do_bench": got["gemmwatch_sustained"][0] / got["do_bench"][0],
-                                  "gemmwatch_vs_one_at_a_time": got["gemmwatch"][0] / got["one_at_a_time"][0]}), flush=True)
+                                  "gemmwatch_vs_one_at_a_time": got["gemmwatch"][0] / got["one_at_a_time"][0],
+                                  "beside_gemmwatch_vs_torch": got["beside_gemmwatch"][0] / got["beside_torch"][0]}), flush=True)
             med = {k: statistics.median(g[k][0] for g in per_round) for k in per_round[0]}
             medians[(precision, n)] = med
             print(json.dumps({"precision": precision, "n": n, "rounds": rounds, "median_tflops": med,
                               "gemmwatch_vs_do_bench": med["gemmwatch"] / med["do_bench"],
                               "sustained_vs_do_bench": med["gemmwatch_sustained"] / med["do_bench"],
-                              "gemmwatch_vs_one_at_a_time": med["gemmwatch"] / med["one_at_a_time"]}), flush=True)
+                              "gemmwatch_vs_one_at_a_time": med["gemmwatch"] / med["one_at_a_time"],
+                              "beside_gemmwatch_vs_torch": med["beside_gemmwatch"] / med["beside_torch"]}), flush=True)
     if nvbench:
         for name, ms in nvbench_torch(list(medians)).items():
             precision, n = name.split("-")
