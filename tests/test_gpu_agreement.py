@@ -1,5 +1,7 @@
-"""gemmwatch's cuBLAS FP32 figure agrees with an independent measurement on the same GPU:
-torch.matmul timed by triton.testing.do_bench (median; it also flushes L2 between runs)."""
+"""gemmwatch's cuBLAS figures agree with an independent measurement on the same GPU: FP32 with
+torch.matmul timed by triton.testing.do_bench (median; it also flushes L2 between runs); FP16 and
+BF16 with torch.matmul timed by do_bench's method beside gemmwatch's own samples, as at the
+power cap a tensor-core GEMM's clock depends on how busy a tool keeps the card."""
 
 import json
 import os
