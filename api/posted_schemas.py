@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from api.schemas import CommitIn, GpuModel, Identifier
-from core.precision import INPUT_TYPE
+from core.precision import INPUT_TYPE, ComputeMode
 from core.result_env import ResultEnv
 from core.wire_types import Count, Finite, Gflops, Int32, Integer, Millis, Name, Percent, Ratio, StrictBool, Text
 
@@ -38,9 +38,9 @@ class ResultIn(BaseModel):
     m: Integer(1, 1 << 20)
     n: Integer(1, 1 << 20)
     k: Integer(1, 1 << 20)
-    dtype: Literal["float32", "float16", "bfloat16"] = "float32"  # of A and B
+    dtype: Literal["float32", "float16", "bfloat16", "float8_e4m3"] = "float32"  # of A and B
     mode: Literal["cold", "hot", "sustained"] = "cold"
-    compute_mode: Literal["fp32", "tf32", "fp16", "bf16"] = "fp32"
+    compute_mode: ComputeMode = "fp32"
     tunables: dict[Identifier, Int32] = Field(default_factory=dict, max_length=32)
     verified: StrictBool
     rel_error: Annotated[Finite, Field(ge=0, le=1e30)] | None = None

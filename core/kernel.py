@@ -22,7 +22,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 
 from core import kernel_expr, kernel_includes
 from core.kernel_includes import IncludeRefused
-from core.precision import HALF_MODES, Precision
+from core.precision import NARROW_MODES, ComputeMode, Precision
 from core.source_guard import SourceRefused
 from core.kernel_expr import ExprError
 
@@ -140,17 +140,20 @@ class KernelDescription(BaseModel):
     dynamic_smem: Dim = Field(0, description="bytes of dynamic shared memory per block")
     target: Target | None = Field(None, description='a GPU target the kernel needs, e.g. "sm_90a" for wgmma; '
                                                      "none: built for whatever GPU runs it")
-    compute_mode: Literal["fp32", "tf32", "fp16", "bf16"] = Field(
+    compute_mode: ComputeMode = Field(
         "fp32", description="the inputs and the math (core/precision.py). fp32: FP32 A and B, timed beside cuBLAS "
                             "FP32; tf32: FP32 A and B rounded to TF32 on the tensor cores, beside cuBLAS TF32; "
                             "fp16, bf16: A and B in that type (__half, __nv_bfloat16), FP32 accumulate, beside "
-                            "cuBLAS in the same precision")
+                            "cuBLAS in the same precision; fp8: A and B in E4M3 (__nv_fp8_e4m3) with per-tensor "
+                            "scales folded into alpha, FP32 accumulate, C in BF16, beside cuBLASLt FP8")
     output: Literal["input", "fp32"] = Field(
-        "input", description='the type of C: "input" (the type of A and B) or "fp32" (for fp16 and bf16)')
+        "input", description='the type of C: "input" (the type of A and B; BF16 for fp8) or "fp32" (for fp16, bf16 '
+                             'and fp8)')
     tolerance: float | None = Field(None, gt=0, le=0.1, allow_inf_nan=False,
                                     description="largest relative Frobenius error against the FP32 product of the same "
                                                 "inputs (default: 1e-4 for fp32, 2e-3 for tf32; for fp16 and bf16 "
-                                                "2 u_out + 2 K u_fp32, core/precision.py says why)")
+                                                "2 u_out + 2 K u_fp32, for fp8 2 u_out + 2 (K/32) 2^-14, "
+                                                "core/precision.py says why)")
     defines: dict[Identifier, Dim] = Field(default_factory=dict, max_length=64,
                                            description="-D NAME=value; a value may be an expression of the GPU's "
                                                        "figures, the tunables and other defines")
@@ -191,9 +194,9 @@ class KernelDescription(BaseModel):
         both = set(self.defines) & set(self.tunables)
         if both:
             raise ValueError(f"{', '.join(sorted(both))}: both a define and a tunable")
-        if self.output == "fp32" and self.compute_mode not in HALF_MODES:
-            raise ValueError(f'output "fp32" is for fp16 and bf16 kernels; a {self.compute_mode} kernel writes FP32 '
-                             'already (leave output as "input")')
+        if self.output == "fp32" and self.compute_mode not in NARROW_MODES:
+            raise ValueError(f'output "fp32" is for fp16, bf16 and fp8 kernels; a {self.compute_mode} kernel writes '
+                             'FP32 already (leave output as "input")')
         if len(set(self.args)) != len(self.args) or not {"A", "B", "C"} <= set(self.args):
             raise ValueError(f"args {self.args}: each name once, A, B and C among them")
         maps_in_args = {a.removesuffix("_map") for a in self.args if a.endswith("_map")}

@@ -6,20 +6,44 @@ that means for its correctness bound and for the GPU's peak.
   tf32  FP32 inputs rounded to TF32 on the tensor cores; baseline cuBLAS SGEMM with TF32 allowed
   fp16  FP16 inputs, FP32 accumulate (tensor cores); baseline cublasGemmEx in FP16, FP32 compute
   bf16  BF16 inputs, FP32 accumulate; baseline cublasGemmEx in BF16, FP32 compute
-and `output` the type of C: "input" (the inputs' type; FP32 for fp32 and tf32) or "fp32".
-Alpha and beta are FP32 in every mode.
+  fp8   FP8 E4M3 inputs with a per-tensor scale each, FP32 accumulate; baseline cublasLtMatmul
+        with the two scales (worker/cublaslt_fp8.py)
+and `output` the type of C: "input" (the inputs' type; FP32 for fp32 and tf32; BF16 for fp8, as
+an FP8 C would need a scale and an amax of its own) or "fp32". Alpha and beta are FP32 in every
+mode.
+
+FP8's per-tensor scales: A and B are drawn in [-1, 1) and divided by TENSOR_SCALE before they are
+rounded to E4M3, so they use its range; A's value is the stored E4M3 number times the scale. The
+scale is a power of two, so the values the reference multiplies (stored number x scale) are exact
+in FP32. A kernel gets alpha x scale_A x scale_B as its alpha (the scales folded into the one
+factor every kernel already applies), cuBLASLt the scales by pointer, as an FP8 GEMM is usually
+called.
 """
 
 from dataclasses import dataclass
+from typing import Literal
 
+ComputeMode = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
+COMPUTE_MODES: tuple[str, ...] = ComputeMode.__args__  # type: ignore[attr-defined]
 # The storage type of A and B per compute mode.
-INPUT_TYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+INPUT_TYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8_e4m3"}
 HALF_MODES = ("fp16", "bf16")
+# Modes whose C may be "input" or "fp32" (the rest write FP32 already).
+NARROW_MODES = ("fp16", "bf16", "fp8")
 # Significand bits, the implicit one included: a value rounded to nearest is within 2^-bits of
 # itself, relatively (the unit roundoff).
-SIGNIFICAND_BITS = {"float32": 24, "float16": 11, "bfloat16": 8}
-# The largest finite value of each type (bfloat16 keeps float32's exponent range).
-LARGEST = {"float32": 3.4028234663852886e38, "float16": 65504.0, "bfloat16": 3.3895313892515355e38}
+SIGNIFICAND_BITS = {"float32": 24, "float16": 11, "bfloat16": 8, "float8_e4m3": 4}
+# The largest finite value of each type (bfloat16 keeps float32's exponent range; E4M3 has no
+# infinity and saturates at 448).
+LARGEST = {"float32": 3.4028234663852886e38, "float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+           "float8_e4m3": 448.0}
+# FP8's per-tensor scale: [-1, 1) / 2^-8 = [-256, 256), inside E4M3's +-448, every value a normal
+# number or zero down to 2^-6 x 2^-8.
+TENSOR_SCALE = {"fp8": 2.0**-8}
+# Hopper's FP8 tensor cores add each 32-deep product into the accumulator keeping about 14 bits
+# of it, not FP32's 24 (DeepSeek-V3 technical report, section 3.3.2, measured on H800).
+FP8_MMA_K = 32
+FP8_ACCUMULATE_BITS = 14
 
 
 def unit_roundoff(dtype: str) -> float:
@@ -37,18 +61,33 @@ class Precision:
 
     @property
     def output_type(self) -> str:
-        return self.input_type if self.output == "input" else "float32"
+        if self.output == "fp32":
+            return "float32"
+        return "bfloat16" if self.fp8 else self.input_type
 
     @property
     def half(self) -> bool:
         return self.compute_mode in HALF_MODES
 
+    @property
+    def fp8(self) -> bool:
+        return self.compute_mode == "fp8"
+
+    @property
+    def tensor_scale(self) -> float:
+        """What each of A and B is stored divided by (FP8's per-tensor scale); 1 elsewhere."""
+        return TENSOR_SCALE.get(self.compute_mode, 1.0)
+
     def label(self) -> str:
-        """How results name it: "bf16" (BF16 in and out), "bf16->fp32", "fp32", "tf32"."""
-        return self.compute_mode if self.output_type == self.input_type else f"{self.compute_mode}->fp32"
+        """How results name it: "bf16" (BF16 in and out), "bf16->fp32", "fp32", "tf32", "fp8" (E4M3
+        in, BF16 out), "fp8->fp32"."""
+        return f"{self.compute_mode}->fp32" if self.output == "fp32" and self.compute_mode in NARROW_MODES else self.compute_mode
 
     def describe(self) -> dict:
-        return {"input": self.input_type, "accumulate": "float32", "output": self.output_type}
+        d = {"input": self.input_type, "accumulate": "float32", "output": self.output_type}
+        if self.fp8:
+            d["scale_a"] = d["scale_b"] = self.tensor_scale
+        return d
 
     def default_tolerance(self, k: int) -> float:
         """The largest relative Frobenius error a correct kernel can show against the reference,
@@ -62,7 +101,16 @@ class Precision:
             way (truncating tensor-core adders), and near sqrt(K) u_32 when they do not.
         So 2 u_out + 2 K u_32: at K = 4096, 2.5e-4 for FP32 output, 1.2e-3 for FP16, 8.3e-3 for
         BF16. A kernel that drops one 32-deep k-slab of K = 4096 is off by sqrt(32/4096) = 8.8e-2.
-        FP32 and TF32 keep their fixed bounds (1e-4 and 2e-3), measured on the ladder."""
+        FP32 and TF32 keep their fixed bounds (1e-4 and 2e-3), measured on the ladder.
+
+        FP8: the same output term, and for the accumulation one step of at most 2^-14 of the
+        running sum (FP8_ACCUMULATE_BITS) per 32-deep tensor-core product, as a kernel may keep
+        all of K in the tensor cores' accumulator: 2 u_out + 2 (K / 32) 2^-14. At K = 4096 with a
+        BF16 C that is 2.3e-2; a kernel that drops one 32-deep slab is off by 8.8e-2 there, 6.2e-2
+        at K = 8192 (bound 3.9e-2)."""
+        if self.fp8:
+            steps = -(-k // FP8_MMA_K)
+            return 2 * unit_roundoff(self.output_type) + 2 * steps * 2.0**-FP8_ACCUMULATE_BITS
         if not self.half:
             return {"fp32": 1e-4, "tf32": 2e-3}[self.compute_mode]
         return 2 * unit_roundoff(self.output_type) + 2 * k * unit_roundoff("float32")
@@ -92,7 +140,7 @@ TENSOR_FLOPS_PER_SM_PER_CLOCK = {
     "8.0": {"tf32": 1024, "fp16": 2048, "bf16": 2048},
     "8.6": {"tf32": 512, "fp16": 1024, "bf16": 1024},
     "8.9": {"tf32": 512, "fp16": 1024, "bf16": 1024},
-    "9.0": {"tf32": 2048, "fp16": 4096, "bf16": 4096},
+    "9.0": {"tf32": 2048, "fp16": 4096, "bf16": 4096, "fp8": 8192},
 }
 
 
@@ -105,7 +153,8 @@ def flops_per_sm_per_clock(compute_capability: str | None, compute_mode: str) ->
 def peak_tflops(compute_capability: str | None, compute_mode: str, sm_count: int | None,
                 sm_clock_mhz: float | None) -> float | None:
     """SMs x clock x flops per SM per clock: the H100 SXM at 1980 MHz, 132 SMs: FP32 66.9,
-    TF32 535, FP16/BF16 1070 TFLOPS (NVIDIA's 989 for FP16 is at the 1830 MHz boost clock). None
+    TF32 535, FP16/BF16 1070, FP8 2141 TFLOPS (NVIDIA's 989 for FP16 and 1979 for FP8 are at the
+    1830 MHz boost clock). None
     where a figure is missing or the GPU's tensor cores are not in the table."""
     per_clock = flops_per_sm_per_clock(compute_capability, compute_mode)
     if per_clock is None or not sm_count or not sm_clock_mhz:

@@ -138,9 +138,33 @@ class Sustained(_Record):
 class PrecisionRecord(_Record):
     """The types of A and B, the accumulator and C (core/precision.py describe())."""
 
-    input: Literal["float32", "float16", "bfloat16"] | None = None
+    input: Literal["float32", "float16", "bfloat16", "float8_e4m3"] | None = None
     accumulate: Literal["float32"] | None = None
     output: Literal["float32", "float16", "bfloat16"] | None = None
+    scale_a: Annotated[Finite, Field(gt=0, le=1e30)] | None = None  # FP8's per-tensor scales
+    scale_b: Annotated[Finite, Field(gt=0, le=1e30)] | None = None
+
+
+class CublasAlgo(_Record):
+    id: Integer(-1, 1 << 20) | None = None
+    tile_id: Integer(-1, 1 << 20) | None = None
+    splitk: Integer(-1, 1 << 20) | None = None
+    stages_id: Integer(-1, 1 << 20) | None = None
+
+
+class CublasPlan(_Record):
+    """What cuBLASLt chose for the baseline, where it chooses (FP8: worker/cublaslt_fp8.py)."""
+
+    call: Name(40)
+    compute_type: Name(40)
+    scale_type: Name(40)
+    a_b_type: Name(40)
+    c_type: Name(40)
+    trans: Literal["TN", "NN", "NT", "TT"]
+    algo: CublasAlgo
+    waves: Annotated[Finite, Field(ge=0, le=1e9)] | None = None
+    workspace_bytes: Integer(0, 1 << 40) = 0
+    padded_n_k: Annotated[list[Integer(1, 1 << 21)], Field(min_length=2, max_length=2)] | None = None
 
 
 class Peak(_Record):
@@ -197,6 +221,7 @@ class ResultEnv(_Record):
     ab: AbRecord | None = None
     not_applicable: StrictBool | None = None
     precision: PrecisionRecord | None = None
+    cublas_plan: CublasPlan | None = None
     peak: Peak | None = None
     # Whether the kernel reads C when beta = 0 (worker/verify.py says it in words).
     c_convention: Text(200) | None = None

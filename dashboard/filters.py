@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 
 from fastapi import HTTPException, Query
 
+from core.precision import COMPUTE_MODES, ComputeMode
+
 Size = tuple[int, int, int]
 MAX_DIM = 1 << 20
 
@@ -19,8 +21,8 @@ Name = Annotated[str | None, Query(max_length=120)]
 Names = Annotated[list[str], Query(max_length=120)]
 # The precisions a chart can show, one at a time (core/precision.py): never mixed, since each is
 # measured against cuBLAS in its own precision. FP32 unless the URL asks for another.
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-PrecisionParam = Annotated[Literal["fp32", "tf32", "fp16", "bf16"], Query(description="compute mode: " + ", ".join(PRECISIONS))]
+PRECISIONS = COMPUTE_MODES
+PrecisionParam = Annotated[ComputeMode, Query(description="compute mode: " + ", ".join(PRECISIONS))]
 
 _SIZE = re.compile(r"^\s*(\d+)\s*(?:[x×*,]\s*(\d+)\s*[x×*,]\s*(\d+))?\s*$")
 

@@ -6,7 +6,7 @@ from dashboard.figures import LAYOUT, Figure, _color, _t, scatter
 from dashboard.filters import size_text
 from dashboard.roofline import Roofline, RoofPoint
 
-SYMBOLS = {"fp32": "circle", "tf32": "square", "fp16": "diamond", "bf16": "triangle-up"}
+SYMBOLS = {"fp32": "circle", "tf32": "square", "fp16": "diamond", "bf16": "triangle-up", "fp8": "star"}
 ROOF = {"color": "#2a3f5f", "width": 1.5}
 
 

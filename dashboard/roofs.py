@@ -22,7 +22,7 @@ from core.models import Gpu, Result
 from core.precision import INPUT_TYPE, flops_per_sm_per_clock
 from core.result_env import gpu_of
 
-TYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+TYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3": 1}
 
 
 @dataclass(frozen=True)

@@ -199,6 +199,7 @@ class FakeDevice:
     def cublas_call(self, a, b, out, precision) -> Call:
         def run():
             product = half_arrays.as_float32(np, a) @ half_arrays.as_float32(np, b)
+            product *= np.float32(precision.tensor_scale**2)  # FP8's per-tensor scales, as cuBLASLt applies them
             out[...] = half_arrays.rounded(np, product, half_arrays.type_of(out))
 
         return Call(run, 2.0 * a.shape[0] * b.shape[1] * a.shape[1] / (CUBLAS_GFLOPS * 1e6))

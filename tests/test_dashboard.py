@@ -403,7 +403,8 @@ def test_each_precision_has_its_own_charts_and_they_never_mix(client, cfg):
 
     for i, sha in enumerate(["aaaa01", "bbbb02"]):
         add_result(cfg, "naive", (4096, 4096, 4096), sha, gflops=5000.0 + i, commit_index=i)
-        for variant, mode, dtype in (("tf32_kernel", "tf32", "float32"), ("bf16_kernel", "bf16", "bfloat16")):
+        for variant, mode, dtype in (("tf32_kernel", "tf32", "float32"), ("bf16_kernel", "bf16", "bfloat16"),
+                                     ("fp8_kernel", "fp8", "float8_e4m3")):
             job = add_result(cfg, variant, (4096, 4096, 4096), sha, gflops=300_000.0 + i, commit_index=i)
             with session_factory(cfg)() as db:
                 db.execute(update(Result).where(Result.job_id == job).values(compute_mode=mode, dtype=dtype))
@@ -420,7 +421,10 @@ def test_each_precision_has_its_own_charts_and_they_never_mix(client, cfg):
     for view in ("sweep", "compare"):
         tf32 = client.get(f"/{view}?mode=cold&precision=tf32&format=json").json()
         assert {r.get("variant") for r in tf32["rows"]} == {"tf32_kernel"}, view
-    assert client.get("/history?precision=fp8").status_code == 422
+    fp8 = client.get("/history?gpu=H100&size=4096x4096x4096&mode=cold&precision=fp8").text
+    assert set(traces(fp8)) >= {"fp8_kernel"} and "bf16_kernel" not in traces(fp8)
+    assert "% of FP8 peak" in client.get("/?size=4096x4096x4096&mode=cold&precision=fp8").text
+    assert client.get("/history?precision=fp4").status_code == 422
 
 
 def test_the_menus_loose_index_scan_finds_every_distinct_value_in_one_statement(cfg):

@@ -65,10 +65,10 @@ def test_the_precision_is_part_of_the_description():
     assert bf16.precision.describe() == {"input": "bfloat16", "accumulate": "float32", "output": "bfloat16"}
     to_fp32 = bf16.model_copy(update={"output": "fp32"}).precision
     assert to_fp32.label() == "bf16->fp32" and to_fp32.output_type == "float32"
-    with pytest.raises(ValidationError, match='output "fp32" is for fp16 and bf16 kernels'):
+    with pytest.raises(ValidationError, match='output "fp32" is for fp16, bf16 and fp8 kernels'):
         KernelDescription.model_validate(one_file("k", "__global__ void k() {}", "k", [1], output="fp32"))
     with pytest.raises(ValidationError, match="compute_mode"):
-        KernelDescription.model_validate(one_file("k", "__global__ void k() {}", "k", [1], compute_mode="fp8"))
+        KernelDescription.model_validate(one_file("k", "__global__ void k() {}", "k", [1], compute_mode="fp4"))
 
 
 def test_the_half_tolerance_is_two_output_roundings_plus_two_k_fp32_roundings():

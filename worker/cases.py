@@ -181,6 +181,9 @@ def not_applicable(case: Case, compute_capability: str, mode: str) -> CaseOutcom
     from core.kernel import target_compute_capability
 
     have = compute_capability if "." in compute_capability else f"{compute_capability[:-1]}.{compute_capability[-1:]}"
+    if case.precision.fp8 and tuple(int(x) for x in have.split(".")) < (8, 9):
+        return CaseOutcome.not_applicable_here(
+            f"not applicable: FP8 tensor cores came with compute capability 8.9; this GPU has {have}", mode)
     for choice in (case.kernel, case.base):
         if choice is None or choice.target is None:
             continue

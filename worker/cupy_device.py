@@ -13,7 +13,7 @@ import numpy
 from core.kernel import DeviceFigures, Launch
 from core.precision import Precision
 from core.settings import Settings
-from worker import compiler, cublas_half, gpu_identity, resources, tensor_maps
+from worker import compiler, cublas_half, cublaslt_fp8, gpu_identity, resources, tensor_maps
 from worker.timing import Batch
 
 
@@ -101,6 +101,7 @@ class CupyDevice:
 
     def notes(self, precision: Precision) -> list[str]:
         return ["kernels compiled by NVRTC with -ftz=true (CuPy adds it): denormals flush to zero",
+                f"cuBLAS baseline: {cublaslt_fp8.describe(precision)}" if precision.fp8 else
                 f"cuBLAS baseline: {cublas_half.describe(precision)}" if precision.half else
                 "cuBLAS baseline: cupy.matmul with CUBLAS_TF32_TENSOR_OP_MATH (TF32 tensor cores)"
                 if precision.compute_mode == "tf32" else "cuBLAS baseline: cupy.matmul, FP32 compute, TF32 off"]
@@ -176,6 +177,8 @@ class CupyDevice:
     def cublas_call(self, a, b, out, precision: Precision):
         """cuBLAS over row-major A, B and C in the precision's types."""
         cp = self.cp
+        if precision.fp8:
+            return cublaslt_fp8.call(cp, a, b, out, precision)
         if precision.half:
             return cublas_half.call(cp, a, b, out, precision)
         if precision.compute_mode == "fp32":

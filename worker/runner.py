@@ -30,7 +30,7 @@ class Problem:
     def __init__(self, device, case: Case, layout: str = "row", precision: Precision = FP32):
         self.device, self.m, self.n, self.k, self.layout = device, case.m, case.n, case.k, layout
         self.precision = precision
-        xp, scale = device.xp, precision.input_scale(case.k)
+        xp, scale = device.xp, precision.input_scale(case.k) / precision.tensor_scale
         a32 = device.uniform(case.seed, case.m, case.k)
         b32 = device.uniform(case.seed + 2, case.k, case.n)
         if scale != 1.0:
@@ -38,8 +38,11 @@ class Problem:
         # Row-major, in the input type: what cuBLAS multiplies.
         self.a_stored = half_arrays.rounded(xp, a32, precision.input_type)
         self.b_stored = half_arrays.rounded(xp, b32, precision.input_type)
-        # Their values in FP32: what the reference multiplies.
-        self.a, self.b = half_arrays.as_float32(xp, self.a_stored), half_arrays.as_float32(xp, self.b_stored)
+        # Their values in FP32: what the reference multiplies (FP8: the stored numbers times the
+        # per-tensor scale, a power of two, so exact).
+        self.a, self.b = (half_arrays.as_float32(xp, x) for x in (self.a_stored, self.b_stored))
+        if precision.tensor_scale != 1.0:
+            self.a, self.b = self.a * xp.float32(precision.tensor_scale), self.b * xp.float32(precision.tensor_scale)
         self.a_in, self.b_in = device.in_layout(self.a_stored, layout), device.in_layout(self.b_stored, layout)
 
     def new_c(self, fill: float | None = None, seed: int | None = None, layout: str | None = None):
@@ -59,6 +62,8 @@ class Problem:
         return self.device.cublas_call(self.a_stored, self.b_stored, self.new_c(layout="row"), self.precision)
 
     def kernel_call(self, function, launch: Launch, c, alpha: float, beta: float):
+        # FP8: the kernel multiplies the stored numbers; the two scales reach it folded into alpha.
+        alpha *= self.precision.tensor_scale**2
         return self.device.kernel_call(function, launch, self.m, self.n, self.k, self.a_in, self.b_in, c, alpha, beta)
 
 
@@ -138,6 +143,8 @@ class Runner:
 
         c = problem.new_c()
         run_cublas = problem.cublas_call()
+        if getattr(run_cublas, "plan", None):  # cuBLASLt's choice, where the baseline makes one (FP8)
+            out.env["cublas_plan"] = run_cublas.plan
         run_variant = problem.kernel_call(function, launch, c, 1.0, 0.0) if launch is not None else run_cublas
 
         if out.verified:  # a wrong kernel gets no speed
