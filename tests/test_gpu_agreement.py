@@ -62,6 +62,25 @@ def do_bench_flush():
         return cache.zero_
 
 
+def torch_gemm(torch, precision: str, n: int):
+    """torch's n^3 GEMM in the precision: torch.matmul in FP16 or BF16; for FP8 torch._scaled_mm
+    (cuBLASLt underneath) on E4M3 A and column-major B with per-tensor scales, C in BF16."""
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    a, b = (torch.rand((n, n), device="cuda", generator=gen) * 2 - 1 for _ in range(2))
+    if precision == "fp8":
+        from core.precision import Precision
+
+        scale = Precision("fp8").tensor_scale
+        a8 = (a / scale).to(torch.float8_e4m3fn)
+        b8 = (b / scale).to(torch.float8_e4m3fn).t().contiguous().t()  # column-major, as _scaled_mm takes it
+        s = torch.tensor(scale, device="cuda")
+        return lambda: torch._scaled_mm(a8, b8, scale_a=s, scale_b=s, out_dtype=torch.bfloat16)
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+    a, b = a.to(dtype), b.to(dtype)
+    c = torch.empty((n, n), device="cuda", dtype=dtype)
+    return lambda: torch.matmul(a, b, out=c)
+
+
 class EventsByBatch:
     """The runner's sampler, keeping the torch events recorded in each batch it sampled: not
     those of the warm-up, nor those of a batch whose stream hold ran out (gemmwatch drops it)."""
@@ -105,18 +124,14 @@ def torch_beside_gemmwatch(runner, precision: str, n: int, policy) -> dict:
     stream = cp.cuda.Stream()
     with stream, torch.cuda.stream(torch.cuda.ExternalStream(stream.ptr)):
         run_cublas, _ = runner.calls(builtin_case(f"cublas_{precision}", n, n, n, seed=11))
-        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
-        gen = torch.Generator(device="cuda").manual_seed(11)
-        a = (torch.rand((n, n), device="cuda", generator=gen) * 2 - 1).to(dtype)
-        b = (torch.rand((n, n), device="cuda", generator=gen) * 2 - 1).to(dtype)
-        c = torch.empty((n, n), device="cuda", dtype=dtype)
+        multiply = torch_gemm(torch, precision, n)
         flush, sampler = do_bench_flush(), EventsByBatch(runner.device)
 
         def torch_sample():
             flush()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            torch.matmul(a, b, out=c)
+            multiply()
             end.record()
             sampler.pending.append((start, end))
 

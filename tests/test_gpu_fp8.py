@@ -1,0 +1,127 @@
+"""FP8 on the GPU: E4M3 rounding against torch's float8_e4m3fn, cuBLASLt's FP8 GEMM (the
+baseline) against the exact product and against torch._scaled_mm (its output and its time, sample
+for sample in one loop), the FP8 kernels verified at odd sizes, and the correctness gate tried
+(a kernel that skips one k-slab; one that rounds C toward zero)."""
+
+import json
+import os
+
+import pytest
+
+from core.builtins import builtin_kernels
+from core.precision import Precision
+from core.settings import Settings
+from worker.cases import Case, KernelChoice, TimingPolicy, builtin_case
+
+pytestmark = pytest.mark.gpu
+
+POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=1.0))
+FP8_KERNELS = [name for name, d in builtin_kernels().items() if d.precision.fp8]
+SIZES = [(1000, 1003, 997), (256, 8, 4096), (8, 256, 1024), (1024, 1024, 1024)]
+
+
+@pytest.fixture(scope="module")
+def runner():
+    from worker.runner import CupyRunner
+
+    return CupyRunner()
+
+
+def variant_of(name: str, output: str = "input", **defines) -> KernelChoice:
+    desc = builtin_kernels()[name]
+    extra = {"OUTPUT_FP32": 1} if output == "fp32" else {}
+    changed = desc.model_copy(update={"output": output, "defines": {**desc.defines, **extra, **defines}})
+    return KernelChoice(type(desc).model_validate(changed.model_dump()), {}, "builtin")
+
+
+def test_e4m3_rounding_is_torchs_bit_for_bit():
+    torch = pytest.importorskip("torch")
+    import cupy as cp
+
+    from worker import half_arrays
+
+    x = (torch.randn(1 << 20, device="cuda", generator=torch.Generator("cuda").manual_seed(3)) * 100).clamp(-448, 448)
+    ours = half_arrays.rounded(cp, cp.asarray(x), "float8_e4m3")
+    theirs = cp.asarray(x.to(torch.float8_e4m3fn).view(torch.uint8))
+    assert int((ours != theirs).sum()) == 0
+
+
+@pytest.mark.parametrize("size", [(4096, 4096, 4096), (1000, 1003, 997)], ids=lambda s: "x".join(map(str, s)))
+def test_cublaslt_fp8_is_the_scaled_product_and_torchs_scaled_mm(runner, size):
+    """cuBLASLt's FP8 GEMM with the scales, against the FP32 product of the same E4M3 numbers times
+    the scales (within the FP8 bound) and against torch._scaled_mm on the same bytes (which calls
+    cuBLASLt too)."""
+    torch = pytest.importorskip("torch")
+    import cupy as cp
+
+    from worker import half_arrays
+    from worker.runner import Problem
+
+    m, n, k = size
+    case = builtin_case("cublas_fp8", m, n, k, seed=11)
+    problem = Problem(runner.device, case, "row", case.precision)
+    run = problem.cublas_call()
+    run()
+    cp.cuda.get_current_stream().synchronize()
+    ours = half_arrays.as_float32(cp, run.out[:, :n])
+    ref = runner.device.reference(problem.a, problem.b)
+    rel = float(cp.linalg.norm(ours - ref) / cp.linalg.norm(ref))
+    assert rel <= Precision("fp8").default_tolerance(k), rel
+    assert run.plan["call"] == "cublasLtMatmul" and run.plan["trans"] == "TN" and "id" in run.plan["algo"]
+    if m % 16 or n % 16 or k % 16:
+        return  # torch._scaled_mm takes multiples of 16 only
+    a = torch.as_tensor(problem.a_stored, device="cuda").view(torch.float8_e4m3fn)
+    b = torch.as_tensor(problem.b_stored, device="cuda").view(torch.float8_e4m3fn)
+    scale = torch.tensor(case.precision.tensor_scale, device="cuda")
+    theirs = torch._scaled_mm(a, b.t().contiguous().t(), scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
+    mismatch = float((torch.as_tensor(run.out, device="cuda").view(torch.bfloat16) != theirs).float().mean())
+    print(json.dumps({"size": size, "rel_error": rel, "differs_from_scaled_mm": mismatch, "plan": run.plan}))
+    assert mismatch <= 0.01, mismatch
+
+
+@pytest.mark.parametrize("n", [4096, 8192])
+def test_cublaslt_fp8_times_as_torchs_scaled_mm_within_2_percent(runner, n):
+    """gemmwatch's FP8 baseline beside torch._scaled_mm timed by do_bench's method, sample for
+    sample in gemmwatch's cold loop (tests/test_gpu_agreement.py says why they alternate)."""
+    pytest.importorskip("torch")
+    from tests.test_gpu_agreement import torch_beside_gemmwatch
+
+    line = torch_beside_gemmwatch(runner, "fp8", n, TimingPolicy.from_settings(Settings()))
+    line["ratio"] = line["torch_do_bench_flush_ms"] / line["gemmwatch_cublas_ms"]
+    print(json.dumps(line))
+    if os.environ.get("GEMMWATCH_BENCH_OUT"):
+        with open(os.environ["GEMMWATCH_BENCH_OUT"] + ".agreement.jsonl", "a") as f:
+            f.write(json.dumps(line) + "\n")
+    assert line["gemmwatch_samples"] >= 10 and abs(line["ratio"] - 1) <= 0.02, line
+
+
+def test_there_is_an_fp8_kernel():
+    assert FP8_KERNELS
+
+
+@pytest.mark.parametrize("output", ["input", "fp32"])
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", FP8_KERNELS)
+def test_fp8_kernel_is_verified_at_odd_and_skinny_sizes(runner, name, size, output):
+    choice = variant_of(name, output)
+    out = runner.run_case(Case(0, name, *size, 31, choice), POLICY)
+    assert out.verified, out.error
+    assert out.compute_mode == "fp8" and out.dtype == "float8_e4m3"
+    assert out.rel_error <= choice.description.precision.default_tolerance(size[2])
+    assert out.gflops > 0 and out.cublas_gflops > 0 and "cublasLtMatmul" in out.env["notes"][-1]
+    assert out.env["cublas_plan"]["a_b_type"] == "CUDA_R_8F_E4M3"
+
+
+@pytest.mark.parametrize("name", FP8_KERNELS)
+def test_an_fp8_kernel_that_skips_one_k_slab_is_wrong_and_gets_no_speed(runner, name):
+    out = runner.run_case(Case(0, name, 512, 512, 4096, 5, variant_of(name, GEMMWATCH_TEST_SKIP_SLAB=1)), POLICY)
+    assert not out.verified and out.gflops is None and "relative error" in out.error
+
+
+@pytest.mark.parametrize("name", FP8_KERNELS)
+def test_an_fp8_kernel_that_rounds_toward_zero_is_still_right(runner, name):
+    nearest = runner.run_case(Case(0, name, 512, 512, 4096, 5, variant_of(name)), POLICY)
+    toward_zero = runner.run_case(Case(0, name, 512, 512, 4096, 5, variant_of(name, GEMMWATCH_ROUND_TOWARD_ZERO=1)),
+                                  POLICY)
+    assert nearest.verified and toward_zero.verified, (nearest.error, toward_zero.error)
+    assert toward_zero.rel_error > 1.5 * nearest.rel_error
