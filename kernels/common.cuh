@@ -132,6 +132,17 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
+// Four 8 x 8 matrices of 16-bit elements (or 8 x 16 of 8-bit ones) from shared memory; lane i gives the address of a row
+// (lanes 0-7 the first matrix's, 8-15 the second's ...). .trans delivers them transposed.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&x)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&x)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(smem_addr(p)));
+}
+
 // Asynchronous copies (cp.async, sm_80 and later) to a shared-window address dst: 16 or 4 bytes
 // global -> shared; src_bytes 0 writes zeros (src is not read, but must be a valid address).
 __device__ __forceinline__ void cp16(unsigned dst, const float* src, int src_bytes) {

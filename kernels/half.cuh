@@ -1,9 +1,9 @@
 // Shared device code of the FP16/BF16 kernels (half_mma_sync, half_wgmma): their element types,
-// conversions, 16-byte copies into shared memory, and ldmatrix. The rules of common.cuh hold; it
-// reads (never defines) two of the kernel's -D values, set before it is included:
-// INPUT_BF16 (1: A and B are __nv_bfloat16; 0: __half) and OUTPUT_FP32 (1: C is float; 0: C is
-// the inputs' type). GEMMWATCH_ROUND_TOWARD_ZERO makes C round toward zero, not to nearest: a
-// kernel that rounds otherwise than cuBLAS, for the correctness gate's tests.
+// conversions and 16-byte copies into shared memory (ldmatrix is in common.cuh). The rules of
+// common.cuh hold; it reads (never defines) two of the kernel's -D values, set before it is
+// included: INPUT_BF16 (1: A and B are __nv_bfloat16; 0: __half) and OUTPUT_FP32 (1: C is float;
+// 0: C is the inputs' type). GEMMWATCH_ROUND_TOWARD_ZERO makes C round toward zero, not to
+// nearest: a kernel that rounds otherwise than cuBLAS, for the correctness gate's tests.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -70,13 +70,3 @@ __device__ __forceinline__ void copy8(in_t* dst, const in_t* P, int rows, int co
     }
 }
 
-// Four 8 x 8 matrices of 16-bit elements from shared memory; lane i gives the address of a row
-// (lanes 0-7 the first matrix's, 8-15 the second's ...). .trans delivers them transposed.
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&x)[4], const void* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&x)[4], const void* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(smem_addr(p)));
-}
