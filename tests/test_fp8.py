@@ -11,7 +11,7 @@ from core.builtins import builtin_kernels
 from core.kernel import KernelDescription
 from core.precision import Precision, peak_tflops
 from core.settings import Settings
-from tests.descriptions import one_file
+from tests.descriptions import builtin_variant, one_file
 from tests.fake_gpu import CpuRunner
 from worker import half_arrays
 from worker.cases import Case, KernelChoice, TimingPolicy, builtin_case
@@ -98,10 +98,7 @@ def runner(monkeypatch):
 
 
 def fp8_kernel(output: str = "input", marker: str = "") -> KernelChoice:
-    desc = builtin_kernels()["fp8_naive"]
-    files = {**desc.files, desc.source: marker + desc.files[desc.source]} if marker else desc.files
-    defines = {**desc.defines, "OUTPUT_FP32": 1} if output == "fp32" else desc.defines
-    return KernelChoice(desc.model_copy(update={"output": output, "files": files, "defines": defines}), {}, "builtin")
+    return builtin_variant("fp8_naive", output, marker)
 
 
 @pytest.mark.parametrize("output", ["input", "fp32"])

@@ -11,7 +11,8 @@ import pytest
 from core.builtins import builtin_kernels
 from core.precision import Precision
 from core.settings import Settings
-from worker.cases import Case, KernelChoice, TimingPolicy, builtin_case
+from tests.descriptions import builtin_variant as variant_of
+from worker.cases import Case, TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
 
@@ -25,13 +26,6 @@ def runner():
     from worker.runner import CupyRunner
 
     return CupyRunner()
-
-
-def variant_of(name: str, output: str = "input", **defines) -> KernelChoice:
-    desc = builtin_kernels()[name]
-    extra = {"OUTPUT_FP32": 1} if output == "fp32" else {}
-    changed = desc.model_copy(update={"output": output, "defines": {**desc.defines, **extra, **defines}})
-    return KernelChoice(type(desc).model_validate(changed.model_dump()), {}, "builtin")
 
 
 def test_e4m3_rounding_is_torchs_bit_for_bit():

@@ -6,7 +6,8 @@ import pytest
 
 from core.builtins import builtin_kernels
 from core.settings import Settings
-from worker.cases import Case, KernelChoice, TimingPolicy
+from tests.descriptions import builtin_variant as variant_of
+from worker.cases import Case, TimingPolicy
 
 pytestmark = pytest.mark.gpu
 
@@ -20,14 +21,6 @@ def runner():
     from worker.runner import CupyRunner
 
     return CupyRunner()
-
-
-def variant_of(name: str, output: str = "input", **defines) -> KernelChoice:
-    """A built-in half kernel with C in `output`'s type and extra -D values."""
-    desc = builtin_kernels()[name]
-    extra = {"OUTPUT_FP32": 1} if output == "fp32" else {}
-    changed = desc.model_copy(update={"output": output, "defines": {**desc.defines, **extra, **defines}})
-    return KernelChoice(type(desc).model_validate(changed.model_dump()), {}, "builtin")
 
 
 def test_there_are_half_kernels_of_both_types():
