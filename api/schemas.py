@@ -63,8 +63,10 @@ class JobCreate(BaseModel):
         },
     )
 
+    # 64: as many kernels as a job may have cases (GEMMWATCH_MAX_CASES' default), since each source
+    # is at least one case; a kernels folder of this project's size (33) fits in one job.
     sources: list[KernelDescription] = Field(
-        default_factory=list, max_length=32,
+        default_factory=list, max_length=64,
         description="the job's own kernels, each in the kernel description of docs/KERNELS.md "
                     "(JSON Schema: GET /api/kernels/schema)")
     variants: list[str] = Field(

@@ -6,6 +6,7 @@
 // 14 bits (core/precision.py).
 // The per-tensor scales of A and B reach the kernel folded into alpha (the runner passes
 // alpha x scale_A x scale_B), so it multiplies the stored E4M3 numbers as they are.
+// Seed: 000_3aaa2eae4ca2accc.txt (matmul_kernel_0, as naive.cu), on E4M3 inputs.
 // Tunables: -DBLOCK (threads per block side). For the correctness gate's tests:
 // GEMMWATCH_TEST_SKIP_SLAB leaves k = 32..63 out; GEMMWATCH_ROUND_TOWARD_ZERO rounds a BF16 C
 // toward zero, not to nearest (right, though further from the reference than cuBLAS).
