@@ -55,6 +55,22 @@ Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0
 MAX_DIM = 1 << 20
 
 
+# As many kernels as a job may have cases by default (GEMMWATCH_MAX_CASES), since each source is
+# at least one case; a kernels folder of this project's size (33) fits in one job.
+MAX_SOURCES_PER_JOB = 64
+
+
+class LimitsOut(BaseModel):
+    """What one job may hold on this deployment; a job past one is refused with a 422 naming it.
+    `gemmwatch ci` reads them to split a commit's kernels into jobs that fit."""
+
+    max_cases_per_job: int
+    max_autotune_cases: int
+    max_sources_per_job: int
+    max_dim: int
+    max_source_bytes: int
+
+
 class JobCreate(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -63,10 +79,8 @@ class JobCreate(BaseModel):
         },
     )
 
-    # 64: as many kernels as a job may have cases (GEMMWATCH_MAX_CASES' default), since each source
-    # is at least one case; a kernels folder of this project's size (33) fits in one job.
     sources: list[KernelDescription] = Field(
-        default_factory=list, max_length=64,
+        default_factory=list, max_length=MAX_SOURCES_PER_JOB,
         description="the job's own kernels, each in the kernel description of docs/KERNELS.md "
                     "(JSON Schema: GET /api/kernels/schema)")
     variants: list[str] = Field(

@@ -2,7 +2,9 @@
 
 A result that looks changed against its history (or its base) is confirmed by a second job that
 times the base commit's kernel and the head's interleaved on one GPU; that paired verdict decides
-(`--no-confirm` keeps the history verdict alone).
+(`--no-confirm` keeps the history verdict alone). A commit with more kernels x sizes than one job
+may hold on the server (GET /api/limits) is measured in several jobs, its kernels in order, and
+reported as one.
 
 Exit codes: 0 no regression, 1 regression, 2 a failed or unverified result (a confirmation that
 could not re-measure a case too), 3 server unreachable or timed out.
@@ -38,6 +40,36 @@ def build_job(commit: str, branch: str | None, repo: str, sizes: list[list[int]]
     return body
 
 
+class TooManySizes(ValueError):
+    pass
+
+
+def split_job(body: dict, limits: dict | None) -> list[dict]:
+    """The commit's job as jobs within the server's limits (None: an older server that does not
+    say them, one job): its variants in order, as many per job as its sizes allow, each job with
+    the sources of its own variants."""
+    variants, sizes = body["variants"], body["sizes"]
+    if limits is None or not variants:
+        return [body]
+    per_job = min(limits["max_sources_per_job"], limits["max_cases_per_job"] // len(sizes))
+    if per_job < 1:
+        raise TooManySizes(f"{len(sizes)} sizes are more cases than one job may hold on this server "
+                           f"({limits['max_cases_per_job']}, GEMMWATCH_MAX_CASES): give fewer sizes")
+    parts = []
+    for start in range(0, len(variants), per_job):
+        names = variants[start:start + per_job]
+        part = {**body, "variants": names}
+        if "sources" in body:
+            part["sources"] = [s for s in body["sources"] if s["name"] in names]
+        parts.append(part)
+    return parts
+
+
+def server_limits(client: httpx.Client) -> dict | None:
+    resp = client.get("/api/limits")
+    return resp.json() if resp.status_code == 200 else None
+
+
 def git_parents(commit: str) -> list[str] | None:
     """`git rev-parse <commit>^@` in the working directory: the parents, first parent first;
     None where git, the commit or its parents are not at hand (the server then orders by commit time)."""
@@ -59,6 +91,8 @@ def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list
     lines = [
         f"### gemmwatch: {job['commit']['sha'][:12]} on {job.get('ran_on') or job['queue']} (vs {base_label})",
         *(["", f"Every result of this commit, on every GPU: {page}"] if page else []),
+        *(["", f"Measured in {job['jobs']} jobs (jobs {job['job_ids']}): more cases than one job may hold "
+               "on this server"] if job.get("jobs", 1) > 1 else []),
         "",
         "| variant | size | GFLOPS | % of cuBLAS | Δ vs base | verdict |" + link_head,
         "| --- | --- | ---: | ---: | ---: | --- |" + link_rule,
@@ -73,7 +107,7 @@ def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list
             verdict += f" (same-job A/B; history said {v['status']})"
         link = ""
         if page:
-            anchor = result_anchor(job["id"], v["variant"], v["m"], v["n"], v["k"])
+            anchor = result_anchor(v.get("job_id", job["id"]), v["variant"], v["m"], v["n"], v["k"])
             link = f" [{v['variant']} {v['m']}×{v['n']}×{v['k']}]({page}#{anchor}) |"
         lines.append(f"| {v['variant']} | {v['m']}×{v['n']}×{v['k']} | {gf} | {pct} | {delta} | {verdict} |" + link)
     if job["status"] != "succeeded" and job.get("error"):
@@ -163,23 +197,49 @@ def exit_code(job: dict, verdicts: list[dict], confirmation: list[dict] | None =
     return OK
 
 
+def one_as_reported(jobs: list[dict]) -> dict:
+    """Several jobs of one commit as the summary and the exit code read one: failed if any failed
+    (with each failure's error), run on the GPUs they ran on."""
+    first = jobs[0]
+    if len(jobs) == 1:
+        return first
+    bad = [j for j in jobs if j["status"] != "succeeded"]
+    gpus = list(dict.fromkeys(j.get("ran_on") or j["queue"] for j in jobs))
+    return {**first, "status": bad[0]["status"] if bad else "succeeded", "ran_on": ", ".join(gpus),
+            "error": "\n".join(f"job {j['id']}: {j.get('error')}" for j in bad if j.get("error")) or None,
+            "jobs": len(jobs), "job_ids": ", ".join(str(j["id"]) for j in jobs)}
+
+
 def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str | None, timeout: float,
            with_confirmation: bool = True, always_confirm: bool = False) -> int:
+    jobs, verdicts, confirmations = [], [], []
     try:
-        resp = client.post("/api/jobs", json=body)
-        if resp.status_code != 202:
-            console.print(f"[red]the server refused the job ({resp.status_code}): {resp.text}[/red]")
-            return FAILED if resp.status_code in (400, 401, 403, 422) else UNREACHABLE
-        job = wait_for_job(client, resp.json(), timeout, console)
-        params = {k: v for k, v in (("base", base), ("base_branch", base_branch)) if v}
-        verdicts = client.get(f"/api/jobs/{job['id']}/verdicts", params=params).json()
-        changed = []
-        if job["status"] == "succeeded":
-            changed = [v for v in verdicts if v["delta"] is not None] if always_confirm else looks_changed(verdicts)
-        confirmation = confirm(client, job, base, changed, timeout) if with_confirmation and changed else None
+        try:
+            parts = split_job(body, server_limits(client))
+        except TooManySizes as exc:
+            console.print(f"[red]{exc}[/red]")
+            return FAILED
+        for part in parts:
+            resp = client.post("/api/jobs", json=part)
+            if resp.status_code != 202:
+                console.print(f"[red]the server refused the job ({resp.status_code}): {resp.text}[/red]")
+                return FAILED if resp.status_code in (400, 401, 403, 422) else UNREACHABLE
+            job = wait_for_job(client, resp.json(), timeout, console)
+            params = {k: v for k, v in (("base", base), ("base_branch", base_branch)) if v}
+            these = [{**v, "job_id": job["id"]} for v in client.get(f"/api/jobs/{job['id']}/verdicts", params=params).json()]
+            changed = []
+            if job["status"] == "succeeded":
+                changed = [v for v in these if v["delta"] is not None] if always_confirm else looks_changed(these)
+            if with_confirmation and changed:
+                confirmations.append(confirm(client, job, base, changed, timeout))
+            jobs.append(job)
+            verdicts += these
     except (httpx.HTTPError, TimeoutError) as exc:
         console.print(f"[red]{exc}[/red]")
         return UNREACHABLE
+    job = one_as_reported(jobs)
+    asked = [c for c in confirmations if c is not None]
+    confirmation = [row for c in asked for row in c] if asked else None
     page = f"{str(client.base_url).rstrip('/')}/commits/{job['commit']['sha']}"
     text = summary(job, verdicts, base[:12] if base else f"branch {base_branch or body['commit']['branch']}", confirmation,
                    page)

@@ -96,3 +96,61 @@ def test_a_bad_token_is_reported_and_exits_2(server, tmp_path):
     url, _ = server
     run = ci(url, "gw_wrong", tmp_path, "--commit", "ffff0002", "--variants", "naive")
     assert run.returncode == 2 and "401" in run.stderr
+
+
+def folder_of(path, names):
+    """One source, several kernels named after it (each its own variant)."""
+    path.mkdir()
+    (path / "my_gemm.cu").write_text(KERNEL)
+    (path / "gemmwatch.json").write_text(json.dumps(
+        [{"name": n, "source": "my_gemm.cu", "entry": "my_gemm", "block": [16, 16], "grid": {"tile": [16, 16]}}
+         for n in names]))
+    return path
+
+
+def test_a_commit_past_one_jobs_limit_is_measured_in_several_jobs_and_reported_as_one(tmp_path, pg_url, redis_url,
+                                                                                      start_worker, live_server):
+    """A server that takes 4 cases per job: three kernels at two sizes are two jobs (two kernels,
+    then one), every case in one summary, each row linked to its own job's result; more sizes
+    than a job holds is refused before anything is posted."""
+    cfg = make_settings(tmp_path, pg_url, redis_url)
+    upgrade_database(cfg)
+    start_worker(cfg)
+    with session_factory(cfg)() as db:
+        token = create_token(db, "ci")
+    url = live_server(cfg, GEMMWATCH_MAX_CASES="4")
+    import httpx
+
+    assert httpx.get(f"{url}/api/limits").json()["max_cases_per_job"] == 4
+    folder = folder_of(tmp_path / "k", ["mine_a", "mine_b", "mine_c"])
+    run = ci(url, token, tmp_path, "--commit", "abab0001", "--branch", "main", "--kernels-dir", str(folder), "--size", "64")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Measured in 2 jobs" in run.stdout
+    rows = [line for line in run.stdout.splitlines() if line.startswith("| mine_")]
+    assert sorted(r.split(" | ")[0:2] for r in rows) == sorted(
+        [f"| {n}", s] for n in ("mine_a", "mine_b", "mine_c") for s in ("128×128×128", "64×64×64"))
+    jobs = httpx.get(f"{url}/api/jobs", params={"limit": 10}, headers={"Authorization": f"Bearer {token}"}).json()
+    ours = sorted((j for j in jobs if j["commit"] and j["commit"]["sha"] == "abab0001"), key=lambda j: j["id"])
+    assert [sorted(j["variants"]) for j in ours] == [["mine_a", "mine_b"], ["mine_c"]]
+    assert all(f"#r-{ours[1]['id']}-mine_c-" in r for r in rows if r.startswith("| mine_c"))
+
+    too_many = ci(url, token, tmp_path, "--commit", "abab0002", "--kernels-dir", str(folder),
+                  *[a for s in ("1", "2", "3", "4") for a in ("--size", s)])
+    assert too_many.returncode == 2 and "5 sizes are more cases than one job may hold" in too_many.stderr
+
+
+def test_split_job_keeps_each_jobs_own_sources_and_every_variant_once():
+    from cli.ci import TooManySizes, split_job
+
+    body = {"sizes": [[8, 8, 8]] * 3, "variants": [f"k{i}" for i in range(10)] + ["naive"],
+            "sources": [{"name": f"k{i}"} for i in range(10)], "commit": {"sha": "x"}}
+    limits = {"max_cases_per_job": 12, "max_sources_per_job": 64}
+    parts = split_job(body, limits)
+    assert [p["variants"] for p in parts] == [["k0", "k1", "k2", "k3"], ["k4", "k5", "k6", "k7"], ["k8", "k9", "naive"]]
+    assert [[s["name"] for s in p["sources"]] for p in parts] == [p["variants"][:4] if i < 2 else ["k8", "k9"]
+                                                                  for i, p in enumerate(parts)]
+    assert all(len(p["variants"]) * len(p["sizes"]) <= 12 and p["commit"] == body["commit"] for p in parts)
+    assert split_job(body, {"max_cases_per_job": 64, "max_sources_per_job": 2})[0]["variants"] == ["k0", "k1"]
+    assert split_job(body, None) == [body]  # a server that does not say its limits: one job, as before
+    with pytest.raises(TooManySizes):
+        split_job(body, {"max_cases_per_job": 2, "max_sources_per_job": 64})

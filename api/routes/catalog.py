@@ -4,9 +4,9 @@ seen (GPUs) and learnt (tuned configurations)."""
 from fastapi import APIRouter, HTTPException
 from sqlalchemy import select
 
-from api.deps import SessionDep
+from api.deps import SessionDep, SettingsDep
 from core.models import Gpu, TunedConfig
-from api.schemas import GpuOut, TunedConfigOut, VariantOut
+from api.schemas import MAX_SOURCES_PER_JOB, GpuOut, LimitsOut, TunedConfigOut, VariantOut
 from core.builtins import CUBLAS_SUMMARIES, builtin_kernels
 from core.kernel import KernelDescription
 
@@ -32,6 +32,14 @@ def builtin_kernel(name: str):
     if found is None:
         raise HTTPException(status_code=404, detail=f"no built-in kernel {name!r}; built-ins: {', '.join(builtin_kernels())}")
     return found
+
+
+@router.get("/limits", response_model=LimitsOut)
+def job_limits(cfg: SettingsDep):
+    """What one job may hold here (GEMMWATCH_MAX_CASES, _MAX_AUTOTUNE_CASES, _MAX_DIM,
+    _MAX_SOURCE_BYTES, and the sources a job may carry)."""
+    return LimitsOut(max_cases_per_job=cfg.max_cases_per_job, max_autotune_cases=cfg.max_autotune_cases,
+                     max_sources_per_job=MAX_SOURCES_PER_JOB, max_dim=cfg.max_dim, max_source_bytes=cfg.max_source_bytes)
 
 
 @router.get("/gpus", response_model=list[GpuOut])
