@@ -23,7 +23,7 @@ PUBLIC = {("GET", "/healthz"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET
 API_READS = {("GET", p) for p in ("/api/jobs", "/api/jobs/{job_id}", "/api/jobs/{job_id}/verdicts",
                                   "/api/jobs/{job_id}/confirmation", "/api/results", "/api/results/{result_id}",
                                   "/api/variants", "/api/gpus", "/api/tuned", "/api/workers", "/api/queues",
-                                  "/metrics", "/api/kernels/schema", "/api/kernels/{name}")}
+                                  "/metrics", "/api/kernels/schema", "/api/kernels/{name}", "/api/limits")}
 # Dashboard pages and their exports: a login (303 to /login) without a session or token.
 PAGES = {("GET", p) for p in ("/", "/history", "/sweep", "/compare", "/roofline", "/jobs", "/jobs/{job_id}",
                                "/fleet", "/commits/{sha}")}
@@ -97,7 +97,7 @@ def read_urls(have: dict) -> list[tuple[str, dict, set[int]]]:
             urls.append((path, {**query, "format": fmt}, ok))
 
     for path in ("/api/jobs", "/api/variants", "/api/gpus", "/api/tuned", "/api/workers", "/api/queues", "/metrics",
-                 "/api/kernels/schema"):
+                 "/api/kernels/schema", "/api/limits"):
         urls.append((path, {}, ok))
     urls += [(f"/api/kernels/{name}", {}, ok) for name in builtin_kernels()]
     urls.append(("/api/kernels/no_such_kernel", {}, {404}))
