@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.models import Gpu, Result
-from core.precision import INPUT_TYPE, flops_per_sm_per_clock
+from core.precision import INPUT_TYPE, Precision, flops_per_sm_per_clock
 from core.result_env import gpu_of
 
 TYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3": 1}
@@ -63,7 +63,7 @@ def bandwidth(memory_bus_bits: int | None, max_mem_clock_mhz: int | None) -> Ban
 def intensity(m: int, n: int, k: int, compute_mode: str, output_type: str | None = None) -> float:
     """Flops per byte of the fewest bytes the GEMM moves (the module's docstring)."""
     inputs = TYPE_BYTES[INPUT_TYPE[compute_mode]]
-    out = TYPE_BYTES.get(output_type or INPUT_TYPE[compute_mode], 4)
+    out = TYPE_BYTES.get(output_type or Precision(compute_mode).output_type, 4)  # FP8 writes BF16 by default
     return 2 * m * n * k / (inputs * (m * k + k * n) + out * m * n)
 
 

@@ -22,6 +22,8 @@ def test_arithmetic_intensity_counts_a_and_b_once_and_c_once_in_the_precisions_t
     assert intensity(1024, 1024, 1024, "fp32") == pytest.approx(2 * 1024 / 12)  # 170.7 flop/byte
     assert intensity(1024, 1024, 1024, "bf16") == pytest.approx(2 * 1024 / 6)  # twice FP32's
     assert intensity(1024, 1024, 1024, "bf16", "float32") == pytest.approx(2 * 1024**3 / (2 * 2 * 1024**2 + 4 * 1024**2))
+    # FP8: one byte per input, a BF16 C unless the result says otherwise.
+    assert intensity(1024, 1024, 1024, "fp8") == pytest.approx(2 * 1024**3 / (2 * 1024**2 + 2 * 1024**2))
     assert intensity(1, 4096, 4096, "fp32") == pytest.approx(2 * 4096 * 4096 / (4 * (4096 + 4096 * 4096 + 4096)))
     assert intensity(1, 4096, 4096, "fp32") < 1  # a matrix-vector product: memory-bound on any GPU
 
