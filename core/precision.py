@@ -33,6 +33,8 @@ NARROW_MODES = ("fp16", "bf16", "fp8")
 # Significand bits, the implicit one included: a value rounded to nearest is within 2^-bits of
 # itself, relatively (the unit roundoff).
 SIGNIFICAND_BITS = {"float32": 24, "float16": 11, "bfloat16": 8, "float8_e4m3": 4}
+# Bytes per element of each type.
+TYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3": 1}
 # The largest finite value of each type (bfloat16 keeps float32's exponent range; E4M3 has no
 # infinity and saturates at 448).
 LARGEST = {"float32": 3.4028234663852886e38, "float16": 65504.0, "bfloat16": 3.3895313892515355e38,

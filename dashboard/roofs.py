@@ -19,11 +19,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.models import Gpu, Result
-from core.precision import INPUT_TYPE, Precision, flops_per_sm_per_clock
+from core.precision import INPUT_TYPE, TYPE_BYTES, Precision, flops_per_sm_per_clock
 from core.result_env import gpu_of
-
-TYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3": 1}
-
 
 @dataclass(frozen=True)
 class Peak:

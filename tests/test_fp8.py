@@ -176,3 +176,39 @@ def test_a_posted_fp8_result_says_its_input_type_consistently():
     with pytest.raises(ValidationError, match="scale_a"):
         ResultIn.model_validate({**row, "dtype": "float8_e4m3", "compute_mode": "fp8",
                                  "env": {"precision": {"scale_a": -1.0}}})
+
+
+@pytest.mark.parametrize("change, refused", [
+    ({"compute_mode": "FP8"}, "compute_mode"),
+    ({"compute_mode": " fp8"}, "compute_mode"),
+    ({"compute_mode": "fp8_e5m2"}, "compute_mode"),
+    ({"compute_mode": "fp8", "output": "bf16"}, "output"),
+    ({"compute_mode": "fp8", "output": "input ", }, "output"),
+    # An E4M3 tensor map: the runner encodes none yet, so the description says so (it once got
+    # through validation and failed as a KeyError when the case was resolved).
+    ({"compute_mode": "fp8", "args": ["M", "N", "K", "alpha", "A", "B", "beta", "C", "A_map"],
+      "tensor_maps": {"A": {"box": [64, 128], "swizzle": 64}}}, "not yet for fp8 kernels"),
+])
+def test_fp8_descriptions_that_try_to_slip_past_are_refused_by_name(change, refused):
+    src = "#include <cuda_fp8.h>\n__global__ void k() {}"
+    with pytest.raises(ValidationError, match=refused):
+        KernelDescription.model_validate(one_file("k", src, "k", [1], **change))
+
+
+@pytest.mark.parametrize("plan, refused", [
+    ({"trans": "tn"}, "trans"),
+    ({"algo": {"id": 1 << 40}}, "id"),
+    ({"padded_n_k": [16, 16, 16]}, "padded_n_k"),
+    ({"padded_n_k": [0, 16]}, "padded_n_k"),
+    ({"waves": float("nan")}, "waves"),
+    ({"call": "x" * 41}, "call"),
+])
+def test_a_posted_cublas_plan_out_of_its_bounds_is_refused(plan, refused):
+    from api.posted_schemas import ResultIn
+
+    good = {"call": "cublasLtMatmul", "compute_type": "CUBLAS_COMPUTE_32F", "scale_type": "CUDA_R_32F",
+            "a_b_type": "CUDA_R_8F_E4M3", "c_type": "CUDA_R_16BF", "trans": "TN", "algo": {"id": 66}}
+    row = {"variant": "mine", "m": 8, "n": 8, "k": 8, "verified": True, "dtype": "float8_e4m3", "compute_mode": "fp8"}
+    assert ResultIn.model_validate({**row, "env": {"cublas_plan": good}}).env.cublas_plan.algo.id == 66
+    with pytest.raises(ValidationError, match=refused):
+        ResultIn.model_validate({**row, "env": {"cublas_plan": {**good, **plan}}})

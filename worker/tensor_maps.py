@@ -16,7 +16,7 @@ import ctypes
 from dataclasses import dataclass
 from functools import cache
 
-from core.kernel import ELEMENT_BYTES
+from core.precision import TYPE_BYTES
 
 # CUtensorMapDataType, CUtensorMapSwizzle and CUtensorMapL2promotion (cuda.h, CUDA 12 and 13).
 _DATA_TYPE = {"float32": 7, "float16": 6, "bfloat16": 9}
@@ -43,7 +43,7 @@ def request(matrix: str, layout: str, m: int, n: int, k: int, address: int, data
     describe it (a base not 16-byte aligned, a line not a multiple of 16 bytes)."""
     rows, cols = (m, k) if matrix == "A" else (k, n)
     inner, outer = (cols, rows) if layout == "row" else (rows, cols)
-    line_bytes = inner * ELEMENT_BYTES[data_type]
+    line_bytes = inner * TYPE_BYTES[data_type]
     if address % 16 or line_bytes % 16:
         return None
     return MapRequest(address, data_type, (inner, outer), line_bytes, (box[0], box[1]), box[2])
