@@ -213,6 +213,7 @@ def one_as_reported(jobs: list[dict]) -> dict:
 def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str | None, timeout: float,
            with_confirmation: bool = True, always_confirm: bool = False) -> int:
     jobs, verdicts, confirmations = [], [], []
+    params = {k: v for k, v in (("base", base), ("base_branch", base_branch)) if v}
     try:
         try:
             parts = split_job(body, server_limits(client))
@@ -225,7 +226,6 @@ def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str 
                 console.print(f"[red]the server refused the job ({resp.status_code}): {resp.text}[/red]")
                 return FAILED if resp.status_code in (400, 401, 403, 422) else UNREACHABLE
             job = wait_for_job(client, resp.json(), timeout, console)
-            params = {k: v for k, v in (("base", base), ("base_branch", base_branch)) if v}
             these = [{**v, "job_id": job["id"]} for v in client.get(f"/api/jobs/{job['id']}/verdicts", params=params).json()]
             changed = []
             if job["status"] == "succeeded":

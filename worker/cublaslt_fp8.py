@@ -56,9 +56,11 @@ def describe(precision: Precision) -> str:
 
 @functools.cache
 def library() -> ctypes.CDLL:
-    """libcublasLt: the one beside the libcublas CuPy loaded (the CUDA toolkit's, or the
-    nvidia-cublas wheel's), else the loader's."""
-    import cupy  # noqa: F401  (loads libcublas, whose folder holds libcublasLt)
+    """libcublasLt: the one beside a libcublas already loaded into the process (the CUDA
+    toolkit's, or the nvidia-cublas wheel's), else the loader's. CuPy loads libcublas only when it
+    first needs it, so the first FP8 case of a process may find none loaded and take the loader's
+    (as on the H100 image, where the loader knows the toolkit's)."""
+    import cupy  # noqa: F401
 
     for lib_dir in _cuda_library_dirs():
         found = sorted(glob.glob(os.path.join(lib_dir, "libcublasLt.so*")))
