@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError, field_validator,
                       model_validator)
 
-from core import kernel_expr, kernel_includes
+from core import compile_flags, kernel_expr, kernel_includes
 from core.kernel_includes import IncludeRefused
 from core.precision import NARROW_MODES, TYPE_BYTES, ComputeMode, Precision
 from core.source_guard import SourceRefused
@@ -140,6 +140,13 @@ class KernelDescription(BaseModel):
     dynamic_smem: Dim = Field(0, description="bytes of dynamic shared memory per block")
     target: Target | None = Field(None, description='a GPU target the kernel needs, e.g. "sm_90a" for wgmma; '
                                                      "none: built for whatever GPU runs it")
+    compiler: Literal["nvrtc", "nvcc"] = Field(
+        "nvrtc", description="nvrtc: device code only, compiled in memory; nvcc: the file as the repository builds "
+                             "it, host code (launchers, host headers) included, with `flags`")
+    flags: list[Annotated[str, StringConstraints(max_length=64)]] = Field(
+        default_factory=list, max_length=16,
+        description="nvcc's code-generation flags, as the repository's build passes them (-O3, --use_fast_math, "
+                    "-maxrregcount=128, -Xptxas -v, ...; core/compile_flags.py lists what is allowed)")
     compute_mode: ComputeMode = Field(
         "fp32", description="the inputs and the math (core/precision.py). fp32: FP32 A and B, timed beside cuBLAS "
                             "FP32; tf32: FP32 A and B rounded to TF32 on the tensor cores, beside cuBLAS TF32; "
@@ -194,6 +201,10 @@ class KernelDescription(BaseModel):
         both = set(self.defines) & set(self.tunables)
         if both:
             raise ValueError(f"{', '.join(sorted(both))}: both a define and a tunable")
+        if self.flags and self.compiler != "nvcc":
+            raise ValueError('flags are nvcc\'s: set "compiler": "nvcc" (an NVRTC build takes `defines`)')
+        for flag in self.flags:
+            compile_flags.check_flag(flag)
         if self.output == "fp32" and self.compute_mode not in NARROW_MODES:
             raise ValueError(f'output "fp32" is for fp16, bf16 and fp8 kernels; a {self.compute_mode} kernel writes '
                              'FP32 already (leave output as "input")')
@@ -335,6 +346,8 @@ class Launch:
     defines: dict[str, int]
     scope: dict[str, int] = field(repr=False)  # the GPU's figures and every named constant
     target: str | None = None
+    compiler: str = "nvrtc"
+    flags: tuple[str, ...] = ()
     compute_mode: str = "fp32"
     output: str = "input"
     tolerance: float | None = None  # the description's own; None: the runner's default for the precision
@@ -422,7 +435,7 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
         variant=desc.name, files=dict(desc.files), source=desc.source, include_dirs=tuple(desc.include_dirs),
         entry=desc.entry, args=tuple(desc.args), layout=desc.layout, block=tuple(block),  # type: ignore[arg-type]
         grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.target,
-        compute_mode=desc.compute_mode, output=desc.output, tolerance=desc.tolerance, origin=origin,
+        compiler=desc.compiler, flags=tuple(desc.flags), compute_mode=desc.compute_mode, output=desc.output, tolerance=desc.tolerance, origin=origin,
         tensor_maps=maps,
     )
 

@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     # The libnvrtc the compile process loads (unset: cuda-pathfinder's choice, a wheel's first). Code
     # generation differs between NVRTC releases; pin the toolkit a repository builds with.
     nvrtc_library: Path | None = Field(default=None, validation_alias="GEMMWATCH_NVRTC_LIBRARY")
+    # The nvcc a `"compiler": "nvcc"` kernel is built with (unset: the nvidia-cuda-nvcc wheel's, else
+    # CUDA_HOME's, else the one on PATH); its host compiler is the first g++/gcc on PATH.
+    nvcc: Path | None = Field(default=None, validation_alias="GEMMWATCH_NVCC")
 
     # Dotted path of the object that does the GPU work. Tests point it at a CPU double.
     runner: str = Field(default="worker.runner:CupyRunner", validation_alias="GEMMWATCH_RUNNER")
@@ -116,7 +119,7 @@ class Settings(BaseSettings):
     # by replacing the GPU process (a kernel that never ends); a case ending sooner keeps its result.
     cancel_grace_s: float = Field(default=10.0, ge=0, validation_alias="GEMMWATCH_CANCEL_GRACE_S")
 
-    @field_validator("nvrtc_library", mode="before")
+    @field_validator("nvrtc_library", "nvcc", mode="before")
     @classmethod
     def _unset_when_empty(cls, value):
         return None if value in ("", None) else value

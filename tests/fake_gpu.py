@@ -41,7 +41,7 @@ import numpy as np
 
 from core.kernel import DeviceFigures, Launch
 from core.settings import Settings
-from worker import compiler, half_arrays, resources
+from worker import compiler, half_arrays, kernel_args, resources
 from worker.runner import Runner
 from worker.timing import Batch
 
@@ -66,11 +66,17 @@ def marker(launch: Launch | None, name: str) -> int | None:
     return None
 
 
+# A built-in kernel is not compiled on the double (a job's is): its parameters are taken to be
+# what its description's roles say, as the built-ins declare them (int sizes, float scalars).
+_DECLARED = {"alpha": "float", "beta": "float", "A": "void*", "B": "void*", "C": "void*", "A_map": "void*",
+             "B_map": "void*"}
+
+
 class FakeKernel:
     """A compiled kernel on this device: what running it computes, and how long that is said to take."""
 
-    def __init__(self, launch: Launch, variant: str):
-        self.launch = launch
+    def __init__(self, launch: Launch, variant: str, plan: kernel_args.ArgPlan, compiler_label: str):
+        self.launch, self.plan, self.compiler = launch, plan, compiler_label
         self.wrong = os.environ.get("FAKE_GPU_WRONG_VARIANT") == variant
         self.reads_c = bool(marker(launch, "FAKE_GPU_READS_C"))
         self.unwritten = marker(launch, "FAKE_GPU_UNWRITTEN") or 0
@@ -154,13 +160,29 @@ class FakeDevice:
 
     # -- kernels ----------------------------------------------------------------------
     def compile(self, launch: Launch) -> FakeKernel:
-        if launch.origin == "job":  # compiled as a worker would, for an sm_90 GPU
-            compiler.compile_launch(launch, "9.0", self.cfg)
-        return FakeKernel(launch, launch.variant)
+        if launch.origin == "job":  # compiled as a worker would, for an sm_90 GPU; its arguments as its binary says
+            built = compiler.compile_launch(launch, "9.0", self.cfg)
+            loaded = kernel_args.load(built, launch, lambda symbol: None)
+            return FakeKernel(launch, launch.variant, loaded.plan, loaded.compiler)
+        params = [[_DECLARED.get(role, "int"), 8 if role in _DECLARED and role not in ("alpha", "beta") else 4]
+                  for role in launch.args]
+        precision = launch.precision
+        plan = kernel_args.plan(launch.entry, launch.args, params, precision.input_type, precision.output_type)
+        return FakeKernel(launch, launch.variant, plan, "not compiled (a built-in on the CPU double)")
 
     def kernel_call(self, kernel: FakeKernel, launch: Launch, m: int, n: int, k: int, a, b, c, alpha: float,
                     beta: float) -> Call:
         a64, b64 = (half_arrays.as_float32(np, x).astype(np.float64) for x in (a, b))
+        # What the kernel receives, marshalled as on the GPU: a scalar passed as __half is rounded,
+        # and a size that does not survive its parameter's type would show here.
+        passed = dict(zip(launch.args, kernel_args.values(kernel.plan, kernel_args.named_values(
+            launch, m, n, k, a, b, c, alpha, beta), np)))
+        hows = dict(kernel.plan.passing)
+        for role, size in (("M", m), ("N", n), ("K", k)):
+            if role in passed and int(passed[role]) != size:
+                raise AssertionError(f"{role} = {size} reached the kernel as {passed[role]!r}")
+        alpha = kernel_args.received(hows["alpha"], passed["alpha"]) if "alpha" in passed else alpha
+        beta = kernel_args.received(hows["beta"], passed["beta"]) if "beta" in passed else beta
 
         def run():
             a_used, b_used = (a64[:, :-1], b64[:-1, :]) if kernel.wrong else (a64, b64)
@@ -193,8 +215,8 @@ class FakeDevice:
         regs = marker(launch, "FAKE_GPU_REGS") or min(255, 32 + 2 * outputs)
         bk = int(launch.defines.get("BK", 8))
         smem = 4 * bk * (tile[0] + tile[1]) if outputs > 1 else 0
-        return resources.describe({"num_regs": regs, "shared_size_bytes": smem, "local_size_bytes": 0,
-                                   "max_threads_per_block": 1024}, launch.block)
+        return {**resources.describe({"num_regs": regs, "shared_size_bytes": smem, "local_size_bytes": 0,
+                                      "max_threads_per_block": 1024}, launch.block), "compiler": kernel.compiler}
 
     def cublas_call(self, a, b, out, precision) -> Call:
         def run():

@@ -24,7 +24,9 @@ CANARIES = {
     "GEMMWATCH_CANARY_SECRET": "canary-secret-value",
 }
 OPTIONS = ["-arch=sm_90", "-ftz=true", "-std=c++17"]
-KERNEL = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n'
+# A GEMM's parameters (the runner passes what the binary declares, and checks them against the roles).
+KERNEL = ('extern "C" __global__ void k(int M, int N, int K, float alpha, const float *A, const float *B, float beta, '
+          'float *x) { x[threadIdx.x] *= 2.0f; }\n')
 # 2^26 distinct template instantiations: the compiler runs away (time and memory).
 RUNAWAY = (
     "template<int N, unsigned M> struct T { __device__ static float f(float x) "
@@ -72,7 +74,7 @@ def assert_nothing_leaked(text: str) -> None:
 
 def test_this_machine_confines_the_compiler(tmp_path):
     confinement = compiler.probe(cfg(tmp_path))
-    assert confinement.nvrtc, confinement.detail
+    assert confinement.version, confinement.detail
     assert confinement.available, f"Landlock should be available on CI's kernel: {confinement.detail}"
 
 
@@ -134,8 +136,8 @@ def test_a_probe_that_got_no_answer_is_not_remembered(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         m.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(broken.parent), os.environ.get("PYTHONPATH")])))
         found = compiler.probe(settings)
-        assert found.nvrtc is None and "NVRTC missing for now" in found.detail
-    assert compiler.probe(settings).nvrtc
+        assert found.version is None and "NVRTC missing for now" in found.detail
+    assert compiler.probe(settings).version
     build(settings, KERNEL)
 
 

@@ -23,7 +23,7 @@ from core.builtins import KERNELS_DIR, builtin_kernels
 from core.kernel import resolve
 from core.settings import Settings
 from tests.fake_gpu import H100_FIGURES
-from worker import compiler
+from worker import compiler, kernel_args
 
 SEED_NAME = re.compile(r"\d{3}_[0-9a-f]{16}\.txt")
 KERNELS = list(builtin_kernels())
@@ -77,6 +77,9 @@ def test_kernel_compiles_for_sm90(name, params, tmp_path, shared_kernel_cache):
     except compiler.CompileError as exc:
         pytest.fail(f"{name} {params} does not compile:\n{exc}", pytrace=False)
     assert built.cubin_path.read_bytes()[:4] == b"\x7fELF"
+    # The binary's parameters fit the description's args, as the runner will pass them.
+    launch = resolve(builtin_kernels()[name], params, H100_FIGURES, "builtin")
+    kernel_args.load(built, launch, lambda symbol: symbol)
 
 
 def test_the_cover_holds_every_pair_of_values():

@@ -50,7 +50,7 @@ def test_the_pct_of_cublas_is_the_median_of_the_paired_ratios(runner):
     ratios = sorted(cublas / variant for variant, cublas in pairs)
     assert out.pct_of_cublas == pytest.approx(100 * ratios[len(ratios) // 2], rel=1e-12)
     # and the double's known speeds: the variant runs at FakeKernel.gflops, cuBLAS at CUBLAS_GFLOPS
-    speed = FakeKernel(runner.resolve(builtin_case("warp_tile", 1, 1, 1).kernel), "warp_tile").gflops
+    speed = runner.device.compile(runner.resolve(builtin_case("warp_tile", 1, 1, 1).kernel)).gflops
     assert out.pct_of_cublas == pytest.approx(100 * speed / CUBLAS_GFLOPS, rel=0.01)
     assert out.gflops == pytest.approx(speed, rel=0.01) and out.cublas_gflops == pytest.approx(CUBLAS_GFLOPS, rel=0.01)
     assert out.median_ms == pytest.approx(statistics.median(out.samples_ms), rel=1e-12)

@@ -52,7 +52,7 @@ def _report_compile_confinement(**_):
     found = probe(settings)
     log = logging.getLogger("gemmwatch.worker")
     if found.available:
-        log.warning("compiler confinement: %s (NVRTC %s)", found.detail, found.nvrtc)
+        log.warning("compiler confinement: %s (NVRTC %s)", found.detail, found.version)
     elif settings.unconfined_sources == "warn":
         log.warning("this worker cannot confine the compiler (%s): job sources are compiled UNCONFINED "
                     "(GEMMWATCH_UNCONFINED_SOURCES=warn)", found.detail)

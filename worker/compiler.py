@@ -32,13 +32,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core import kernel_includes
 from core.kernel import Launch, target_compute_capability
 from core.kernel_includes import IncludeRefused
 from core.source_guard import SourceRefused
+from worker import nvcc
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ SANDBOX = Path(__file__).with_name("nvrtc_sandbox.py")
 # What the compile process may inherit: where programs and libraries are, and nothing else.
 _PASSED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL")
 WITHHELD = "[a diagnostic located outside the job's source was withheld]"
+ENTRY_UNIT = "gemmwatch_entry.cu"  # the file an nvcc build compiles (worker/nvrtc_sandbox.py writes it)
 
 
 class CompileError(Exception):
@@ -59,17 +61,48 @@ class CompileRefused(Exception):
 @dataclass(frozen=True)
 class CompiledKernel:
     cubin_path: Path
-    lowered: dict[str, str]  # name expression -> mangled name, for template entries
+    lowered: dict[str, str]  # name expression -> mangled name, for template entries (NVRTC)
     log: str
     cached: bool
-    nvrtc: str = ""  # the version of the NVRTC that built it
+    compiler: str = ""  # what built it: "NVRTC 13.5", "nvcc 13.5.37"
+    # Every kernel in the cubin: {"symbol", "name" (C++, with template arguments; None for extern "C"),
+    # "params": [[type or None, bytes], ...]}, read from the binary (worker/cubin_info.py).
+    kernels: list = field(default_factory=list)
+
+    def entry(self, entry: str, defines: dict[str, int]) -> dict:
+        """The kernel an entry names: by NVRTC's lowered name, else by its C++ name with the
+        defines' values in place of their names (nvcc), else by its extern "C" name."""
+        symbol = self.lowered.get(entry)
+        if symbol is not None:
+            found = [k for k in self.kernels if k["symbol"] == symbol]
+        else:
+            wanted = _spelled(entry, defines)
+            found = [k for k in self.kernels if _spelled(k["name"] or k["symbol"], {}) == wanted]
+            if not found and "<" not in wanted:  # "sgemm" names sgemm<16> where it is the only one
+                found = [k for k in self.kernels if (k["name"] or "").split("<")[0] == wanted]
+        if len(found) != 1:
+            have = ", ".join(k["name"] or k["symbol"] for k in self.kernels) or "none"
+            why = "is not among" if not found else "matches more than one of"
+            raise CompileRefused(f"entry {entry!r} {why} the kernels the build made ({have})")
+        return found[0]
 
 
 @dataclass(frozen=True)
 class Confinement:
     available: bool
     detail: str
-    nvrtc: str | None
+    version: str | None  # the compiler's release; None: it could not be run
+
+
+_INTEGER_SUFFIX = re.compile(r"\b(\d+)[uUlL]+\b")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _spelled(name: str, defines: dict[str, int]) -> str:
+    """A kernel name compared as the demangler writes it: no spaces, integer suffixes dropped
+    (`16u` is 16), a define's name replaced by its value."""
+    name = _IDENTIFIER.sub(lambda m: str(defines.get(m.group(), m.group())), name)
+    return _INTEGER_SUFFIX.sub(r"\1", name.replace(" ", ""))
 
 
 def arch_option(compute_capability: str) -> str:
@@ -102,11 +135,14 @@ def compile_launch(launch: Launch, compute_capability: str, cfg) -> CompiledKern
     # Layer 1 once more, here: a row written past the API (or an old one) meets the same guard,
     # and what each #include leads to is decided by us, not by NVRTC's search.
     try:
-        headers = kernel_includes.resolve(launch.files, launch.source, list(launch.include_dirs))
+        headers = kernel_includes.resolve(launch.files, launch.source, list(launch.include_dirs),
+                                          **({"compiler": "nvcc"} if launch.compiler == "nvcc" else {}))  # TEMP
     except (SourceRefused, IncludeRefused) as refusal:
         raise CompileRefused(f"source refused: {refusal}") from None
-    include_dirs = kernel_includes.toolkit_include_dirs(_library(cfg)) if headers.needs_toolkit else ()
     arch = f"-arch={target}" if target else arch_option(compute_capability)
+    if launch.compiler == "nvcc":
+        return compile_nvcc(launch, arch, cfg)
+    include_dirs = kernel_includes.toolkit_include_dirs(_library(cfg)) if headers.needs_toolkit else ()
     options = [arch, "-ftz=true", *launch.compile_options(), *(f"-I{d}" for d in include_dirs)]
     # The entry always goes through an NVRTC name expression: a template instantiation
     # ("sgemm<BM, 8>", the macros expanded), or a C++ function whose symbol name is mangled.
@@ -118,7 +154,7 @@ def compile_launch(launch: Launch, compute_capability: str, cfg) -> CompiledKern
 def compile_kernel(source: str, *, name: str, options: list[str], name_expressions: tuple[str, ...] = (),
                    untrusted: bool, cfg, headers: dict[str, str] | None = None,
                    include_dirs: tuple[str, ...] = (), shown_as: dict[str, str] | None = None) -> CompiledKernel:
-    """A cubin for `source`, from the cache or from a confined compile.
+    """A cubin for `source` built by NVRTC, from the cache or from a confined compile.
 
     untrusted: the job's own source (refused where the compiler cannot be confined, unless
     the settings say otherwise; its compile log is filtered).
@@ -128,24 +164,33 @@ def compile_kernel(source: str, *, name: str, options: list[str], name_expressio
     """
     headers = headers or {}
     confinement = probe(cfg)
-    if confinement.nvrtc is None:
+    if confinement.version is None:
         raise CompileRefused(confinement.detail)
-    key = hashlib.sha256(json.dumps([source, name, options, list(name_expressions), sorted(headers.items()),
-                                     confinement.nvrtc, _library(cfg)]).encode())
-    cache = Path(cfg.kernel_cache_dir).resolve()
-    cubin_path, meta_path = cache / f"{key.hexdigest()}.cubin", cache / f"{key.hexdigest()}.json"
     own_names = own_file_names(source, name) | own_file_names_of(headers)
 
     def shown(raw_log: str) -> str:
         return rename_files(filter_log(raw_log, own_names) if untrusted else raw_log, shown_as)
 
+    request = {"source": source, "name": name, "options": options, "name_expressions": list(name_expressions),
+               "headers": headers, "readable": list(include_dirs), "nvrtc_library": _library(cfg)}
+    key = [source, name, options, list(name_expressions), sorted(headers.items()), confinement.version, _library(cfg)]
+    return build(request, key, confinement, f"NVRTC {confinement.version}", untrusted, shown, cfg)
+
+
+def build(request: dict, key: list, confinement: Confinement, compiler: str, untrusted: bool, shown, cfg
+          ) -> CompiledKernel:
+    """The cubin a compile request makes, from the cache (by `key`, which names everything the
+    output depends on) or from the confined compile process; `shown` filters a log for its reader."""
+    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()
+    cache = Path(cfg.kernel_cache_dir).resolve()
+    cubin_path, meta_path = cache / f"{digest}.cubin", cache / f"{digest}.json"
     if cubin_path.exists() and meta_path.exists():
         meta = json.loads(meta_path.read_text())
         # The raw log is kept and filtered for each caller: a cubin one kernel of ours built may
         # serve a job's identical source, whose log must still withhold other files' lines.
-        if "raw_log" in meta:  # an entry of an older worker kept the filtered log only: built again
+        if "raw_log" in meta and "kernels" in meta:  # an older worker's entry lacks one: built again
             return CompiledKernel(cubin_path, meta["lowered"], shown(meta["raw_log"]), cached=True,
-                                  nvrtc=confinement.nvrtc)
+                                  compiler=compiler, kernels=meta["kernels"])
 
     require = untrusted and cfg.unconfined_sources != "warn"
     if untrusted and not confinement.available:
@@ -155,26 +200,60 @@ def compile_kernel(source: str, *, name: str, options: list[str], name_expressio
                 "GEMMWATCH_UNCONFINED_SOURCES=warn accepts them"
             )
         log.warning("compiling a job's source WITHOUT confinement (%s)", confinement.detail)
-    reply = _run_sandbox(
-        {"source": source, "name": name, "options": options, "name_expressions": list(name_expressions),
-         "headers": headers, "readable": list(include_dirs), "require_confinement": require,
-         "nvrtc_library": _library(cfg)},
-        cfg.compile_timeout_s, cfg.compile_memory_mb,
-    )
+    reply = _run_sandbox({**request, "require_confinement": require}, cfg.compile_timeout_s, cfg.compile_memory_mb)
     if not reply.get("ok"):
         if "log" in reply:
             raise CompileError(shown(reply["log"]))
         raise CompileRefused(reply.get("error", "the compile process gave no answer"))
     cache.mkdir(parents=True, exist_ok=True)
     _write_atomically(cubin_path, base64.b64decode(reply["cubin"]))
-    _write_atomically(meta_path, json.dumps({"lowered": reply["lowered"], "raw_log": reply["log"]}).encode())
-    return CompiledKernel(cubin_path, reply["lowered"], shown(reply["log"]), cached=False, nvrtc=confinement.nvrtc)
+    _write_atomically(meta_path, json.dumps({"lowered": reply["lowered"], "raw_log": reply["log"],
+                                             "kernels": reply["kernels"]}).encode())
+    return CompiledKernel(cubin_path, reply["lowered"], shown(reply["log"]), cached=False, compiler=compiler,
+                          kernels=reply["kernels"])
+
+
+def compile_nvcc(launch: Launch, arch: str, cfg) -> CompiledKernel:
+    """A kernel's files built by nvcc, host code and all, in the confined compile process."""
+    path = nvcc.nvcc_path(cfg)
+    if path is None:
+        raise CompileRefused("no nvcc on this worker: install gemmwatch[compile] (the nvidia-cuda-nvcc wheel) or "
+                             "set GEMMWATCH_NVCC")
+    confinement = _probe_nvcc(path, cfg.compile_timeout_s, cfg.compile_memory_mb)
+    if confinement.version is None:
+        _probe_nvcc.cache_clear()  # only an answer is remembered (as for NVRTC)
+        raise CompileRefused(confinement.detail)
+    request = nvcc.request(launch, path, arch, cfg.compile_timeout_s)
+    # nvcc names the kernel's files as src/<path>, and the unit it compiles as gemmwatch_entry.cu.
+    own = {f"src/{p}" for p in launch.files} | {ENTRY_UNIT}
+    shown_as = {f"src/{p}": p for p in launch.files} | {ENTRY_UNIT: "(the unit that names the entry)"}
+    untrusted = launch.origin == "job"
+
+    def shown(raw_log: str) -> str:
+        return rename_files(filter_log(raw_log, own) if untrusted else raw_log, shown_as)
+
+    key = ["nvcc", sorted(launch.files.items()), launch.source, launch.entry, request["options"],
+           confinement.version, path, nvcc.host_compiler_dirs()]
+    return build(request, key, confinement, f"nvcc {confinement.version}", untrusted, shown, cfg)
+
+
+@functools.lru_cache(maxsize=4)
+def _probe_nvcc(path: str, timeout_s: float, memory_mb: int) -> Confinement:
+    """nvcc's release, and whether its compile process can be confined (asked once per process)."""
+    try:
+        reply = _run_sandbox({"tool": "nvcc", "probe": True, "nvcc": path,
+                              "executable": [nvcc.toolkit_root(path), *nvcc.host_compiler_dirs()]}, timeout_s, memory_mb)
+    except CompileRefused as exc:
+        return Confinement(False, str(exc), None)
+    if not reply.get("ok"):
+        return Confinement(False, reply.get("error", "no answer"), None)
+    return Confinement(bool(reply["confined"]), reply["confinement"], reply["nvcc"])
 
 
 def probe(cfg) -> Confinement:
     """Whether this machine can confine the compiler (asked once per process, by really trying)."""
     found = _probe(str(SANDBOX), cfg.compile_timeout_s, cfg.compile_memory_mb, _library(cfg))
-    if found.nvrtc is None:
+    if found.version is None:
         # Only an answer is remembered: a probe that got none (a compile process starved of time
         # on a busy machine, say) is tried again by the next compile instead of failing all of them.
         _probe.cache_clear()

@@ -13,7 +13,7 @@ import numpy
 from core.kernel import DeviceFigures, Launch
 from core.precision import Precision
 from core.settings import Settings
-from worker import compiler, cublas_half, cublaslt_fp8, gpu_identity, resources, tensor_maps
+from worker import compiler, cublas_half, cublaslt_fp8, gpu_identity, kernel_args, resources, tensor_maps
 from worker.timing import Batch
 
 
@@ -44,8 +44,7 @@ class CupyDevice:
         self.device = cupy.cuda.Device(0)
         self.compute_capability = self.device.compute_capability  # "90" for 9.0
         self.pci_bus_id = self.device.pci_bus_id
-        self._functions: dict[tuple, Any] = {}
-        self.built_by: dict[int, str] = {}  # id of a loaded function -> the compiler that built it
+        self._functions: dict[tuple, kernel_args.LoadedKernel] = {}
         self._flush_buffer = None
         self._readwrite_flush = None
         self._hold = None
@@ -131,33 +130,29 @@ class CupyDevice:
         self.cp.cuda.Device().synchronize()
 
     # -- kernels ----------------------------------------------------------------------
-    def compile(self, launch: Launch):
+    def compile(self, launch: Launch) -> kernel_args.LoadedKernel:
         """A cubin from the confined compile process (worker/compiler.py), loaded here: this
-        process, which holds the GPU and the worker's settings, never runs the compiler."""
+        process, which holds the GPU and the worker's settings, never runs the compiler. How its
+        arguments are passed comes from the parameters the cubin records (worker/kernel_args.py)."""
         key = (tuple(sorted(launch.files.items())), launch.source, launch.entry, launch.compile_options(),
-               launch.origin, launch.target)
+               launch.origin, launch.target, launch.compiler, launch.flags)
         if key not in self._functions:
             built = compiler.compile_launch(launch, self.compute_capability, self.cfg)
-            module = self.cp.RawModule(path=str(built.cubin_path))
-            function = module.get_function(built.lowered.get(launch.entry, launch.entry))
-            self.built_by[id(function)] = f"NVRTC {built.nvrtc}"
-            self._functions[key] = function
+            self._functions[key] = kernel_args.load(built, launch, lambda symbol: self.cp.RawModule(
+                path=str(built.cubin_path)).get_function(symbol))
         return self._functions[key]
 
-    def kernel_call(self, function, launch: Launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float):
-        """A call of the kernel over these matrices, as its description lays out its arguments."""
-        cp = self.cp
+    def kernel_call(self, kernel: kernel_args.LoadedKernel, launch: Launch, m: int, n: int, k: int, a, b, c,
+                    alpha: float, beta: float):
+        """A call of the kernel over these matrices, each argument of the type its binary declares."""
+        function = kernel.function
         grid, smem = launch.grid(m, n, k), launch.dynamic_smem(m, n, k)
         if smem > 0 and function.max_dynamic_shared_size_bytes < smem:
             function.max_dynamic_shared_size_bytes = smem  # past 48 KiB a kernel gets it only when it asks
-        column = launch.layout == "column"
-        values = {"M": cp.int32(m), "N": cp.int32(n), "K": cp.int32(k), "alpha": cp.float32(alpha),
-                  "beta": cp.float32(beta), "A": a, "B": b, "C": c,
-                  "lda": cp.int32(m if column else k), "ldb": cp.int32(k if column else n),
-                  "ldc": cp.int32(m if column else n)}
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta)
         for matrix, box in launch.tensor_maps.items():
-            values[f"{matrix}_map"] = self._tensor_map(matrix, launch, m, n, k, a if matrix == "A" else b, box)
-        args = tuple(values[name] for name in launch.args)
+            named[f"{matrix}_map"] = self._tensor_map(matrix, launch, m, n, k, a if matrix == "A" else b, box)
+        args = kernel_args.values(kernel.plan, named, self.cp)
         block = launch.block
         return lambda: function(grid, block, args, shared_mem=smem)
 
@@ -170,9 +165,9 @@ class CupyDevice:
             return cp.uint64(0)
         return cp.asarray(numpy.frombuffer(tensor_maps.encode(req), dtype=numpy.uint8))
 
-    def resources(self, function, launch: Launch, m: int, n: int, k: int) -> dict:
-        found = resources.for_function(function, launch.block, self.device, launch.dynamic_smem(m, n, k))
-        return {**found, "compiler": self.built_by.get(id(function), "unknown")}
+    def resources(self, kernel: kernel_args.LoadedKernel, launch: Launch, m: int, n: int, k: int) -> dict:
+        found = resources.for_function(kernel.function, launch.block, self.device, launch.dynamic_smem(m, n, k))
+        return {**found, "compiler": kernel.compiler}
 
     def cublas_call(self, a, b, out, precision: Precision):
         """cuBLAS over row-major A, B and C in the precision's types."""

@@ -32,8 +32,24 @@ if __name__ == "__main__":
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 import base64  # noqa: E402
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+
+
+def _load_cubin_info():
+    """worker/cubin_info.py, by path (standard library only, like this file): it reads the kernels'
+    parameters out of the cubin here, before anything the compiler made reaches the worker."""
+    spec = importlib.util.spec_from_file_location("cubin_info", os.path.join(os.path.dirname(__file__), "cubin_info.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cubin_info = _load_cubin_info()
+cubin_info.demangle("_Z1fv")  # loads the demangler now: finding libstdc++ needs files confinement closes
 
 _WARM_UP = 'extern "C" __global__ void gemmwatch_warm_up(float *x) { x[threadIdx.x] *= 2.0f; }'
 
@@ -74,34 +90,126 @@ def _compile(source: str, name: str, options: list[str], name_expressions: list[
             expr: _check(nvrtc.nvrtcGetLoweredName(prog, expr.encode()), "nvrtcGetLoweredName").decode()
             for expr in name_expressions
         }
-        return {"ok": True, "log": log_text, "cubin": base64.b64encode(cubin).decode(), "lowered": lowered}
+        return _built(cubin, log_text, lowered)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def _confine(readable: list[str]) -> tuple[bool, str]:
+def _built(cubin: bytes, log: str, lowered: dict[str, str]) -> dict:
+    """A successful compile's reply: the cubin, the log, and every kernel's parameters as the binary
+    records them (worker/cubin_info.py)."""
+    try:
+        kernels = cubin_info.describe(cubin)
+    except Exception as exc:  # a cubin we cannot read: the kernels' types stay unknown, said so
+        return {"ok": False, "error": f"the compiled cubin could not be read: {exc}"}
+    return {"ok": True, "log": log, "cubin": base64.b64encode(cubin).decode(), "lowered": lowered, "kernels": kernels}
+
+
+# The file nvcc compiles: the kernel's source, and the entry's address taken in host code, which
+# makes nvcc emit that instantiation of a template kernel whether or not a launcher in the file does.
+_ENTRY_UNIT = '#include "src/{source}"\nvoid *gemmwatch_entry_address = (void *)&{entry};\n'
+ENTRY_UNIT_NAME = "gemmwatch_entry.cu"
+
+
+def _write_kernel_files(request: dict) -> None:
+    """The kernel's files under src/ of this process's own folder (worker/compiler.py made it and
+    checked every path: plain components, no '..'), and the unit nvcc compiles."""
+    for path, text in request["files"].items():
+        target = os.path.join("src", path)
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text)
+    with open(ENTRY_UNIT_NAME, "w", encoding="utf-8") as f:
+        f.write(_ENTRY_UNIT.format(source=request["source"], entry=request["entry"]))
+    os.makedirs("tmp", exist_ok=True)
+
+
+def _nvcc_version(nvcc: str) -> str:
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    release = [line for line in out.splitlines() if "release" in line]
+    # "Cuda compilation tools, release 13.5, V13.5.37" -> "13.5.37"
+    return release[-1].rsplit(", V", 1)[-1].strip() if release else "unknown"
+
+
+def _run_nvcc(request: dict) -> dict:
+    """nvcc over the entry unit, its temporaries in this folder; the log is nvcc's and the host
+    compiler's output, paths relative to this folder (src/...)."""
+    argv = [request["nvcc"], "-cubin", *request["options"], "-o", "kernel.cubin", ENTRY_UNIT_NAME]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": os.path.abspath("tmp"), "HOME": os.getcwd(),
+           "LANG": "C"}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    try:
+        log, _ = proc.communicate(timeout=request["timeout_s"])
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # nvcc's own children (cicc, ptxas, the host compiler) too
+        proc.communicate()
+        return {"ok": False, "error": f"nvcc exceeded the {request['timeout_s']:g} s compile time limit; killed"}
+    if proc.returncode != 0 or not os.path.exists("kernel.cubin"):
+        return {"ok": False, "log": log.strip() or f"nvcc failed (exit {proc.returncode})"}
+    with open("kernel.cubin", "rb") as f:
+        return _built(f.read(), log.strip(), {})
+
+
+def _confine(readable: list[str], executable: list[str] = (), writable: list[str] = ()) -> tuple[bool, str]:
     """Landlock: handle every filesystem access right and allow none, so no path can be opened;
-    but for reading files and listing folders beneath `readable` (CUDA's header folders)."""
+    but for reading files and listing folders beneath `readable` (CUDA's header folders), also
+    running programs beneath `executable` (nvcc's toolkit and the host compiler), and everything
+    beneath `writable` (an nvcc compile's own folder)."""
     try:
         import landlock
 
+        access = landlock.FSAccess
         abi = landlock.landlock_abi_version()
         rules = landlock.Ruleset()  # all rights handled
         if readable:
-            rules.allow(*readable, rules=landlock.FSAccess.READ_FILE | landlock.FSAccess.READ_DIR)
+            rules.allow(*readable, rules=access.READ_FILE | access.READ_DIR)
+        if executable:
+            rules.allow(*executable, rules=access.READ_FILE | access.READ_DIR | access.EXECUTE)
+            # What every dynamically linked program opens as it starts, and what compilers write to.
+            rules.allow(*(f for f in ("/etc/ld.so.cache",) if os.path.isfile(f)), rules=access.READ_FILE)
+            rules.allow("/dev/null", rules=access.READ_FILE | access.WRITE_FILE)
+        if writable:
+            rules.allow(*writable, rules=access.all())
         rules.apply()
     except Exception as exc:  # no Landlock in this kernel (or a sandbox such as gVisor), or no binding
         return False, f"Landlock unavailable: {type(exc).__name__}: {exc}"
     try:
         os.open("/", os.O_RDONLY)
     except PermissionError:
-        allowed = f", except reading {', '.join(readable)}" if readable else ""
-        return True, f"Landlock ABI {abi}: no file can be opened{allowed}"
+        allowed = f", except reading {', '.join([*readable, *executable])}" if readable or executable else ""
+        wrote = " and writing in its own folder" if writable else ""
+        return True, f"Landlock ABI {abi}: no file can be opened{allowed}{wrote}"
     return False, "Landlock applied but / is still readable"
+
+
+def nvcc_main(request: dict) -> None:
+    """An nvcc compile: the kernel's files written here, then confinement (read and run the toolkit
+    and the host compiler, write in this folder only), then nvcc."""
+    try:
+        version = _nvcc_version(request["nvcc"])
+        if not request.get("probe"):
+            _write_kernel_files(request)
+    except Exception as exc:
+        json.dump({"ok": False, "error": f"nvcc unavailable: {exc}", "confined": False}, sys.stdout)
+        return
+    executable = [d for d in request.get("executable", []) if os.path.isdir(d)]
+    confined, how = _confine([d for d in request.get("readable", []) if os.path.isdir(d)], executable, [os.getcwd()])
+    reply = {"confined": confined, "confinement": how, "nvcc": version}
+    if request.get("probe"):
+        reply["ok"] = True
+    elif not confined and request.get("require_confinement"):
+        reply.update(ok=False, error=f"refused: the compiler could not be confined ({how})")
+    else:
+        reply.update(_run_nvcc(request))
+    json.dump(reply, sys.stdout)
 
 
 def main() -> None:
     request = json.load(sys.stdin)
+    if request.get("tool") == "nvcc":
+        nvcc_main(request)
+        return
     try:
         if request.get("nvrtc_library"):
             # Loaded first, so cuda-bindings takes this one (cuda-pathfinder uses an NVRTC already

@@ -164,6 +164,8 @@ class Runner:
                                  "grid": launch.grid(case.m, case.n, case.k),
                                  "dynamic_smem": launch.dynamic_smem(case.m, case.n, case.k),
                                  "defines": launch.defines, "layout": launch.layout, "target": launch.target,
+                                 "compiler": launch.compiler, "flags": list(launch.flags),
+                                 "params": function.plan.describe(),
                                  **({"tensor_maps": {x: list(b) for x, b in launch.tensor_maps.items()}}
                                     if launch.tensor_maps else {})}
         return out

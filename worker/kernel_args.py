@@ -1,0 +1,161 @@
+"""How a kernel's arguments are passed: the description names what each parameter is (M, alpha, A,
+...), the compiled binary says what type it is (worker/cubin_info.py), and this module decides how
+each value is marshalled, refusing a kernel whose types do not fit its description.
+
+A repository kernel may take `size_t M`, `int M` or `unsigned M`; `float alpha`, `__half alpha`,
+`double alpha` or alpha by pointer (cuBLAS's device-pointer mode); A as `const float*`, `float4*`
+or `const void*`. Passing a 32-bit int where the kernel reads 64 bits shifts every parameter after
+it: the kernel reads garbage and nothing says why. So the plan is made from the binary, once per
+compiled kernel, the same for the GPU and the CPU double (both call `plan` and `values`).
+"""
+
+import re
+from dataclasses import dataclass
+
+import numpy
+
+from worker import half_arrays
+
+INTEGER_ROLES = frozenset({"M", "N", "K", "lda", "ldb", "ldc"})
+SCALAR_ROLES = frozenset({"alpha", "beta"})
+MATRIX_ROLES = frozenset({"A", "B", "C"})
+
+# Scalar C++ types (as the demangler spells them) -> how a value is passed.
+_INTEGERS = {"int": "i32", "unsigned int": "u32", "long": "i64", "unsigned long": "u64", "long long": "i64",
+             "unsigned long long": "u64"}
+_FLOATS = {"float": "f32", "double": "f64", "__half": "f16", "__nv_bfloat16": "bf16"}
+_NUMPY = {"i32": numpy.int32, "u32": numpy.uint32, "i64": numpy.int64, "u64": numpy.uint64, "f32": numpy.float32,
+          "f64": numpy.float64, "f16": numpy.float16}
+# Element types a matrix pointer may name, by the matrix's storage type (vectors of it too).
+_FAMILIES = {
+    "float32": {"float", "float2", "float4"},
+    "float16": {"__half", "__half2"},
+    "bfloat16": {"__nv_bfloat16", "__nv_bfloat162"},
+    "float8_e4m3": {"__nv_fp8_e4m3", "__nv_fp8x2_e4m3", "__nv_fp8x4_e4m3", "unsigned char", "signed char", "char"},
+    "float64": {"double", "double2"},
+}
+_QUALIFIERS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict)\b")
+
+
+class ArgumentMismatch(ValueError):
+    """The kernel's compiled parameters do not fit its description's `args`."""
+
+
+@dataclass(frozen=True)
+class ArgPlan:
+    """Per parameter, in order: (role, how it is passed). How: i32 u32 i64 u64 f32 f64 f16 bf16
+    (by value), ptr (a matrix or tensor map by address), or *f32 *f64 *f16 *bf16 (a scalar in
+    device memory, passed by address)."""
+
+    passing: tuple[tuple[str, str], ...]
+    spelled: tuple[str, ...]  # each parameter as the binary spells it (or "<n bytes>")
+
+    def describe(self) -> list[str]:
+        return [f"{role}: {spelling}" for (role, _how), spelling in zip(self.passing, self.spelled)]
+
+
+def _plain(type_spelling: str) -> str:
+    return " ".join(_QUALIFIERS.sub(" ", type_spelling).split())
+
+
+def plan(entry: str, roles: tuple[str, ...], params: list[list], input_type: str, output_type: str) -> ArgPlan:
+    """How each of the kernel's parameters is passed; ArgumentMismatch names the first that does not fit."""
+    spelled = tuple(t if t else f"<{size} bytes>" for t, size in params)
+    if len(params) != len(roles):
+        raise ArgumentMismatch(
+            f"{entry} takes {len(params)} parameter(s) ({', '.join(spelled) or 'none'}) but the description's args "
+            f"name {len(roles)} ({', '.join(roles)}): list each parameter in order")
+    passing = []
+    for i, (role, (spelling, size)) in enumerate(zip(roles, params)):
+        how = _passing(role, _plain(spelling) if spelling else None, size, input_type, output_type)
+        if isinstance(how, str) and how.startswith("!"):
+            raise ArgumentMismatch(f"{entry}: parameter {i + 1} ({spelled[i]}) is named {role} in args, but {how[1:]}")
+        passing.append((role, how))
+    return ArgPlan(tuple(passing), spelled)
+
+
+def _passing(role: str, spelling: str | None, size: int, input_type: str, output_type: str) -> str:
+    """How one parameter is passed, or "!why" where it cannot be."""
+    if spelling is None:  # an extern "C" kernel: only the size is known; the role says the rest
+        return _by_size(role, size, input_type)
+    pointer = spelling.endswith("*")
+    base = spelling.rstrip("*").strip() if pointer else spelling
+    if role in INTEGER_ROLES:
+        if pointer or base not in _INTEGERS:
+            return f"!{role} must be an integer (int, unsigned, long, size_t)"
+        return _INTEGERS[base]
+    if role in SCALAR_ROLES:
+        if base not in _FLOATS:
+            return f"!{role} must be a float, double, __half or __nv_bfloat16, by value or by pointer"
+        return ("*" if pointer else "") + _FLOATS[base]
+    if not pointer and size != 8:
+        return f"!{role} must be a pointer"
+    if role in MATRIX_ROLES:
+        wanted = input_type if role in ("A", "B") else output_type
+        family = next((t for t, names in _FAMILIES.items() if base in names), None)
+        if family is not None and family != wanted:
+            return f"!{role} points to {base} and this kernel's {role} holds {wanted} (compute_mode, output)"
+    return "ptr"
+
+
+def _by_size(role: str, size: int, input_type: str) -> str:
+    if role in INTEGER_ROLES:
+        return {4: "i32", 8: "i64"}.get(size, f"!{role} must be a 4- or 8-byte integer, not {size} bytes")
+    if role in SCALAR_ROLES:
+        two = "bf16" if input_type == "bfloat16" else "f16"
+        return {2: two, 4: "f32", 8: "f64"}.get(size, f"!{role} must be a 2-, 4- or 8-byte float, not {size} bytes")
+    return "ptr" if size == 8 else f"!{role} must be a pointer (8 bytes), not {size} bytes"
+
+
+def value(how: str, x, xp):
+    """One argument as the kernel takes it: a NumPy scalar of the parameter's type, the array itself
+    (by address), or a one-element device array for a scalar passed by pointer."""
+    if how == "ptr":
+        return x
+    pointer = how.startswith("*")
+    kind = how.lstrip("*")
+    if kind == "bf16":
+        scalar = half_arrays.rounded(numpy, numpy.array([x], dtype=numpy.float32), "bfloat16")
+        return xp.asarray(scalar) if pointer else scalar[0]
+    typed = _NUMPY[kind](x)
+    return xp.asarray(numpy.array([typed])) if pointer else typed
+
+
+def values(arg_plan: ArgPlan, named: dict, xp) -> tuple:
+    """The arguments in order, from the values by role."""
+    return tuple(value(how, named[role], xp) for role, how in arg_plan.passing)
+
+
+def received(how: str, passed) -> float:
+    """The value a kernel reads from an argument passed so (alpha 0.1 as __half is 0.0999755859375):
+    what a model of the kernel must compute with."""
+    if how.lstrip("*") == "bf16":
+        return float(half_arrays.as_float32(numpy, numpy.asarray(passed).reshape(-1))[0])
+    return float(numpy.asarray(passed).reshape(-1)[0])
+
+
+@dataclass(frozen=True)
+class LoadedKernel:
+    """A compiled kernel as a device holds it: the loaded function, how its arguments are passed,
+    and what built it ("NVRTC 13.5", "nvcc 13.5.37")."""
+
+    function: object
+    plan: ArgPlan
+    compiler: str
+
+
+def load(built, launch, get_function) -> LoadedKernel:
+    """The launch's entry out of a build (worker/compiler.CompiledKernel), its arguments planned
+    from the parameters the binary records; ArgumentMismatch where they do not fit the description."""
+    kernel = built.entry(launch.entry, launch.defines)
+    precision = launch.precision
+    arg_plan = plan(launch.entry, launch.args, kernel["params"], precision.input_type, precision.output_type)
+    return LoadedKernel(get_function(kernel["symbol"]), arg_plan, built.compiler)
+
+
+def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float) -> dict:
+    """Each role's value for one call: the sizes, leading dimensions as the layout makes them,
+    alpha, beta and the matrices."""
+    column = launch.layout == "column"
+    return {"M": m, "N": n, "K": k, "alpha": alpha, "beta": beta, "A": a, "B": b, "C": c,
+            "lda": m if column else k, "ldb": k if column else n, "ldc": m if column else n}

@@ -1,0 +1,78 @@
+"""What an nvcc build of a kernel needs: which nvcc, which host compiler folders it runs from, and
+the command line, as the repository's own build would give it.
+
+A repository keeps each kernel's launcher, host headers and explicit instantiations in the same
+`.cu` and builds it with nvcc; its figures come from nvcc's code, which can differ from NVRTC's
+by tens of percent for the same kernel (docs/BENCHMARKS.md, issue 19). So a description may say
+`"compiler": "nvcc"` with the repository's `flags`; the build runs in the same confined compile
+process as NVRTC's (worker/nvrtc_sandbox.py), which writes the kernel's files into a folder of
+its own, may run nvcc and the host compiler, read their folders and write only its own.
+"""
+
+import functools
+import importlib.util
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from core import compile_flags
+from core.kernel import Launch
+
+
+def nvcc_path(cfg) -> str | None:
+    """GEMMWATCH_NVCC, else the nvidia-cuda-nvcc wheel's (the same release as the NVRTC wheel),
+    else CUDA_HOME's, else the first on PATH."""
+    if getattr(cfg, "nvcc", None):
+        return str(cfg.nvcc)
+    spec = importlib.util.find_spec("nvidia")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        for candidate in sorted(Path(location).glob("cu*/bin/nvcc"), reverse=True):
+            return str(candidate)
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
+        if home and (Path(home) / "bin" / "nvcc").is_file():
+            return str(Path(home) / "bin" / "nvcc")
+    return shutil.which("nvcc")
+
+
+def toolkit_root(nvcc: str) -> str:
+    """The toolkit an nvcc belongs to (bin/.., with nvvm/, include/ and its libraries)."""
+    return str(Path(nvcc).resolve().parent.parent)
+
+
+@functools.cache
+def host_compiler_dirs() -> tuple[str, ...]:
+    """The folders the host compiler runs from and reads: its programs, its own libraries and
+    headers, the shared libraries they load, and the system's headers (public files all; no
+    /etc, no home, no data folder)."""
+    compiler = shutil.which("g++") or shutil.which("gcc")
+    if compiler is None:
+        return ()
+    found = {str(Path(compiler).parent), str(Path(compiler).resolve().parent), "/usr/include"}
+    try:
+        machine = subprocess.run([compiler, "-dumpmachine"], capture_output=True, text=True, timeout=30).stdout.strip()
+        libgcc = subprocess.run([compiler, "-print-libgcc-file-name"], capture_output=True, text=True,
+                                timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        machine, libgcc = "", ""
+    if libgcc:  # /usr/lib/gcc/<machine>/<version>/libgcc.a -> /usr/lib/gcc, where cc1plus lives too
+        found.add(str(Path(libgcc).resolve().parents[2]))
+    for lib in ("/usr/lib64", "/lib64", f"/usr/lib/{machine}" if machine else "", f"/usr/include/{machine}"):
+        if lib and os.path.isdir(lib):
+            found.add(str(Path(lib).resolve()))
+    return tuple(sorted(d for d in found if os.path.isdir(d)))
+
+
+def options(launch: Launch, arch: str) -> list[str]:
+    """nvcc's command line but the input and output: the target, the repository's flags, the
+    kernel's defines, and its include folders (as paths under the build folder's src/)."""
+    defines = [f"-D{k}={v}" for k, v in sorted(launch.defines.items())]
+    includes = [f"-Isrc/{d}" for d in launch.include_dirs] + ["-Isrc"]
+    return [arch, *compile_flags.split(list(launch.flags)), *defines, *includes]
+
+
+def request(launch: Launch, nvcc: str, arch: str, timeout_s: float) -> dict:
+    """The confined compile process's request for an nvcc build of this kernel."""
+    return {"tool": "nvcc", "nvcc": nvcc, "files": dict(launch.files), "source": launch.source,
+            "entry": launch.entry, "options": options(launch, arch), "timeout_s": max(1.0, timeout_s - 2),
+            "executable": [toolkit_root(nvcc), *host_compiler_dirs()]}
