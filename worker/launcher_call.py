@@ -1,0 +1,526 @@
+"""One call of a job's launcher in a fresh, confined process: `run_confined_call`.
+
+A job's `.cu` is built into a shared library with a host launcher (`launch(M, N, K, alpha, A, B,
+beta, C, stream)`); calling it runs a stranger's host code. Here that happens in a process started
+for the one call, from a fresh interpreter with an environment of a few harmless variables, which
+  1. dies with its parent, drops every capability and sets no_new_privs (while single-threaded,
+     so every thread made later has none either);
+  2. imports its set-up hook (a class named "module:Class" or "/path/file.py:Class"), then, still
+     single-threaded, puts a first Landlock layer in place: only the Python installation, the
+     system's library folders and what the hook says its set-up needs can be read (no data
+     folder, no token, no /etc/passwd), no TCP. Threads the set-up makes (CUDA's) have that
+     layer's rights at most, whatever the job's code later gets them to run;
+  3. runs the hook's set-up (the GPU's: import CuPy, initialise the device, allocate, make a
+     stream; the CPU's here: three matrices), loads the system libraries the job's library
+     names (DT_NEEDED, by soname: no code of the job runs), then `host_jail.confine`: a second
+     Landlock layer (the library's folder and the hook's devices only) and the seccomp filter;
+  4. says so on its report pipe, dlopens the library (its static constructors run confined),
+     lets the hook call the launcher (once, here), then read what it produced, and
+     exits.
+The parent kills the child's process group at the deadline and turns whatever happened into a
+`CallOutcome` whose message says it: returned, crashed (which signal), called exit(N), ran past
+its limit, could not be loaded, broke the device.
+
+What the child says after the library is loaded is the job's word, not ours: its code can write on
+the report pipe too. Only the exit status (the kernel's), the clock and the phase it reached before
+loading are facts. Replies are JSON, never pickle (unpickling a hostile process's bytes would run
+its code in the parent).
+
+Run as a script, this file is the child; only the standard library, pyseccomp, worker.host_jail and
+the hook's module are imported there.
+"""
+
+import ctypes
+import json
+import os
+import random
+import selectors
+import signal
+import struct
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+if __name__ == "__main__":
+    # worker/ is sys.path[0] for a script; the project's root is wanted instead (worker.host_jail,
+    # hooks named by module).
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from worker.host_jail import Allowance, ConfinementUnavailable, confine, drop_capabilities, die_with_parent, \
+    restrict_paths, set_limits, set_no_new_privs, thread_count  # noqa: E402
+
+CHILD = Path(__file__).resolve()
+# What the child may inherit: where programs and libraries are, the GPU it may see, and nothing
+# else (no DATABASE_URL, BROKER_URL, token or GEMMWATCH_* setting: the launcher can getenv()).
+PASSED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LANG",
+              "LC_ALL")
+OUTPUT_KEPT = 16 * 1024  # the tail of the job's own stdout and stderr kept for its report
+REPORT_LIMIT = 1 << 20  # bytes the report pipe may carry before the child is taken to be flooding it
+FILE_LIMIT = 64 << 20  # RLIMIT_FSIZE: the largest file the child may write (scratch, output)
+
+# --- what the parent gets ----------------------------------------------------------------------
+
+RETURNED = "returned"  # the launcher returned and its results were read
+CRASHED = "crashed"  # a signal ended the process (SIGSEGV, SIGABRT, ...)
+EXITED = "exited"  # the process ended by itself, exit(N), before the call's end
+TIMED_OUT = "timed_out"  # still running at the deadline; killed
+LOAD_FAILED = "load_failed"  # dlopen failed, or no such function
+AFTER_CALL_FAILED = "after_call_failed"  # it returned, but what it left is unusable (the device reset ...)
+SETUP_FAILED = "setup_failed"  # our own set-up failed: no job code ran
+REFUSED = "refused"  # the process could not be confined, so the job's code was not loaded
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    kind: str
+    message: str  # what happened, in words, for the case's report
+    result: dict | None = None  # what the hook read after the call (only for RETURNED)
+    confinement: str | None = None  # what was applied, as the child said before loading anything of the job's
+    exit_status: int | None = None  # the child's: -N for signal N
+    output: str = ""  # the tail of the child's stdout and stderr (the job's own printing)
+    seconds: float = 0.0  # from the library's loading to the end
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == RETURNED
+
+
+_SIGNAL_WORDS = {
+    signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGFPE: "arithmetic exception",
+    signal.SIGILL: "illegal instruction", signal.SIGABRT: "abort", signal.SIGKILL: "killed",
+    signal.SIGXCPU: "CPU time limit", signal.SIGSYS: "bad system call", signal.SIGTRAP: "trap",
+}
+
+
+def signal_words(signum: int) -> str:
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    words = _SIGNAL_WORDS.get(signum)
+    return f"{words}, {name}" if words else name
+
+
+def run_confined_call(library: str | os.PathLike, symbol: str = "launch", *,
+                      hook: str = "worker.launcher_call:CpuGemm", hook_args: dict | None = None,
+                      readable: tuple[str, ...] = (), devices: tuple[str, ...] = (), scratch: bool = False,
+                      timeout_s: float = 10.0, setup_timeout_s: float = 60.0, require: bool = True,
+                      extra_env: dict[str, str] | None = None) -> CallOutcome:
+    """Call `symbol` of `library` once, in a fresh confined process; what happened comes back.
+
+    hook: the set-up (see CpuGemm for what it provides), named "module:Class" or "/file.py:Class".
+    readable, devices: paths the call may still open besides the library's folder and what the hook
+    names (read-only; read/write/ioctl). scratch: a temporary folder, the child's HOME and working
+    folder, that it may write (else nothing is writable).
+    timeout_s: from the library's loading to the child's end (constructors, the call, reading
+    the results); setup_timeout_s: before that. At the deadline the process group is killed.
+    require: refuse to load the library where Landlock or seccomp cannot be applied (else go on,
+    and say what is missing in `confinement`).
+    """
+    library = Path(library).resolve()
+    request = {"library": str(library), "symbol": symbol, "hook": hook, "hook_args": hook_args or {},
+               "allowance": Allowance(readable=(str(library.parent), *readable), devices=tuple(devices)).as_dict(),
+               "setup_readable": [str(library.parent)], "require": require,
+               "cpu_seconds": int(setup_timeout_s + timeout_s) + 2, "file_bytes": FILE_LIMIT}
+    with tempfile.TemporaryDirectory(prefix="gemmwatch-launcher-") as home:
+        if scratch:
+            request["allowance"]["writable"] = [home]
+        env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ} | dict(extra_env or {}) | {"HOME": home}
+        return _Conversation(request, env, home, timeout_s, setup_timeout_s).run()
+
+
+class _Conversation:
+    """The parent's side: start the child, read its report and output, enforce the deadlines."""
+
+    def __init__(self, request: dict, env: dict, home: str, timeout_s: float, setup_timeout_s: float):
+        self.request, self.env, self.home = request, env, home
+        self.timeout_s, self.setup_timeout_s = timeout_s, setup_timeout_s
+        self.phase = "starting"  # -> confined -> loading -> calling -> returned -> finished
+        self.events: dict[str, dict] = {}
+        self.output = bytearray()
+        self.report = bytearray()
+        self.loaded_at: float | None = None
+
+    def run(self) -> CallOutcome:
+        report_r, report_w = os.pipe()
+        try:
+            # No preexec_fn (unsafe where the caller has threads, as a GPU process does): the child
+            # sets its own limits. A session of its own, so its process group is killed whole.
+            proc = subprocess.Popen(
+                [sys.executable, "-s", "-B", str(CHILD), str(report_w), str(os.getpid())],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=(report_w,),
+                env=self.env, cwd=self.home, start_new_session=True)
+        finally:
+            os.close(report_w)
+        try:
+            try:
+                proc.stdin.write(json.dumps(self.request).encode())
+                proc.stdin.close()
+            except BrokenPipeError:  # it died before reading: its exit status says why
+                pass
+            timed_out = self._read_until_exit(proc, report_r)
+        finally:
+            _kill(proc)
+            os.close(report_r)
+            proc.stdout.close()
+        return self._outcome(proc.returncode, timed_out)
+
+    def _deadline(self, started: float) -> float:
+        if self.loaded_at is None:
+            return started + self.setup_timeout_s
+        return self.loaded_at + self.timeout_s
+
+    def _read_until_exit(self, proc: subprocess.Popen, report_r: int) -> bool:
+        """Read until both pipes close and the process has ended; True if the deadline came first.
+        Polls on the pipes and the clock only: no sleep orders anything here."""
+        started = time.monotonic()
+        sel = selectors.DefaultSelector()
+        sel.register(report_r, selectors.EVENT_READ, "report")
+        sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "output")
+        open_pipes = 2
+        while open_pipes:
+            left = self._deadline(started) - time.monotonic()
+            if left <= 0:
+                return True
+            for key, _ in sel.select(min(left, 1.0)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    open_pipes -= 1
+                elif key.data == "output":
+                    self.output += chunk
+                    del self.output[:-OUTPUT_KEPT]
+                else:
+                    self.report += chunk
+                    if len(self.report) > REPORT_LIMIT:
+                        self.events["flood"] = {}
+                        return False
+                    self._take_messages()
+        sel.close()
+        # Both pipes closed: the process is ending, or its code closed them and goes on (a spin).
+        while True:
+            left = self._deadline(started) - time.monotonic()
+            if left <= 0:
+                return True
+            try:
+                proc.wait(timeout=min(left, 1.0))
+                return False
+            except subprocess.TimeoutExpired:
+                continue
+
+    def _take_messages(self) -> None:
+        *lines, rest = self.report.split(b"\n")
+        self.report = bytearray(rest)
+        for line in lines:
+            try:
+                msg = json.loads(line)
+                event = msg["event"]
+            except (ValueError, KeyError, TypeError):
+                continue  # not ours: the job's code may write here too
+            if event in self.events or not isinstance(event, str):
+                continue  # each event counts once: a second "returned" would be a forgery
+            self.events[event] = msg
+            if event in ("confined", "loading", "calling", "returned", "finished"):
+                self.phase = event
+            if event == "loading":
+                self.loaded_at = time.monotonic()
+
+    def _outcome(self, status: int | None, timed_out: bool) -> CallOutcome:
+        kind, message = self._what_happened(status, timed_out)
+        confined = self.events.get("confined", {}).get("confinement")
+        result = self.events.get("finished", {}).get("result") if kind == RETURNED else None
+        seconds = time.monotonic() - self.loaded_at if self.loaded_at else 0.0
+        output = self.output.decode(errors="replace")
+        return CallOutcome(kind, message, result if isinstance(result, dict) else None, confined, status, output,
+                           seconds)
+
+    def _what_happened(self, status: int | None, timed_out: bool) -> tuple[str, str]:
+        limit = self.timeout_s
+        if "flood" in self.events:
+            return CRASHED, f"the launcher flooded its report pipe (over {REPORT_LIMIT} bytes); killed"
+        if timed_out:
+            return {
+                "starting": (SETUP_FAILED, f"the set-up ran past its {self.setup_timeout_s:g} s limit; killed"),
+                "confined": (SETUP_FAILED, f"the set-up ran past its {self.setup_timeout_s:g} s limit; killed"),
+                "loading": (TIMED_OUT, f"the library's loading (its static constructors) ran past the {limit:g} s "
+                                       "limit; killed"),
+                "calling": (TIMED_OUT, f"the launcher ran past its {limit:g} s limit; killed"),
+            }.get(self.phase, (TIMED_OUT, f"the launcher returned, but what it started did not end within the "
+                                          f"{limit:g} s limit; killed"))
+        for failure in ("refused", "setup_failed", "load_failed"):
+            if failure in self.events:
+                return failure, str(self.events[failure].get("message", failure))[:2000]
+        if self.phase == "finished" and status == 0:
+            if "after_call_failed" in self.events:
+                return AFTER_CALL_FAILED, ("the launcher returned, but then: "
+                                           f"{str(self.events['after_call_failed'].get('message'))[:2000]}")
+            return RETURNED, "the launcher returned normally"
+        if status is not None and status < 0:
+            words = signal_words(-status)
+            return CRASHED, {
+                "starting": f"the confined process crashed during its set-up ({words})",
+                "confined": f"the confined process crashed during its set-up ({words})",
+                "loading": f"the library crashed while loading ({words})",
+                "calling": f"the launcher crashed ({words})",
+            }.get(self.phase, f"the launcher returned, then its process crashed ({words})")
+        return (SETUP_FAILED, f"the confined process ended during its set-up (exit status {status})") \
+            if self.phase in ("starting", "confined") else {
+                "loading": (EXITED, f"the library called exit({status}) while loading"),
+                "calling": (EXITED, f"the launcher called exit({status})"),
+            }.get(self.phase, (EXITED, f"the launcher returned, then its process exited with status {status} "
+                                       "before its results were read"))
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """The whole process group, then the process itself (in case it left the group)."""
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.kill()
+    proc.wait()
+
+
+# --- the set-up hooks --------------------------------------------------------------------------
+
+
+def cpu_gemm_inputs(M: int, N: int, K: int, seed: int) -> tuple[list[float], list[float], list[float]]:
+    """A (M x K), B (K x N) and C (M x N), row-major, uniform in [-1, 1): the CPU hook's inputs, and
+    what a test computes its reference from."""
+    rng = random.Random(seed)
+
+    def draw(n: int) -> list[float]:
+        return [rng.uniform(-1.0, 1.0) for _ in range(n)]
+
+    return draw(M * K), draw(K * N), draw(M * N)
+
+
+# launch(size_t M, size_t N, size_t K, float alpha, const float *A, const float *B, float beta, float *C,
+#        cudaStream_t stream)
+LAUNCHER_ARGTYPES = [ctypes.c_size_t] * 3 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float,
+                                             ctypes.c_void_p, ctypes.c_void_p]
+
+
+class CpuGemm:
+    """The set-up of a launcher call on the CPU (the CI's; a test of the confinement, not of speed).
+
+    Every hook has this shape, the GPU's too:
+      __init__(args)        the request's hook_args (JSON); runs before any Landlock layer
+      setup_allowance()     Allowance the set-up needs beyond the Python installation and the
+                            system's libraries (the GPU's: /dev/nvidia*, /proc/driver/nvidia ...)
+      set_up()              under the first layer: import, initialise, allocate
+      call_allowance()      Allowance the call needs beyond the library's folder (device files,
+                            the CUDA library folders the job's library opens at dlopen or first call)
+      call(launcher)        call the launcher (a ctypes function): once here; the GPU's hook calls it
+                            for each run it needs (verification, warm-up, timing), on its stream
+      after_call()          a JSON-able dict of what the call produced; raise if it left the device
+                            (or anything else) unusable: that is reported on the case
+    Whatever set_up and after_call need must be imported in __init__ or set_up: after
+    confinement nothing but the allowance can be read, Python's own modules included.
+    """
+
+    def __init__(self, args: dict):
+        self.M, self.N, self.K = int(args.get("M", 8)), int(args.get("N", 8)), int(args.get("K", 8))
+        self.alpha, self.beta = float(args.get("alpha", 1.0)), float(args.get("beta", 0.0))
+        self.seed = int(args.get("seed", 0))
+
+    def setup_allowance(self) -> Allowance:
+        return Allowance()
+
+    def set_up(self) -> None:
+        a, b, c = cpu_gemm_inputs(self.M, self.N, self.K, self.seed)
+        self.A, self.B, self.C = ((ctypes.c_float * len(x))(*x) for x in (a, b, c))
+
+    def call_allowance(self) -> Allowance:
+        return Allowance()
+
+    def call(self, launcher) -> None:
+        launcher.argtypes = LAUNCHER_ARGTYPES
+        launcher.restype = None
+        launcher(self.M, self.N, self.K, self.alpha, ctypes.addressof(self.A), ctypes.addressof(self.B), self.beta,
+                 ctypes.addressof(self.C), None)
+
+    def after_call(self) -> dict:
+        return {"C": list(self.C)}
+
+
+# --- the child -----------------------------------------------------------------------------------
+
+
+def needed_libraries(path: str) -> list[str]:
+    """The DT_NEEDED names of an ELF64 shared library, read from the file (nothing of it runs)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:  # 64-bit, little-endian
+        return []
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    loads, dynamic = [], None
+    for i in range(phnum):
+        p_type, _, p_offset, p_vaddr, _, p_filesz, _, _ = struct.unpack_from("<IIQQQQQQ", data, phoff + i * phentsize)
+        if p_type == 1:  # PT_LOAD
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == 2:  # PT_DYNAMIC
+            dynamic = (p_offset, p_filesz)
+    if dynamic is None:
+        return []
+    entries = [struct.unpack_from("<qQ", data, off) for off in range(dynamic[0], dynamic[0] + dynamic[1], 16)]
+    strtab = next((v for tag, v in entries if tag == 5), None)  # DT_STRTAB, a virtual address
+    file_off = next((off + strtab - va for va, off, size in loads if strtab is not None and va <= strtab < va + size),
+                    None)
+    if file_off is None:
+        return []
+    names = []
+    for tag, value in entries:
+        if tag == 0:  # DT_NULL
+            break
+        if tag == 1:  # DT_NEEDED
+            start = file_off + value
+            names.append(data[start:data.index(b"\0", start)].decode(errors="replace"))
+    return names
+
+
+def preload_system_libraries(library: str) -> list[str]:
+    """Load, before confinement, the libraries the job's library names that the system's search
+    finds (libstdc++, libm, libdl, libcudart ...), so that its dlopen later needs no system folder
+    to be readable. Only plain sonames, found as any program would (not through the library's own
+    RUNPATH): what runs here is the system's libraries' constructors, not the job's."""
+    loaded = []
+    for name in needed_libraries(library):
+        if "/" in name:
+            continue
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue  # one of the job's own, beside it: loaded from its folder at dlopen
+        loaded.append(name)
+    return loaded
+
+
+def python_installation() -> tuple[str, ...]:
+    """The folders Python reads its own modules from, for the set-up layer."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    paths |= {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return tuple(sorted({os.path.realpath(p) for p in paths if p} | {p for p in paths if p}))
+
+
+def system_libraries() -> tuple[str, ...]:
+    """Where the dynamic loader looks: for the set-up layer (CUDA's libraries, the preloads)."""
+    dirs = ["/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/etc/ld.so.cache"]
+    dirs += [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    return tuple(dirs)
+
+
+def load_hook(spec: str):
+    """'module:Class' or '/path/file.py:Class'."""
+    where, _, name = spec.rpartition(":")
+    if where.endswith(".py"):
+        import importlib.util
+
+        module_spec = importlib.util.spec_from_file_location(f"gemmwatch_hook_{Path(where).stem}", where)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_spec.name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        import importlib
+
+        module = importlib.import_module(where)
+    return getattr(module, name)
+
+
+class _Reporter:
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def say(self, event: str, **fields) -> None:
+        data = (json.dumps({"event": event, **fields}) + "\n").encode()
+        while data:
+            data = data[os.write(self.fd, data):]
+
+
+def child_main(report_fd: int, parent_pid: int) -> None:
+    report = _Reporter(report_fd)
+    # 1. Before anything else: die with the parent, no core, a file-size and CPU limit, no
+    # capability and no new privileges, for this thread and every thread made later.
+    die_with_parent(parent_pid)
+    request = json.loads(sys.stdin.buffer.read())
+    devnull = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    set_limits(cpu_seconds=request["cpu_seconds"], file_bytes=request["file_bytes"])
+    set_no_new_privs()
+    drop_capabilities()
+    require = request["require"]
+    missing, first_layer = [], None
+    try:
+        hook = load_hook(request["hook"])(request["hook_args"])
+        # 2. The set-up layer, while single-threaded.
+        threads = thread_count()
+        if threads != 1:
+            missing.append(f"{threads} threads before the set-up layer: the others are not under it")
+        setup = Allowance(readable=python_installation() + system_libraries() + ("/proc/self/task",)
+                          + tuple(request["setup_readable"]), devices=("/dev/null",)).plus(hook.setup_allowance())
+        try:
+            first_layer = "at set-up, " + restrict_paths(
+                setup, said="reading the Python installation, the system's libraries and the set-up's own paths")
+        except ConfinementUnavailable as exc:
+            if require:
+                report.say("refused", message=f"refused: the launcher's process cannot be confined ({exc})")
+                return
+            missing.append(str(exc))
+        # 3. Our set-up, then the job library's system dependencies, then confinement for good.
+        hook.set_up()
+        preload_system_libraries(request["library"])
+        allowance = Allowance.from_dict(request["allowance"]).plus(hook.call_allowance())
+    except Exception as exc:
+        report.say("setup_failed", message=f"the set-up failed: {type(exc).__name__}: {exc}")
+        return
+    try:
+        confinement = confine(allowance, cpu_seconds=request["cpu_seconds"], file_bytes=request["file_bytes"],
+                              require=require)
+    except ConfinementUnavailable as exc:
+        report.say("refused", message=f"refused: the launcher's process cannot be confined ({exc})")
+        return
+    described = "; ".join([*filter(None, [first_layer]), confinement.describe(), *(f"NOT applied: {m}" for m in missing)])
+    report.say("confined", confinement=described)
+    # 4. The job's code, from here on: its constructors at dlopen, then the launcher.
+    report.say("loading")
+    try:
+        function = getattr(ctypes.CDLL(request["library"], mode=os.RTLD_NOW | os.RTLD_LOCAL), request["symbol"])
+    except OSError as exc:
+        report.say("load_failed", message=f"the library could not be loaded: {exc}")
+        return
+    except AttributeError:
+        report.say("load_failed", message=f"the library has no function {request['symbol']}")
+        return
+    report.say("calling")
+    hook.call(function)
+    report.say("returned")
+    try:
+        result = hook.after_call()
+    except Exception as exc:
+        report.say("after_call_failed", message=f"{type(exc).__name__}: {exc}")
+        report.say("finished", result=None)
+        return
+    report.say("finished", result=result)
+
+
+if __name__ == "__main__":
+    import traceback  # now: after confinement no module can be read
+
+    _status = 0
+    try:
+        child_main(int(sys.argv[1]), int(sys.argv[2]))
+    except BaseException:
+        traceback.print_exc()
+        _status = 1
+    finally:
+        # No interpreter shutdown: nothing of the job's (atexit handlers, threads, destructors) runs after.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_status)
