@@ -1,0 +1,373 @@
+"""A job's host code, confined: worker/host_jail.py and worker/launcher_call.py, tried as a hostile
+launcher would try them.
+
+The launchers in tests/fixtures/hostile_launchers/ are built with gcc as shared libraries (no CUDA
+on the CI) and each is called once through `run_confined_call`, the process the GPU path uses too.
+Each one is checked three ways: contained (checked from outside: no file made, the listeners heard
+nothing, the bystander process lives, the planted secret is in no output), reported (the outcome
+names what happened; the launcher itself saw the error it was given), and survived (the next job,
+a well-behaved launcher in a fresh process, computes C correctly).
+
+Nothing here sleeps to order things: a call returns when its process has ended, and what the
+listeners might have got is queued by then (loopback delivers at once).
+"""
+
+import ctypes
+import errno
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from worker import launcher_call
+from worker.host_jail import landlock_abi
+from worker.launcher_call import (AFTER_CALL_FAILED, CRASHED, EXITED, REFUSED, RETURNED, TIMED_OUT, CallOutcome,
+                                  cpu_gemm_inputs, run_confined_call)
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hostile_launchers"
+CPU = "worker.launcher_call:CpuGemm"
+FAKE_CUDA = f"{FIXTURES / 'hooks.py'}:FakeCudaGemm"
+SECRET = "gw_tok_7f3c9e1d5a0b4c2e8f6a1d3b5c7e9f0a"  # stands for an API token or a database password
+PASSWD_START = "root:x:0:0"
+CALL_LIMIT_S = 60.0  # generous: a bound for a busy 2-core machine, not a figure any test waits for
+SIZE = {"M": 16, "N": 16, "K": 16}
+X86_64 = platform.machine() == "x86_64"
+
+pytestmark = [
+    pytest.mark.skipif(landlock_abi() < 4, reason="needs Landlock ABI 4 (filesystem and TCP rules)"),
+    pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("g++") is None, reason="needs gcc and g++"),
+]
+
+
+@dataclass
+class World:
+    """What the launchers reach for, set up by the test and watched from outside."""
+
+    build: Path  # the launchers' build folder (readable by the confined process)
+    data: Path  # stands for the worker's data folder: the token file lives here
+    outside: Path  # a file that must never appear
+    tcp: socket.socket
+    udp: socket.socket
+    bystander: subprocess.Popen
+
+    def library(self, name: str) -> Path:
+        return self.build / f"{name}.so"
+
+
+def _build(sources: Path, build: Path, defines: dict[str, str]) -> None:
+    flags = [f"-D{k}={v}" for k, v in defines.items()]
+    for source in sorted(sources.glob("*.c")) + sorted(sources.glob("*.cpp")):
+        compiler = "g++" if source.suffix == ".cpp" else "gcc"
+        subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-w", *flags, "-o", str(build / f"{source.stem}.so"),
+                        str(source), "-ldl", "-lpthread"], check=True, capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("host_jail")
+    data, build, outside_dir = root / "data", root / "build", root / "outside"
+    for d in (data, build, outside_dir):
+        d.mkdir()
+    (data / "api-token").write_text(SECRET + "\n")
+    (data / ".env").write_text(f"DATABASE_URL=postgresql://gemmwatch:{SECRET}@db/gemmwatch\n")
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(8)
+    tcp.setblocking(False)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.setblocking(False)
+    bystander = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    outside = outside_dir / "escaped"
+    _build(FIXTURES, build, {"SECRET_PATH": f'"{data / "api-token"}"', "OUTSIDE_PATH": f'"{outside}"',
+                             "TCP_PORT": str(tcp.getsockname()[1]), "UDP_PORT": str(udp.getsockname()[1]),
+                             "BYSTANDER_PID": str(bystander.pid)})
+    yield World(build, data, outside, tcp, udp, bystander)
+    bystander.stdin.close()
+    bystander.wait(timeout=60)
+    tcp.close()
+    udp.close()
+
+
+def call(world: World, name: str, *, hook: str = CPU, timeout_s: float = CALL_LIMIT_S, **args) -> CallOutcome:
+    hook_args = {**SIZE, "seed": 1, **args}
+    if hook == FAKE_CUDA:
+        hook_args["fake_cudart"] = str(world.library("fake_cudart"))
+    return run_confined_call(world.library(name), "launch", hook=hook, hook_args=hook_args, timeout_s=timeout_s)
+
+
+def reference(M: int, N: int, K: int, alpha: float, beta: float, seed: int) -> list[float]:
+    A, B, C = cpu_gemm_inputs(M, N, K, seed)
+    return [alpha * sum(A[i * K + k] * B[k * N + j] for k in range(K)) + beta * C[i * N + j]
+            for i in range(M) for j in range(N)]
+
+
+def bytes_in(values: list[float]) -> bytes:
+    """What a launcher copied into C byte by byte (as floats 0..255), to look for a secret in."""
+    return bytes(int(v) for v in values if float(v).is_integer() and 0 <= v < 256)
+
+
+def assert_contained(world: World, outcome: CallOutcome) -> None:
+    assert not any(world.outside.parent.iterdir()), "something was written outside the launcher's folder"
+    assert not list(world.build.glob("*.planted")), "something was written into the launcher's own folder"
+    with pytest.raises(BlockingIOError):
+        world.tcp.accept()
+    with pytest.raises(BlockingIOError):
+        world.udp.recv(64)
+    assert world.bystander.poll() is None, "the bystander process was killed"
+    said = " ".join([outcome.message, outcome.output, outcome.confinement or "", json.dumps(outcome.result)])
+    assert SECRET not in said and PASSWD_START not in said
+    C = (outcome.result or {}).get("C", [])
+    assert SECRET.encode() not in bytes_in(C) and PASSWD_START.encode() not in bytes_in(C)
+
+
+def assert_next_job_correct(world: World) -> None:
+    """The worker goes on: a fresh process, a well-behaved launcher, the right C."""
+    args = {**SIZE, "alpha": 0.75, "beta": -0.5, "seed": 7}
+    outcome = call(world, "well_behaved", **args)
+    assert outcome.kind == RETURNED, outcome
+    expected = reference(**args)
+    assert max(abs(a - b) for a, b in zip(outcome.result["C"], expected)) < 1e-4
+
+
+def test_a_well_behaved_launcher_computes_c_confined(world):
+    args = {**SIZE, "alpha": 1.5, "beta": 0.25, "seed": 3}
+    outcome = call(world, "well_behaved", **args)
+    assert outcome.kind == RETURNED and outcome.message == "the launcher returned normally", outcome
+    assert max(abs(a - b) for a, b in zip(outcome.result["C"], reference(**args))) < 1e-4
+    # The report says what was applied, before anything of the job's was loaded.
+    for measure in ("at set-up, Landlock ABI", "no TCP bind or connect", "seccomp:", "no capabilities",
+                    f"reading {world.build}"):
+        assert measure in outcome.confinement, outcome.confinement
+
+
+EACCES, EPERM, ENOSYS = -errno.EACCES, -errno.EPERM, -errno.ENOSYS
+
+# name, hook, the outcome's kind, words its message holds, what the launcher saw (C[i] = -errno)
+HOSTILE = [
+    # /etc/passwd and the token file: by path, through /proc/self/root, by listing, through O_PATH
+    ("read_files", CPU, RETURNED, "returned normally", {0: EACCES, 1: EACCES, 2: EACCES, 3: EACCES, 4: EACCES}),
+    # the same from a static constructor, at dlopen, and from a C++ static object (libstdc++ loads)
+    ("constructor_reads", CPU, RETURNED, "returned normally", {0: EACCES, 1: EACCES}),
+    ("static_object", CPU, RETURNED, "returned normally", {0: -1, 1: -1}),
+    # TCP, UDP, UNIX, io_uring; then the i386 and x32 tables, a filter's blind spots (x86-64 only)
+    ("network", CPU, RETURNED, "returned normally",
+     {0: EPERM, 2: EPERM, 3: EPERM, 4: EPERM, **({5: ENOSYS, 6: ENOSYS} if X86_64 else {})}),
+    # fork, clone as fork, clone3 (ENOSYS: glibc falls back to clone), posix_spawn, system() (127: no
+    # shell could be started), execve
+    ("processes", CPU, RETURNED, "returned normally",
+     {0: EPERM, 1: EPERM, 2: ENOSYS, 3: EPERM, 4: 127 << 8, 5: EPERM}),
+    # a file outside, a folder, a symbolic link, a file in its own build folder
+    ("write_outside", CPU, RETURNED, "returned normally", {0: EACCES, 1: EACCES, 2: EACCES, 3: EACCES}),
+    # /proc/self/mem; ptrace; the parent's memory; signals to the parent and a bystander; pidfd; undoing
+    # PDEATHSIG, DUMPABLE, the CPU limit; namespaces; its own process group
+    ("other_processes", CPU, RETURNED, "returned normally", {0: EACCES, **{i: EPERM for i in range(1, 13)}}),
+    ("segfault", CPU, CRASHED, "the launcher crashed (segmentation fault, SIGSEGV)", {}),
+    ("abort", CPU, CRASHED, "the launcher crashed (abort, SIGABRT)", {}),
+    ("exit_zero", CPU, EXITED, "the launcher called exit(0)", {}),
+    # a forged "finished" on every descriptor, then a crash: the exit status decides
+    ("forged_report", CPU, CRASHED, "SIGSEGV", {}),
+    # cudaDeviceReset, on the CI through the stand-in runtime: the call returns, the context is gone
+    ("reset_device", FAKE_CUDA, AFTER_CALL_FAILED, "cudaDeviceReset", {}),
+    # code run on a thread made at set-up, before confinement (CUDA's callback thread): the set-up
+    # layer holds it, C[2] == 0 says the callback was queued and ran
+    ("host_callback", FAKE_CUDA, RETURNED, "returned normally", {0: EACCES, 1: EACCES, 2: 0}),
+]
+
+
+@pytest.mark.parametrize("name,hook,kind,words,seen", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_a_hostile_launcher_is_contained_and_reported_and_the_next_job_runs(world, name, hook, kind, words, seen):
+    outcome = call(world, name, hook=hook)
+    assert outcome.kind == kind, outcome
+    assert words in outcome.message, outcome.message
+    C = (outcome.result or {}).get("C")
+    for index, value in seen.items():
+        assert C[index] == value, f"C[{index}] = {C[index]}, expected {value} ({outcome})"
+    assert_contained(world, outcome)
+    assert_next_job_correct(world)
+
+
+def test_a_launcher_that_spins_is_killed_at_its_limit(world):
+    started = time.monotonic()
+    outcome = call(world, "spin", timeout_s=3)
+    took = time.monotonic() - started
+    assert outcome.kind == TIMED_OUT and outcome.message == "the launcher ran past its 3 s limit; killed", outcome
+    assert 3 <= outcome.seconds < 3 + 30 and took < 60 + 30, (outcome.seconds, took)
+    assert_contained(world, outcome)
+    assert_next_job_correct(world)
+
+
+def test_the_workers_environment_never_reaches_the_launcher(world, monkeypatch):
+    """The child starts with a few harmless variables: what the worker holds (DATABASE_URL,
+    BROKER_URL, GEMMWATCH_*) is not there to getenv(), Landlock or not."""
+    monkeypatch.setenv("DATABASE_URL", f"postgresql://gemmwatch:{SECRET}@db/gemmwatch")
+    monkeypatch.setenv("BROKER_URL", f"redis://:{SECRET}@broker:6379/0")
+    monkeypatch.setenv("GEMMWATCH_WEBHOOK_SECRET", SECRET)
+    outcome = call(world, "environment")
+    assert outcome.kind == RETURNED, outcome
+    assert "HOME=" in outcome.output  # it did print its environment
+    assert SECRET not in outcome.output and "DATABASE_URL" not in outcome.output
+    assert_contained(world, outcome)
+
+
+def test_a_library_that_cannot_be_loaded_is_reported(world, tmp_path):
+    (tmp_path / "not_elf.so").write_text("not a library\n")
+    outcome = run_confined_call(tmp_path / "not_elf.so", timeout_s=CALL_LIMIT_S)
+    assert outcome.kind == "load_failed" and "could not be loaded" in outcome.message, outcome
+    outcome = run_confined_call(world.library("well_behaved"), "launch_gemm", timeout_s=CALL_LIMIT_S)
+    assert outcome.kind == "load_failed" and "has no function launch_gemm" in outcome.message, outcome
+
+
+def _python(script: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=ROOT)
+
+
+# A parent whose own seccomp filter makes Landlock's system calls fail (ENOSYS, as on a kernel
+# without it): the confined process inherits the filter, so it finds no Landlock.
+WITHOUT_LANDLOCK = """
+    import errno, json, sys, pyseccomp
+    f = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+    for name in ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"):
+        f.add_rule(pyseccomp.ERRNO(errno.ENOSYS), name)
+    f.load()
+    from worker.launcher_call import run_confined_call
+    o = run_confined_call(sys.argv[1] if len(sys.argv) > 1 else {library!r}, require={require}, timeout_s=60)
+    print(json.dumps({{"kind": o.kind, "message": o.message, "confinement": o.confinement}}))
+"""
+
+
+def test_without_landlock_the_job_is_refused_unless_the_caller_says_warn(world):
+    library = str(world.library("read_files"))
+    refused = json.loads(_python(WITHOUT_LANDLOCK.format(library=library, require=True)).stdout)
+    assert refused["kind"] == REFUSED and "cannot be confined" in refused["message"], refused
+    assert "Landlock is not available" in refused["message"]
+    warned = json.loads(_python(WITHOUT_LANDLOCK.format(library=library, require=False)).stdout)
+    assert warned["kind"] == RETURNED, warned
+    assert "NOT applied: Landlock is not available" in warned["confinement"]
+    assert "seccomp:" in warned["confinement"]  # what could be applied was
+
+
+def test_confine_keeps_open_files_and_threads_and_refuses_the_rest(tmp_path):
+    """What the GPU process relies on: descriptors opened at set-up (/dev/nvidia*) stay usable,
+    threads can still be made; a path outside the allowance and a fork cannot."""
+    opened = tmp_path / "opened_before"
+    opened.write_text("still readable\n")
+    result = _python(f"""
+        import json, os, threading  # before confine(): afterwards no module can be read
+        from worker.host_jail import Allowance, confine
+        fd = os.open({str(opened)!r}, os.O_RDONLY)
+        c = confine(Allowance(readable=("/usr/share/zoneinfo",)))
+        out = {{"fd": os.read(fd, 100).decode(), "describe": c.describe()}}
+        try:
+            open({str(opened)!r}).read()
+            out["again"] = "opened"
+        except PermissionError:
+            out["again"] = "refused"
+        t = threading.Thread(target=lambda: out.setdefault("thread", "ran")); t.start(); t.join()
+        try:
+            os.fork(); out["fork"] = "forked"
+        except PermissionError:
+            out["fork"] = "refused"
+        out["zoneinfo"] = os.path.isdir("/usr/share/zoneinfo/Europe")
+        print(json.dumps(out))
+    """)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out == {"fd": "still readable\n", "describe": out["describe"], "again": "refused", "thread": "ran",
+                   "fork": "refused", "zoneinfo": True}, result.stderr
+    assert "Landlock ABI" in out["describe"] and "seccomp" in out["describe"]
+
+
+def test_threads_made_before_confine_keep_their_rights_without_tsync():
+    """Why the confined process puts a first Landlock layer in place before its set-up: before
+    ABI 8, confine() restricts the calling thread (and the threads it makes), not the threads that
+    already exist. It says so; the seccomp filter, synchronised, does hold them."""
+    result = _python("""
+        import json, os, socket, threading
+        from worker.host_jail import Allowance, confine
+        go, out = threading.Event(), {}
+        def older():
+            go.wait()
+            try:
+                out["read"] = open("/etc/passwd").read(4)
+            except PermissionError:
+                out["read"] = "refused"
+            try:
+                socket.socket(); out["socket"] = "made"
+            except PermissionError:
+                out["socket"] = "refused"
+        t = threading.Thread(target=older); t.start()
+        out["describe"] = confine(Allowance()).describe()
+        go.set(); t.join()
+        print(json.dumps(out))
+    """)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["socket"] == "refused"
+    if landlock_abi() >= 8:
+        assert out["read"] == "refused"
+    else:
+        assert out["read"] == "root"
+        assert "1 other thread(s) keep the Landlock domain they had" in out["describe"]
+
+
+def test_a_confined_launcher_dies_with_its_parent(world):
+    """Its parent killed mid-call (the worker gone), the spinning launcher goes too, at once."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            from worker.launcher_call import run_confined_call
+            run_confined_call({str(world.library('spin'))!r}, timeout_s=600)
+        """)], env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    try:
+        child = _wait_for(lambda: _children(parent.pid), "the confined process to start")[0]
+        parent.kill()
+        parent.wait(timeout=60)
+        _wait_for(lambda: not _alive(child), "the confined process to die with its parent")
+    finally:
+        parent.kill()
+        parent.wait(timeout=60)
+
+
+def _wait_for(condition, what: str, limit_s: float = 60.0):
+    """Poll a state until it holds (never a sleep that orders anything: the loop only waits)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has died; its reaper (init here) may take a moment
