@@ -226,7 +226,7 @@ class KernelDescription(BaseModel):
                 raise ValueError(f"{where}: {exc}") from None
         define_order(self.defines)  # a define that reads itself, through others or not, is refused
         try:  # layer 1 of 3 against a hostile source (docs/SECURITY.md), and where each #include leads
-            kernel_includes.resolve(self.files, self.source, self.include_dirs)
+            kernel_includes.resolve(self.files, self.source, self.include_dirs, compiler=self.compiler)
         except (SourceRefused, IncludeRefused) as refusal:
             raise ValueError(f"source refused: {refusal}") from None
         return self

@@ -27,7 +27,7 @@ def test_resources_and_occupancy_match_the_driver(runner, variant):  # noqa: F81
     assert 0 < res["registers_per_thread"] <= 255 and res["threads_per_block"] == launch.block[0] * launch.block[1] * launch.block[2]
     assert res["max_threads_per_block"] >= res["threads_per_block"]
     compiled = runner.device.compile(launch)
-    expected = driver.occupancyMaxActiveBlocksPerMultiprocessor(getattr(compiled, "kernel", compiled).ptr, res["threads_per_block"], 0)
+    expected = driver.occupancyMaxActiveBlocksPerMultiprocessor(compiled.function.kernel.ptr, res["threads_per_block"], 0)
     assert res["blocks_per_sm"] == expected, res
 
 

@@ -136,7 +136,7 @@ def compile_launch(launch: Launch, compute_capability: str, cfg) -> CompiledKern
     # and what each #include leads to is decided by us, not by NVRTC's search.
     try:
         headers = kernel_includes.resolve(launch.files, launch.source, list(launch.include_dirs),
-                                          **({"compiler": "nvcc"} if launch.compiler == "nvcc" else {}))  # TEMP
+                                          compiler=launch.compiler)
     except (SourceRefused, IncludeRefused) as refusal:
         raise CompileRefused(f"source refused: {refusal}") from None
     arch = f"-arch={target}" if target else arch_option(compute_capability)

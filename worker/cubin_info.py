@@ -43,7 +43,7 @@ def _sections(elf: bytes) -> list[tuple[str, int, bytes, int]]:
 
 
 def kernel_symbols(elf: bytes) -> list[str]:
-    """The global function symbols: a cubin's kernels (device functions are inlined or local)."""
+    """The global and weak function symbols: a cubin's kernels (device functions are inlined or local)."""
     sections = _sections(elf)
     out = []
     for _name, kind, data, link in sections:
@@ -52,7 +52,8 @@ def kernel_symbols(elf: bytes) -> list[str]:
         strtab = sections[link][2]
         for i in range(0, len(data), 24):
             st_name, st_info = struct.unpack_from("<IB", data, i)
-            if st_info & 0xF == _STT_FUNC and st_info >> 4 == 1:  # STB_GLOBAL
+            # STB_GLOBAL, or STB_WEAK: a template's instantiation is weak (NVRTC's and nvcc's alike)
+            if st_info & 0xF == _STT_FUNC and st_info >> 4 in (1, 2):
                 out.append(strtab[st_name: strtab.index(b"\0", st_name)].decode())
     return out
 

@@ -51,12 +51,15 @@ def host_compiler_dirs() -> tuple[str, ...]:
     found = {str(Path(compiler).parent), str(Path(compiler).resolve().parent), "/usr/include"}
     try:
         machine = subprocess.run([compiler, "-dumpmachine"], capture_output=True, text=True, timeout=30).stdout.strip()
-        libgcc = subprocess.run([compiler, "-print-libgcc-file-name"], capture_output=True, text=True,
-                                timeout=30).stdout.strip()
+        # Its own libraries (/usr/lib/gcc/<machine>/<version>/libgcc.a) and its compiler proper
+        # (cc1plus: beside them on Debian, under /usr/libexec/gcc/<machine>/<version> on Ubuntu).
+        own = [subprocess.run([compiler, option], capture_output=True, text=True, timeout=30).stdout.strip()
+               for option in ("-print-libgcc-file-name", "-print-prog-name=cc1plus")]
     except (OSError, subprocess.SubprocessError):
-        machine, libgcc = "", ""
-    if libgcc:  # /usr/lib/gcc/<machine>/<version>/libgcc.a -> /usr/lib/gcc, where cc1plus lives too
-        found.add(str(Path(libgcc).resolve().parents[2]))
+        machine, own = "", []
+    for path in own:
+        if os.path.isabs(path):  # <prefix>/gcc/<machine>/<version>/<file> -> <prefix>/gcc
+            found.add(str(Path(path).resolve().parents[2]))
     for lib in ("/usr/lib64", "/lib64", f"/usr/lib/{machine}" if machine else "", f"/usr/include/{machine}"):
         if lib and os.path.isdir(lib):
             found.add(str(Path(lib).resolve()))
