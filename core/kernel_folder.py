@@ -43,7 +43,9 @@ def load_folder(folder: Path, names: list[str] | None = None) -> list[KernelDesc
         try:
             out.append(KernelDescription.model_validate(with_files(folder, entry)))
         except ValidationError as exc:
-            problems.append(explain(exc, who))
+            # A refused source names each of its problems on a line of its own: indented under the kernel.
+            problems.append("\n".join(line if line.startswith(who) else f"  {line}"
+                                       for line in explain(exc, who).splitlines()))
         except FolderError as exc:
             problems.append(f"{who}: {exc}")
     if problems:

@@ -13,16 +13,25 @@ things, or the kernel is refused with the file and line:
 3. one of CUDA's own device headers on an allow-list (<cuda_fp16.h>, <mma.h>, <cuda/pipeline>,
    <cooperative_groups.h>, <cuda/std/...>), which NVRTC reads from the toolkit's include folders;
    the compile process may read those folders and nothing else (worker/nvrtc_sandbox.py).
+
+A kernel built by nvcc (`"compiler": "nvcc"`) is compiled from a folder of its own files, with a
+host compiler whose headers are its own: there, an include that is not a file of the kernel is a
+system header (`<vector>`, `<unistd.h>`, `<mma.h>`), allowed where it is spelled plainly, and
+found by nvcc's own search in the toolkit's and the host compiler's folders.
+
+Every problem of every file is reported at once (KernelRefused), each with its file and line.
 """
 
 import functools
+import glob
 import importlib.util
 import os
 import posixpath
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from core.source_guard import Include, SourceRefused, check_source, scan_source
+from core.source_guard import Include, Problem, SourceRefused, check_source, scan_source
 
 STANDIN_DIR = Path(__file__).with_name("standin_headers")
 # Files of the stand-ins that only other stand-ins include.
@@ -40,23 +49,25 @@ TOOLKIT_HEADERS = frozenset({
 TOOLKIT_FOLDERS = ("cuda/", "cooperative_groups/")
 
 
-class IncludeRefused(ValueError):
-    """An #include that leads nowhere allowed; the message names the file and line."""
+class KernelRefused(SourceRefused):
+    """Every problem of every file a kernel description reaches, the guard's and the includes'
+    (`problems`, sorted by file and line), one per line of the message."""
 
-    def __init__(self, file: str, line: int, reason: str):
-        super().__init__(f"{file}, line {line}: {reason}")
-        self.file, self.line, self.reason = file, line, reason
+
+IncludeRefused = KernelRefused  # the name callers caught before every problem came at once
 
 
 @dataclass(frozen=True)
 class Headers:
-    """What NVRTC is given for one kernel: in-memory headers by the name their includes spell,
-    whether any include needs the toolkit's folders, and the kernel's own path behind each
-    spelled name (NVRTC's diagnostics say the spelled name; a user reads the path)."""
+    """What the compiler is given for one kernel: for NVRTC, in-memory headers by the name their
+    includes spell and the kernel's own path behind each spelled name (NVRTC's diagnostics say
+    the spelled name; a user reads the path); for nvcc, the system headers its includes name.
+    And whether the compile reads the toolkit's folders."""
 
     by_name: dict[str, str]
     needs_toolkit: bool
     paths: dict[str, str] = field(default_factory=dict)
+    system: frozenset[str] = frozenset()
 
 
 @functools.cache
@@ -90,60 +101,80 @@ def _candidates(including: str, include: Include, include_dirs: list[str]) -> li
     return out
 
 
-def resolve(files: dict[str, str], source: str, include_dirs: list[str] = ()) -> Headers:
+def resolve(files: dict[str, str], source: str, include_dirs: list[str] = (), compiler: str = "nvrtc") -> Headers:
     """Check every file the source reaches (each through the source guard) and resolve every
-    include; raise SourceRefused or IncludeRefused naming the file and line."""
+    include for `compiler` ("nvrtc" or "nvcc"); raise KernelRefused naming every problem found,
+    each with its file and line."""
     by_name: dict[str, str] = {}
     paths: dict[str, str] = {}
+    system: set[str] = set()
     spelled_from: dict[str, str] = {}  # spelled name -> what it led to
-    needs_toolkit = False
+    problems: list[Problem] = []
+    needs_toolkit = compiler == "nvcc"  # nvcc puts cuda_runtime.h in front of every file
     todo, seen = [source], set()
     while todo:
         path = todo.pop()
         if path in seen:
             continue
         seen.add(path)
-        includes, refusal = scan_source(files[path])
-        if refusal is not None:
-            # Whichever comes first in the file: the guard's refusal, or an include that leads nowhere.
-            first_bad = next((inc for inc in sorted(includes, key=lambda i: i.line)
-                              if inc.line < refusal.line and _lead(path, inc, files, include_dirs) is None), None)
-            if first_bad is None:
-                raise SourceRefused(refusal.line, refusal.reason, path)
-            includes = frozenset({first_bad})
-        for inc in sorted(includes, key=lambda i: i.line):
-            shown = f"<{inc.name}>" if inc.angled else f'"{inc.name}"'
-            lead = _lead(path, inc, files, include_dirs)
+        includes, found = scan_source(files[path])
+        problems += [replace(problem, file=path) for problem in found]
+        for inc in sorted(includes, key=lambda i: (i.line, i.name)):
+            lead = _lead(path, inc, files, include_dirs, compiler)
             if lead is None:
-                looked = ", ".join(_candidates(path, inc, list(include_dirs)))
-                raise IncludeRefused(path, inc.line, f"#include {shown} is neither a file of the kernel (looked for "
-                                                     f"{looked}) nor an allowed system header ({allowed_system_headers()})")
+                problems.append(Problem(path, inc.line, _nowhere(path, inc, include_dirs, compiler)))
+                continue
             kind, target = lead
+            if kind == "file":
+                todo.append(target)
+            if compiler == "nvcc":  # nvcc reads the kernel's files from their folder, by its own search
+                if kind == "system":
+                    system.add(target)
+                continue
             if kind == "toolkit":
                 needs_toolkit = True
                 continue
             earlier = spelled_from.setdefault(inc.name, f"{kind} {target}")
             if earlier != f"{kind} {target}":
-                raise IncludeRefused(path, inc.line, f"#include {shown} means {kind} {target} here but {earlier} "
-                                                     "elsewhere; NVRTC knows a header by the name its include spells, "
-                                                     "so give the two files different names")
-            if kind == "stand-in":
+                problems.append(Problem(path, inc.line, f"#include {_shown(inc)} means {kind} {target} here but "
+                                                        f"{earlier} elsewhere; NVRTC knows a header by the name its "
+                                                        "include spells, so give the two files different names"))
+            elif kind == "stand-in":
                 _add_standin(inc.name, by_name)
             else:
                 by_name[inc.name] = files[target]
                 paths[inc.name] = target
-                todo.append(target)
+    if problems:
+        raise KernelRefused(*problems)
     if any(name in LIBCUXX_STANDINS for name in by_name):
         needs_toolkit = True  # those stand-ins take libcu++'s definitions
-    return Headers(by_name, needs_toolkit, paths)
+    return Headers(by_name, needs_toolkit, paths, frozenset(system))
 
 
-def _lead(path: str, inc: Include, files: dict[str, str], include_dirs) -> tuple[str, str] | None:
-    """Where an include leads: ("file", a carried path), ("stand-in", name) or ("toolkit", name);
-    None: nowhere allowed."""
+def _shown(inc: Include) -> str:
+    return f"<{inc.name}>" if inc.angled else f'"{inc.name}"'
+
+
+def _nowhere(path: str, inc: Include, include_dirs, compiler: str) -> str:
+    """Why an include leads nowhere allowed."""
+    looked = ", ".join(_candidates(path, inc, list(include_dirs)))
+    if compiler == "nvcc":
+        return (f"#include {_shown(inc)} is not a file of the kernel (looked for {looked}), and a system header's "
+                "name may not climb with '..'")
+    return (f"#include {_shown(inc)} is neither a file of the kernel (looked for {looked}) nor an allowed system "
+            f"header ({allowed_system_headers()})")
+
+
+def _lead(path: str, inc: Include, files: dict[str, str], include_dirs, compiler: str) -> tuple[str, str] | None:
+    """Where an include leads: ("file", a carried path), ("stand-in", name), ("toolkit", name)
+    or, for nvcc, ("system", name); None: nowhere allowed."""
     target = next((c for c in _candidates(path, inc, list(include_dirs)) if c in files), None)
     if target is not None:
         return "file", target
+    if compiler == "nvcc":
+        # The guard has made the name plain (INCLUDE_NAME: not absolute, no backslash); without '..'
+        # nvcc's search can only find it beneath a folder it searches, the toolkit's or the host's.
+        return None if ".." in inc.name.split("/") else ("system", inc.name)
     if inc.name in standins() and inc.name not in _STANDIN_PARTS:
         return "stand-in", inc.name
     return ("toolkit", inc.name) if is_toolkit_header(inc.name) else None
@@ -174,10 +205,9 @@ def reached_files(folder: Path, source: str, include_dirs: list[str] = (), extra
         if not on_disk.is_relative_to(root) or not on_disk.is_file():
             continue
         files[path] = on_disk.read_text(encoding="utf-8-sig")  # a byte-order mark is no part of the kernel
-        try:
-            includes = check_source(files[path])
-        except SourceRefused:
-            continue  # refused with its line when the description is checked
+        # A file's problems are named when the description is checked; what it includes is read
+        # all the same, so that the files it reaches are checked in the same pass.
+        includes, _ = scan_source(files[path])
         for inc in includes:
             for candidate in _candidates(path, inc, list(include_dirs)):
                 if (root / candidate).resolve().is_relative_to(root) and (root / candidate).is_file():
@@ -186,27 +216,97 @@ def reached_files(folder: Path, source: str, include_dirs: list[str] = (), extra
     return files
 
 
+# Where CUDA toolkits are installed side by side, besides CUDA_HOME and CUDA_PATH.
+SYSTEM_TOOLKITS = ("/usr/local/cuda", "/usr/local/cuda-*")
+_CUDART_VERSION = re.compile(r"^#define\s+CUDART_VERSION\s+(\d+)", re.M)
+
+
 @functools.cache
-def toolkit_include_dirs(nvrtc_library: str | None = None) -> tuple[str, ...]:
-    """The folders of CUDA's headers matching the NVRTC in use: GEMMWATCH_CUDA_INCLUDE_DIRS, else
-    those of the toolkit that holds the NVRTC library the worker pins (GEMMWATCH_NVRTC_LIBRARY),
-    else the PyPI wheels' (nvidia-cuda-runtime, -crt: the same release as the NVRTC wheel), else
-    the toolkit's (CUDA_HOME, /usr/local/cuda). libcu++ (`cuda/...`) lives in a `cccl` folder
-    beside them, from the same place where it is there, else from the first place that has it (a
-    Python environment may hold the runtime headers without nvidia-cuda-cccl)."""
+def toolkit_include_dirs(nvrtc_library: str | None = None, version: str | None = None) -> tuple[str, ...]:
+    """The folders of CUDA's headers for the NVRTC in use: GEMMWATCH_CUDA_INCLUDE_DIRS where set;
+    else, of every folder of CUDA headers found (search_roots), one of the compiler's own release.
+
+    A machine often holds several CUDA installs side by side (a toolkit, the NVRTC wheel's
+    headers, the CUDA 12 wheels torch brought), and headers of another release can lack what the
+    compiler's own include (CUDA 12's nvidia/cuda_runtime/include has no crt/mma.h, which CUDA
+    13's mma.h includes). So the folder taken is the one whose CUDART_VERSION is `version`
+    (NVRTC's "13.5"), else one of its major release, an older one first; among equals, one that
+    holds crt/mma.h, then the first searched. libcu++ (`cuda/...`) comes from the same place:
+    inside that folder, or its cccl folder, else the first cccl folder found (a Python
+    environment may hold the runtime headers without nvidia-cuda-cccl)."""
     explicit = os.environ.get("GEMMWATCH_CUDA_INCLUDE_DIRS")
     if explicit:
         return tuple(d for d in explicit.split(os.pathsep) if d)
+    roots = search_roots(nvrtc_library)
+    found = [r for r in roots if (r / "cuda_fp16.h").is_file()]
+    if not found:
+        return ()
+    headers = max(found, key=functools.partial(_fitness, wanted=_release_of(version)))  # the first of equals
+    if (headers / "cuda" / "std").is_dir():  # CUDA 12's layout: libcu++ among the headers
+        return (str(headers),)
+    cccl = next((r / "cccl" for r in [headers, *roots] if (r / "cccl" / "cuda").is_dir()), None)
+    return tuple(str(d) for d in (headers, cccl) if d is not None)
+
+
+def search_roots(nvrtc_library: str | None = None) -> list[Path]:
+    """Every folder that may hold CUDA's headers, resolved, each once, the likeliest first: the
+    toolkit of the NVRTC library the worker pins (GEMMWATCH_NVRTC_LIBRARY), the Python
+    environment's CUDA wheels (nvidia/cu13/include; CUDA 12's nvidia/cuda_runtime/include ...),
+    CUDA_HOME, CUDA_PATH, then the toolkits installed side by side (SYSTEM_TOOLKITS)."""
     roots = []
     if nvrtc_library:  # <toolkit>/lib64/libnvrtc.so -> <toolkit>/include (or targets/<arch>/include)
-        toolkit = Path(nvrtc_library).resolve().parent.parent
-        roots += [toolkit / "include", *sorted(toolkit.glob("targets/*/include"))]
+        roots += _toolkit_includes(Path(nvrtc_library).resolve().parent.parent)
     spec = importlib.util.find_spec("nvidia")
     for location in (spec.submodule_search_locations or []) if spec else []:
         roots += sorted(Path(location).glob("cu*/include"))
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home:
-            roots.append(Path(home) / "include")
-    headers = next((r for r in roots if (r / "cuda_fp16.h").is_file()), None)
-    cccl = next((r / "cccl" for r in ([headers] if headers else []) + roots if (r / "cccl" / "cuda").is_dir()), None)
-    return tuple(str(d.resolve()) for d in (headers, cccl) if d is not None)
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    homes += [home for pattern in SYSTEM_TOOLKITS for home in sorted(glob.glob(pattern))]
+    for home in filter(None, homes):
+        roots += _toolkit_includes(Path(home))
+    unique = {}
+    for root in roots:
+        if root.is_dir():
+            unique.setdefault(root.resolve(), None)
+    return list(unique)
+
+
+def _toolkit_includes(toolkit: Path) -> list[Path]:
+    return [toolkit / "include", *sorted(toolkit.glob("targets/*/include"))]
+
+
+def _release_of(version: str | None) -> tuple[int, int] | None:
+    """"13.5" (or "13.5.37") -> (13, 5)."""
+    if not version:
+        return None
+    major, _, rest = version.partition(".")
+    return int(major), int(rest.partition(".")[0] or 0)
+
+
+def cuda_release(include_dir: Path) -> tuple[int, int] | None:
+    """The CUDA release a folder of headers belongs to, from CUDART_VERSION in its
+    cuda_runtime_api.h (13050 -> (13, 5)); None where it has none."""
+    try:
+        m = _CUDART_VERSION.search((include_dir / "cuda_runtime_api.h").read_text(errors="replace"))
+    except OSError:
+        return None
+    return (int(m.group(1)) // 1000, int(m.group(1)) % 1000 // 10) if m else None
+
+
+def _fitness(root: Path, wanted: tuple[int, int] | None) -> tuple[bool, ...]:
+    release = cuda_release(root)
+    same_major = bool(wanted and release and release[0] == wanted[0])
+    return (bool(wanted) and release == wanted, same_major, same_major and release <= wanted,
+            (root / "crt" / "mma.h").is_file())
+
+
+def nvcc_include_dirs(nvcc_path: str) -> tuple[str, ...]:
+    """The header folders of the toolkit an nvcc belongs to, as its nvcc.profile gives them to it
+    (-I <toolkit>/include or targets/<arch>/include, -isystem its cccl folder): what an nvcc
+    compile may read of CUDA, whatever other CUDA installs sit beside it."""
+    toolkit = Path(nvcc_path).resolve().parent.parent  # <toolkit>/bin/nvcc
+    found = []
+    for include in _toolkit_includes(toolkit):
+        for folder in (include, include / "cccl"):
+            if folder.is_dir() and str(folder.resolve()) not in found:
+                found.append(str(folder.resolve()))
+    return tuple(found)

@@ -9,6 +9,9 @@ directives. Where compilers differ (trigraphs on or off; a backslash followed by
 the newline joining lines or not), the source is analysed under every reading and refused if
 any reading finds something forbidden: an attacker gains nothing from the ambiguity.
 
+Every problem of a source is reported at once, each with its line: a kernel engineer fixes a
+folder in one pass, not one refusal per try.
+
 Layers 2 (a confined compile process, worker/compiler.py) and 3 (compile logs that only show
 the job's own source) hold even if this one is bypassed; this one gives the clear 422.
 """
@@ -33,7 +36,7 @@ FORBIDDEN_IDENTIFIERS = frozenset({"__has_include", "__has_include_next", "__has
 
 _TRIGRAPHS = {"=": "#", "/": "\\", "'": "^", "(": "[", ")": "]", "!": "|", "<": "{", ">": "}", "-": "~"}
 _TRIGRAPH = re.compile(r"\?\?([=/'()!<>\-])")
-_CONTROL = re.compile(r"[\x01-\x08\x0e-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _SPLICE_STRICT = re.compile(r"\\\n")
 _SPLICE_LENIENT = re.compile(r"\\[ \t\f\v]*\n")  # GCC and Clang accept spaces between \ and newline
 
@@ -57,15 +60,31 @@ _TOKEN = re.compile(
 )
 
 
-class SourceRefused(ValueError):
-    """A job source the guard will not pass on to the compiler; the message names the line (and
-    the file, where the source is one of a kernel's files)."""
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing the guard refuses: where (the kernel's file, "" where a lone text was checked;
+    the line) and why. Ordered by file, then line."""
 
-    def __init__(self, line: int, reason: str, file: str | None = None):
-        super().__init__(f"{file}, line {line}: {reason}" if file else f"line {line}: {reason}")
-        self.line = line
-        self.reason = reason
-        self.file = file
+    file: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}, line {self.line}: {self.reason}" if self.file else f"line {self.line}: {self.reason}"
+
+
+class SourceRefused(ValueError):
+    """Sources the guard will not pass on to the compiler: every problem found, sorted by file and
+    line (`problems`), one per line of the message; `line`, `reason` and `file` are the first's."""
+
+    def __init__(self, *problems: Problem):
+        self.problems = tuple(sorted(set(problems)))
+        super().__init__("\n".join(map(str, self.problems)))
+        first = self.problems[0]
+        self.line, self.reason, self.file = first.line, first.reason, first.file or None
+
+    def __reduce__(self):  # pickled with its problems, not its message
+        return type(self), self.problems
 
 
 @dataclass(frozen=True)
@@ -92,62 +111,58 @@ INCLUDE_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.+/-]{0,199}")
 
 
 def check_source(text: str) -> frozenset[Include]:
-    """Raise SourceRefused (naming the line) if any reading of the source holds a forbidden
-    directive; else the #includes it makes, under every reading (each one must then be allowed)."""
-    includes, refusal = scan_source(text)
-    if refusal is not None:
-        raise refusal
+    """Raise SourceRefused naming every line where a reading of the source holds something
+    forbidden; else the #includes it makes, under every reading (each one must then be allowed)."""
+    includes, problems = scan_source(text)
+    if problems:
+        raise SourceRefused(*problems)
     return includes
 
 
 @functools.lru_cache(maxsize=512)
-def scan_source(text: str) -> tuple[frozenset[Include], SourceRefused | None]:
-    """The #includes of every reading that passed, and the earliest refusal of any reading (None:
-    no reading was refused). A caller that also judges the includes can then name whichever
-    problem comes first in the file. Remembered by text: kernels share headers, and a folder's
-    are read when it is loaded and again when each description is checked."""
+def scan_source(text: str) -> tuple[frozenset[Include], tuple[Problem, ...]]:
+    """The #includes of every reading, and every problem any reading finds (the same one found by
+    several readings once), sorted by line. A caller that also judges the includes can then name
+    all that is wrong with a file at once. Remembered by text: kernels share headers, and a
+    folder's are read when it is loaded and again when each description is checked."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")  # every newline convention counts
-    if "\0" in text:
-        return frozenset(), SourceRefused(text[: text.index("\0")].count("\n") + 1, "NUL character in the source")
-    control = _CONTROL.search(text)
-    if control:
-        # No kernel needs one, and compilers differ on some (Ctrl-Z ends a file for one of them):
-        # a character that may or may not count as whitespace or a line end is one reading too many.
-        return frozenset(), SourceRefused(text[: control.start()].count("\n") + 1,
-                                          f"control character {control.group()!r} in the source")
-    refusals, includes = [], set()
-    # The most liberal reading first: at equal lines its refusal names what a compiler would see.
+    # No kernel needs a control character, and compilers differ on some (Ctrl-Z ends a file for one
+    # of them): one that may or may not count as whitespace or a line end is one reading too many.
+    problems = {Problem("", text[: m.start()].count("\n") + 1, "NUL character in the source" if m.group() == "\0"
+                        else f"control character {m.group()!r} in the source")
+                for m in _CONTROL.finditer(text)}
+    includes = set()
     for trigraphs in (True, False):
         for splice in (_SPLICE_LENIENT, _SPLICE_STRICT):
-            try:
-                includes |= _check_reading(text, trigraphs, splice)
-            except SourceRefused as refusal:
-                refusals.append(refusal)
-    return frozenset(includes), (min(refusals, key=lambda r: r.line) if refusals else None)
+            includes |= _check_reading(text, trigraphs, splice, problems)
+    return frozenset(includes), tuple(sorted(problems))
 
 
-def _check_reading(text: str, trigraphs: bool, splice: re.Pattern) -> set[Include]:
+def _check_reading(text: str, trigraphs: bool, splice: re.Pattern, problems: set[Problem]) -> set[Include]:
     if trigraphs:
         text = _TRIGRAPH.sub(lambda m: _TRIGRAPHS[m.group(1)], text)
     joined, newlines, splices = _splice(text, splice)
-    tokens = list(_tokens(joined, newlines, splices))
+
+    def refuse(line: int, reason: str) -> None:
+        problems.add(Problem("", line, reason))
+
+    tokens = list(_tokens(joined, newlines, splices, refuse))
     includes = set()
     for i, tok in enumerate(tokens):
-        if tok.kind == "paste":
-            raise SourceRefused(tok.line, "token pasting (## or %:%:) is not allowed in job sources: it can assemble "
-                                          "_Pragma or __has_include out of harmless pieces")
+        # Token pasting (## and %:%:) is allowed: it can assemble _Pragma or __has_include, but a
+        # pasted probe runs in a compile process that can open nothing but CUDA's headers (layer 2).
         if tok.kind == "number" and any(word in tok.text for word in (*FORBIDDEN_IDENTIFIERS, "_Pragma")):
             # A pp-number swallows what follows "e+", "p-" or a digit separator (1e+__has_include is one
             # token, and NVRTC agrees); a lexer that stopped earlier would see the name, so refuse it.
-            raise SourceRefused(tok.line, f"{tok.text!r}: a number that runs into a file-reading operator "
-                                          "is not allowed in job sources")
+            refuse(tok.line, f"{tok.text!r}: a number that runs into a file-reading operator is not allowed in job "
+                             "sources")
         if tok.kind == "identifier":
             if tok.text in FORBIDDEN_IDENTIFIERS:
-                raise SourceRefused(tok.line, f"{tok.text} is not allowed in job sources (it can read or probe a file)")
+                refuse(tok.line, f"{tok.text} is not allowed in job sources (it can read or probe a file)")
             if tok.text == "_Pragma":
-                _check_pragma_operator(tokens, i)
+                _check_pragma_operator(tokens, i, refuse)
         if tok.kind == "hash" and tok.starts_line:
-            include = _check_directive(tokens, i, joined)
+            include = _check_directive(tokens, i, joined, refuse)
             if include is not None:
                 includes.add(include)
     return includes
@@ -167,7 +182,7 @@ def _splice(text: str, splice: re.Pattern) -> tuple[str, list[int], list[int]]:
     return joined, newlines, removed_at
 
 
-def _tokens(text: str, newlines: list[int], splices: list[int]):
+def _tokens(text: str, newlines: list[int], splices: list[int], refuse):
     def line_of(offset: int) -> int:
         return bisect.bisect_left(newlines, offset) + bisect.bisect_right(splices, offset) + 1
 
@@ -185,16 +200,21 @@ def _tokens(text: str, newlines: list[int], splices: list[int]):
                 at_line_start = True
             continue
         if kind == "open_comment":
-            raise SourceRefused(line_of(m.start()), "unterminated /* comment")
+            refuse(line_of(m.start()), "unterminated /* comment")
+            return  # the rest of the file is inside it
         if kind == "punct" and m.group() == "\\":
             # Outside a literal a backslash only starts a universal character name, which spells an
             # identifier in another alphabet (_Pr\u0061gma); NVRTC refuses basic letters so spelled
             # today, but nothing legitimate needs it.
-            raise SourceRefused(line_of(m.start()), "a backslash outside a string that does not end its line "
-                                                    "(one with spaces after it, or a universal character name "
-                                                    "such as \\u0069) is not allowed in job sources")
+            refuse(line_of(m.start()), "a backslash outside a string that does not end its line (one with spaces "
+                                       "after it, or a universal character name such as \\u0069) is not allowed in "
+                                       "job sources")
+            continue
         if kind == "raw_string":
-            raise SourceRefused(line_of(m.start()), "raw string literals (R\"...\") are not allowed in job sources")
+            # Where it ends depends on a delimiter that splices and trigraphs do not touch inside it:
+            # what follows is not read, rather than read wrongly.
+            refuse(line_of(m.start()), "raw string literals (R\"...\") are not allowed in job sources")
+            return
         yield _Token(kind, m.group(), line_of(m.start()), at_line_start, m.start())
         at_line_start = False
 
@@ -208,7 +228,7 @@ def _rest_of_line(tokens: list[_Token], i: int) -> list[_Token]:
     return out
 
 
-def _check_directive(tokens: list[_Token], i: int, text: str) -> Include | None:
+def _check_directive(tokens: list[_Token], i: int, text: str, refuse) -> Include | None:
     hash_tok = tokens[i]
     rest = _rest_of_line(tokens, i + 1)
     if not rest:
@@ -216,22 +236,19 @@ def _check_directive(tokens: list[_Token], i: int, text: str) -> Include | None:
     name = rest[0]
     if name.kind != "identifier" or name.text not in ALLOWED_DIRECTIVES:
         allowed = ", ".join(f"#{d}" for d in sorted(ALLOWED_DIRECTIVES))
-        raise SourceRefused(hash_tok.line, f"directive #{name.text} is not allowed in job sources "
-                                           f"(allowed: {allowed})")
-    if name.text == "line" and not _plain_line_marker(rest[1:]):
-        raise SourceRefused(hash_tok.line, "#line may give a line number and at most a plain file name "
-                                           "(letters, digits, _ . -; no path), as in #line 1 \"common.cuh\"")
-    if name.text == "pragma":
-        what = rest[1].text if len(rest) > 1 else ""
-        if what not in ALLOWED_PRAGMAS:
-            raise SourceRefused(hash_tok.line, f"#pragma {what} is not allowed in job sources "
-                                               f"(allowed: {', '.join(sorted(ALLOWED_PRAGMAS))})")
-    if name.text == "include":
-        return _include(hash_tok.line, rest[1:], text)
+        refuse(hash_tok.line, f"directive #{name.text} is not allowed in job sources (allowed: {allowed})")
+    elif name.text == "line" and not _plain_line_marker(rest[1:]):
+        refuse(hash_tok.line, "#line may give a line number and at most a plain file name (letters, digits, _ . -; "
+                              "no path), as in #line 1 \"common.cuh\"")
+    elif name.text == "pragma" and (what := rest[1].text if len(rest) > 1 else "") not in ALLOWED_PRAGMAS:
+        refuse(hash_tok.line, f"#pragma {what} is not allowed in job sources "
+                              f"(allowed: {', '.join(sorted(ALLOWED_PRAGMAS))})")
+    elif name.text == "include":
+        return _include(hash_tok.line, rest[1:], text, refuse)
     return None
 
 
-def _include(line: int, operand: list[_Token], text: str) -> Include:
+def _include(line: int, operand: list[_Token], text: str, refuse) -> Include | None:
     """#include "name" or #include <name>, the name spelled out: never a macro (what it expands
     to is not seen here), never an absolute path, a backslash or a space."""
     spelled = None
@@ -240,10 +257,12 @@ def _include(line: int, operand: list[_Token], text: str) -> Include:
     elif len(operand) >= 2 and operand[0].text == "<" and operand[-1].text == ">":
         spelled, angled = text[operand[0].start + 1: operand[-1].start], True
     if spelled is None or not INCLUDE_NAME.fullmatch(spelled) or "//" in spelled:
-        raise SourceRefused(line, "an #include must spell its file as \"path\" or <path> (letters, digits, _ . + - /; "
-                                  "not absolute, no macro)")
+        refuse(line, "an #include must spell its file as \"path\" or <path> (letters, digits, _ . + - /; not "
+                     "absolute, no macro)")
+        return None
     if angled and ".." in spelled.split("/"):
-        raise SourceRefused(line, f"#include <{spelled}>: '..' is not allowed in a <...> include")
+        refuse(line, f"#include <{spelled}>: '..' is not allowed in a <...> include")
+        return None
     return Include(line, spelled, angled)
 
 
@@ -258,15 +277,16 @@ def _plain_line_marker(args: list[_Token]) -> bool:
     return len(args) == 1 or (args[1].kind == "string" and PLAIN_FILE_NAME.fullmatch(args[1].text) is not None)
 
 
-def _check_pragma_operator(tokens: list[_Token], i: int) -> None:
+def _check_pragma_operator(tokens: list[_Token], i: int, refuse) -> None:
     """_Pragma("unroll") is fine; a _Pragma whose argument is built by a macro cannot be checked."""
     tok = tokens[i]
     rest = [t for t in tokens[i + 1 : i + 4]]
     shape_ok = (len(rest) == 3 and rest[0].text == "(" and rest[1].kind == "string" and rest[2].text == ")")
     if not shape_ok:
-        raise SourceRefused(tok.line, "_Pragma must be written as _Pragma(\"...\") with a literal string")
+        refuse(tok.line, "_Pragma must be written as _Pragma(\"...\") with a literal string")
+        return
     body = rest[1].text[rest[1].text.index('"') + 1 : -1]
     words = body.replace("\\", " ").split()
     if not words or words[0] not in ALLOWED_PRAGMAS:
-        raise SourceRefused(tok.line, f"_Pragma(\"{body}\") is not allowed in job sources "
-                                      f"(allowed pragmas: {', '.join(sorted(ALLOWED_PRAGMAS))})")
+        refuse(tok.line, f"_Pragma(\"{body}\") is not allowed in job sources "
+                         f"(allowed pragmas: {', '.join(sorted(ALLOWED_PRAGMAS))})")

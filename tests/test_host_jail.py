@@ -229,10 +229,14 @@ def test_a_library_that_cannot_be_loaded_is_reported(world, tmp_path):
     assert outcome.kind == "load_failed" and "has no function launch_gemm" in outcome.message, outcome
 
 
+def _env_with_root() -> dict[str, str]:
+    """This environment, with the project's root first on PYTHONPATH (for `python -c`)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
 def _python(script: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=ROOT)
+                          timeout=timeout, env=_env_with_root(), cwd=ROOT)
 
 
 # A parent whose own seccomp filter makes Landlock's system calls fail (ENOSYS, as on a kernel
@@ -330,7 +334,7 @@ def test_a_confined_launcher_dies_with_its_parent(world):
         [sys.executable, "-c", textwrap.dedent(f"""
             from worker.launcher_call import run_confined_call
             run_confined_call({str(world.library('spin'))!r}, timeout_s=600)
-        """)], env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+        """)], env=_env_with_root(), cwd=ROOT)
     try:
         child = _wait_for(lambda: _children(parent.pid), "the confined process to start")[0]
         parent.kill()
@@ -371,3 +375,85 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"  # a zombie has died; its reaper (init here) may take a moment
+
+
+# --- on a GPU: the same process with CuPy's set-up, and launchers built by nvcc ---------------
+
+GPU_HOOK = f"{FIXTURES / 'hooks.py'}:CupyGemm"
+GPU_SIZE = {"M": 96, "N": 80, "K": 72}
+
+
+def _gpu_ready() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0 and shutil.which("nvcc") is not None
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="module")
+def gpu_build(world):
+    if not _gpu_ready():
+        pytest.skip("needs a CUDA GPU, CuPy and nvcc")
+    build = world.build / "gpu"
+    build.mkdir(exist_ok=True)
+    for source in sorted((FIXTURES / "gpu").glob("*.cu")):
+        subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-O2", f'-DSECRET_PATH="{world.data / "api-token"}"',
+                        "-o", str(build / f"{source.stem}.so"), str(source)], check=True, capture_output=True,
+                       timeout=300)
+    return build
+
+
+def gpu_call(library: Path, *, timeout_s: float = 120, **args) -> CallOutcome:
+    return run_confined_call(library, hook=GPU_HOOK, hook_args={**GPU_SIZE, "alpha": 0.75, "beta": -0.5, "seed": 5,
+                                                                **args}, timeout_s=timeout_s)
+
+
+def assert_next_gpu_job_correct(gpu_build: Path) -> None:
+    outcome = gpu_call(gpu_build / "gemm.so")
+    assert outcome.kind == RETURNED, outcome
+    assert outcome.result["max_error"] < 1e-3, outcome.result["max_error"]
+
+
+@pytest.mark.gpu
+def test_gpu_a_launcher_built_by_nvcc_computes_c_confined(gpu_build):
+    outcome = gpu_call(gpu_build / "gemm.so")
+    assert outcome.kind == RETURNED, outcome
+    assert outcome.result["max_error"] < 1e-3
+    assert "seccomp:" in outcome.confinement and "/dev/nvidia" in outcome.confinement
+
+
+@pytest.mark.gpu
+def test_gpu_host_code_that_reaches_out_is_refused_and_its_gemm_is_still_right(world, gpu_build):
+    outcome = gpu_call(gpu_build / "reads_then_launches.so", tail_reserved=4)
+    assert outcome.kind == RETURNED, outcome
+    assert outcome.result["C"][-4:] == [EACCES, EACCES, EPERM, EPERM]
+    assert outcome.result["max_error"] < 1e-3
+    assert_contained(world, outcome)
+
+
+@pytest.mark.gpu
+def test_gpu_a_host_callback_on_cudas_own_thread_reads_nothing(world, gpu_build):
+    outcome = gpu_call(gpu_build / "host_callback.so", tail_reserved=GPU_SIZE["M"] * GPU_SIZE["N"])
+    assert outcome.kind == RETURNED, outcome
+    assert outcome.result["C"][2] == 0.0  # cudaSuccess: the callback was queued, and ran
+    assert outcome.result["C"][:2] == [EACCES, EACCES]
+    assert_contained(world, outcome)
+
+
+@pytest.mark.gpu
+def test_gpu_a_device_reset_costs_its_case_only(world, gpu_build):
+    outcome = gpu_call(gpu_build / "reset_device.so")
+    assert outcome.kind in (AFTER_CALL_FAILED, CRASHED), outcome
+    assert_next_gpu_job_correct(gpu_build)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,kind,words", [("segfault", CRASHED, "SIGSEGV"), ("exit_zero", EXITED, "exit(0)"),
+                                             ("spin", TIMED_OUT, "ran past its 3 s limit")])
+def test_gpu_a_launcher_that_dies_or_spins_in_a_cuda_process_costs_its_case_only(world, gpu_build, name, kind, words):
+    outcome = gpu_call(world.library(name), timeout_s=3 if name == "spin" else 120)
+    assert outcome.kind == kind and words in outcome.message, outcome
+    assert_contained(world, outcome)
+    assert_next_gpu_job_correct(gpu_build)

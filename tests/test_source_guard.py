@@ -7,6 +7,12 @@ forbidden one is refused at its own line, while the same noise around allowed di
 passes: a guard that refused everything would fail the second half.
 """
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,6 +27,7 @@ FORBIDDEN_DIRECTIVES = ["include", "include_next", "import", "embed", "assert", 
 FILES = ['"/etc/passwd"', "</proc/self/environ>", '"../../worker/.env"', '"x/../../../etc/passwd"',
          "<cuda/../../../etc/passwd>", '"cuda/std/../../../../proc/self/environ"', "<passwd>", '"environ"']
 REFUSED = (SourceRefused, IncludeRefused)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def layer_one(text: str, files: dict[str, str] | None = None) -> kernel_includes.Headers:
@@ -93,8 +100,6 @@ def test_file_probing_operators_are_refused_even_when_spliced(word, data):
     ('int a;\n#pragma GCC dependency "/etc/passwd"\n', 2, ["#pragma GCC"]),
     ('_Pragma("GCC dependency \\"/etc/passwd\\"")\n', 1, ["_Pragma"]),
     ("#define P(x) _Pragma(#x)\n", 1, ["literal string"]),
-    ("#define J(a, b) a ## b\nJ(__has_, include)\n", 1, ["token pasting"]),
-    ("#define J(a, b) a %:%: b\n", 1, ["token pasting"]),
     ('#line 7 "/etc/passwd"\n', 1, ["no path"]),
     ('#line 7 "../secrets.h"\n', 1, ["no path"]),
     ('#line 7 "a.cu" 3\n', 1, ["no path"]),
@@ -131,6 +136,32 @@ def test_ordinary_kernel_code_passes(text):
     check_source(text)
 
 
+@pytest.mark.parametrize("paste", ["##", "%:%:"])
+def test_token_pasting_passes_the_guard_and_compiles(paste):
+    """A logging macro pastes away the comma before an empty __VA_ARGS__, a kernel name is pasted
+    together: allowed since issue 22. What pasting could assemble (_Pragma, __has_include) is left
+    to layer 2 (test_a_probe_assembled_by_pasting_sees_nothing_outside_cudas_headers)."""
+    source = (f"#define LOG(fmt, ...) printf(fmt, {paste}__VA_ARGS__)\n#define CAT(a, b) a {paste} b\n"
+              '__global__ void CAT(k, ernel)() { LOG("k ran\\n"); LOG("k ran %d times\\n", 3); }\n')
+    layer_one(source)
+    assert "NVRTC_SUCCESS" in nvrtc_log(source, offer_header=False)
+
+
+def test_each_problem_is_named_once_whichever_readings_find_it():
+    """Four readings of one file find the same #import: it is named once. A backslash and a space
+    before the newline splice for some compilers only: what each reading finds is named."""
+    with pytest.raises(SourceRefused) as refused:
+        check_source("int a;\n#import <x>\n")
+    assert [(p.line, p.reason.split(" is ")[0]) for p in refused.value.problems] == [(2, "directive #import")]
+    with pytest.raises(SourceRefused) as refused:
+        check_source('#inc\\ \nlude "/etc/passwd"\n#pragma GCC poison x\n')
+    found = [(p.line, p.reason.split(" (")[0]) for p in refused.value.problems]
+    assert found == [(1, "a backslash outside a string that does not end its line"),  # where it does not splice
+                     (1, "an #include must spell its file as \"path\" or <path>"),  # where it does
+                     (1, "directive #inc is not allowed in job sources"),  # where it does not
+                     (3, "#pragma GCC is not allowed in job sources")]
+
+
 @pytest.mark.parametrize("path", sorted(KERNELS_DIR.glob("*.cu*")), ids=lambda p: p.name)
 def test_every_builtin_kernel_file_would_pass_as_a_jobs_own_source(path):
     """`gemmwatch ci` sends a commit's own versions of the ladder's files as job sources."""
@@ -153,12 +184,48 @@ def test_a_refusal_is_a_422_that_names_the_file_and_line(client, text, where):
     assert client.get("/api/jobs").json() == []  # nothing stored
 
 
+# A folder with three problems in two files: the source's own two, and one in the header it includes.
+THREE_PROBLEMS = {"src/mine.cu": '#include "util.cuh"\n#import <x>\n__global__ void k() {}\n#pragma GCC dependency "x"\n',
+                  "src/util.cuh": "#pragma once\n#include <sys/socket.h>\n"}
+THREE_PLACES = ["src/mine.cu, line 2", "src/mine.cu, line 4", "src/util.cuh, line 2"]
+
+
+def assert_all_three_in_order(text: str) -> None:
+    at = [text.find(place) for place in THREE_PLACES]
+    assert -1 not in at and at == sorted(at), text
+
+
+@pytest.mark.parametrize("command", [["ci", "--server", "http://127.0.0.1:9", "--commit", "feed0003", "--parents", ""],
+                                     ["run"]], ids=["ci", "run"])
+def test_every_problem_of_a_folder_is_named_at_once_before_anything_is_posted(tmp_path, command):
+    for path, text in THREE_PROBLEMS.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    (tmp_path / "gemmwatch.json").write_text(json.dumps([{"name": "mine", "source": "src/mine.cu", "entry": "k",
+                                                           "block": [1], "grid": {"tile": [1, 1]}}]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMWATCH_")}
+    run = subprocess.run([sys.executable, "-m", "cli.main", *command, "--kernels-dir", str(tmp_path)],
+                         env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert_all_three_in_order(run.stderr)
+
+
+def test_every_problem_of_a_kernel_is_named_at_once_in_the_422(client):
+    resp = client.post("/api/jobs", json={"sources": [{"name": "mine", "files": THREE_PROBLEMS, "source": "src/mine.cu",
+                                                       "entry": "k", "block": [1], "grid": {"tile": [1, 1]}}],
+                                          "sizes": [[8, 8, 8]]})
+    assert resp.status_code == 422, resp.text
+    assert_all_three_in_order(" ".join(d["msg"] for d in resp.json()["detail"]))
+
+
 # The guard judged against the compiler itself. NVRTC takes headers from memory: "x.h" is
 # offered with a body that stops the compile, so a source that reads it or even probes for it
 # (__has_include) compiles differently with the header offered and without. Hypothesis strings
 # together pieces an attacker would use; whatever the guard passes must not see the header.
 
-PIECES = ["#", "%:", "??=", "##", "%:%:", " ", "\t", "\f", "\v", "\\\n", "\\\r\n", "\\ \n", "\n", "\r\n", "\r",
+# Token pasting is not among them: it passes the guard, and a probe it assembles is left to layer 2
+# (test_a_probe_assembled_by_pasting_sees_nothing_outside_cudas_headers).
+PIECES = ["#", "%:", "??=", " ", "\t", "\f", "\v", "\\\n", "\\\r\n", "\\ \n", "\n", "\r\n", "\r",
           "\x0c", "\u2028", "\u0085", "/*c*/", "/*\n*/", "//c", "include", "inc", "lude", "include_next", "import",
           "embed", "__has_include", "__has_", "_Pragma", "pragma", "define", "if", "line", "error", "once",
           "push_macro", "X", "H", "1", "1'", "0x1p-", "1e+", "R", "\\u0069", '"x.h"', "<x.h>", "(", ")", '"', "'",
@@ -201,6 +268,35 @@ def test_whatever_the_guard_passes_never_reaches_a_header_in_nvrtc(source):
     with_header = nvrtc_log(source, offer_header=True)
     assert "HEADER_WAS_READ" not in with_header
     assert with_header == nvrtc_log(source, offer_header=False), "the source saw whether x.h exists"
+
+
+def test_a_probe_assembled_by_pasting_sees_nothing_outside_cudas_headers(tmp_path):
+    """The guard lets token pasting through, and pasting can assemble __has_include. Run in the
+    confined compile process, such a probe finds a CUDA header (so it does work) and nothing
+    else: /etc/passwd, the process's environment and this very file are as absent as a file that
+    does not exist. (Where the compiler cannot be confined and GEMMWATCH_UNCONFINED_SOURCES=warn
+    lets job sources through anyway, it would tell whether a file exists: docs/SECURITY.md.)"""
+    from core.settings import Settings
+    from worker import compiler
+
+    dirs = kernel_includes.toolkit_include_dirs()
+    if not dirs:
+        pytest.skip("no CUDA headers in this environment")
+    settings = Settings(GEMMWATCH_DATA_DIR=str(tmp_path))
+
+    def found(path: str) -> bool:
+        source = (f'#define CAT(a, b) a##b\n#if CAT(__has_, include)("{path}")\n#error PROBE_FOUND\n'
+                  "#else\n#error PROBE_ABSENT\n#endif\n")
+        layer_one(source)
+        with pytest.raises(compiler.CompileError) as failed:
+            compiler.compile_kernel(source, name="job.cu", options=["-arch=sm_90", *(f"-I{d}" for d in dirs)],
+                                    untrusted=True, cfg=settings, include_dirs=dirs)
+        assert ("directive: PROBE_FOUND" in str(failed.value)) != ("directive: PROBE_ABSENT" in str(failed.value))
+        return "directive: PROBE_FOUND" in str(failed.value)
+
+    assert found("cuda_fp16.h")
+    for path in ["/etc/passwd", "/proc/self/environ", __file__, "/etc/no-such-file"]:
+        assert not found(path), path
 
 
 @pytest.mark.parametrize("space", ["\ufeff", "\u00a0", "\u200b", "\u3000"])

@@ -43,8 +43,11 @@ def _sections(elf: bytes) -> list[tuple[str, int, bytes, int]]:
 
 
 def kernel_symbols(elf: bytes) -> list[str]:
-    """The global and weak function symbols: a cubin's kernels (device functions are inlined or local)."""
+    """A cubin's kernels: the global and weak function symbols that have an .nv.info section of their
+    own (a device function the compiler kept, such as 64-bit division's `$__internal_0_$__cuda_sm20_div_u64`,
+    is a function symbol too, without one)."""
     sections = _sections(elf)
+    described = {name.removeprefix(".nv.info.") for name, _k, _d, _l in sections if name.startswith(".nv.info.")}
     out = []
     for _name, kind, data, link in sections:
         if kind != _SHT_SYMTAB:
@@ -53,8 +56,9 @@ def kernel_symbols(elf: bytes) -> list[str]:
         for i in range(0, len(data), 24):
             st_name, st_info = struct.unpack_from("<IB", data, i)
             # STB_GLOBAL, or STB_WEAK: a template's instantiation is weak (NVRTC's and nvcc's alike)
-            if st_info & 0xF == _STT_FUNC and st_info >> 4 in (1, 2):
-                out.append(strtab[st_name: strtab.index(b"\0", st_name)].decode())
+            name = strtab[st_name: strtab.index(b"\0", st_name)].decode()
+            if st_info & 0xF == _STT_FUNC and st_info >> 4 in (1, 2) and name in described:
+                out.append(name)
     return out
 
 

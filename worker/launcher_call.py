@@ -129,7 +129,10 @@ def run_confined_call(library: str | os.PathLike, symbol: str = "launch", *,
     with tempfile.TemporaryDirectory(prefix="gemmwatch-launcher-") as home:
         if scratch:
             request["allowance"]["writable"] = [home]
-        env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ} | dict(extra_env or {}) | {"HOME": home}
+        # HOME and TMPDIR: the set-up's own files (CuPy's kernel cache and NVRTC's sources, CUDA's
+        # JIT cache) go to a folder of this call's, never the worker's.
+        env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ} | dict(extra_env or {}) | {
+            "HOME": home, "TMPDIR": home}
         return _Conversation(request, env, home, timeout_s, setup_timeout_s).run()
 
 
