@@ -58,6 +58,9 @@ CHILD = Path(__file__).resolve()
 # else (no DATABASE_URL, BROKER_URL, token or GEMMWATCH_* setting: the launcher can getenv()).
 PASSED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LANG",
               "LC_ALL")
+# NumPy's OpenBLAS starts a thread per core when it is imported, before the set-up layer exists
+# (seen on the H100 machine: 15 threads, outside any Landlock domain): one thread, no pool.
+SINGLE_THREADED_IMPORTS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 OUTPUT_KEPT = 16 * 1024  # the tail of the job's own stdout and stderr kept for its report
 REPORT_LIMIT = 1 << 20  # bytes the report pipe may carry before the child is taken to be flooding it
 FILE_LIMIT = 64 << 20  # RLIMIT_FSIZE: the largest file the child may write (scratch, output)
@@ -131,8 +134,8 @@ def run_confined_call(library: str | os.PathLike, symbol: str = "launch", *,
             request["allowance"]["writable"] = [home]
         # HOME and TMPDIR: the set-up's own files (CuPy's kernel cache and NVRTC's sources, CUDA's
         # JIT cache) go to a folder of this call's, never the worker's.
-        env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ} | dict(extra_env or {}) | {
-            "HOME": home, "TMPDIR": home}
+        env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ} | SINGLE_THREADED_IMPORTS | dict(
+            extra_env or {}) | {"HOME": home, "TMPDIR": home}
         return _Conversation(request, env, home, timeout_s, setup_timeout_s).run()
 
 
@@ -313,12 +316,14 @@ class CpuGemm:
     """The set-up of a launcher call on the CPU (the CI's; a test of the confinement, not of speed).
 
     Every hook has this shape, the GPU's too:
-      __init__(args)        the request's hook_args (JSON); runs before any Landlock layer
+      __init__(args)        the request's hook_args (JSON); runs before any Landlock layer (import
+                            here what the set-up needs: NumPy, CuPy)
       setup_allowance()     Allowance the set-up needs beyond the Python installation and the
-                            system's libraries (the GPU's: /dev/nvidia*, /proc/driver/nvidia ...)
-      set_up()              under the first layer: import, initialise, allocate
-      call_allowance()      Allowance the call needs beyond the library's folder (device files,
-                            the CUDA library folders the job's library opens at dlopen or first call)
+                            system's libraries (the GPU's: /dev/nvidia*, /proc/devices ...)
+      call_allowance()      Allowance the call needs beyond the library's folder (the device files:
+                            a cudaMalloc in the launcher opens /dev/nvidia0 anew); both are asked
+                            for before the first layer, while /dev can still be listed
+      set_up()              under the first layer: initialise, allocate
       call(launcher)        call the launcher (a ctypes function): once here; the GPU's hook calls it
                             for each run it needs (verification, warm-up, timing), on its stream
       after_call()          a JSON-able dict of what the call produced; raise if it left the device
@@ -466,8 +471,10 @@ def child_main(report_fd: int, parent_pid: int) -> None:
         threads = thread_count()
         if threads != 1:
             missing.append(f"{threads} threads before the set-up layer: the others are not under it")
+        # Both allowances are asked for now, while /dev and the rest can still be listed.
         setup = Allowance(readable=python_installation() + system_libraries() + ("/proc/self/task",)
                           + tuple(request["setup_readable"]), devices=("/dev/null",)).plus(hook.setup_allowance())
+        allowance = Allowance.from_dict(request["allowance"]).plus(hook.call_allowance())
         try:
             first_layer = "at set-up, " + restrict_paths(
                 setup, said="reading the Python installation, the system's libraries and the set-up's own paths")
@@ -479,7 +486,6 @@ def child_main(report_fd: int, parent_pid: int) -> None:
         # 3. Our set-up, then the job library's system dependencies, then confinement for good.
         hook.set_up()
         preload_system_libraries(request["library"])
-        allowance = Allowance.from_dict(request["allowance"]).plus(hook.call_allowance())
     except Exception as exc:
         report.say("setup_failed", message=f"the set-up failed: {type(exc).__name__}: {exc}")
         return
