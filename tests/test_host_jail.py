@@ -417,11 +417,16 @@ def assert_next_gpu_job_correct(gpu_build: Path) -> None:
 
 
 @pytest.mark.gpu
-def test_gpu_a_launcher_built_by_nvcc_computes_c_confined(gpu_build):
-    outcome = gpu_call(gpu_build / "gemm.so")
+@pytest.mark.parametrize("name", ["gemm", "workspace"])
+def test_gpu_a_launcher_built_by_nvcc_computes_c_confined(gpu_build, name):
+    """Built for nvcc's default target (sm_75), so the driver JIT-compiles its PTX at the first
+    launch, confined; `workspace` allocates device memory of its own in the call."""
+    outcome = gpu_call(gpu_build / f"{name}.so")
     assert outcome.kind == RETURNED, outcome
     assert outcome.result["max_error"] < 1e-3
-    assert "seccomp:" in outcome.confinement and "/dev/nvidia" in outcome.confinement
+    for measure in ("seccomp:", "read/write/ioctl of /dev/nvidia", "at set-up, Landlock"):
+        assert measure in outcome.confinement, outcome.confinement
+    assert "NOT applied" not in outcome.confinement, outcome.confinement  # every thread under a layer
 
 
 @pytest.mark.gpu
