@@ -40,13 +40,13 @@ from core.kernel import Launch, target_compute_capability
 from core.kernel_includes import IncludeRefused
 from core.source_guard import SourceRefused
 from worker import nvcc
+from worker.compile_log import WITHHELD, filter_log, own_file_names, own_file_names_of, rename_files  # noqa: F401
 
 log = logging.getLogger(__name__)
 
 SANDBOX = Path(__file__).with_name("nvrtc_sandbox.py")
 # What the compile process may inherit: where programs and libraries are, and nothing else.
 _PASSED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL")
-WITHHELD = "[a diagnostic located outside the job's source was withheld]"
 ENTRY_UNIT = "gemmwatch_entry.cu"  # the file an nvcc build compiles (worker/nvrtc_sandbox.py writes it)
 
 
@@ -142,7 +142,9 @@ def compile_launch(launch: Launch, compute_capability: str, cfg) -> CompiledKern
     arch = f"-arch={target}" if target else arch_option(compute_capability)
     if launch.compiler == "nvcc":
         return compile_nvcc(launch, arch, cfg)
-    include_dirs = kernel_includes.toolkit_include_dirs(_library(cfg)) if headers.needs_toolkit else ()
+    # CUDA's headers of the NVRTC's own release (a CUDA 12 folder beside a CUDA 13 NVRTC lacks crt/mma.h).
+    include_dirs = (kernel_includes.toolkit_include_dirs(_library(cfg), probe(cfg).version)
+                    if headers.needs_toolkit else ())
     options = [arch, "-ftz=true", *launch.compile_options(), *(f"-I{d}" for d in include_dirs)]
     # The entry always goes through an NVRTC name expression: a template instantiation
     # ("sgemm<BM, 8>", the macros expanded), or a C++ function whose symbol name is mangled.
@@ -169,7 +171,7 @@ def compile_kernel(source: str, *, name: str, options: list[str], name_expressio
     own_names = own_file_names(source, name) | own_file_names_of(headers)
 
     def shown(raw_log: str) -> str:
-        return rename_files(filter_log(raw_log, own_names) if untrusted else raw_log, shown_as)
+        return rename_files(filter_log(raw_log, own_names, include_dirs) if untrusted else raw_log, shown_as)
 
     request = {"source": source, "name": name, "options": options, "name_expressions": list(name_expressions),
                "headers": headers, "readable": list(include_dirs), "nvrtc_library": _library(cfg)}
@@ -229,8 +231,10 @@ def compile_nvcc(launch: Launch, arch: str, cfg) -> CompiledKernel:
     shown_as = {f"src/{p}": p for p in launch.files} | {ENTRY_UNIT: "(the unit that names the entry)"}
     untrusted = launch.origin == "job"
 
+    toolkit = tuple(kernel_includes.nvcc_include_dirs(path))
+
     def shown(raw_log: str) -> str:
-        return rename_files(filter_log(raw_log, own) if untrusted else raw_log, shown_as)
+        return rename_files(filter_log(raw_log, own, toolkit) if untrusted else raw_log, shown_as)
 
     key = ["nvcc", sorted(launch.files.items()), launch.source, launch.entry, request["options"],
            confinement.version, path, nvcc.host_compiler_dirs()]
@@ -316,62 +320,6 @@ def _run_sandbox(request: dict, timeout_s: float, memory_mb: int) -> dict:
             )
         raise CompileRefused(f"compile process failed (exit {proc.returncode}): {last}")
     return json.loads(proc.stdout)
-
-
-# file(line): severity -- how NVRTC (EDG) starts a diagnostic.
-_DIAGNOSTIC = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?:catastrophic error|internal error|error|warning|remark)\b")
-_SUMMARY = re.compile(r"^\d+ (?:catastrophic )?errors? detected in the compilation of ")
-
-
-_LINE_MARKER = re.compile(r'^[ \t]*#[ \t]*line[ \t]+\d+[ \t]+"([A-Za-z0-9_][A-Za-z0-9_.\-]*)"', re.M)
-
-
-def own_file_names(source: str, name: str) -> set[str]:
-    """The job's source, and the parts it names itself with #line (the ladder's preludes:
-    layer 1 lets a #line give a plain name, never a path)."""
-    return {name, *_LINE_MARKER.findall(source)}
-
-
-def own_file_names_of(headers: dict[str, str]) -> set[str]:
-    """The names NVRTC gives the in-memory headers in its diagnostics: the job's own files and our
-    stand-ins, as their includes spell them (never a file of the toolkit)."""
-    names = set(headers)
-    for text in headers.values():
-        names |= set(_LINE_MARKER.findall(text))
-    return names
-
-
-def rename_files(text: str, shown_as: dict[str, str] | None) -> str:
-    """Each diagnostic located in a header the kernel carries names that header's path in the
-    kernel's folder ("src/kernels/10_warptiling.cuh(12): error"), not the name its #include spelled."""
-    if not shown_as:
-        return text
-    out = []
-    for line in text.splitlines():
-        m = _DIAGNOSTIC.match(line)
-        if m and m.group("file") in shown_as:
-            line = shown_as[m.group("file")] + line[m.end("file"):]
-        out.append(line)
-    return "\n".join(out)
-
-
-def filter_log(text: str, own_names: str | set[str]) -> str:
-    """Keep the diagnostics located in the job's own source (its line numbers as they are);
-    replace every other diagnostic, with the lines that belong to it, by one WITHHELD line."""
-    own = {own_names} if isinstance(own_names, str) else own_names
-    out: list[str] = []
-    keeping = True
-    for line in text.splitlines():
-        m = _DIAGNOSTIC.match(line)
-        if m:
-            keeping = m.group("file") in own
-            if not keeping:
-                out.append(WITHHELD)
-        elif _SUMMARY.match(line):
-            keeping = True
-        if keeping:
-            out.append(line)
-    return "\n".join(out)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
