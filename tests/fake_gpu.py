@@ -175,8 +175,9 @@ class FakeDevice:
         a64, b64 = (half_arrays.as_float32(np, x).astype(np.float64) for x in (a, b))
         # What the kernel receives, marshalled as on the GPU: a scalar passed as __half is rounded,
         # and a size that does not survive its parameter's type would show here.
-        passed = dict(zip(launch.args, kernel_args.values(kernel.plan, kernel_args.named_values(
-            launch, m, n, k, a, b, c, alpha, beta), np)))
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta)
+        named.update({f"{matrix}_map": np.uint64(0) for matrix in launch.tensor_maps})  # no TMA on the CPU
+        passed = dict(zip(launch.args, kernel_args.values(kernel.plan, named, np)))
         hows = dict(kernel.plan.passing)
         for role, size in (("M", m), ("N", n), ("K", k)):
             if role in passed and int(passed[role]) != size:
