@@ -35,7 +35,8 @@ RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
 # order, which most kernel repositories follow). Dimensions and leading dimensions are passed as
 # 32-bit ints, alpha and beta as floats, A, B and C as pointers to the matrices in `layout`.
 # A_map and B_map: the address of a TMA tensor map over A or B in global memory (`tensor_maps`).
-ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map"]
+# stream: a launcher's cudaStream_t (the stream the runner times on); launchers only.
+ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map", "stream"]
 DEFAULT_ARGS = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -126,11 +127,19 @@ class KernelDescription(BaseModel):
                                             max_length=200)] = Field(
         description='the __global__ function, or a template instantiation such as "sgemm<BM, BN, 8>" '
                     "(the kernel's defines and tunables are macros there)")
-    args: list[ArgName] = Field(default_factory=lambda: list(DEFAULT_ARGS), min_length=3, max_length=13,
+    launcher: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_:]*(<[A-Za-z0-9_, +*-]*>)?$",
+                                               max_length=200)] | None = Field(
+        None, description='the repository\'s own host launcher, e.g. "run_sgemm_tiled" or "launch_gemm<float>" '
+                          "(nvcc only): the runner calls it, in a confined process of the case's own, and times "
+                          "every kernel it launches as one GEMM; `args` are then its parameters (stream included) "
+                          "and `entry` the kernel it launches")
+    args: list[ArgName] = Field(default_factory=lambda: list(DEFAULT_ARGS), min_length=3, max_length=14,
                                 description="the kernel's parameters in order; M, N, K, lda, ldb, ldc as int, alpha and "
                                             "beta as float, A, B, C as pointers; A_map, B_map as the address of the "
                                             "matrix's tensor map (`tensor_maps`), or 0 where the TMA cannot describe "
-                                            "the matrix (a line not a multiple of 16 bytes, a base not 16-byte aligned)")
+                                            "the matrix (a line not a multiple of 16 bytes, a base not 16-byte aligned); "
+                                            "with a `launcher`, its parameters in order, `stream` among them, each "
+                                            "passed in the type its library declares (a scalar by pointer: a host one)")
     tensor_maps: dict[Literal["A", "B"], TensorMap] = Field(
         default_factory=dict, description="TMA tensor maps the kernel takes (sm_90 and later), by matrix; each needs "
                                           "its A_map or B_map in args")
@@ -205,6 +214,7 @@ class KernelDescription(BaseModel):
             raise ValueError('flags are nvcc\'s: set "compiler": "nvcc" (an NVRTC build takes `defines`)')
         for flag in self.flags:
             compile_flags.check_flag(flag)
+        _check_launcher(self)
         if self.output == "fp32" and self.compute_mode not in NARROW_MODES:
             raise ValueError(f'output "fp32" is for fp16, bf16 and fp8 kernels; a {self.compute_mode} kernel writes '
                              'FP32 already (leave output as "input")')
@@ -283,6 +293,20 @@ class KernelDescription(BaseModel):
                 "tunables": [{"name": n, "values": t.values, "default": t.default} for n, t in self.tunables.items()]}
 
 
+def _check_launcher(desc: KernelDescription) -> None:
+    """A launcher is host code: only nvcc builds it, only it takes a stream, and it makes its own
+    launches (no tensor map of the runner's reaches it)."""
+    if desc.launcher is None:
+        if "stream" in desc.args:
+            raise ValueError('args: "stream" is a launcher\'s parameter; a kernel takes none (name the launcher in '
+                             '"launcher")')
+        return
+    if desc.compiler != "nvcc":
+        raise ValueError('launcher: host code is built by nvcc only: set "compiler": "nvcc"')
+    if desc.tensor_maps:
+        raise ValueError("launcher: tensor_maps are the runner's for a kernel it launches; a launcher makes its own")
+
+
 def explain(exc: ValidationError, who: str) -> str:
     """A description's validation errors, one line each: who, which field, why."""
     lines = []
@@ -353,6 +377,7 @@ class Launch:
     tolerance: float | None = None  # the description's own; None: the runner's default for the precision
     # Per matrix ("A", "B"): (box elements along its contiguous dimension, box lines, swizzle bytes).
     tensor_maps: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    launcher: str | None = None  # the repository's host launcher the runner calls (nvcc), else None
     # "builtin": this project's own kernels/; "job": brought by a job, so hostile until proven
     # otherwise (compiled only where the compiler is confined, its compile log filtered).
     origin: str = "job"
@@ -436,6 +461,7 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
         entry=desc.entry, args=tuple(desc.args), layout=desc.layout, block=tuple(block),  # type: ignore[arg-type]
         grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.target,
         compiler=desc.compiler, flags=tuple(desc.flags), compute_mode=desc.compute_mode, output=desc.output, tolerance=desc.tolerance, origin=origin,
+        launcher=desc.launcher,
         tensor_maps=maps,
     )
 

@@ -69,9 +69,10 @@ class CompiledKernel:
     # "params": [[type or None, bytes], ...]}, read from the binary (worker/cubin_info.py).
     kernels: list = field(default_factory=list)
 
-    def entry(self, entry: str, defines: dict[str, int]) -> dict:
+    def entry(self, entry: str, defines: dict[str, int], role: str = "entry", made: str = "kernels") -> dict:
         """The kernel an entry names: by NVRTC's lowered name, else by its C++ name with the
-        defines' values in place of their names (nvcc), else by its extern "C" name."""
+        defines' values in place of their names (nvcc), else by its extern "C" name. A launcher's
+        library is searched the same way for its launcher (role "launcher", made "functions")."""
         symbol = self.lowered.get(entry)
         if symbol is not None:
             found = [k for k in self.kernels if k["symbol"] == symbol]
@@ -83,7 +84,7 @@ class CompiledKernel:
         if len(found) != 1:
             have = ", ".join(k["name"] or k["symbol"] for k in self.kernels) or "none"
             why = "is not among" if not found else "matches more than one of"
-            raise CompileRefused(f"entry {entry!r} {why} the kernels the build made ({have})")
+            raise CompileRefused(f"{role} {entry!r} {why} the {made} the build made ({have})")
         return found[0]
 
 
@@ -113,9 +114,10 @@ def arch_option(compute_capability: str) -> str:
 _DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def compile_launch(launch: Launch, compute_capability: str, cfg) -> CompiledKernel:
+def compile_launch(launch: Launch, compute_capability: str, cfg, library: bool = False) -> CompiledKernel:
     """A kernel (built-in or a job's) as a cubin for a GPU of this compute capability: the one
-    place that chooses the options, for the GPU runner and the CPU double alike."""
+    place that chooses the options, for the GPU runner and the CPU double alike. library: the
+    launch's host launcher as a shared library instead (nvcc; worker/launcher_library.py)."""
     # -ftz=true: what CuPy's own NVRTC path always added, so figures stay comparable.
     # A kernel built for one target (sm_90a) names it; the runner checks the GPU matches first.
     # The name reaches NVRTC's options, so it must be a target and nothing else, whatever stored it:
@@ -141,7 +143,7 @@ def compile_launch(launch: Launch, compute_capability: str, cfg) -> CompiledKern
         raise CompileRefused(f"source refused: {refusal}") from None
     arch = f"-arch={target}" if target else arch_option(compute_capability)
     if launch.compiler == "nvcc":
-        return compile_nvcc(launch, arch, cfg)
+        return compile_nvcc(launch, arch, cfg, library)
     # CUDA's headers of the NVRTC's own release (a CUDA 12 folder beside a CUDA 13 NVRTC lacks crt/mma.h).
     include_dirs = (kernel_includes.toolkit_include_dirs(_library(cfg), probe(cfg).version)
                     if headers.needs_toolkit else ())
@@ -179,13 +181,14 @@ def compile_kernel(source: str, *, name: str, options: list[str], name_expressio
     return build(request, key, confinement, f"NVRTC {confinement.version}", untrusted, shown, cfg)
 
 
-def build(request: dict, key: list, confinement: Confinement, compiler: str, untrusted: bool, shown, cfg
-          ) -> CompiledKernel:
-    """The cubin a compile request makes, from the cache (by `key`, which names everything the
-    output depends on) or from the confined compile process; `shown` filters a log for its reader."""
+def build(request: dict, key: list, confinement: Confinement, compiler: str, untrusted: bool, shown, cfg,
+          suffix: str = ".cubin") -> CompiledKernel:
+    """The cubin (or, suffix ".so", a launcher's library) a compile request makes, from the cache
+    (by `key`, which names everything the output depends on) or from the confined compile process;
+    `shown` filters a log for its reader."""
     digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()
     cache = Path(cfg.kernel_cache_dir).resolve()
-    cubin_path, meta_path = cache / f"{digest}.cubin", cache / f"{digest}.json"
+    cubin_path, meta_path = cache / f"{digest}{suffix}", cache / f"{digest}.json"
     if cubin_path.exists() and meta_path.exists():
         meta = json.loads(meta_path.read_text())
         # The raw log is kept and filtered for each caller: a cubin one kernel of ours built may
@@ -215,8 +218,9 @@ def build(request: dict, key: list, confinement: Confinement, compiler: str, unt
                           kernels=reply["kernels"])
 
 
-def compile_nvcc(launch: Launch, arch: str, cfg) -> CompiledKernel:
-    """A kernel's files built by nvcc, host code and all, in the confined compile process."""
+def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> CompiledKernel:
+    """A kernel's files built by nvcc, host code and all, in the confined compile process: a cubin,
+    or (library) a shared library exporting the launch's launcher, its functions read from .dynsym."""
     path = nvcc.nvcc_path(cfg)
     if path is None:
         raise CompileRefused("no nvcc on this worker: install gemmwatch[compile] (the nvidia-cuda-nvcc wheel) or "
@@ -226,9 +230,12 @@ def compile_nvcc(launch: Launch, arch: str, cfg) -> CompiledKernel:
         _probe_nvcc.cache_clear()  # only an answer is remembered (as for NVRTC)
         raise CompileRefused(confinement.detail)
     request = nvcc.request(launch, path, arch, cfg.compile_timeout_s)
+    if library:
+        request["launcher"] = launch.launcher
     # nvcc names the kernel's files as src/<path>, and the unit it compiles as gemmwatch_entry.cu.
     own = {f"src/{p}" for p in launch.files} | {ENTRY_UNIT}
-    shown_as = {f"src/{p}": p for p in launch.files} | {ENTRY_UNIT: "(the unit that names the entry)"}
+    shown_as = {f"src/{p}": p for p in launch.files} | {
+        ENTRY_UNIT: f"(the unit that names the {'launcher' if library else 'entry'})"}
     untrusted = launch.origin == "job"
 
     toolkit = tuple(kernel_includes.nvcc_include_dirs(path))
@@ -237,8 +244,9 @@ def compile_nvcc(launch: Launch, arch: str, cfg) -> CompiledKernel:
         return rename_files(filter_log(raw_log, own, toolkit) if untrusted else raw_log, shown_as)
 
     key = ["nvcc", sorted(launch.files.items()), launch.source, launch.entry, request["options"],
-           confinement.version, path, nvcc.host_compiler_dirs()]
-    return build(request, key, confinement, f"nvcc {confinement.version}", untrusted, shown, cfg)
+           confinement.version, path, nvcc.host_compiler_dirs(), *(["library", launch.launcher] if library else [])]
+    return build(request, key, confinement, f"nvcc {confinement.version}", untrusted, shown, cfg,
+                 ".so" if library else ".cubin")
 
 
 @functools.lru_cache(maxsize=4)

@@ -15,6 +15,7 @@ import ctypes.util
 import struct
 
 _SHT_SYMTAB = 2
+_SHT_DYNSYM = 11
 _STT_FUNC = 2
 # .nv.info records: a format byte, an attribute byte, then two bytes: nothing, a byte or a u16 value,
 # or (SVAL) the length of the value that follows.
@@ -162,3 +163,25 @@ def describe(elf: bytes) -> list[dict]:
         kernels.append({"symbol": symbol, "name": name if demangled else None,
                         "params": [[t, s] for t, s in zip(types, sizes)]})
     return kernels
+
+
+def host_functions(elf: bytes) -> list[dict]:
+    """A shared library's exported functions (.dynsym: defined, global or weak, default visibility):
+    its symbol, its C++ name with template arguments (None for an `extern "C"` function, whose
+    parameter types no binary records) and its parameter types ([type, None]: a host function has
+    no .nv.info to give sizes). What a launcher is found among and planned from."""
+    sections = _sections(elf)
+    out = []
+    for _name, kind, data, link in sections:
+        if kind != _SHT_DYNSYM:
+            continue
+        strtab = sections[link][2]
+        for i in range(0, len(data), 24):
+            st_name, st_info, st_other, st_shndx = struct.unpack_from("<IBBH", data, i)
+            if st_info & 0xF != _STT_FUNC or st_info >> 4 not in (1, 2) or st_shndx == 0 or st_other & 3:
+                continue
+            symbol = strtab[st_name: strtab.index(b"\0", st_name)].decode()
+            demangled = demangle(symbol)
+            name, types = split_signature(demangled) if demangled else (None, [])
+            out.append({"symbol": symbol, "name": name, "params": [[t, None] for t in types]})
+    return out

@@ -44,8 +44,9 @@ class ArgumentMismatch(ValueError):
 @dataclass(frozen=True)
 class ArgPlan:
     """Per parameter, in order: (role, how it is passed). How: i32 u32 i64 u64 f32 f64 f16 bf16
-    (by value), ptr (a matrix or tensor map by address), or *f32 *f64 *f16 *bf16 (a scalar in
-    device memory, passed by address)."""
+    (by value), ptr (a matrix or tensor map by address, a launcher's stream), *f32 *f64 *f16 *bf16
+    (a kernel's scalar in device memory, passed by address) or &f32 &f64 &f16 &bf16 (a launcher's
+    scalar in host memory: the launcher dereferences it on the host, as leimao's `T const* alpha`)."""
 
     passing: tuple[tuple[str, str], ...]
     spelled: tuple[str, ...]  # each parameter as the binary spells it (or "<n bytes>")
@@ -58,8 +59,10 @@ def _plain(type_spelling: str) -> str:
     return " ".join(_QUALIFIERS.sub(" ", type_spelling).split())
 
 
-def plan(entry: str, roles: tuple[str, ...], params: list[list], input_type: str, output_type: str) -> ArgPlan:
-    """How each of the kernel's parameters is passed; ArgumentMismatch names the first that does not fit."""
+def plan(entry: str, roles: tuple[str, ...], params: list[list], input_type: str, output_type: str,
+         host: bool = False) -> ArgPlan:
+    """How each of the kernel's parameters is passed; ArgumentMismatch names the first that does not fit.
+    host: the parameters of a host launcher (a scalar by pointer is then a host pointer)."""
     spelled = tuple(t if t else f"<{size} bytes>" for t, size in params)
     if len(params) != len(roles):
         raise ArgumentMismatch(
@@ -68,6 +71,8 @@ def plan(entry: str, roles: tuple[str, ...], params: list[list], input_type: str
     passing = []
     for i, (role, (spelling, size)) in enumerate(zip(roles, params)):
         how = _passing(role, _plain(spelling) if spelling else None, size, input_type, output_type)
+        if host and how.startswith("*"):
+            how = "&" + how[1:]
         if isinstance(how, str) and how.startswith("!"):
             raise ArgumentMismatch(f"{entry}: parameter {i + 1} ({spelled[i]}) is named {role} in args, but {how[1:]}")
         passing.append((role, how))
@@ -88,6 +93,8 @@ def _passing(role: str, spelling: str | None, size: int, input_type: str, output
         if base not in _FLOATS:
             return f"!{role} must be a float, double, __half or __nv_bfloat16, by value or by pointer"
         return ("*" if pointer else "") + _FLOATS[base]
+    if role == "stream":
+        return "ptr" if spelling == "CUstream_st*" else "!stream must be a cudaStream_t"
     if not pointer and size != 8:
         return f"!{role} must be a pointer"
     if role in MATRIX_ROLES:
@@ -140,7 +147,7 @@ class LoadedKernel:
     and what built it ("NVRTC 13.5", "nvcc 13.5.37")."""
 
     function: object
-    plan: ArgPlan
+    plan: ArgPlan | None  # None: the entry of a launcher, which passes its arguments itself
     compiler: str
 
 
@@ -149,7 +156,10 @@ def load(built, launch, get_function) -> LoadedKernel:
     from the parameters the binary records; ArgumentMismatch where they do not fit the description."""
     kernel = built.entry(launch.entry, launch.defines)
     precision = launch.precision
-    arg_plan = plan(launch.entry, launch.args, kernel["params"], precision.input_type, precision.output_type)
+    # A launcher's entry is launched by the launcher, with arguments of its making: only its
+    # resources are read here (the launcher's own plan: worker/launcher_library.py).
+    arg_plan = None if launch.launcher else plan(launch.entry, launch.args, kernel["params"], precision.input_type,
+                                                 precision.output_type)
     return LoadedKernel(get_function(kernel["symbol"]), arg_plan, built.compiler)
 
 

@@ -105,10 +105,24 @@ def _built(cubin: bytes, log: str, lowered: dict[str, str]) -> dict:
     return {"ok": True, "log": log, "cubin": base64.b64encode(cubin).decode(), "lowered": lowered, "kernels": kernels}
 
 
+def _built_library(library: bytes, log: str) -> dict:
+    """A launcher build's reply, shaped as a cubin's (worker/compiler.build stores either): the
+    library, the log, and its exported functions with their C++ signatures (worker/cubin_info.py)."""
+    try:
+        functions = cubin_info.host_functions(library)
+    except Exception as exc:
+        return {"ok": False, "error": f"the built library could not be read: {exc}"}
+    return {"ok": True, "log": log, "cubin": base64.b64encode(library).decode(), "lowered": {}, "kernels": functions}
+
+
 # The file nvcc compiles: the kernel's source, and the entry's address taken in host code, which
 # makes nvcc emit that instantiation of a template kernel whether or not a launcher in the file does.
 _ENTRY_UNIT = '#include "src/{source}"\nvoid *gemmwatch_entry_address = (void *)&{entry};\n'
 ENTRY_UNIT_NAME = "gemmwatch_entry.cu"
+# A launcher's library: the source, and the launcher's address returned by a function the library
+# exports, which makes nvcc emit that instantiation of a template launcher ("launch_gemm<float>").
+_LAUNCHER_UNIT = ('#include "src/{source}"\n'
+                  'extern "C" void *gemmwatch_launcher_address(void) {{ return (void *)&{launcher}; }}\n')
 
 
 def _write_kernel_files(request: dict) -> None:
@@ -119,8 +133,10 @@ def _write_kernel_files(request: dict) -> None:
         os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
         with open(target, "w", encoding="utf-8") as f:
             f.write(text)
+    unit = (_LAUNCHER_UNIT.format(source=request["source"], launcher=request["launcher"]) if request.get("launcher")
+            else _ENTRY_UNIT.format(source=request["source"], entry=request["entry"]))
     with open(ENTRY_UNIT_NAME, "w", encoding="utf-8") as f:
-        f.write(_ENTRY_UNIT.format(source=request["source"], entry=request["entry"]))
+        f.write(unit)
     os.makedirs("tmp", exist_ok=True)
 
 
@@ -133,8 +149,12 @@ def _nvcc_version(nvcc: str) -> str:
 
 def _run_nvcc(request: dict) -> dict:
     """nvcc over the entry unit, its temporaries in this folder; the log is nvcc's and the host
-    compiler's output, paths relative to this folder (src/...)."""
-    argv = [request["nvcc"], "-cubin", *request["options"], "-o", "kernel.cubin", ENTRY_UNIT_NAME]
+    compiler's output, paths relative to this folder (src/...). A launcher's build makes a shared
+    library (the host compiler links it, cudart static: nvcc's default) instead of a cubin."""
+    shared = bool(request.get("launcher"))
+    output = "launcher.so" if shared else "kernel.cubin"
+    kind = ["-shared", "-Xcompiler", "-fPIC"] if shared else ["-cubin"]
+    argv = [request["nvcc"], *kind, *request["options"], "-o", output, ENTRY_UNIT_NAME]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": os.path.abspath("tmp"), "HOME": os.getcwd(),
            "LANG": "C"}
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -145,10 +165,10 @@ def _run_nvcc(request: dict) -> dict:
         os.killpg(proc.pid, signal.SIGKILL)  # nvcc's own children (cicc, ptxas, the host compiler) too
         proc.communicate()
         return {"ok": False, "error": f"nvcc exceeded the {request['timeout_s']:g} s compile time limit; killed"}
-    if proc.returncode != 0 or not os.path.exists("kernel.cubin"):
+    if proc.returncode != 0 or not os.path.exists(output):
         return {"ok": False, "log": log.strip() or f"nvcc failed (exit {proc.returncode})"}
-    with open("kernel.cubin", "rb") as f:
-        return _built(f.read(), log.strip(), {})
+    with open(output, "rb") as f:
+        return _built_library(f.read(), log.strip()) if shared else _built(f.read(), log.strip(), {})
 
 
 def _confine(readable: list[str], executable: list[str] = (), writable: list[str] = ()) -> tuple[bool, str]:
