@@ -41,7 +41,7 @@ import numpy as np
 
 from core.kernel import DeviceFigures, Launch
 from core.settings import Settings
-from worker import compiler, half_arrays, kernel_args, resources
+from worker import compiler, half_arrays, kernel_args, launcher_library, resources
 from worker.runner import Runner
 from worker.timing import Batch
 
@@ -98,6 +98,7 @@ class Call:
 
 class FakeDevice:
     xp = np
+    launcher_hook = "tests.fake_launcher:CpuLauncherCase"  # a launcher case's confined process, on the CPU
 
     def __init__(self, cfg: Settings | None = None):
         self.cfg = cfg or Settings()
@@ -169,6 +170,10 @@ class FakeDevice:
         precision = launch.precision
         plan = kernel_args.plan(launch.entry, launch.args, params, precision.input_type, precision.output_type)
         return FakeKernel(launch, launch.variant, plan, "not compiled (a built-in on the CPU double)")
+
+    def build_launcher(self, launch: Launch) -> launcher_library.LauncherLibrary:
+        """Built as a worker builds it (nvcc, the confined compile process), for an sm_90 GPU."""
+        return launcher_library.build(launch, "9.0", self.cfg)
 
     def kernel_call(self, kernel: FakeKernel, launch: Launch, m: int, n: int, k: int, a, b, c, alpha: float,
                     beta: float) -> Call:

@@ -1,11 +1,15 @@
 """A repository's own host launcher (issue 35, way b): `"launcher": "run_sgemm_tiled"` in a description,
-built by nvcc into a shared library, its signature read from the library, its arguments planned.
+built by nvcc into a shared library, its signature read from the library, its arguments planned, and
+each case run by the product's runner in a confined process of its own that calls the launcher.
 
 Everything here is real but the GPU: nvcc from the wheel in the confined compile process, the
-library's .dynsym.
+library's .dynsym, the confined process (worker/launcher_call.py) and the runner in it. On the CPU the
+launchers of tests/fixtures/host_launchers compute C on the host (tests/fake_launcher.py gives them
+host pointers); the GPU's own path is tests/test_gpu_launchers.py.
 """
 
 import ctypes
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -15,13 +19,16 @@ from pydantic import ValidationError
 from core.kernel import KernelDescription, resolve
 from core.kernel_folder import load_folder
 from core.settings import Settings
-from tests.fake_gpu import H100_FIGURES
-from worker import compiler, kernel_args, launcher_library
+from tests.fake_gpu import H100_FIGURES, CpuRunner
+from worker import compiler, kernel_args, launcher_case, launcher_library
+from worker.cases import Case, KernelChoice, TimingPolicy
 from worker.host_jail import landlock_abi
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = FIXTURES / "launcher_repo"
 HOST = FIXTURES / "host_launchers"
+HOSTILE = FIXTURES / "hostile_launchers"
+POLICY = TimingPolicy(0, min_samples=10, max_noise=0.005, time_cap_s=1, max_rel_error=1e-4, mode="cold")
 STANDARD_ARGS = ["M", "N", "K", "alpha", "A", "B", "beta", "C", "stream"]
 
 needs_confinement = pytest.mark.skipif(landlock_abi() < 4 or shutil.which("g++") is None,
@@ -109,3 +116,77 @@ def test_arguments_are_marshalled_in_the_launchers_own_types():
     assert args.values[1].value == 5000000000 and args.values[4] == 0x1000 and args.values[8] == 0x30
     # alpha: a host pointer to a __half (0.1 -> 0x2e66); beta: a __half by value (-0.5 -> 0xb800)
     assert ctypes.c_uint16.from_address(args.values[3]).value == 0x2E66 and args.values[6].value == 0xB800
+
+
+# --- a case through the confined process, on the CPU double -------------------------------------
+
+def case(desc: KernelDescription, index: int = 0, size=(70, 33, 65)) -> Case:
+    return Case(index, desc.name, *size, seed=3, kernel=KernelChoice(desc, {}, "job"))
+
+
+@pytest.fixture
+def runner(shared_kernel_cache, monkeypatch):
+    monkeypatch.setenv("GEMMWATCH_KERNEL_CACHE_DIR", str(shared_kernel_cache))
+    monkeypatch.setenv("GEMMWATCH_COMPILE_TIMEOUT_S", "300")
+    return CpuRunner()
+
+
+@needs_confinement
+@pytest.mark.parametrize("name", ["host_gemm", "host_gemm_by_pointer"])
+def test_a_launcher_case_is_verified_and_timed_by_the_runner_in_its_own_process(runner, name):
+    out = runner.run_case(case(described(HOST, name)), POLICY)
+    assert out.verified and out.error is None and out.rel_error < 1e-6, out.error
+    assert out.n_samples >= 10 and out.pct_of_cublas > 0
+    about = out.env["launcher"]
+    assert about["what_happened"] == "the launcher returned normally"
+    assert "the job's own word" in about["results"]
+    assert "seccomp" in about["confinement"] and "NOT applied" not in about["confinement"]
+    # what the confined process could not do, said in the result: no stream hold, the memset flush
+    assert out.env["stream_hold"]["used"] is False and out.env["l2_flush"] == "memset"
+    assert out.env["launch"]["launcher"] == described(HOST, name).launcher
+    assert out.env["launch"]["params"][-1] == "stream: CUstream_st*"
+    assert out.env["resources"]["compiler"].startswith("nvcc 13.")  # the entry's, read by the GPU child
+
+
+@needs_confinement
+def test_a_wrong_launcher_is_not_verified(runner):
+    out = runner.run_case(case(described(HOST, "host_wrong")), POLICY)
+    assert not out.verified and "wrong result" in out.error and out.median_ms is None
+
+
+@needs_confinement
+@pytest.mark.parametrize(("name", "words"), [("host_crash", "the launcher crashed (segmentation fault, SIGSEGV)"),
+                                             ("host_exit", "the launcher called exit(3)")])
+def test_a_launcher_that_dies_fails_its_case_only_and_the_next_case_is_right(runner, name, words):
+    out = runner.run_case(case(described(HOST, name)), POLICY)
+    assert not out.verified and out.error == f"launcher {described(HOST, name).launcher}: {words}"
+    assert out.env["launcher"]["what_happened"] == words
+    following = runner.run_case(case(described(HOST, "host_gemm"), index=1), POLICY)
+    assert following.verified and following.error is None
+
+
+def hostile(launcher_file: Path) -> KernelDescription:
+    """A launcher of tests/fixtures/hostile_launchers (extern "C" `launch`, as gcc builds them there)
+    behind a C++ launcher a description can name, built by nvcc through the product's path."""
+    wrapper = (f'#include "{launcher_file.name}"\n#include <cuda_runtime.h>\n'
+               "__global__ void never_launched(float* C) { C[threadIdx.x] = 0.0f; }\n"
+               "void hostile(size_t M, size_t N, size_t K, float alpha, const float* A, const float* B, float beta, "
+               "float* C, cudaStream_t stream) { launch(M, N, K, alpha, A, B, beta, C, (void*)stream); }\n")
+    files = {"hostile.h": (HOSTILE / "hostile.h").read_text(), launcher_file.name: launcher_file.read_text(),
+             "wrap.cu": wrapper}
+    return KernelDescription.model_validate({
+        "name": f"hostile_{launcher_file.stem}", "files": files, "source": "wrap.cu", "entry": "never_launched",
+        "launcher": "hostile", "compiler": "nvcc", "args": STANDARD_ARGS, "block": [32], "grid": {"tile": [32, 32]}})
+
+
+@needs_confinement
+@pytest.mark.parametrize(("name", "words"), [("segfault", "the launcher crashed (segmentation fault, SIGSEGV)"),
+                                             ("abort", "the launcher crashed (abort, SIGABRT)"),
+                                             ("exit_zero", "the launcher called exit(0)"),
+                                             ("spin", "the launcher ran past its")])
+def test_a_hostile_launcher_built_by_nvcc_fails_its_case_only(runner, monkeypatch, name, words):
+    monkeypatch.setattr(launcher_case, "CALL_SLACK_S", 3.0)  # the spin is killed in seconds, not minutes
+    out = runner.run_case(case(hostile(HOSTILE / f"{name}.c"), size=(16, 16, 16)),
+                          dataclasses.replace(POLICY, time_cap_s=0.5))
+    assert not out.verified and words in out.error, out.error
+    assert runner.run_case(case(described(HOST, "host_gemm"), index=1), POLICY).verified

@@ -13,7 +13,8 @@ import numpy
 from core.kernel import DeviceFigures, Launch
 from core.precision import Precision
 from core.settings import Settings
-from worker import compiler, cublas_half, cublaslt_fp8, gpu_identity, kernel_args, resources, tensor_maps
+from worker import (compiler, cublas_half, cublaslt_fp8, gpu_identity, kernel_args, launcher_library, resources,
+                    tensor_maps)
 from worker.timing import Batch
 
 
@@ -23,6 +24,8 @@ class NoCudaDevice(RuntimeError):
 
 class CupyDevice:
     registration_identity = staticmethod(gpu_identity.registration_identity)
+    # The set-up hook of a launcher case's confined process (worker/launcher_case.py).
+    launcher_hook = "worker.launcher_gpu:CupyLauncherCase"
 
     def __init__(self, cfg: Settings) -> None:
         # cuBLAS must be true FP32: CuPy switches cupy.matmul to TF32 when CUPY_TF32 is set.
@@ -141,6 +144,10 @@ class CupyDevice:
             self._functions[key] = kernel_args.load(built, launch, lambda symbol: self.cp.RawModule(
                 path=str(built.cubin_path)).get_function(symbol))
         return self._functions[key]
+
+    def build_launcher(self, launch: Launch) -> launcher_library.LauncherLibrary:
+        """The launch's host launcher as a shared library, from the confined compile process; never loaded here."""
+        return launcher_library.build(launch, self.compute_capability, self.cfg)
 
     def kernel_call(self, kernel: kernel_args.LoadedKernel, launch: Launch, m: int, n: int, k: int, a, b, c,
                     alpha: float, beta: float):

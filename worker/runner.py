@@ -12,7 +12,7 @@ the same code on CI as on the H100.
 from core.kernel import Launch, resolve
 from core.precision import Precision, peak_tflops
 from core.settings import Settings
-from worker import ab, half_arrays, stats, timing, verify
+from worker import ab, half_arrays, launcher_case, stats, timing, verify
 from worker.cases import Case, CaseOutcome, KernelChoice, TimingPolicy, gflops, not_applicable
 from worker.cupy_device import CupyDevice, NoCudaDevice  # noqa: F401 (NoCudaDevice: part of this module's API)
 
@@ -119,6 +119,12 @@ class Runner:
         skipped = not_applicable(case, dev.compute_capability, policy.mode)
         if skipped is not None:  # built for another GPU target (sm_90a on a non-Hopper GPU, say)
             return skipped
+        if any(choice is not None and choice.description.launcher for choice in (case.kernel, case.base)):
+            if case.base is not None:
+                return CaseOutcome(mode=policy.mode, error="a head-vs-base confirmation of a launcher is not supported "
+                                                           "yet: each commit's launcher runs in a case of its own")
+            if not getattr(dev, "calls_launcher_itself", False):  # the GPU child: a confined process per case
+                return launcher_case.run_in_own_process(dev, case, self.resolve(case.kernel), policy)
         if case.base is not None:
             return ab.run_ab(self, case, policy)
         launch = self.resolve(case.kernel) if case.kernel is not None else None

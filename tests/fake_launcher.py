@@ -1,0 +1,53 @@
+"""The CPU double's launcher cases (never imported by product code): the device of the confined
+process of a launcher case (worker/launcher_case.py) on the CPU, and its set-up hook.
+
+As on the GPU, the product's runner runs there and calls the job's launcher through ctypes with the
+planned arguments (worker/launcher_library.py); here the matrices are NumPy's, so the launcher
+gets host pointers and a null stream, and a launcher that computes on the host
+(tests/fixtures/host_launchers) really computes C. Event times come from the double's model.
+"""
+
+from worker import kernel_args, launcher_library
+from worker.host_jail import Allowance
+from worker.launcher_case import LauncherCase
+from tests.fake_gpu import Call, FakeDevice, FakeKernel
+
+
+class FakeLauncherDevice(FakeDevice):
+    calls_launcher_itself = True
+
+    def __init__(self, cfg, plan: kernel_args.ArgPlan, compiler_label: str):
+        super().__init__(cfg)
+        self.plan, self.compiler_label = plan, compiler_label
+        self.launcher = None  # the job's function (ctypes), once loaded
+
+    def compile(self, launch) -> FakeKernel:
+        return FakeKernel(launch, launch.variant, self.plan, self.compiler_label)
+
+    def kernel_call(self, kernel, launch, m, n, k, a, b, c, alpha, beta):
+        if self.launcher is None:  # the rehearsal: cuBLAS in its place
+            return self.cublas_call(a, b, c, launch.precision)
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta) | {"stream": None}
+        args = launcher_library.arguments(kernel.plan, named, lambda x: 0 if x is None else x.ctypes.data)
+        launcher = self.launcher
+        launcher.argtypes, launcher.restype = list(args.argtypes), None
+
+        def run():
+            launcher(*args.values)
+
+        run.keep = args  # the host scalars live as long as the call
+        return Call(run, 2.0 * m * n * k / (kernel.gflops * 1e6))
+
+    def resources(self, kernel, launch, m, n, k) -> dict:
+        return {}  # the entry's, from the GPU child (worker/launcher_case.py)
+
+
+class CpuLauncherCase(LauncherCase):
+    def setup_allowance(self) -> Allowance:
+        return Allowance()
+
+    def call_allowance(self) -> Allowance:
+        return Allowance()
+
+    def make_device(self) -> FakeLauncherDevice:
+        return FakeLauncherDevice(self.cfg, self.plan, self.compiler)

@@ -1,0 +1,50 @@
+"""A repository's own host launcher on the GPU (issue 35, way b): the launchers of
+tests/fixtures/launcher_repo called, each case in a confined process of its own, by the product's
+runner (worker/launcher_case.py, worker/launcher_gpu.py) and verified against cuBLAS and timed; a
+hostile launcher built by nvcc fails its case only, and the next case, in the same GPU process, is
+right. The CPU's half of this is tests/test_launcher_cases.py; this file needs the H100.
+"""
+
+import pytest
+
+from core.settings import Settings
+from tests.test_launcher_cases import HOSTILE, REPO, case, described, hostile, needs_confinement
+from worker.cases import TimingPolicy
+from worker.runner import CupyRunner
+
+pytestmark = [pytest.mark.gpu, needs_confinement]
+SIZES = [(1000, 1003, 997), (64, 4096, 256)]
+
+
+@pytest.fixture(scope="module")
+def gpu(tmp_path_factory):
+    cfg = Settings(GEMMWATCH_DATA_DIR=str(tmp_path_factory.mktemp("launchers")), GEMMWATCH_COMPILE_TIMEOUT_S="300",
+                   GEMMWATCH_CASE_TIME_CAP_S="1")
+    return CupyRunner(cfg), TimingPolicy.from_settings(cfg)
+
+
+@pytest.mark.parametrize("name", ["launcher_run_sgemm_tiled", "launcher_launch_gemm"])
+@pytest.mark.parametrize("size", SIZES)
+def test_gpu_the_repositorys_launchers_verify_and_are_timed(gpu, name, size):
+    runner, policy = gpu
+    out = runner.run_case(case(described(REPO, name), size=size), policy)
+    assert out.verified and out.error is None, out.error
+    assert out.gflops and out.gflops > 0 and out.n_samples >= 10
+    about = out.env["launcher"]
+    assert about["what_happened"] == "the launcher returned normally", about
+    assert "read/write/ioctl of /dev/nvidia" in about["confinement"] and "NOT applied" not in about["confinement"]
+    assert out.env["stream_hold"]["used"] is False and out.env["l2_flush"] == "memset"
+    assert out.env["resources"]["compiler"].startswith("nvcc 13.") and out.env["resources"]["registers_per_thread"]
+
+
+@pytest.mark.parametrize(("launcher_file", "words"), [
+    (HOSTILE / "segfault.c", "SIGSEGV"), (HOSTILE / "exit_zero.c", "exit(0)"), (HOSTILE / "abort.c", "SIGABRT"),
+    (HOSTILE / "gpu" / "reset_device.cu", "the launcher"),  # the device reset: returned, but then CuPy's error
+])
+def test_gpu_a_hostile_launcher_fails_its_case_only_and_the_next_case_is_right(gpu, launcher_file, words):
+    runner, policy = gpu
+    out = runner.run_case(case(hostile(launcher_file), size=(96, 80, 72)), policy)
+    assert not out.verified and words in out.error, out.error
+    assert runner.healthy()  # the GPU process never loaded the job's library
+    following = runner.run_case(case(described(REPO, "launcher_run_sgemm_tiled"), index=1, size=(96, 80, 72)), policy)
+    assert following.verified, following.error

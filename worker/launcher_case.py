@@ -1,0 +1,129 @@
+"""A case whose description names a host launcher (`"launcher": "launch_gemm<float>"`): the
+repository's own launcher, called with its argument order and our stream, every kernel it launches
+timed as one GEMM (docs/KERNELS.md, "A repository's own launcher").
+
+The GPU child never loads a job's library. For each such case it builds the library (the confined
+compile process, worker/launcher_library.py), reads the entry kernel's resources from its cubin,
+and starts a confined process of the case's own (worker/launcher_call.run_confined_call) whose
+set-up hook is a `LauncherCase`: the product's own runner (worker/runner.py: verify against
+cuBLAS, then the paired timing) over a device whose kernel call is the launcher. What that process
+reports is the job's own word (its code shares the process, and could write any figure), and the
+result says so in `env.launcher`. Whatever the launcher does (crash, exit(), hang, reset the device,
+fork) ends that process only; the case's result names it and the next case starts a fresh one.
+
+No compile process can run in the confined process (no exec; nothing of the worker's cache is
+readable there), so the stream hold, whose spin kernel is compiled by NVRTC, is not used, and a cold
+sample's L2 is flushed with the memset flush (cudaMemset: no kernel of ours to build): the result's
+env.stream_hold and env.l2_flush say so. Every lazy step of the run (CuPy's own kernels, the cuBLAS
+handle, NVML's library) happens in the set-up, under its Landlock layer, through a rehearsal: the
+same runner over the same case with cuBLAS standing in for the launcher, so that after confinement
+nothing is left to open but the device files.
+"""
+
+import dataclasses
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from core.kernel import KernelDescription
+from core.settings import Settings
+from worker import kernel_args
+from worker.cases import Case, CaseOutcome, KernelChoice, TimingPolicy
+from worker.launcher_call import run_confined_call
+
+SETUP_LIMIT_S = 180.0  # CUDA's and CuPy's initialisation and the rehearsal
+CALL_SLACK_S = 120.0  # beyond the timing's own cap: verification, warm-up, a large case's cuBLAS reference
+JOBS_WORD = ("made in the confined process that ran the job's own host code, which could have written any figure "
+             "there: the job's own word, not the worker's")
+
+
+def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> CaseOutcome:
+    """The case, run by its launcher in a confined process of its own; what happened becomes its result."""
+    library = device.build_launcher(launch)
+    entry = device.compile(launch)  # the kernel the launcher launches: its resources, read here
+    inner = confined_policy(policy)
+    request = {"case": encode_case(case), "policy": dataclasses.asdict(inner),
+               "plan": {"passing": [list(p) for p in library.plan.passing], "spelled": list(library.plan.spelled)},
+               "compiler": library.compiler}
+    # The library alone in a folder of its own: the confined process may read that folder, nothing of the cache.
+    with tempfile.TemporaryDirectory(prefix="gemmwatch-launcher-case-") as folder:
+        copy = Path(folder) / "launcher.so"
+        shutil.copyfile(library.path, copy)
+        called = run_confined_call(copy, library.symbol, hook=device.launcher_hook, hook_args=request,
+                                   timeout_s=4 * policy.time_cap_s + policy.settle_s + CALL_SLACK_S,
+                                   setup_timeout_s=SETUP_LIMIT_S)
+    about = {"launcher": launch.launcher, "symbol": library.symbol, "what_happened": called.message,
+             "confinement": called.confinement, "results": JOBS_WORD, "output": called.output[-4000:]}
+    if not called.ok or called.result is None:
+        return CaseOutcome(mode=policy.mode, error=f"launcher {launch.launcher}: {called.message}",
+                           env={"launcher": about})
+    out = CaseOutcome(**called.result)
+    out.env["launcher"] = about
+    if "launch" in out.env:
+        out.env["launch"]["launcher"] = launch.launcher
+        out.env["resources"] = device.resources(entry, launch, case.m, case.n, case.k)
+    return out
+
+
+def confined_policy(policy: TimingPolicy) -> TimingPolicy:
+    """The timing as the confined process can take it: no stream hold, the memset flush (module docstring)."""
+    return dataclasses.replace(policy, hold_stream=False, flush="memset" if policy.flushes else policy.flush)
+
+
+def encode_case(case: Case) -> dict:
+    """The case as JSON for the confined process (never pickle: its replies are a job's word, and
+    its request is kept as plain as they are)."""
+    return {"index": case.index, "variant": case.variant, "m": case.m, "n": case.n, "k": case.k, "seed": case.seed,
+            "description": case.kernel.description.model_dump(mode="json"), "tunables": case.kernel.tunables,
+            "origin": case.kernel.origin}
+
+
+def decode_case(data: dict) -> Case:
+    choice = KernelChoice(KernelDescription.model_validate(data["description"]), data["tunables"], data["origin"])
+    return Case(data["index"], data["variant"], data["m"], data["n"], data["k"], data["seed"], choice)
+
+
+class LauncherCase:
+    """The set-up hook of a launcher case (worker/launcher_call.py's protocol): the device is made
+    and rehearsed in set_up, and call(launcher) runs the product's runner with the launcher as the
+    kernel; after_call gives the CaseOutcome as JSON. A subclass names its device (`make_device`)
+    and what its set-up and call may open."""
+
+    def __init__(self, args: dict):
+        from worker.runner import Runner  # now, before any Landlock layer: nothing can be imported later
+
+        self.runner_class = Runner
+        self.case = decode_case(args["case"])
+        self.policy = TimingPolicy(**args["policy"])
+        self.plan = kernel_args.ArgPlan(tuple(tuple(p) for p in args["plan"]["passing"]),
+                                        tuple(args["plan"]["spelled"]))
+        self.compiler = args["compiler"]
+        self.cfg = Settings()  # the defaults: the child's environment holds none of the worker's settings
+        self.outcome: CaseOutcome | None = None
+        self.failure: Exception | None = None
+
+    def make_device(self):
+        raise NotImplementedError
+
+    def set_up(self) -> None:
+        self.device = self.make_device()
+        self.runner = self.runner_class(self.device)
+        # The rehearsal: every code path of the run once, cuBLAS in the launcher's place (its
+        # verdict is thrown away), then cuBLAS alone through the timing loop.
+        brief = dataclasses.replace(self.policy, warmup_ms=1.0, time_cap_s=0.05, min_time_s=0.0,
+                                    sustained_warmup_s=0.01)
+        self.runner.run_case(self.case, brief)
+        self.runner.run_case(dataclasses.replace(self.case, kernel=None), brief)
+
+    def call(self, launcher) -> None:
+        self.device.launcher = launcher
+        try:
+            self.outcome = self.runner.run_case(self.case, self.policy)
+        except Exception as exc:  # reported after the call: the launcher returned, then this
+            self.failure = exc
+
+    def after_call(self) -> dict:
+        if self.failure is not None:
+            raise self.failure
+        return json.loads(json.dumps(self.outcome.as_row(), default=float))
