@@ -19,9 +19,10 @@ from pydantic import ValidationError
 from core.kernel import KernelDescription, resolve
 from core.kernel_folder import load_folder
 from core.settings import Settings
+from tests.conftest import make_client, wait_for_job
 from tests.fake_gpu import H100_FIGURES, CpuRunner
 from worker import compiler, kernel_args, launcher_case, launcher_library
-from worker.cases import Case, KernelChoice, TimingPolicy
+from worker.cases import Case, CaseOutcome, KernelChoice, TimingPolicy
 from worker.host_jail import landlock_abi
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -163,6 +164,42 @@ def test_a_launcher_that_dies_fails_its_case_only_and_the_next_case_is_right(run
     assert out.env["launcher"]["what_happened"] == words
     following = runner.run_case(case(described(HOST, "host_gemm"), index=1), POLICY)
     assert following.verified and following.error is None
+
+
+@needs_confinement
+def test_a_forged_result_that_is_not_a_cases_fails_its_case_not_the_job(runner):
+    out = runner.run_case(case(described(HOST, "host_forged_report")), POLICY)
+    assert out.env["launcher"]["what_happened"] == "the launcher returned normally"  # its words, believed as such
+    assert not out.verified and out.gflops is None
+    assert out.error.startswith("the launcher's process reported a result that is not a case's (fields gflops, "
+                                "verified)"), out.error
+
+
+def test_a_reported_result_is_taken_only_in_the_types_of_a_result_row():
+    good = {"verified": True, "rel_error": 1e-7, "median_ms": 2, "n_samples": 2, "samples_ms": [1.5, 2],
+            "error": None, "env": {"anything": ["the job's word"]}}
+    assert launcher_case.checked_outcome(good, "cold") == CaseOutcome(**good)
+    for forged in ({"n_samples": 2.5}, {"verified": 1}, {"median_ms": True}, {"samples_ms": [1.0, "2"]},
+                   {"env": []}, {"error": 3}, {"row_id": 1}):
+        out = launcher_case.checked_outcome({**good, **forged}, "cold")
+        assert not out.verified and f"(fields {next(iter(forged))})" in out.error, (forged, out.error)
+
+
+def test_launcher_cases_through_a_worker_fail_alone_and_the_next_job_runs(cfg, start_worker):
+    """Through the API, a real worker and its GPU child on the CPU double: the crashing launcher's
+    case fails with what happened, the job's other cases are right, and the next job succeeds."""
+    start_worker(cfg, GEMMWATCH_COMPILE_TIMEOUT_S="300")
+    client = make_client(cfg)
+    sources = [described(HOST, n).model_dump(mode="json") for n in ("host_gemm", "host_crash", "host_gemm_by_pointer")]
+    posted = client.post("/api/jobs", json={"sources": sources, "sizes": [[40, 24, 33]]})
+    assert posted.status_code == 202, posted.text
+    job = wait_for_job(client, posted.json()["id"], timeout=300)
+    got = {r["variant"]: r for r in job["results"]}
+    assert got["host_crash"]["error"] == "launcher crash_on_host: the launcher crashed (segmentation fault, SIGSEGV)"
+    assert got["host_gemm"]["verified"] and got["host_gemm_by_pointer"]["verified"], job
+    assert "the job's own word" in got["host_gemm"]["env"]["launcher"]["results"]
+    following = client.post("/api/jobs", json={"sources": sources[:1], "sizes": [[17, 9, 5]]})
+    assert wait_for_job(client, following.json()["id"], timeout=300)["status"] == "succeeded"
 
 
 def hostile(launcher_file: Path) -> KernelDescription:

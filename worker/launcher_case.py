@@ -24,6 +24,8 @@ import dataclasses
 import json
 import shutil
 import tempfile
+import types
+import typing
 from pathlib import Path
 
 from core.kernel import KernelDescription
@@ -58,12 +60,37 @@ def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> Case
     if not called.ok or called.result is None:
         return CaseOutcome(mode=policy.mode, error=f"launcher {launch.launcher}: {called.message}",
                            env={"launcher": about})
-    out = CaseOutcome(**called.result)
+    out = checked_outcome(called.result, policy.mode)
     out.env["launcher"] = about
     if "launch" in out.env:
         out.env["launch"]["launcher"] = launch.launcher
         out.env["resources"] = device.resources(entry, launch, case.m, case.n, case.k)
     return out
+
+
+def checked_outcome(result: dict, mode: str) -> CaseOutcome:
+    """The confined process's result as a CaseOutcome, each field of the type the result row holds:
+    that process ran the job's code, which can write anything on its report pipe, and a string
+    where a number belongs must fail this case, not the job's row."""
+    fields = {f.name: f.type for f in dataclasses.fields(CaseOutcome)}
+    wrong = [name for name, value in result.items() if name not in fields or not _fits(value, fields[name])]
+    if wrong:
+        return CaseOutcome(mode=mode, error="the launcher's process reported a result that is not a case's (fields "
+                                            f"{', '.join(sorted(wrong))}): its figures are not used")
+    return CaseOutcome(**result)
+
+
+def _fits(value, annotation) -> bool:
+    """Whether a value read from JSON is of a CaseOutcome field's type (a bool is no number here)."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    for option in options:
+        kind = typing.get_origin(option) or option
+        if (value is None and option is type(None)) or (kind is bool and type(value) is bool) \
+                or (kind is int and type(value) is int) or (kind is float and type(value) in (int, float)) \
+                or (kind is str and type(value) is str) or (kind is dict and type(value) is dict) \
+                or (kind is list and type(value) is list and all(type(x) in (int, float) for x in value)):
+            return True
+    return False
 
 
 def confined_policy(policy: TimingPolicy) -> TimingPolicy:

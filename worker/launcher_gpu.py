@@ -65,7 +65,10 @@ class CupyLauncherCase(LauncherCase):
 
     def __init__(self, args: dict):
         super().__init__(args)
-        import pynvml  # noqa: F401 (imported now: nothing can be imported after confinement)
+        # Imported now, before any layer, as the hook tested on the H100 and H200 does (importing
+        # CuPy starts no thread); CUDA itself is initialised in set_up.
+        import cupy  # noqa: F401
+        import pynvml
 
         self.pynvml = pynvml
         self.devices = nvidia_device_files()  # listed now: under the set-up layer /dev cannot be listed
