@@ -9,6 +9,7 @@ import pytest
 
 from core.settings import Settings
 from tests.test_launcher_cases import HOSTILE, REPO, case, described, hostile, needs_confinement
+from worker import launcher_case
 from worker.cases import TimingPolicy
 from worker.runner import CupyRunner
 
@@ -39,9 +40,11 @@ def test_gpu_the_repositorys_launchers_verify_and_are_timed(gpu, name, size):
 
 @pytest.mark.parametrize(("launcher_file", "words"), [
     (HOSTILE / "segfault.c", "SIGSEGV"), (HOSTILE / "exit_zero.c", "exit(0)"), (HOSTILE / "abort.c", "SIGABRT"),
+    (HOSTILE / "spin.c", "the launcher ran past its"),
     (HOSTILE / "gpu" / "reset_device.cu", "the launcher"),  # the device reset: returned, but then CuPy's error
 ])
-def test_gpu_a_hostile_launcher_fails_its_case_only_and_the_next_case_is_right(gpu, launcher_file, words):
+def test_gpu_a_hostile_launcher_fails_its_case_only_and_the_next_case_is_right(gpu, monkeypatch, launcher_file, words):
+    monkeypatch.setattr(launcher_case, "CALL_SLACK_S", 20.0)  # the spin is killed in seconds, not minutes
     runner, policy = gpu
     out = runner.run_case(case(hostile(launcher_file), size=(96, 80, 72)), policy)
     assert not out.verified and words in out.error, out.error

@@ -48,6 +48,7 @@ def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> Case
     request = {"case": encode_case(case), "policy": dataclasses.asdict(inner),
                "plan": {"passing": [list(p) for p in library.plan.passing], "spelled": list(library.plan.spelled)},
                "compiler": library.compiler}
+    device.release_memory()  # this process's pooled GPU memory is the case's process's to use now
     # The library alone in a folder of its own: the confined process may read that folder, nothing of the cache.
     with tempfile.TemporaryDirectory(prefix="gemmwatch-launcher-case-") as folder:
         copy = Path(folder) / "launcher.so"
