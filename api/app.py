@@ -1,12 +1,16 @@
 """The application factory: API routers, and the dashboard mounted beside them."""
 
+import asyncio
+
 from fastapi import FastAPI
 
 from api.auth import Reader
 from api.docs_page import install_docs_page
 from api.error_handlers import install_error_handlers
 from api.intake import JobIntake
+from api.job_body import describe_job_body
 from api.metrics import install_metrics
+from api.request_gate import RequestGate
 from api.routes import catalog, fleet, health, jobs, results
 from api.same_origin import SameOriginWrites
 from api.security_headers import SecurityHeaders
@@ -25,10 +29,15 @@ def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI
     )
     app.state.settings = cfg
     app.state.intake = JobIntake(cfg)  # stores and publishes new jobs in groups
+    # How many job bodies this process validates at once, each on a thread (api/job_body.py): the
+    # other threads stay free for reads and /healthz while a large job's sources are checked.
+    app.state.validation_slots = asyncio.Semaphore(max(1, cfg.api_threads // 2))
 
     install_error_handlers(app)  # a 422 for any bad input, however unprintable (api/error_handlers.py)
-    # A write from another origin is refused before any route or body is touched; the headers wrap
-    # that refusal too (a middleware added later sits outside one added earlier).
+    # A write from another origin is refused before any route or body is touched, then one too large
+    # or without its token (api/request_gate.py); the headers wrap those refusals too (a middleware
+    # added later sits outside one added earlier).
+    app.add_middleware(RequestGate, cfg=cfg)
     app.add_middleware(SameOriginWrites, public_origins=tuple(o for o in cfg.public_origins.split(",") if o.strip()))
     app.add_middleware(SecurityHeaders)
 
@@ -37,6 +46,7 @@ def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI
     app.include_router(health.router)
     install_metrics(app, cfg, dependencies=[Reader])
     install_docs_page(app)
+    describe_job_body(app)
     if with_dashboard:
         # The one place the API reaches outward: the dashboard is served by the same app.
         from dashboard.pages import mount_dashboard

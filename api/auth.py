@@ -6,6 +6,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.orm import Session
 
 from core.db import session_factory
@@ -93,3 +94,19 @@ def _check_alone(cfg: Settings, creds: HTTPAuthorizationCredentials | None) -> A
 
 
 Reader = Depends(require_reader)
+
+
+def bearer_of(authorization: str | None) -> str | None:
+    """The token of an Authorization header, read as the routes' HTTPBearer reads it."""
+    scheme, token = get_authorization_scheme_param(authorization)
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def writer_refusal(cfg: Settings, token: str, scope: str) -> HTTPException | None:
+    """For api/request_gate.py, before a write's body is read: why this token may not make the
+    write (401, 403), or None. The route checks the token again where it uses it."""
+    with session_factory(cfg)() as db:
+        row = find_token(db, token)
+    if row is None:
+        return unauthorized()
+    return None if has_scope(row, scope) else forbidden(row, scope)

@@ -21,6 +21,11 @@ class Settings(BaseSettings):
     max_cases_per_job: int = Field(default=64, validation_alias="GEMMWATCH_MAX_CASES")
     max_source_bytes: int = Field(default=200_000, validation_alias="GEMMWATCH_MAX_SOURCE_BYTES")
     max_autotune_cases: int = Field(default=256, validation_alias="GEMMWATCH_MAX_AUTOTUNE_CASES")
+    # The most bytes a request body may hold, per route (api/request_gate.py answers 413 beyond,
+    # from Content-Length or while the body streams): a job carries its sources (64 of
+    # GEMMWATCH_MAX_SOURCE_BYTES at most, with JSON's escapes); a batch of results its samples.
+    max_job_bytes: int = Field(default=16 << 20, ge=1 << 16, validation_alias="GEMMWATCH_MAX_JOB_BYTES")
+    max_results_bytes: int = Field(default=32 << 20, ge=1 << 16, validation_alias="GEMMWATCH_MAX_RESULTS_BYTES")
 
     # Measurement (see worker/timing.py for how they are used).
     warmup_ms: float = Field(default=25.0, validation_alias="GEMMWATCH_WARMUP_MS")

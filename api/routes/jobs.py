@@ -10,12 +10,12 @@ from core.cancel import JobAlreadyEnded, JobNotFound, NotYours, cancel_job
 from api.deps import SessionDep, SettingsDep
 from core.fleet import load_fleet
 from api.intake import job_intake
-from api.limits import check_job_limits
+from api.job_body import INVALID, JOB_BODY_OPENAPI, job_from
 from core.models import Job
 from core.baselines import verdicts
 from core.confirm import confirmation, plan_confirmation
 from core.regression import PairedThresholds, Thresholds
-from api.schemas import ConfirmationOut, ConfirmIn, JobCreate, JobOut, JobStatus, VerdictOut
+from api.schemas import ConfirmationOut, ConfirmIn, JobOut, JobStatus, VerdictOut
 from core.store import upsert_commit
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
@@ -23,11 +23,14 @@ router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut,
-             responses={503: {"description": "the broker is unreachable: the job was stored as failed"}})
-async def create_job(body: JobCreate, request: Request, creds: Credentials):
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut, openapi_extra=JOB_BODY_OPENAPI,
+             responses={413: {"description": "the body is larger than GEMMWATCH_MAX_JOB_BYTES"}, 422: INVALID,
+                        503: {"description": "the broker is unreachable: the job was stored as failed"}})
+async def create_job(request: Request, creds: Credentials):
+    """Queue a job (the body: JobCreate). Its token is checked before its body is read, and the
+    body is validated on a thread (api/request_gate.py, api/job_body.py)."""
     cfg = request.app.state.settings
-    check_job_limits(body, cfg)
+    body = await job_from(request)
 
     def build(db: Session) -> Job:
         job = Job(
