@@ -50,6 +50,12 @@ class CupyLauncherDevice(CupyDevice):
         run.keep = args  # the host scalars live as long as the call
         return run
 
+    def notes(self, precision) -> list[str]:
+        # The first of CupyDevice's notes is NVRTC's -ftz=true, which a launcher built by nvcc never saw.
+        return [f"the repository's own launcher, built by {self.compiler_label} with its flags and called through "
+                "ctypes in a confined process: every kernel it launches timed as one GEMM",
+                *super().notes(precision)[1:]]
+
     def resources(self, kernel, launch, m, n, k) -> dict:
         return {}  # the entry's, read by the GPU child from its cubin (worker/launcher_case.py)
 
