@@ -16,7 +16,8 @@ from rich.table import Table
 
 from cli.progress import wait_for_job
 from cli.token_commands import token_app
-from cli.server import SERVER_HELP, find_server, forget_server, local_url, record_server
+from cli.server import (SERVER_HELP, UntrustedRecord, find_ci_server, find_server, forget_server, local_url,
+                        record_server)
 
 # Plain click help (rich_markup_mode=None): it wraps to the terminal and never cuts an option name,
 # where rich's panels squeezed `--no-always-confirm` into `--no-always-conf…` at 80 columns.
@@ -35,14 +36,15 @@ def local_token_path():
     return settings.data_dir / LOCAL_TOKEN_FILE
 
 
-def find_token(explicit: str | None) -> str | None:
-    """--token, else $GEMMWATCH_TOKEN, else the token `gemmwatch up` left in the data folder."""
+def find_token(explicit: str | None, from_data_dir: bool = True) -> str | None:
+    """--token, else $GEMMWATCH_TOKEN, else (unless told not to) the token `gemmwatch up` left in
+    the data folder."""
     if explicit:
         return explicit
     if os.environ.get("GEMMWATCH_TOKEN"):
         return os.environ["GEMMWATCH_TOKEN"]
     path = local_token_path()
-    return path.read_text().strip() if path.exists() else None
+    return path.read_text().strip() if from_data_dir and path.exists() else None
 
 
 def ensure_local_token() -> None:
@@ -188,8 +190,8 @@ def parse_size(text: str) -> list[int]:
     return size
 
 
-def api_client(server: str, token: str | None) -> httpx.Client:
-    found = find_token(token)
+def api_client(server: str, token: str | None, from_data_dir: bool = True) -> httpx.Client:
+    found = find_token(token, from_data_dir)
     headers = {"Authorization": f"Bearer {found}"} if found else {}
     return httpx.Client(base_url=server, timeout=30, headers=headers)
 
@@ -273,11 +275,17 @@ def ci(
                                                 " (default: `git rev-parse COMMIT^@` here)")] = None,
     confirm: Annotated[bool, typer.Option(help="confirm a change by timing base and head kernels in one job")] = True,
     always_confirm: Annotated[bool, typer.Option(help="confirm every compared result, changed or not")] = False,
+    local: Annotated[bool, typer.Option("--local", help="use the server and token `gemmwatch up` recorded in the data"
+                                        " folder (.gemmwatch here): for this machine's own install, never in CI")] = False,
 ):
     """Benchmark a commit and compare with its base; a change is confirmed by an A/B job unless
     --no-confirm. Exit 0: no regression; 1: regression; 2: a failed or unverified result;
-    3: server unreachable or timed out."""
-    server = find_server(server)
+    3: server unreachable or timed out. Its server and token: flags and environment only, unless --local."""
+    try:
+        server = find_ci_server(server, local)
+    except UntrustedRecord as exc:
+        errors.print(f"[red]{exc}[/red]", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
     from cli.ci import FAILED, build_job, git_parents, run_ci
     from core.kernel_folder import FolderError
 
@@ -291,7 +299,7 @@ def ci(
     except FolderError as exc:
         errors.print(f"[red]{kernels_dir}: its kernels cannot be posted:[/red]\n{exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(FAILED)
-    with api_client(server, token) as client:
+    with api_client(server, token, from_data_dir=local) as client:
         raise typer.Exit(run_ci(client, body, base, base_branch, timeout, confirm, always_confirm))
 
 

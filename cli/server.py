@@ -2,7 +2,8 @@
 
 The order: --server, then $GEMMWATCH_SERVER, then the URL that a running `gemmwatch up` wrote
 to the data folder (so `make up PORT=8801` then `gemmwatch submit` reaches port 8801), then
-http://127.0.0.1:8000.
+http://127.0.0.1:8000. `gemmwatch ci` reads that record only when told to (`--local`): in CI the
+data folder, `.gemmwatch` of the working directory, is the checked-out tree's, a pull request's.
 """
 
 import os
@@ -28,6 +29,23 @@ def find_server(explicit: str | None) -> str:
     record = server_record_path()
     if record.exists() and (recorded := record.read_text().strip()):
         return recorded
+    return DEFAULT_SERVER
+
+
+class UntrustedRecord(Exception):
+    pass
+
+
+def find_ci_server(explicit: str | None, local: bool) -> str:
+    """`gemmwatch ci`'s server: --server or $GEMMWATCH_SERVER, the data folder's record only with
+    --local; where a record exists without --local, refused, since the token would follow it."""
+    if explicit or os.environ.get("GEMMWATCH_SERVER") or local:
+        return find_server(explicit)
+    record = server_record_path()
+    if record.exists():
+        raise UntrustedRecord(
+            f"a server is recorded in {record}, which gemmwatch ci does not trust: in CI it is a file of the"
+            " checked-out tree. Give --server or $GEMMWATCH_SERVER, or --local to use this machine's `gemmwatch up`")
     return DEFAULT_SERVER
 
 

@@ -8,7 +8,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+    # The environment only: no `.env` file. Read from the working directory, it made any checked-out
+    # tree a source of settings: in CI, a pull request's committed `.env` chose where `gemmwatch ci`
+    # sent its token and which libnvrtc the compile loaded (issue 37, row 9; docs/SECURITY.md).
+    model_config = SettingsConfigDict(extra="ignore")
 
     # Where state lives when nothing else is configured: the embedded default.
     data_dir: Path = Field(default=Path(".gemmwatch"), validation_alias="GEMMWATCH_DATA_DIR")

@@ -1,0 +1,111 @@
+"""Issue 37, row 9: `gemmwatch ci` takes its server, token and libraries from its flags and the
+environment only, never from files of the checked-out tree (in CI, a pull request's).
+
+The tree commits a `.env` naming the attacker's data folder, server and libnvrtc, and that data
+folder's `server` record (and `.gemmwatch/server`, the default data folder's); the attacker's
+server is a listener of this test that records every request. `gemmwatch ci` runs there with the
+CI's token in $GEMMWATCH_TOKEN: the listener must hear nothing, with or without $GEMMWATCH_SERVER.
+"""
+
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from core.db import session_factory
+from core.tokens import create_token
+from tests.conftest import ROOT
+
+CI_TOKEN_NAME = "ci-runner"
+
+
+@pytest.fixture
+def attacker():
+    """A listener on 127.0.0.1 that records each request's line and Authorization header."""
+    heard: list[tuple[str, str | None]] = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def _record(self):
+            heard.append((self.requestline, self.headers.get("Authorization")))
+            self.send_response(404)
+            self.end_headers()
+
+        do_GET = do_POST = _record
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", heard
+    server.shutdown()
+
+
+def hostile_tree(root: Path, attacker_url: str) -> Path:
+    """A checked-out repository whose committed files point gemmwatch at the attacker."""
+    root.mkdir()
+    (root / ".env").write_text(f"GEMMWATCH_DATA_DIR=.attacker\nGEMMWATCH_SERVER={attacker_url}\n"
+                               "GEMMWATCH_NVRTC_LIBRARY=./evil.so\nGEMMWATCH_NVCC=./evil-nvcc\n")
+    for folder in (".attacker", ".gemmwatch"):
+        (root / folder).mkdir()
+        (root / folder / "server").write_text(attacker_url + "\n")
+        (root / folder / "token").write_text("gw_the-attackers-own\n")
+    git = ["git", "-c", "user.name=pr", "-c", "user.email=pr@test", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "a pull request"], cwd=root, check=True)
+    return root
+
+
+def ci_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMWATCH_")}
+    return {**env, "PYTHONPATH": str(ROOT), **extra}
+
+
+def gemmwatch_ci(tree: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "cli.main", "ci", "--commit", "ab12cd34", "--parents", "", "--variants", "naive",
+           "--size", "64", "--timeout", "1", "--no-confirm", *args]
+    return subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_gemmwatch_ci_sends_the_token_nowhere_the_tree_names(tmp_path, cfg, live_server, attacker):
+    attacker_url, heard = attacker
+    tree = hostile_tree(tmp_path / "checkout", attacker_url)
+    with session_factory(cfg)() as db:
+        token = create_token(db, CI_TOKEN_NAME, scopes=("jobs",))
+
+    # The CI forgot $GEMMWATCH_SERVER: refused, naming what to set, rather than sent to the record.
+    alone = gemmwatch_ci(tree, ci_env(GEMMWATCH_TOKEN=token))
+    assert alone.returncode == 2, alone.stdout + alone.stderr
+    assert "--server or $GEMMWATCH_SERVER" in alone.stderr and "does not trust" in alone.stderr
+
+    # With the CI's own server: the job goes there, under the CI's token.
+    base = live_server(cfg)
+    real = gemmwatch_ci(tree, ci_env(GEMMWATCH_TOKEN=token, GEMMWATCH_SERVER=base))
+    assert real.returncode == 3, real.stdout + real.stderr  # no worker here: it times out waiting
+    jobs = httpx.get(f"{base}/api/jobs").json()
+    assert [j["commit"]["sha"] for j in jobs] == ["ab12cd34"]
+
+    assert heard == [], f"the attacker's server heard: {heard}"
+
+
+def test_no_setting_comes_from_a_dotenv_of_the_working_directory(tmp_path, attacker):
+    tree = hostile_tree(tmp_path / "checkout", attacker[0])
+    seen = subprocess.run(
+        [sys.executable, "-c", "from core.settings import Settings; s = Settings();"
+                               "print(s.data_dir, s.nvrtc_library, s.nvcc)"],
+        cwd=tree, env=ci_env(), capture_output=True, text=True, check=True).stdout.split()
+    assert seen == [".gemmwatch", "None", "None"]
+
+
+def test_local_takes_the_server_and_token_gemmwatch_up_recorded(tmp_path, attacker):
+    """--local is this machine's own `make up` (the README's example): its record and token are used."""
+    attacker_url, heard = attacker
+    tree = hostile_tree(tmp_path / "checkout", attacker_url)
+    gemmwatch_ci(tree, ci_env(), "--local")
+    assert heard and all(auth == "Bearer gw_the-attackers-own" for _, auth in heard)
