@@ -3,7 +3,7 @@
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
@@ -73,7 +73,12 @@ class Commit(Base):
 class Job(Base):
     __tablename__ = "job"
     __table_args__ = (
-        UniqueConstraint("run_id", name="uq_job_run_id"),
+        # A posted run_id is its token's own (issue 37, row 10): another token posting the same
+        # id makes a run of its own, never takes this one's place. Without a token (writes open),
+        # one namespace for all.
+        UniqueConstraint("submitted_by_token_id", "run_id", name="uq_job_token_run_id"),
+        Index("uq_job_run_id_without_token", "run_id", unique=True,
+              sqlite_where=text("submitted_by_token_id IS NULL"), postgresql_where=text("submitted_by_token_id IS NULL")),
         Index("ix_job_worker_finished", "worker", "finished_at"),  # the fleet's jobs per worker in the last day
     )
 

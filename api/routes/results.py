@@ -62,10 +62,11 @@ _NEXT = {name: {"operationId": op, "parameters": {"job_id": "$response.body#/job
                         409: {"description": "the GPU is recorded with another identity (the answer says what differs)"}})
 def post_results(body: ResultBatchIn, db: SessionDep, cfg: SettingsDep, response: Response, creds: Credentials):
     """Results measured elsewhere (`gemmwatch run --post`), stored as a finished job.
-    Idempotent on run_id: the same run posted again returns the first job and adds nothing.
+    Idempotent on run_id, per token: the same token posting a run_id again gets its first job
+    back and adds nothing; another token's run_id is a run of its own.
     Needs a token with the `results` scope."""
     token = authorize_write(cfg, db, creds, "results")
-    existing = db.scalar(select(Job).where(Job.run_id == body.run_id))
+    existing = _posted_before(db, body.run_id, token)
     if existing is not None:
         response.status_code = 200
         return ResultBatchOut(job_id=existing.id, created=False, results=len(existing.results))
@@ -89,10 +90,17 @@ def post_results(body: ResultBatchIn, db: SessionDep, cfg: SettingsDep, response
         db.commit()
     except IntegrityError:  # the same run posted twice at once: the other request stored it
         db.rollback()
-        existing = db.scalar(select(Job).where(Job.run_id == body.run_id))
+        existing = _posted_before(db, body.run_id, token)
         response.status_code = 200
         return ResultBatchOut(job_id=existing.id, created=False, results=len(existing.results))
     return ResultBatchOut(job_id=job.id, created=True, results=len(body.results))
+
+
+def _posted_before(db, run_id: str, token) -> Job | None:
+    """This token's own run of that id: a run_id is namespaced by the token that posts it, so
+    another token's post of the same id can neither take its place nor stop it (issue 37, row 10)."""
+    owner = Job.submitted_by_token_id == token.id if token else Job.submitted_by_token_id.is_(None)
+    return db.scalar(select(Job).where(Job.run_id == run_id, owner))
 
 
 def _claim(db, ident: dict, token):
