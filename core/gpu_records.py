@@ -43,10 +43,23 @@ class IdentityConflict(Exception):
                 "differs": [{"field": d.field, "recorded": d.recorded, "sent": d.sent} for d in self.differences]}
 
 
+def normal_uuid(uuid: str) -> str:
+    """A GPU uuid as NVML writes it (`GPU-` or `MIG-`, then lower-case hex), nothing around it.
+
+    Stored as sent, `GPU-ABC`, `gpu-abc` and `GPU-abc ` were three GPUs of one name: a look-alike
+    record beside the real one, its history apart (issue 37, row 11). Every writer of a GPU record
+    (this module for tokens, core/store.py for workers) goes through here."""
+    text = uuid.strip()
+    if text[:4].upper() in ("GPU-", "MIG-"):
+        return text[:4].upper() + text[4:].lower()
+    return text.lower()
+
+
 def claim_gpu(db: Session, ident: dict, token: ApiToken | None) -> Gpu:
     """The GPU a post names: made here (owned by `token`) if new, else checked against its record.
 
     `token` is None where writes need no token: then no post may change a record either."""
+    ident = {**ident, "uuid": normal_uuid(ident["uuid"])}
     row = db.scalar(select(Gpu).where(Gpu.uuid == ident["uuid"]))
     if row is None:
         row = Gpu(uuid=ident["uuid"], name=ident["name"], model=ident["model"],

@@ -4,6 +4,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.models import Commit, Gpu, utcnow
+from core.gpu_records import normal_uuid
 
 
 def upsert_commit(db: Session, c) -> Commit:
@@ -24,6 +25,7 @@ def upsert_commit(db: Session, c) -> Commit:
 def upsert_gpu(db: Session, ident: dict) -> Gpu:
     """The GPU as a worker (which holds the database, no token) found it. A record a token made
     is taken over: the fleet owns it from then on (core/gpu_records.py is what tokens go through)."""
+    ident = {**ident, "uuid": normal_uuid(ident["uuid"])}
     row = db.scalar(select(Gpu).where(Gpu.uuid == ident["uuid"]))
     if row is None:
         row = Gpu(uuid=ident["uuid"], name=ident["name"], model=ident["model"])

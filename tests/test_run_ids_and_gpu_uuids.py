@@ -1,5 +1,9 @@
-"""Issue 37, row 10, through the real server on both databases: a posted run_id is its token's
-own (api/routes/results.py, migration 0015)."""
+"""Issue 37, rows 10 and 11, through the real server on both databases: a posted run_id is its
+token's own (api/routes/results.py, migration 0015), and a GPU uuid that differs only by case or
+surrounding spaces is the same GPU, for posted results and for a worker's registration alike
+(core/gpu_records.py normal_uuid)."""
+
+import time
 
 import httpx
 
@@ -43,3 +47,25 @@ def test_a_run_id_claimed_first_by_another_token_does_not_drop_the_real_post(cfg
     with session_factory(cfg)() as db:
         assert db.query(Job).filter(Job.run_id == RUN_ID).count() == 2
 
+
+def test_look_alike_uuids_are_one_gpu_for_posts_and_workers(cfg, live_server, start_worker):
+    base = live_server(cfg)
+    maker, other = tokens(cfg, "maker", "other")
+    assert posted(base, maker, "run-maker-0001", GPU).status_code == 201
+
+    # Case and spaces changed: the same GPU, so the same record (one more run on it) ...
+    shouting = {**GPU, "uuid": f"  {GPU['uuid'].upper()} "}
+    assert posted(base, maker, "run-maker-0002", shouting).status_code == 201
+    # ... whose identity another token cannot contradict under a look-alike uuid.
+    renamed = {**GPU, "uuid": GPU["uuid"].lower() + "  ", "name": "NVIDIA H100 80GB HBM3 (mine)"}
+    conflict = posted(base, other, "run-other-0001", renamed)
+    assert conflict.status_code == 409 and conflict.json()["detail"]["uuid"] == GPU["uuid"], conflict.text
+
+    # A worker that reports it in capitals registers (and, holding the database, takes over) the same record.
+    start_worker(cfg, FAKE_GPU_UUID=GPU["uuid"].upper() + " ", FAKE_GPU_MODEL="H100")
+    deadline = time.monotonic() + 60
+    while not httpx.get(f"{base}/api/workers").json() and time.monotonic() < deadline:
+        time.sleep(0.1)  # polls the fleet until the worker has registered
+    gpus = httpx.get(f"{base}/api/gpus").json()
+    assert [g["uuid"] for g in gpus] == [GPU["uuid"]], gpus
+    assert [w["gpu_uuid"] for w in httpx.get(f"{base}/api/workers").json()] == [GPU["uuid"]]
