@@ -1,6 +1,6 @@
 """The application factory: API routers, and the dashboard mounted beside them."""
 
-import asyncio
+from weakref import WeakKeyDictionary
 
 from fastapi import FastAPI
 
@@ -29,9 +29,8 @@ def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI
     )
     app.state.settings = cfg
     app.state.intake = JobIntake(cfg)  # stores and publishes new jobs in groups
-    # How many job bodies this process validates at once, each on a thread (api/job_body.py): the
-    # other threads stay free for reads and /healthz while a large job's sources are checked.
-    app.state.validation_slots = asyncio.Semaphore(max(1, cfg.api_threads // 2))
+    # Bounds the job bodies this process validates at once, each on a thread (api/job_body.py).
+    app.state.validation_slots = WeakKeyDictionary()
 
     install_error_handlers(app)  # a 422 for any bad input, however unprintable (api/error_handlers.py)
     # A write from another origin is refused before any route or body is touched, then one too large

@@ -5,9 +5,13 @@ job's validation is heavy: every source goes through the kernel description's ch
 source guard (core/kernel.py, core/source_guard.py). A job of large sources then held every
 request of its process, /healthz included, for as long as that took (issue 37, row 1). Here the
 route reads the body itself (api/request_gate.py has bounded its size and checked its token by
-then) and validates it on a thread, at most `validation_slots` at once per process, so the other
-threads of the pool stay free for everything else. Bad input is the same 422 as FastAPI's.
+then) and validates it on a thread, at most half the pool's threads at once per process
+(GEMMWATCH_API_THREADS), so the others stay free for everything else. Bad input is the same 422
+as FastAPI's.
 """
+
+import asyncio
+from weakref import WeakKeyDictionary
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -29,8 +33,18 @@ INVALID = {"description": "Validation Error", "content": {
 
 async def job_from(request: Request) -> JobCreate:
     raw = await request.body()
-    async with request.app.state.validation_slots:
-        return await run_in_threadpool(_checked, raw, request.app.state.settings)
+    cfg = request.app.state.settings
+    async with _slots(request.app.state.validation_slots, cfg):
+        return await run_in_threadpool(_checked, raw, cfg)
+
+
+def _slots(per_loop: WeakKeyDictionary, cfg: Settings) -> asyncio.Semaphore:
+    # Half the pool's threads: the others stay free for reads and /healthz. One semaphore per
+    # event loop, since a waiter binds it to its loop: uvicorn runs one, a TestClient one per call.
+    loop = asyncio.get_running_loop()
+    if loop not in per_loop:
+        per_loop[loop] = asyncio.Semaphore(max(1, cfg.api_threads // 2))
+    return per_loop[loop]
 
 
 def _checked(raw: bytes, cfg: Settings) -> JobCreate:
