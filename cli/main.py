@@ -16,8 +16,7 @@ from rich.table import Table
 
 from cli.progress import wait_for_job
 from cli.token_commands import token_app
-from cli.server import (SERVER_HELP, UntrustedRecord, find_ci_server, find_server, forget_server, local_url,
-                        record_server)
+from cli.server import LOCAL_HELP, SERVER_HELP, find_server, forget_server, local_url, record_server, trusted_server
 
 # Plain click help (rich_markup_mode=None): it wraps to the terminal and never cuts an option name,
 # where rich's panels squeezed `--no-always-confirm` into `--no-always-conf…` at 80 columns.
@@ -275,17 +274,12 @@ def ci(
                                                 " (default: `git rev-parse COMMIT^@` here)")] = None,
     confirm: Annotated[bool, typer.Option(help="confirm a change by timing base and head kernels in one job")] = True,
     always_confirm: Annotated[bool, typer.Option(help="confirm every compared result, changed or not")] = False,
-    local: Annotated[bool, typer.Option("--local", help="use the server and token `gemmwatch up` recorded in the data"
-                                        " folder (.gemmwatch here): for this machine's own install, never in CI")] = False,
+    local: Annotated[bool, typer.Option("--local", help=LOCAL_HELP)] = False,
 ):
     """Benchmark a commit and compare with its base; a change is confirmed by an A/B job unless
     --no-confirm. Exit 0: no regression; 1: regression; 2: a failed or unverified result;
     3: server unreachable or timed out. Its server and token: flags and environment only, unless --local."""
-    try:
-        server = find_ci_server(server, local)
-    except UntrustedRecord as exc:
-        errors.print(f"[red]{exc}[/red]", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
+    server = trusted_server(server, local)
     from cli.ci import FAILED, build_job, git_parents, run_ci
     from core.kernel_folder import FolderError
 
@@ -315,11 +309,12 @@ def run_local(
     repo: str = "",
     save: Annotated[Path | None, typer.Option(help="also write the batch (as posted) to this JSON file")] = None,
     token: Annotated[str | None, typer.Option(help="API token (default: $GEMMWATCH_TOKEN)")] = None,
+    local: Annotated[bool, typer.Option("--local", help=LOCAL_HELP)] = False,
 ):
     """Measure on this machine's GPU with the same runner the workers use; --post sends the
     results to a server (idempotent: posting the same run twice adds nothing). Exit 2 if a
-    case failed, 3 if the server could not be reached."""
-    server = find_server(server)
+    case failed, 3 if the server could not be reached. Its server and token, as `ci`'s."""
+    server = trusted_server(server, local) if post else None
     import json
 
     from cli.local_run import batch, measure
@@ -345,7 +340,7 @@ def run_local(
         save.write_text(json.dumps(body))
     if post and results:
         try:
-            with api_client(server, token) as client:
+            with api_client(server, token, from_data_dir=local) as client:
                 resp = client.post("/api/results", json=body)
         except httpx.HTTPError as exc:
             console.print(f"[red]cannot reach {server}: {exc}[/red]")

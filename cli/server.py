@@ -9,6 +9,9 @@ data folder, `.gemmwatch` of the working directory, is the checked-out tree's, a
 import os
 from pathlib import Path
 
+import typer
+from rich.console import Console
+
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 SERVER_RECORD_FILE = "server"  # in the data folder, beside the local token
 SERVER_HELP = ("base URL of the gemmwatch API (default: $GEMMWATCH_SERVER, else where `gemmwatch up` "
@@ -47,6 +50,19 @@ def find_ci_server(explicit: str | None, local: bool) -> str:
             f"a server is recorded in {record}, which gemmwatch ci does not trust: in CI it is a file of the"
             " checked-out tree. Give --server or $GEMMWATCH_SERVER, or --local to use this machine's `gemmwatch up`")
     return DEFAULT_SERVER
+
+
+def trusted_server(explicit: str | None, local: bool) -> str:
+    """find_ci_server for a command that runs in CI (`ci`, `run --post`); exit 2 saying why not."""
+    try:
+        return find_ci_server(explicit, local)
+    except UntrustedRecord as exc:
+        Console(stderr=True).print(f"[red]{exc}[/red]", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+LOCAL_HELP = ("use the server and token `gemmwatch up` recorded in the data folder (.gemmwatch here): for this"
+              " machine's own install, never in CI")
 
 
 def local_url(host: str, port: int) -> str:

@@ -1,5 +1,6 @@
-"""Issue 37, row 9: `gemmwatch ci` takes its server, token and libraries from its flags and the
-environment only, never from files of the checked-out tree (in CI, a pull request's).
+"""Issue 37, row 9: `gemmwatch ci` (and `run --post`) takes its server, token and libraries from
+its flags and the environment only, never from files of the checked-out tree (in CI, a pull
+request's).
 
 The tree commits a `.env` naming the attacker's data folder, server and libnvrtc, and that data
 folder's `server` record (and `.gemmwatch/server`, the default data folder's); the attacker's
@@ -19,7 +20,7 @@ import pytest
 
 from core.db import session_factory
 from core.tokens import create_token
-from tests.conftest import ROOT
+from tests.conftest import FAKE_RUNNER, ROOT
 
 CI_TOKEN_NAME = "ci-runner"
 
@@ -92,6 +93,17 @@ def test_gemmwatch_ci_sends_the_token_nowhere_the_tree_names(tmp_path, cfg, live
     assert [j["commit"]["sha"] for j in jobs] == ["ab12cd34"]
 
     assert heard == [], f"the attacker's server heard: {heard}"
+
+
+def test_gemmwatch_run_post_follows_no_record_of_the_tree_either(tmp_path, attacker):
+    """A self-hosted runner measuring a pull request's kernels: refused before it measures."""
+    attacker_url, heard = attacker
+    tree = hostile_tree(tmp_path / "checkout", attacker_url)
+    cmd = [sys.executable, "-m", "cli.main", "run", "--variants", "naive", "--size", "32", "--post", "--commit", "ab12cd34"]
+    run = subprocess.run(cmd, cwd=tree, env=ci_env(GEMMWATCH_TOKEN="gw_the-ci-secret", GEMMWATCH_RUNNER=FAKE_RUNNER),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "--server or $GEMMWATCH_SERVER" in run.stderr, run.stdout + run.stderr
+    assert heard == []
 
 
 def test_no_setting_comes_from_a_dotenv_of_the_working_directory(tmp_path, attacker):
