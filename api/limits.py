@@ -8,8 +8,15 @@ from core.settings import Settings
 
 def check_job_limits(body: JobCreate, cfg: Settings) -> None:
     for i, size in enumerate(body.sizes):
-        if max(size) > cfg.max_dim:
+        m, n, k, batch = (*size, 1)[:4]
+        if max(m, n, k) > cfg.max_dim:
             raise Unprocessable("sizes", f"sizes[{i}] = {size}: each of M, N, K must be in 1..{cfg.max_dim}")
+        # A batch holds batch matrices of each operand: no more elements than the largest matrix
+        # one unbatched case may have here, so a batch cannot take more memory than a case can.
+        if batch * max(m * k, k * n, m * n) > cfg.max_dim**2:
+            raise Unprocessable("sizes", f"sizes[{i}] = {size}: batch x the largest matrix is "
+                                         f"{batch * max(m * k, k * n, m * n)} elements; at most {cfg.max_dim ** 2} "
+                                         f"({cfg.max_dim}^2, GEMMWATCH_MAX_DIM)")
     cases = body.case_count()
     limit = cfg.max_autotune_cases if body.kind == "autotune" else cfg.max_cases_per_job
     if cases > limit:

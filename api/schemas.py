@@ -53,6 +53,7 @@ Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0
 # The largest M, N or K the schema itself admits; a deployment's own limit (GEMMWATCH_MAX_DIM) is
 # checked by the route with the app's settings (api/limits.py).
 MAX_DIM = 1 << 20
+MAX_BATCH = 65535  # CUDA's largest grid z
 
 
 # As many kernels as a job may have cases by default (GEMMWATCH_MAX_CASES), since each source is
@@ -86,7 +87,9 @@ class JobCreate(BaseModel):
     variants: list[str] = Field(
         default_factory=list, description="names from GET /api/variants or from sources (default: all sources)"
     )
-    sizes: list[list[Dim]] = Field(min_length=1, max_length=256, description="[[M, N, K], ...]")
+    sizes: list[list[Dim]] = Field(min_length=1, max_length=256,
+                                   description="[[M, N, K], ...]; [M, N, K, batch] for a batch of GEMMs of that size "
+                                               "in one call (a batched kernel, cuBLAS's strided batch)")
     commit: CommitIn | None = None
     gpu: GpuModel | None = Field(default=None, description="GPU model, e.g. H100; any GPU when omitted")
     kind: JobKind = Field(
@@ -123,12 +126,15 @@ class JobCreate(BaseModel):
     @classmethod
     def _sizes_in_range(cls, sizes: list[list[int]]) -> list[list[int]]:
         for i, size in enumerate(sizes):
-            if len(size) != 3:
-                raise ValueError(f"sizes[{i}] must be [M, N, K], got {size}")
+            if len(size) not in (3, 4):
+                raise ValueError(f"sizes[{i}] must be [M, N, K] or [M, N, K, batch], got {size}")
             if min(size) < 1:
-                raise ValueError(f"sizes[{i}] = {size}: each of M, N, K must be at least 1")
-            if max(size) > MAX_DIM:
+                raise ValueError(f"sizes[{i}] = {size}: each of M, N, K (and batch) must be at least 1")
+            if max(size[:3]) > MAX_DIM:
                 raise ValueError(f"sizes[{i}] = {size}: each of M, N, K must be in 1..{MAX_DIM}")
+            if len(size) == 4 and size[3] > MAX_BATCH:
+                raise ValueError(f"sizes[{i}] = {size}: batch must be in 1..{MAX_BATCH} (a tile grid walks the "
+                                 "batch along grid z)")
         return sizes
 
     @model_validator(mode="after")
@@ -212,6 +218,8 @@ class ResultOut(BaseModel):
     dtype: str
     mode: str
     compute_mode: str
+    form: str = Field(description='the GEMM\'s form, its key (core/gemm_form.py): "rrr" is A, B, C row-major, '
+                                  'C = alpha·A·B + beta·C, FP32 sums; "rcr+ab+acc16" B column-major, C = A·B, FP16 sums')
     gpu: str | None
     commit: str | None
     median_ms: float | None

@@ -184,8 +184,9 @@ def parse_size(text: str) -> list[int]:
         size = [int(p) for p in parts]
     except ValueError:
         size = []
-    if len(size) != 3:
-        raise typer.BadParameter(f"{text!r}: give MxNxK (e.g. 4096x4096x4096) or one number for a cube")
+    if len(size) not in (3, 4):
+        raise typer.BadParameter(f"{text!r}: give MxNxK (e.g. 4096x4096x4096), MxNxKxBATCH for a batch of "
+                                 "matrices (1024x1024x1024x32), or one number for a cube")
     return size
 
 

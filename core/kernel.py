@@ -20,14 +20,15 @@ from typing import Annotated, Any, Literal
 from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError, field_validator,
                       model_validator)
 
-from core import compile_flags, kernel_expr, kernel_includes
+from core import compile_flags, gemm_form, kernel_expr, kernel_includes
+from core.gemm_form import Accumulate, Epilogue, GemmForm
 from core.kernel_includes import IncludeRefused
 from core.precision import NARROW_MODES, TYPE_BYTES, ComputeMode, Precision
 from core.source_guard import SourceRefused
 from core.kernel_expr import ExprError
 
 # Names an expression may read, beside the kernel's own tunables and defines.
-PROBLEM_NAMES = ("M", "N", "K")
+PROBLEM_NAMES = ("M", "N", "K", "BATCH")
 DEVICE_NAMES = ("SM_COUNT", "SMEM_PER_SM", "SMEM_PER_BLOCK", "REGS_PER_SM", "MAX_THREADS_PER_SM", "L2_BYTES", "CC")
 RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
 
@@ -36,7 +37,10 @@ RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
 # 32-bit ints, alpha and beta as floats, A, B and C as pointers to the matrices in `layout`.
 # A_map and B_map: the address of a TMA tensor map over A or B in global memory (`tensor_maps`).
 # stream: a launcher's cudaStream_t (the stream the runner times on); launchers only.
-ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map", "stream"]
+# batch: the number of matrices of a batched call; stride_a, stride_b, stride_c: the elements
+# between one matrix of the batch and the next (packed: rows x cols).
+ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map", "stream",
+                  "batch", "stride_a", "stride_b", "stride_c"]
 DEFAULT_ARGS = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -108,6 +112,17 @@ class TensorMap(BaseModel):
                                                            "box's contiguous side may be at most this many bytes")
 
 
+class OperandLayouts(BaseModel):
+    """Each operand's layout of its own: {"A": "row", "B": "col", "C": "row"} is B column-major
+    beside a row-major A and C (what cuBLAS on row-major data calls TN)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    A: Literal["row", "col", "column"] = "row"
+    B: Literal["row", "col", "column"] = "row"
+    C: Literal["row", "col", "column"] = "row"
+
+
 class KernelDescription(BaseModel):
     """One kernel: its files, entry, launch geometry, target, compute mode and constants."""
 
@@ -133,7 +148,7 @@ class KernelDescription(BaseModel):
                           "(nvcc only): the runner calls it, in a confined process of the case's own, and times "
                           "every kernel it launches as one GEMM; `args` are then its parameters (stream included) "
                           "and `entry` the kernel it launches")
-    args: list[ArgName] = Field(default_factory=lambda: list(DEFAULT_ARGS), min_length=3, max_length=14,
+    args: list[ArgName] = Field(default_factory=lambda: list(DEFAULT_ARGS), min_length=3, max_length=18,
                                 description="the kernel's parameters in order; M, N, K, lda, ldb, ldc as int, alpha and "
                                             "beta as float, A, B, C as pointers; A_map, B_map as the address of the "
                                             "matrix's tensor map (`tensor_maps`), or 0 where the TMA cannot describe "
@@ -143,7 +158,18 @@ class KernelDescription(BaseModel):
     tensor_maps: dict[Literal["A", "B"], TensorMap] = Field(
         default_factory=dict, description="TMA tensor maps the kernel takes (sm_90 and later), by matrix; each needs "
                                           "its A_map or B_map in args")
-    layout: Literal["row", "column"] = Field("row", description="how A (M x K), B (K x N) and C (M x N) lie in memory")
+    layout: Literal["row", "column"] | OperandLayouts = Field(
+        "row", description='how A (M x K), B (K x N) and C (M x N) lie in memory: all alike ("row", "column"), or '
+                           'each its own ({"A": "row", "B": "col", "C": "row"}); leading dimensions and batch '
+                           "strides are packed")
+    epilogue: Epilogue | None = Field(
+        None, description="alpha_beta: C = alpha·A·B + beta·C; alpha_only: C = alpha·A·B; ab_only: C = A·B (C only "
+                          "written). Default: the one args imply (alpha and beta among them, alpha alone, neither); "
+                          "alpha and beta are passed in the type the kernel's binary declares, by value or pointer")
+    accumulate: Accumulate = Field(
+        "fp32", description='what the products are summed in: "fp32", or "fp16" (fp16 kernels writing an FP16 C: '
+                            "half WMMA accumulators, mma .f16.f16.f16.f16, a half sum), timed beside cuBLAS with "
+                            "CUBLAS_COMPUTE_16F and checked with FP16 accumulation's bound (core/precision.py)")
     block: list[Dim] = Field(min_length=1, max_length=3, description="threads per block [x, y, z]")
     grid: TileGrid | ExprGrid
     dynamic_smem: Dim = Field(0, description="bytes of dynamic shared memory per block")
@@ -224,6 +250,7 @@ class KernelDescription(BaseModel):
         if maps_in_args != set(self.tensor_maps):
             raise ValueError(f"args name the tensor maps of {sorted(maps_in_args) or 'no matrix'} and tensor_maps "
                              f"describes {sorted(self.tensor_maps) or 'none'}: each map in both")
+        self.form  # the layouts, epilogue and accumulate fit each other and the rest (core/gemm_form.py)
         if self.tensor_maps and self.compute_mode == "fp8":
             raise ValueError("tensor_maps: not yet for fp8 kernels (the runner makes maps of FP32, FP16 and BF16 "
                              "matrices; an E4M3 map is untested on a GPU)")
@@ -283,12 +310,17 @@ class KernelDescription(BaseModel):
 
     @property
     def precision(self) -> Precision:
-        return Precision(self.compute_mode, self.output)
+        return Precision(self.compute_mode, self.output, self.accumulate)
+
+    @property
+    def form(self) -> GemmForm:
+        return gemm_form.form_of(self.layout, self.epilogue, self.accumulate, self.args, self.compute_mode,
+                                 self.output, bool(self.tensor_maps))
 
     def summary(self) -> dict[str, Any]:
         """What GET /api/variants says of a kernel."""
         return {"name": self.name, "technique": self.technique or "", "seed": self.seed, "source_file": self.source,
-                "entry": self.entry, "compute_mode": self.compute_mode,
+                "entry": self.entry, "compute_mode": self.compute_mode, "form": self.form.key(),
                 "precision": self.precision.label(), "target": self.target,
                 "tunables": [{"name": n, "values": t.values, "default": t.default} for n, t in self.tunables.items()]}
 
@@ -363,7 +395,7 @@ class Launch:
     include_dirs: tuple[str, ...]
     entry: str
     args: tuple[str, ...]
-    layout: str
+    form: GemmForm
     block: tuple[int, int, int]
     grid_exprs: tuple[Any, ...]  # ("tile", rows, cols, order) or ("xyz", x, y, z)
     dynamic_smem_expr: Any
@@ -382,13 +414,14 @@ class Launch:
     # otherwise (compiled only where the compiler is confined, its compile log filtered).
     origin: str = "job"
 
-    def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
-        scope = {**self.scope, "M": m, "N": n, "K": k}
+    def grid(self, m: int, n: int, k: int, batch: int = 1) -> tuple[int, int, int]:
+        """A tile grid walks a batch along z, one matrix per z; an expression grid says where it goes (BATCH)."""
+        scope = {**self.scope, "M": m, "N": n, "K": k, "BATCH": batch}
         if self.grid_exprs[0] == "tile":
             _, rows, cols, order = self.grid_exprs
             tiles_m = -(-m // kernel_expr.evaluate(rows, scope))
             tiles_n = -(-n // kernel_expr.evaluate(cols, scope))
-            grid = (tiles_n, tiles_m, 1) if order == "n_first" else (tiles_m, tiles_n, 1)
+            grid = (tiles_n, tiles_m, batch) if order == "n_first" else (tiles_m, tiles_n, batch)
         else:
             grid = tuple(kernel_expr.evaluate(e, scope) for e in self.grid_exprs[1:])
         if not (1 <= grid[0] < 2**31 and 1 <= grid[1] <= 65535 and 1 <= grid[2] <= 65535):
@@ -396,8 +429,8 @@ class Launch:
                              "(x 1..2^31-1, y and z 1..65535)")
         return grid  # type: ignore[return-value]
 
-    def dynamic_smem(self, m: int, n: int, k: int) -> int:
-        smem = kernel_expr.evaluate(self.dynamic_smem_expr, {**self.scope, "M": m, "N": n, "K": k})
+    def dynamic_smem(self, m: int, n: int, k: int, batch: int = 1) -> int:
+        smem = kernel_expr.evaluate(self.dynamic_smem_expr, {**self.scope, "M": m, "N": n, "K": k, "BATCH": batch})
         if smem < 0:
             raise ValueError(f"{self.variant}: dynamic shared memory {smem} < 0")
         return smem
@@ -411,7 +444,7 @@ class Launch:
 
     @property
     def precision(self) -> Precision:
-        return Precision(self.compute_mode, self.output)
+        return Precision(self.compute_mode, self.output, self.form.accumulate)
 
     def compile_options(self) -> tuple[str, ...]:
         return ("-std=c++17", *(f"-D{k}={v}" for k, v in sorted(self.defines.items())))
@@ -458,7 +491,7 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
             for matrix, t in desc.tensor_maps.items()}
     return Launch(
         variant=desc.name, files=dict(desc.files), source=desc.source, include_dirs=tuple(desc.include_dirs),
-        entry=desc.entry, args=tuple(desc.args), layout=desc.layout, block=tuple(block),  # type: ignore[arg-type]
+        entry=desc.entry, args=tuple(desc.args), form=desc.form, block=tuple(block),  # type: ignore[arg-type]
         grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.target,
         compiler=desc.compiler, flags=tuple(desc.flags), compute_mode=desc.compute_mode, output=desc.output, tolerance=desc.tolerance, origin=origin,
         launcher=desc.launcher,

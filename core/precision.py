@@ -56,6 +56,7 @@ def unit_roundoff(dtype: str) -> float:
 class Precision:
     compute_mode: str
     output: str = "input"
+    accumulate: str = "fp32"  # "fp16": FP16 sums (fp16 kernels with an FP16 C; core/gemm_form.py)
 
     @property
     def input_type(self) -> str:
@@ -72,6 +73,10 @@ class Precision:
         return self.compute_mode in HALF_MODES
 
     @property
+    def fp16_accumulate(self) -> bool:
+        return self.accumulate == "fp16"
+
+    @property
     def fp8(self) -> bool:
         return self.compute_mode == "fp8"
 
@@ -86,7 +91,8 @@ class Precision:
         return f"{self.compute_mode}->fp32" if self.output == "fp32" and self.compute_mode in NARROW_MODES else self.compute_mode
 
     def describe(self) -> dict:
-        d = {"input": self.input_type, "accumulate": "float32", "output": self.output_type}
+        d = {"input": self.input_type, "accumulate": "float16" if self.fp16_accumulate else "float32",
+             "output": self.output_type}
         if self.fp8:
             d["scale_a"] = d["scale_b"] = self.tensor_scale
         return d
@@ -110,6 +116,8 @@ class Precision:
         all of K in the tensor cores' accumulator: 2 u_out + 2 (K / 32) 2^-14. At K = 4096 with a
         BF16 C that is 2.3e-2; a kernel that drops one 32-deep slab is off by 8.8e-2 there, 6.2e-2
         at K = 8192 (bound 3.9e-2)."""
+        if self.fp16_accumulate:
+            return fp16_accumulate_tolerance(k)
         if self.fp8:
             steps = -(-k // FP8_MMA_K)
             return 2 * unit_roundoff(self.output_type) + 2 * steps * 2.0**-FP8_ACCUMULATE_BITS
@@ -162,3 +170,22 @@ def peak_tflops(compute_capability: str | None, compute_mode: str, sm_count: int
     if per_clock is None or not sm_count or not sm_clock_mhz:
         return None
     return sm_count * sm_clock_mhz * 1e6 * per_clock / 1e12
+
+
+def fp16_accumulate_tolerance(k: int) -> float:
+    """The bound for FP16 sums (a `half` accumulator: WMMA's, mma .f16.f16.f16.f16's, a scalar
+    `half sum`), against the exact product of the same FP16 inputs.
+
+    FP32's bound (2 K u_32) assumes every error leans the same way; at u_16 = 2^-11 that is
+    2 K u_16 = 4 at K = 4096, no bound at all. What a correct FP16-sum kernel does: it rounds its
+    running sum S_j to FP16 once per step (per product for a scalar sum, per 16-deep tensor-core
+    product for WMMA and mma), an error uniform within half an FP16 spacing of S_j (RN), so of
+    variance about u_16^2 S_j^2 / 3. For inputs uniform in [-1, 1), S_j^2 is about j/9 and |C|^2
+    about K/9; summed over K steps the errors, relative to C, have a standard deviation of about
+    u_16 sqrt(K/6): 1.3e-2 at K = 4096 for a per-product sum, less for tensor cores' fewer steps.
+    The bound is 2 u_16 sqrt(K) + 2 u_16 (writing C): 6.3e-2 at K = 4096, five times that spread
+    and above what cuBLAS's CUBLAS_COMPUTE_16F showed on the H100 (docs/BENCHMARKS.md); a kernel
+    that drops one 32-deep slab of K = 4096 is off by sqrt(32/4096) = 8.8e-2, one that drops a
+    16-deep one at K = 1024 by 1.25e-1 (bound 3.2e-2)."""
+    u16 = unit_roundoff("float16")
+    return 2 * u16 * k**0.5 + 2 * u16

@@ -139,10 +139,20 @@ class PrecisionRecord(_Record):
     """The types of A and B, the accumulator and C (core/precision.py describe())."""
 
     input: Literal["float32", "float16", "bfloat16", "float8_e4m3"] | None = None
-    accumulate: Literal["float32"] | None = None
+    accumulate: Literal["float32", "float16"] | None = None
     output: Literal["float32", "float16", "bfloat16"] | None = None
     scale_a: Annotated[Finite, Field(gt=0, le=1e30)] | None = None  # FP8's per-tensor scales
     scale_b: Annotated[Finite, Field(gt=0, le=1e30)] | None = None
+
+
+class FormRecord(_Record):
+    """The GEMM's form (core/gemm_form.py describe()): layouts, epilogue, accumulate, batch."""
+
+    key: Name(40) | None = None
+    layout: Annotated[dict[Literal["A", "B", "C"], Literal["row", "column"]], Field(max_length=3)] | None = None
+    epilogue: Literal["alpha_beta", "ab_only", "alpha_only"] | None = None
+    accumulate: Literal["fp32", "fp16"] | None = None
+    batch: Count | None = None
 
 
 class CublasAlgo(_Record):
@@ -222,6 +232,10 @@ class ResultEnv(_Record):
     not_applicable: StrictBool | None = None
     precision: PrecisionRecord | None = None
     cublas_plan: CublasPlan | None = None
+    form: FormRecord | None = None
+    # The cuBLAS call of a form other than the default, and its C's error against the reference.
+    cublas_call: Text(300) | None = None
+    cublas_rel_error: Annotated[Finite, Field(ge=0)] | None = None
     peak: Peak | None = None
     # Whether the kernel reads C when beta = 0 (worker/verify.py says it in words).
     c_convention: Text(200) | None = None

@@ -18,6 +18,13 @@ What a kernel does on this device, through markers in its source (#define NAME v
   FAKE_GPU_UNWRITTEN n      it leaves the last n elements of C as they were
   FAKE_GPU_REGS r           its compiled registers per thread
   FAKE_GPU_TRUNCATE 1       it writes C rounded toward zero (FP16 and BF16 C), not to nearest
+  FAKE_GPU_READS_B_AS l     it reads B's memory as row-major (l = 1) or column-major (2), whatever its form says
+  FAKE_GPU_SKIP_K_TILE t    it leaves out the products of the 32-deep k-tile t (a skipped k-tile)
+  FAKE_GPU_BATCH_STRIDE_OFF d  it steps d elements too far from one matrix of a batch to the next
+A kernel reads A and B from their memory (layout, leading dimension, batch stride, as a GPU kernel
+does) and, with "accumulate": "fp16", sums its products in FP16, rounding once per 16-deep slab
+as an FP16 tensor-core MMA does; cuBLAS's call is carried out from its transposes and leading
+dimensions (core/gemm_form.py cublas_gemm), so a wrong call gives a wrong C here as on a GPU.
 And through the environment, for fault tests:
   FAKE_GPU_CRASH_VARIANT=name   the child process dies (like a sticky CUDA fault) on that variant
   FAKE_GPU_HANG_VARIANT=name    the child process never returns from that variant
@@ -39,6 +46,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from core.gemm_form import GemmForm, cublas_gemm
 from core.kernel import DeviceFigures, Launch
 from core.settings import Settings
 from worker import compiler, half_arrays, kernel_args, launcher_library, resources
@@ -82,6 +90,10 @@ class FakeKernel:
         self.unwritten = marker(launch, "FAKE_GPU_UNWRITTEN") or 0
         self.slowdown = 1.0 + (marker(launch, "FAKE_GPU_SLOWDOWN_PCT") or 0) / 100
         self.truncate = bool(marker(launch, "FAKE_GPU_TRUNCATE"))
+        b_as = marker(launch, "FAKE_GPU_READS_B_AS")
+        self.b_layout = {1: "row", 2: "column"}.get(b_as, launch.form.b)
+        self.skip_tile = marker(launch, "FAKE_GPU_SKIP_K_TILE")
+        self.stride_off = marker(launch, "FAKE_GPU_BATCH_STRIDE_OFF") or 0
         # Each variant its own speed, 40-95 % of cuBLAS, fixed by its name.
         self.gflops = CUBLAS_GFLOPS * (0.4 + (zlib.crc32(variant.encode()) % 56) / 100)
 
@@ -176,23 +188,34 @@ class FakeDevice:
         return launcher_library.build(launch, "9.0", self.cfg)
 
     def kernel_call(self, kernel: FakeKernel, launch: Launch, m: int, n: int, k: int, a, b, c, alpha: float,
-                    beta: float) -> Call:
-        a64, b64 = (half_arrays.as_float32(np, x).astype(np.float64) for x in (a, b))
+                    beta: float, batch: int = 1) -> Call:
+        form = launch.form
+        # A and B as the kernel reads their memory: its layout, packed, one matrix after another.
+        a64 = read_memory(a, m, k, form.a, batch, m * k + kernel.stride_off)
+        b64 = read_memory(b, k, n, kernel.b_layout, batch, k * n + kernel.stride_off)
+        if batch == 1:
+            a64, b64 = a64[0], b64[0]
         # What the kernel receives, marshalled as on the GPU: a scalar passed as __half is rounded,
         # and a size that does not survive its parameter's type would show here.
-        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta)
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch)
         named.update({f"{matrix}_map": np.uint64(0) for matrix in launch.tensor_maps})  # no TMA on the CPU
         passed = dict(zip(launch.args, kernel_args.values(kernel.plan, named, np)))
         hows = dict(kernel.plan.passing)
         for role, size in (("M", m), ("N", n), ("K", k)):
             if role in passed and int(passed[role]) != size:
                 raise AssertionError(f"{role} = {size} reached the kernel as {passed[role]!r}")
-        alpha = kernel_args.received(hows["alpha"], passed["alpha"]) if "alpha" in passed else alpha
-        beta = kernel_args.received(hows["beta"], passed["beta"]) if "beta" in passed else beta
+        # An epilogue without alpha (or beta) computes as if it were 1 (or 0): it never sees the scalar.
+        alpha = kernel_args.received(hows["alpha"], passed["alpha"]) if "alpha" in passed else 1.0
+        beta = kernel_args.received(hows["beta"], passed["beta"]) if "beta" in passed else 0.0
+        fp16_sums = launch.precision.fp16_accumulate
 
         def run():
-            a_used, b_used = (a64[:, :-1], b64[:-1, :]) if kernel.wrong else (a64, b64)
-            product = alpha * (a_used @ b_used)
+            a_used, b_used = (a64[..., :-1], b64[..., :-1, :]) if kernel.wrong else (a64, b64)
+            if kernel.skip_tile is not None:
+                kept = np.ones(a_used.shape[-1], dtype=bool)
+                kept[32 * kernel.skip_tile:32 * (kernel.skip_tile + 1)] = False
+                a_used, b_used = a_used[..., kept], b_used[..., kept, :]
+            product = alpha * (fp16_sum(a_used, b_used) if fp16_sums else a_used @ b_used)
             if beta != 0 or kernel.reads_c:
                 with np.errstate(invalid="ignore", over="ignore"):
                     product = product + beta * half_arrays.as_float32(np, c).astype(np.float64)
@@ -210,7 +233,7 @@ class FakeDevice:
                 result = flat.reshape(result.shape, order=order)
             c[...] = result
 
-        return Call(run, 2.0 * m * n * k / (kernel.gflops * 1e6) * kernel.slowdown)
+        return Call(run, 2.0 * m * n * k * batch / (kernel.gflops * 1e6) * kernel.slowdown)
 
     def resources(self, kernel: FakeKernel, launch: Launch, m: int, n: int, k: int) -> dict:
         """Plausible attributes for a kernel the CPU cannot load: registers grow with the outputs each
@@ -224,13 +247,20 @@ class FakeDevice:
         return {**resources.describe({"num_regs": regs, "shared_size_bytes": smem, "local_size_bytes": 0,
                                       "max_threads_per_block": 1024}, launch.block), "compiler": kernel.compiler}
 
-    def cublas_call(self, a, b, out, precision) -> Call:
-        def run():
-            product = half_arrays.as_float32(np, a) @ half_arrays.as_float32(np, b)
-            product *= np.float32(precision.tensor_scale**2)  # FP8's per-tensor scales, as cuBLASLt applies them
-            out[...] = half_arrays.rounded(np, product, half_arrays.type_of(out))
+    def cublas_call(self, a, b, out, precision, form: GemmForm = GemmForm(), batch: int = 1) -> Call:
+        m, k = a.shape[-2:]
+        n = b.shape[-1]
+        plan = cublas_gemm(form, m, n, k)
 
-        return Call(run, 2.0 * a.shape[0] * b.shape[1] * a.shape[1] / (CUBLAS_GFLOPS * 1e6))
+        def run():
+            if form.default and batch == 1:
+                product = half_arrays.as_float32(np, a) @ half_arrays.as_float32(np, b)
+            else:  # the call as cuBLAS would carry it out, column-major, over the operands' memory
+                product = cublas_as_called(plan, {"A": a, "B": b}, form.c, m, n, batch)
+            product *= np.float32(precision.tensor_scale**2)  # FP8's per-tensor scales, as cuBLASLt applies them
+            out[...] = half_arrays.rounded(np, product.astype(np.float32), half_arrays.type_of(out))
+
+        return Call(run, 2.0 * m * n * k * batch / (CUBLAS_GFLOPS * 1e6))
 
     # -- samples ------------------------------------------------------------------------
     def clock(self) -> float:
@@ -250,6 +280,49 @@ class FakeDevice:
         throttled = float(os.environ.get("FAKE_GPU_THROTTLED", "0")) / 100
         power_cap = 0x4 if throttled and self._rng.random() < throttled else 0  # nvmlClocksEventReasonSwPowerCap
         return Batch(times, False, power_cap)
+
+
+def memory(x):
+    """An array's elements in memory order, as FP64 values (what a pointer to it walks)."""
+    return half_arrays.as_float32(np, np.ravel(x, order="K")).astype(np.float64)
+
+
+def read_memory(x, rows: int, cols: int, layout: str, batch: int, stride: int):
+    """(batch, rows, cols) matrices read from x's memory as a kernel of that layout and batch
+    stride reads it; past the end it wraps around (a GPU would read whatever lies there)."""
+    flat = memory(x)
+    r, c = np.arange(rows)[:, None], np.arange(cols)[None, :]
+    within = r * cols + c if layout == "row" else r + c * rows
+    return np.take(flat, np.arange(batch)[:, None, None] * stride + within, mode="wrap")
+
+
+def fp16_sum(a, b):
+    """A·B summed in FP16, the running sum rounded to FP16 after each 16-deep slab of products (each
+    slab exact in FP32 first), as an FP16-accumulating tensor-core MMA does."""
+    total = np.zeros((*a.shape[:-1], b.shape[-1]), dtype=np.float16)
+    for start in range(0, a.shape[-1], 16):
+        slab = a[..., start:start + 16] @ b[..., start:start + 16, :]
+        total = (total.astype(np.float64) + slab).astype(np.float16)
+    return total.astype(np.float64)
+
+
+def cublas_as_called(plan, operands: dict, c_layout: str, m: int, n: int, batch: int):
+    """C (batch, M, N) as cuBLAS computes it from this call: column-major operands, each read
+    from its memory through its transpose and leading dimension, a batch through its strides."""
+    def operand(x, trans: str, rows: int, cols: int, ld: int, stride: int):
+        flat = memory(x)
+        i, j = np.arange(rows)[:, None], np.arange(cols)[None, :]
+        offset = i + j * ld if trans == "N" else j + i * ld
+        return np.take(flat, np.arange(batch)[:, None, None] * stride + offset, mode="wrap")
+
+    first = operand(operands[plan.first], plan.transa, plan.m, plan.k, plan.lda, plan.stride_first)
+    second = operand(operands[plan.second], plan.transb, plan.k, plan.n, plan.ldb, plan.stride_second)
+    result = first @ second  # cuBLAS's C: plan.m x plan.n, column-major with ld plan.ldc
+    out_memory = np.zeros(batch * plan.stride_c)
+    i, j = np.arange(plan.m)[:, None], np.arange(plan.n)[None, :]
+    np.put(out_memory, np.arange(batch)[:, None, None] * plan.stride_c + i + j * plan.ldc, result)
+    c = read_memory(out_memory, m, n, c_layout, batch, m * n)
+    return c if batch > 1 else c[0]
 
 
 class CpuRunner(Runner):

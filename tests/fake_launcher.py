@@ -24,10 +24,10 @@ class FakeLauncherDevice(FakeDevice):
     def compile(self, launch) -> FakeKernel:
         return FakeKernel(launch, launch.variant, self.plan, self.compiler_label)
 
-    def kernel_call(self, kernel, launch, m, n, k, a, b, c, alpha, beta):
+    def kernel_call(self, kernel, launch, m, n, k, a, b, c, alpha, beta, batch=1):
         if self.launcher is None:  # the rehearsal: cuBLAS in its place
-            return self.cublas_call(a, b, c, launch.precision)
-        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta) | {"stream": None}
+            return self.cublas_call(a, b, c, launch.precision, launch.form, batch)
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch) | {"stream": None}
         args = launcher_library.arguments(kernel.plan, named, lambda x: 0 if x is None else x.ctypes.data)
         launcher = self.launcher
         launcher.argtypes, launcher.restype = list(args.argtypes), None

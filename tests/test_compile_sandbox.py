@@ -14,6 +14,7 @@ import pytest
 from core.settings import Settings
 from tests.conftest import make_settings, wait_for_job
 from worker import compiler
+from core.gemm_form import GemmForm
 from core.kernel import Launch
 from tests.descriptions import one_file
 from worker.compiler import WITHHELD, CompileError, CompileRefused
@@ -295,7 +296,7 @@ HOSTILE_TARGETS = ["sm_90 --include-path=/etc", "sm_90a -I/proc/self", "sm_90\x0
 def stored_launch(text: str = KERNEL, **fields) -> Launch:
     """A Launch as a row written past the API could make one: no field checked on the way."""
     base = dict(variant="mine", files={"mine.cu": text}, source="mine.cu", include_dirs=(), entry="k",
-                args=("M", "N", "K", "alpha", "A", "B", "beta", "C"), layout="row", block=(32, 1, 1),
+                args=("M", "N", "K", "alpha", "A", "B", "beta", "C"), form=GemmForm(), block=(32, 1, 1),
                 grid_exprs=("tile", 1, 32, "n_first"), dynamic_smem_expr=0, defines={}, scope={})
     return Launch(**{**base, **fields})
 

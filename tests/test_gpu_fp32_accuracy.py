@@ -40,8 +40,8 @@ def errors_vs_fp64(runner, variants: list[str], size: tuple[int, int, int], inpu
     for name in variants:
         case = builtin_case(name, m, n, k, seed=11)
         launch = runner.resolve(case.kernel)
-        problem = Problem(dev, case, launch.layout, case.precision)
-        problem.a_in, problem.b_in = dev.in_layout(a, launch.layout), dev.in_layout(b, launch.layout)
+        problem = Problem(dev, case, launch.form, case.precision)
+        problem.a_in, problem.b_in = problem.laid(a, launch.form.a), problem.laid(b, launch.form.b)
         c = problem.new_c(fill=0.0)
         problem.kernel_call(dev.compile(launch), launch, c, 1.0, 0.0)()
         found[name] = rel(c)

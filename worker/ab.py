@@ -13,9 +13,14 @@ def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
 
     dev = runner.device
     head_launch, base_launch = runner.resolve(case.kernel), runner.resolve(case.base)
-    out = CaseOutcome(mode=AB_MODE, compute_mode=head_launch.compute_mode, dtype=head_launch.precision.input_type)
+    out = CaseOutcome(mode=AB_MODE, compute_mode=head_launch.compute_mode, dtype=head_launch.precision.input_type,
+                      form=head_launch.form.key(case.batch))
     out.env["precision"] = head_launch.precision.describe()
-    problem = {side: Problem(dev, case, launch.layout, launch.precision) for side, launch in
+    if base_launch.form != head_launch.form:  # another GEMM: no ratio of the two says anything of a change
+        out.error = (f"the base commit's kernel has form {base_launch.form.key(case.batch)} and the head's "
+                     f"{out.form}: a confirmation compares one GEMM at two commits")
+        return out
+    problem = {side: Problem(dev, case, launch.form, launch.precision) for side, launch in
                (("head", head_launch), ("base", base_launch))}
     functions = {"head": dev.compile(head_launch), "base": dev.compile(base_launch)}
     launches = {"head": head_launch, "base": base_launch}
@@ -52,7 +57,7 @@ def record(out: CaseOutcome, case: Case, head_ms: list[float], base_ms: list[flo
     base_ms = [float(f"{x:.6g}") for x in base_ms]
     out.add_timing(head_ms, stats.summarise(head_ms))
     out.converged = converged
-    out.gflops = gflops(case.m, case.n, case.k, out.median_ms)
+    out.gflops = gflops(case.m, case.n, case.k, out.median_ms, case.batch)
     base_stats = stats.summarise(base_ms)
     out.env["ab"] = {"base_ms": base_ms, "base_stats": base_stats,
-                     "base_gflops": gflops(case.m, case.n, case.k, base_stats["median_ms"])}
+                     "base_gflops": gflops(case.m, case.n, case.k, base_stats["median_ms"], case.batch)}

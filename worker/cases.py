@@ -7,6 +7,7 @@ from typing import Any
 
 from core.builtins import CUBLAS_VARIANTS, builtin_kernels
 from core.precision import Precision
+from core.gemm_form import DEFAULT_KEY, GemmForm
 from core.kernel import KernelDescription
 from worker import stats
 
@@ -106,6 +107,16 @@ class Case:
     seed: int
     kernel: KernelChoice | None  # None: cuBLAS alone
     base: KernelChoice | None = None  # a confirmation case: the base commit's kernel, timed against `kernel`
+    batch: int = 1  # matrices per call (a batched GEMM: the fourth of a size [M, N, K, batch])
+
+    @property
+    def form(self) -> GemmForm:
+        """The kernel's form (cuBLAS alone: the default one)."""
+        return self.kernel.description.form if self.kernel is not None else GemmForm()
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k * self.batch
 
     @property
     def tunables(self) -> dict[str, int]:
@@ -121,7 +132,8 @@ class Case:
     @property
     def label(self) -> str:
         params = "".join(f" {k}={v}" for k, v in sorted(self.tunables.items()))
-        return f"{self.variant} {self.m}x{self.n}x{self.k}{params}" + (" head vs base" if self.base else "")
+        batch = f"x{self.batch}" if self.batch > 1 else ""
+        return f"{self.variant} {self.m}x{self.n}x{self.k}{batch}{params}" + (" head vs base" if self.base else "")
 
 
 @dataclass
@@ -147,6 +159,7 @@ class CaseOutcome:
     mode: str = "cold"
     compute_mode: str = "fp32"
     dtype: str = "float32"  # of A and B
+    form: str = DEFAULT_KEY  # the GEMM's form (core/gemm_form.py key): layouts, epilogue, accumulate, batch
     error: str | None = None
     samples_ms: list[float] = field(default_factory=list)
     env: dict[str, Any] = field(default_factory=dict)
@@ -230,7 +243,8 @@ def plan(
     combination of tunables.
     """
     entries = []
-    for m, n, k in sizes:
+    for size in sizes:
+        m, n, k, batch = (*size, 1)[:4]
         for name in variants:
             desc = kernels.get(name) if name not in CUBLAS_VARIANTS else None
             if desc is None:
@@ -239,7 +253,8 @@ def plan(
                 options = desc.configurations()
             else:
                 options = [desc.check_tunables(explicit.get(name) or _fitting(desc, tuned.get((name, m, n, k))))]
-            entries += [{"variant": name, "m": m, "n": n, "k": k, "tunables": params} for params in options]
+            entries += [{"variant": name, "m": m, "n": n, "k": k, "tunables": params,
+                         **({"batch": batch} if batch > 1 else {})} for params in options]
     return entries
 
 
@@ -286,7 +301,7 @@ def cases_from_plan(entries: list[dict[str, Any]], job_id: int, kernels: dict[st
             desc = kernels.get(name) if name not in CUBLAS_VARIANTS else None
             kernel = KernelChoice(desc, dict(e["tunables"]), "job" if name in own else "builtin") if desc else None
             base = None
-        cases.append(Case(index, name, m, n, k, seed, kernel, base))
+        cases.append(Case(index, name, m, n, k, seed, kernel, base, e.get("batch", 1)))
     return cases
 
 
@@ -304,5 +319,5 @@ def builtin_case(name: str, m: int, n: int, k: int, seed: int = 1, tunables: dic
     return Case(index, name, m, n, k, seed, kernel)
 
 
-def gflops(m: int, n: int, k: int, ms: float) -> float:
-    return 2.0 * m * n * k / (ms * 1e-3) / 1e9
+def gflops(m: int, n: int, k: int, ms: float, batch: int = 1) -> float:
+    return 2.0 * m * n * k * batch / (ms * 1e-3) / 1e9

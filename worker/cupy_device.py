@@ -13,7 +13,8 @@ import numpy
 from core.kernel import DeviceFigures, Launch
 from core.precision import Precision
 from core.settings import Settings
-from worker import (compiler, cublas_half, cublaslt_fp8, gpu_identity, kernel_args, launcher_library, resources,
+from core.gemm_form import GemmForm
+from worker import (compiler, cublas_forms, cublas_half, cublaslt_fp8, gpu_identity, kernel_args, launcher_library, resources,
                     tensor_maps)
 from worker.timing import Batch
 
@@ -104,6 +105,7 @@ class CupyDevice:
     def notes(self, precision: Precision) -> list[str]:
         return ["kernels compiled by NVRTC with -ftz=true (CuPy adds it): denormals flush to zero",
                 f"cuBLAS baseline: {cublaslt_fp8.describe(precision)}" if precision.fp8 else
+                f"cuBLAS baseline: {cublas_forms.describe(precision)}" if precision.fp16_accumulate else
                 f"cuBLAS baseline: {cublas_half.describe(precision)}" if precision.half else
                 "cuBLAS baseline: cupy.matmul with CUBLAS_TF32_TENSOR_OP_MATH (TF32 tensor cores)"
                 if precision.compute_mode == "tf32" else "cuBLAS baseline: cupy.matmul, FP32 compute, TF32 off"]
@@ -150,13 +152,13 @@ class CupyDevice:
         return launcher_library.build(launch, self.compute_capability, self.cfg)
 
     def kernel_call(self, kernel: kernel_args.LoadedKernel, launch: Launch, m: int, n: int, k: int, a, b, c,
-                    alpha: float, beta: float):
+                    alpha: float, beta: float, batch: int = 1):
         """A call of the kernel over these matrices, each argument of the type its binary declares."""
         function = kernel.function
-        grid, smem = launch.grid(m, n, k), launch.dynamic_smem(m, n, k)
+        grid, smem = launch.grid(m, n, k, batch), launch.dynamic_smem(m, n, k, batch)
         if smem > 0 and function.max_dynamic_shared_size_bytes < smem:
             function.max_dynamic_shared_size_bytes = smem  # past 48 KiB a kernel gets it only when it asks
-        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta)
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch)
         for matrix, box in launch.tensor_maps.items():
             named[f"{matrix}_map"] = self._tensor_map(matrix, launch, m, n, k, a if matrix == "A" else b, box)
         args = kernel_args.values(kernel.plan, named, self.cp)
@@ -167,7 +169,8 @@ class CupyDevice:
         """The matrix's TMA tensor map in device memory (kept alive by the call that passes it),
         or address 0 where the TMA cannot describe the matrix (worker/tensor_maps.py)."""
         cp = self.cp
-        req = tensor_maps.request(matrix, launch.layout, m, n, k, x.data.ptr, launch.precision.input_type, box)
+        req = tensor_maps.request(matrix, launch.form.layout(matrix), m, n, k, x.data.ptr, launch.precision.input_type,
+                                  box)
         if req is None:
             return cp.uint64(0)
         return cp.asarray(numpy.frombuffer(tensor_maps.encode(req), dtype=numpy.uint8))
@@ -176,9 +179,13 @@ class CupyDevice:
         found = resources.for_function(kernel.function, launch.block, self.device, launch.dynamic_smem(m, n, k))
         return {**found, "compiler": kernel.compiler}
 
-    def cublas_call(self, a, b, out, precision: Precision):
-        """cuBLAS over row-major A, B and C in the precision's types."""
+    def cublas_call(self, a, b, out, precision: Precision, form: GemmForm = GemmForm(), batch: int = 1):
+        """cuBLAS over A, B and C in the precision's types and the form's layouts (a batch: one
+        strided-batched call). The default form (row-major, FP32 sums, one matrix) keeps the calls
+        its figures were first measured with; every other goes through worker/cublas_forms.py."""
         cp = self.cp
+        if not (form.uniform_layout == "row" and form.accumulate == "fp32" and batch == 1):
+            return cublas_forms.call(cp, a, b, out, precision, form, batch)
         if precision.fp8:
             return cublaslt_fp8.call(cp, a, b, out, precision)
         if precision.half:

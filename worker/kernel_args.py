@@ -16,7 +16,7 @@ import numpy
 
 from worker import half_arrays
 
-INTEGER_ROLES = frozenset({"M", "N", "K", "lda", "ldb", "ldc"})
+INTEGER_ROLES = frozenset({"M", "N", "K", "lda", "ldb", "ldc", "batch", "stride_a", "stride_b", "stride_c"})
 SCALAR_ROLES = frozenset({"alpha", "beta"})
 MATRIX_ROLES = frozenset({"A", "B", "C"})
 
@@ -163,9 +163,12 @@ def load(built, launch, get_function) -> LoadedKernel:
     return LoadedKernel(get_function(kernel["symbol"]), arg_plan, built.compiler)
 
 
-def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float) -> dict:
-    """Each role's value for one call: the sizes, leading dimensions as the layout makes them,
-    alpha, beta and the matrices."""
-    column = launch.layout == "column"
-    return {"M": m, "N": n, "K": k, "alpha": alpha, "beta": beta, "A": a, "B": b, "C": c,
-            "lda": m if column else k, "ldb": k if column else n, "ldc": m if column else n}
+def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float, batch: int = 1) -> dict:
+    """Each role's value for one call: the sizes, leading dimensions and batch strides as the
+    form lays the matrices out (packed), alpha, beta and the matrices."""
+    form = launch.form
+    named = {"M": m, "N": n, "K": k, "alpha": alpha, "beta": beta, "A": a, "B": b, "C": c, "batch": batch}
+    for x in ("A", "B", "C"):
+        named[f"ld{x.lower()}"] = form.leading_dimension(x, m, n, k)
+        named[f"stride_{x.lower()}"] = form.batch_stride(x, m, n, k)
+    return named

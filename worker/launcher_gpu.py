@@ -29,17 +29,20 @@ class CupyLauncherDevice(CupyDevice):
         super().__init__(cfg)
         self.plan, self.compiler_label = plan, compiler_label
         self.launcher = None  # the job's function (ctypes), once loaded
-        # A stream of its own, current for CuPy and cuBLAS: the launcher is handed this one.
-        self.stream = self.cp.cuda.Stream(non_blocking=True)
+        # A stream of its own, current for CuPy and cuBLAS: the launcher is handed this one. A
+        # launcher that takes no stream launches on the legacy default stream, which a non-blocking
+        # stream never waits for: the case is then timed on that stream itself.
+        takes_stream = any(role == "stream" for role, _how in plan.passing)
+        self.stream = self.cp.cuda.Stream(non_blocking=True) if takes_stream else self.cp.cuda.Stream.null
         self.stream.use()
 
     def compile(self, launch) -> kernel_args.LoadedKernel:
         return kernel_args.LoadedKernel(None, self.plan, self.compiler_label)
 
-    def kernel_call(self, kernel, launch, m, n, k, a, b, c, alpha, beta):
+    def kernel_call(self, kernel, launch, m, n, k, a, b, c, alpha, beta, batch=1):
         if self.launcher is None:  # the rehearsal: cuBLAS in its place
-            return self.cublas_call(a, b, c, launch.precision)
-        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta) | {"stream": self.stream}
+            return self.cublas_call(a, b, c, launch.precision, launch.form, batch)
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch) | {"stream": self.stream}
         args = launcher_library.arguments(kernel.plan, named, lambda x: x.ptr if x is self.stream else x.data.ptr)
         launcher = self.launcher
         launcher.argtypes, launcher.restype = list(args.argtypes), None

@@ -9,6 +9,7 @@ ratio is made here and in worker/verify.py, worker/timing.py and worker/stats.py
 the same code on CI as on the H100.
 """
 
+from core.gemm_form import GemmForm, cublas_gemm
 from core.kernel import Launch, resolve
 from core.precision import Precision, peak_tflops
 from core.settings import Settings
@@ -21,18 +22,23 @@ FP32 = Precision("fp32")
 
 
 class Problem:
-    """One case's matrices on the device, in the kernel's precision and laid out as it expects them.
+    """One case's matrices on the device, in the kernel's precision and laid out as its form says.
 
     A and B are drawn in FP32 and rounded to the input type once: the kernel and cuBLAS get the
     rounded matrices, and the reference multiplies the same rounded values in FP32 or better, so
-    the check sees the kernel's arithmetic, not the rounding of its inputs."""
+    the check sees the kernel's arithmetic, not the rounding of its inputs. A batch of matrices is
+    one array of shape (batch, rows, cols), each matrix packed in its operand's layout, one after
+    the other (the batch stride: rows x cols)."""
 
-    def __init__(self, device, case: Case, layout: str = "row", precision: Precision = FP32):
-        self.device, self.m, self.n, self.k, self.layout = device, case.m, case.n, case.k, layout
+    def __init__(self, device, case: Case, form: GemmForm = GemmForm(), precision: Precision = FP32):
+        self.device, self.m, self.n, self.k, self.form = device, case.m, case.n, case.k, form
+        self.batch = case.batch
         self.precision = precision
         xp, scale = device.xp, precision.input_scale(case.k) / precision.tensor_scale
-        a32 = device.uniform(case.seed, case.m, case.k)
-        b32 = device.uniform(case.seed + 2, case.k, case.n)
+        a32 = device.uniform(case.seed, case.batch * case.m, case.k)  # a batch of 1: the matrices as ever
+        b32 = device.uniform(case.seed + 2, case.batch * case.k, case.n)
+        if self.batch > 1:
+            a32, b32 = a32.reshape(self.batch, case.m, case.k), b32.reshape(self.batch, case.k, case.n)
         if scale != 1.0:
             a32, b32 = a32 * xp.float32(scale), b32 * xp.float32(scale)
         # Row-major, in the input type: what cuBLAS multiplies.
@@ -43,28 +49,43 @@ class Problem:
         self.a, self.b = (half_arrays.as_float32(xp, x) for x in (self.a_stored, self.b_stored))
         if precision.tensor_scale != 1.0:
             self.a, self.b = self.a * xp.float32(precision.tensor_scale), self.b * xp.float32(precision.tensor_scale)
-        self.a_in, self.b_in = device.in_layout(self.a_stored, layout), device.in_layout(self.b_stored, layout)
+        self.a_in, self.b_in = self.laid(self.a_stored, form.a), self.laid(self.b_stored, form.b)
 
-    def new_c(self, fill: float | None = None, seed: int | None = None, layout: str | None = None):
-        """A C of the output type, filled with `fill`, uniform values from `seed`, or left as it comes."""
-        layout = layout or self.layout
-        c = self.device.matrix(self.m, self.n, layout, fill=fill, seed=seed)
+    def laid(self, x, layout: str):
+        """x in `layout`: each matrix of a batch on its own (a batch is never interleaved)."""
+        if x.ndim == 2:
+            return self.device.in_layout(x, layout)
+        xp = self.device.xp
+        return xp.ascontiguousarray(x) if layout == "row" else xp.ascontiguousarray(x.swapaxes(1, 2)).swapaxes(1, 2)
+
+    def new_c(self, fill: float | None = None, seed: int | None = None):
+        """A C of the output type in the form's layout, filled with `fill`, uniform values from
+        `seed`, or left as it comes."""
+        layout = self.form.c
+        if self.batch == 1:
+            c = self.device.matrix(self.m, self.n, layout, fill=fill, seed=seed)
+        else:
+            c = self.laid(self.device.matrix(self.batch * self.m, self.n, "row", fill=fill, seed=seed)
+                          .reshape(self.batch, self.m, self.n), layout)
         if self.precision.output_type == "float32":
             return c
-        return self.device.in_layout(half_arrays.rounded(self.device.xp, c, self.precision.output_type), layout)
+        return self.laid(half_arrays.rounded(self.device.xp, c, self.precision.output_type), layout)
 
     def read(self, c):
         """C's values in FP32, whatever its type."""
         return half_arrays.as_float32(self.device.xp, c)
 
-    def cublas_call(self):
-        """cuBLAS over these inputs, in the kernel's precision, into a row-major C of the output type."""
-        return self.device.cublas_call(self.a_stored, self.b_stored, self.new_c(layout="row"), self.precision)
+    def cublas_call(self, out=None):
+        """cuBLAS over these inputs in the kernel's precision and form (its layouts, FP16 sums, a
+        strided batch), into C (a new one of the output type unless given)."""
+        out = self.new_c() if out is None else out
+        return self.device.cublas_call(self.a_in, self.b_in, out, self.precision, self.form, self.batch)
 
     def kernel_call(self, function, launch: Launch, c, alpha: float, beta: float):
         # FP8: the kernel multiplies the stored numbers; the two scales reach it folded into alpha.
         alpha *= self.precision.tensor_scale**2
-        return self.device.kernel_call(function, launch, self.m, self.n, self.k, self.a_in, self.b_in, c, alpha, beta)
+        return self.device.kernel_call(function, launch, self.m, self.n, self.k, self.a_in, self.b_in, c, alpha, beta,
+                                       self.batch)
 
 
 class Runner:
@@ -89,7 +110,7 @@ class Runner:
             problem.kernel_call(function, launch, c, alpha, beta)()
 
         return verify.check(self.device.xp, run, ref, problem.new_c, seed, self.device.synchronize, problem.read,
-                            problem.precision.sentinel())
+                            problem.precision.sentinel(), launch.form.epilogue)
 
     def calls(self, case: Case):
         """The case's kernel and cuBLAS as callables over its inputs, for another tool to time
@@ -97,7 +118,7 @@ class Runner:
         precision (the kernel's, or the one a cuBLAS variant names)."""
         dev = self.device
         launch = self.resolve(case.kernel) if case.kernel is not None else None
-        problem = Problem(dev, case, launch.layout if launch else "row", case.precision)
+        problem = Problem(dev, case, case.form, case.precision)
         run_cublas = problem.cublas_call()
         if launch is None:
             return run_cublas, run_cublas
@@ -131,10 +152,12 @@ class Runner:
         # A kernel is verified with its precision's bound and timed against cuBLAS in the same
         # precision (TF32 against cuBLAS TF32, BF16 against cuBLAS BF16), never FP32's.
         precision = case.precision
-        out = CaseOutcome(mode=policy.mode, compute_mode=precision.compute_mode, dtype=precision.input_type)
+        out = CaseOutcome(mode=policy.mode, compute_mode=precision.compute_mode, dtype=precision.input_type,
+                          form=case.form.key(case.batch))
         out.env["notes"] = dev.notes(precision)
         out.env["precision"] = precision.describe()
-        problem = Problem(dev, case, launch.layout if launch is not None else "row", precision)
+        out.env["form"] = case.form.describe(case.batch)
+        problem = Problem(dev, case, case.form, precision)
         function = dev.compile(launch) if launch is not None else None
         out.env["before"] = dev.state()
 
@@ -151,6 +174,13 @@ class Runner:
         run_cublas = problem.cublas_call()
         if getattr(run_cublas, "plan", None):  # cuBLASLt's choice, where the baseline makes one (FP8)
             out.env["cublas_plan"] = run_cublas.plan
+        if not (case.form.default and case.batch == 1):
+            # The call that gives this form's product, and proof that it does: a baseline of
+            # another GEMM would make every ratio of this form a lie.
+            out.env["cublas_call"] = cublas_gemm(case.form, case.m, case.n, case.k).text()
+            wrong = self.cublas_disagrees(problem, ref, launch, policy, case.k, out)
+            if wrong:
+                out.verified, out.error = False, wrong
         run_variant = problem.kernel_call(function, launch, c, 1.0, 0.0) if launch is not None else run_cublas
 
         if out.verified:  # a wrong kernel gets no speed
@@ -167,14 +197,30 @@ class Runner:
         if launch is not None:
             out.env["resources"] = dev.resources(function, launch, case.m, case.n, case.k)
             out.env["launch"] = {"entry": launch.entry, "block": launch.block,
-                                 "grid": launch.grid(case.m, case.n, case.k),
-                                 "dynamic_smem": launch.dynamic_smem(case.m, case.n, case.k),
-                                 "defines": launch.defines, "layout": launch.layout, "target": launch.target,
+                                 "grid": launch.grid(case.m, case.n, case.k, case.batch),
+                                 "dynamic_smem": launch.dynamic_smem(case.m, case.n, case.k, case.batch),
+                                 "defines": launch.defines, "layout": launch.form.uniform_layout or "mixed",
+                                 "target": launch.target,
                                  "compiler": launch.compiler, "flags": list(launch.flags),
                                  "params": function.plan.describe(),
                                  **({"tensor_maps": {x: list(b) for x, b in launch.tensor_maps.items()}}
                                     if launch.tensor_maps else {})}
         return out
+
+
+    def cublas_disagrees(self, problem: Problem, ref, launch: Launch | None, policy: TimingPolicy, k: int,
+                         out: CaseOutcome) -> str | None:
+        """Run cuBLAS once in the form and check its C like a kernel's; why it is wrong, or None."""
+        c = problem.new_c()
+        problem.cublas_call(c)()
+        self.device.synchronize()
+        error = verify.rel_error(self.device.xp, problem.read(c), ref)
+        out.env["cublas_rel_error"] = error if error != float("inf") else None
+        bound = self.tolerance(launch, policy, k) if launch is not None else problem.precision.default_tolerance(k)
+        if error <= bound:
+            return None
+        return (f"the cuBLAS baseline of form {out.form} is wrong (relative error {error:.3g} > {bound:g}): no "
+                "ratio is made against it; please report this with the case")
 
 
 def record(out: CaseOutcome, case: Case, t: timing.PairedSamples, policy: TimingPolicy) -> None:
@@ -183,10 +229,10 @@ def record(out: CaseOutcome, case: Case, t: timing.PairedSamples, policy: Timing
     variant_ms, cublas_ms = compact(t.variant_ms), compact(t.cublas_ms)
     out.add_timing(variant_ms, stats.summarise(variant_ms))
     out.converged = t.converged
-    out.gflops = gflops(case.m, case.n, case.k, out.median_ms)
+    out.gflops = gflops(case.m, case.n, case.k, out.median_ms, case.batch)
     cublas_stats = stats.summarise(cublas_ms)
     out.cublas_median_ms = cublas_stats["median_ms"]
-    out.cublas_gflops = gflops(case.m, case.n, case.k, out.cublas_median_ms)
+    out.cublas_gflops = gflops(case.m, case.n, case.k, out.cublas_median_ms, case.batch)
     out.pct_of_cublas = pct_of_cublas(variant_ms, cublas_ms)
     out.env["cublas_samples_ms"] = cublas_ms
     out.env["cublas_stats"] = cublas_stats

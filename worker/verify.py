@@ -22,6 +22,7 @@ SENTINEL = 3.0e38  # finite, and far beyond any |A·B| of inputs in [-1, 1) with
 
 READS_C = "reads C when beta = 0 (C * 0 is added: a NaN in C spreads); BLAS leaves C unread then"
 LEAVES_C = "leaves C unread when beta = 0, as BLAS does"
+WRITE_ONLY = "C is only written (its epilogue takes no beta)"
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Check:
     total: int
     reads_c_at_beta_zero: bool
     sentinel: float = SENTINEL
+    write_only: bool = False  # an epilogue without beta (ab_only, alpha_only): C is no input
 
     def verdict(self, tolerance: float) -> tuple[bool, str | None]:
         """(verified, why not)."""
@@ -45,7 +47,7 @@ class Check:
 
     @property
     def convention(self) -> str:
-        return READS_C if self.reads_c_at_beta_zero else LEAVES_C
+        return WRITE_ONLY if self.write_only else READS_C if self.reads_c_at_beta_zero else LEAVES_C
 
 
 # run(c, alpha, beta): the kernel, over c. new_c(fill=None, seed=None): a C of the kernel's layout,
@@ -55,9 +57,13 @@ NewC = Callable[..., object]
 
 
 def check(xp, run: Run, ref, new_c: NewC, seed: int, synchronize: Callable[[], None],
-          read: Callable[[object], object] = lambda c: c, sentinel: float = SENTINEL) -> Check:
+          read: Callable[[object], object] = lambda c: c, sentinel: float = SENTINEL,
+          epilogue: str = "alpha_beta") -> Check:
     """`read(c)`: C's values in FP32 (C may be FP16 or BF16); `sentinel`: the unreachable fill,
-    a value of C's type (core/precision.py Precision.sentinel)."""
+    a value of C's type (core/precision.py Precision.sentinel); `epilogue` (core/gemm_form.py):
+    what the kernel computes with the scalars. An ab_only kernel takes neither, so run 3 would
+    repeat run 2 and is skipped; an alpha_only one must scale by alpha and ignore C. Where C is
+    no input, the NaN probe is a check like the others: a NaN left in C is a wrong result."""
     c = new_c(fill=sentinel)
     run(c, 1.0, 0.0)
     synchronize()
@@ -69,15 +75,20 @@ def check(xp, run: Run, ref, new_c: NewC, seed: int, synchronize: Callable[[], N
     c = new_c(seed=seed + 1)
     run(c, 1.0, 0.0)
     errors.append(rel_error(xp, read(c), ref))
-    c = new_c(seed=seed + 1)
-    run(c, 0.75, -0.5)
-    errors.append(rel_error(xp, read(c), 0.75 * ref - 0.5 * c0))
+    if epilogue != "ab_only":
+        c = new_c(seed=seed + 1)
+        run(c, 0.75, -0.5)
+        expected = 0.75 * ref - 0.5 * c0 if epilogue == "alpha_beta" else 0.75 * ref
+        errors.append(rel_error(xp, read(c), expected))
 
     c = new_c(fill=float("nan"))
     run(c, 1.0, 0.0)
     synchronize()
-    reads_c = bool(xp.isnan(read(c)).any()) and unwritten == 0
-    return Check(max(errors), unwritten, int(ref.size), reads_c, sentinel)
+    nan_left = bool(xp.isnan(read(c)).any()) and unwritten == 0
+    write_only = epilogue != "alpha_beta"
+    if write_only:
+        errors.append(rel_error(xp, read(c), ref))
+    return Check(max(errors), unwritten, int(ref.size), nan_left and not write_only, sentinel, write_only)
 
 
 def rel_error(xp, c, ref) -> float:

@@ -1,0 +1,113 @@
+"""GEMM forms on the GPU (issue 36): tests/fixtures/forms_repo's kernels (TN with FP16 sums and no
+alpha/beta, a strided batch, all column-major with alpha only) verified at odd sizes through a real
+worker; each with one deliberate fault (B read in the other layout, a k-tile skipped under FP16
+sums, a batch stride off by one) unverified and given no speed; and cuBLAS's call in every layout,
+precision and batch checked against the FP32 product of the same inputs."""
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from core.db import upgrade_database
+from core.gemm_form import GemmForm
+from core.kernel_folder import load_folder
+from core.precision import Precision
+from core.settings import Settings
+from tests.conftest import make_client, make_settings, wait_for_job
+from worker.cases import Case, TimingPolicy, builtin_case
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).parent / "fixtures" / "forms_repo"
+SIZES = {"hgemm_tn_half_sum": [[1000, 1003, 997], [256, 256, 4096]],
+         "sgemm_batched": [[100, 72, 64, 7], [33, 17, 9, 3]],
+         "sgemm_col_alpha": [[1000, 1003, 997]]}
+FAULTS = {  # kernel -> (what the fault is, the text it replaces, the text it puts there, size)
+    "hgemm_tn_half_sum": [
+        ("B read row-major", "#define B_AT(k, n) B[(n) * K + (k)]", "#define B_AT(k, n) B[(k) * N + (n)]",
+         [256, 256, 256]),
+        ("a 32-deep k-tile skipped", "for (size_t k = 0; k < K; ++k) {",
+         "for (size_t k = 0; k < K; ++k) {\n        if (k / 32 == 3) continue;", [256, 256, 1024])],
+    "sgemm_batched": [("batch stride off by one", "A + i * stride_a", "A + i * (stride_a + 1)", [64, 48, 32, 5])],
+}
+
+
+@pytest.fixture
+def gpu_stack(tmp_path, sqlite_url, redis_url, start_worker):
+    cfg = make_settings(tmp_path, sqlite_url, redis_url)
+    upgrade_database(cfg)
+    start_worker(cfg, runner=None, GEMMWATCH_CASE_TIME_CAP_S="1", GEMMWATCH_COMPILE_TIMEOUT_S="300")
+    return make_client(cfg)
+
+
+def kernels() -> dict:
+    return {d.name: d.model_dump(mode="json") for d in load_folder(REPO)}
+
+
+def run_job(client, desc: dict, sizes: list) -> list[dict]:
+    posted = client.post("/api/jobs", json={"sources": [desc], "sizes": sizes})
+    assert posted.status_code == 202, posted.text
+    job = wait_for_job(client, posted.json()["id"], timeout=600)
+    assert job["status"] == "succeeded", job["error"]
+    return job["results"]
+
+
+def test_each_form_verifies_at_odd_sizes_beside_cublas_in_its_form(gpu_stack):
+    for name, desc in kernels().items():
+        for r in run_job(gpu_stack, desc, SIZES[name]):
+            assert r["verified"], (name, r["m"], r["error"])
+            assert r["gflops"] > 0 and r["cublas_gflops"] > 0
+            form = r["env"]["form"]
+            assert form["key"] == r["form"]
+            batch = SIZES[name][[s[:3] for s in SIZES[name]].index([r["m"], r["n"], r["k"]])][3:] or [1]
+            assert form["batch"] == batch[0]
+            if r["form"] != "rrr":
+                assert r["env"]["cublas_rel_error"] < 1e-2, r["env"]
+    acc16 = run_job(gpu_stack, kernels()["hgemm_tn_half_sum"], [[256, 256, 4096]])[0]
+    assert acc16["form"] == "rcr+ab+acc16" and "CUBLAS_COMPUTE_16F" in " ".join(acc16["env"]["notes"])
+
+
+@pytest.mark.parametrize("name,fault", [(n, f) for n, faults in FAULTS.items() for f in faults],
+                         ids=lambda x: x if isinstance(x, str) else x[0])
+def test_a_kernel_with_a_fault_of_its_form_is_unverified_and_unranked(gpu_stack, name, fault):
+    what, old, new, size = fault
+    desc = kernels()[name]
+    source = desc["source"]
+    assert old in desc["files"][source], what
+    desc["files"][source] = desc["files"][source].replace(old, new)
+    (r,) = run_job(gpu_stack, desc, [size])
+    assert not r["verified"] and r["gflops"] is None and r["pct_of_cublas"] is None, (what, r)
+    assert r["error"].startswith("wrong result"), (what, r["error"])
+
+
+POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.5))
+
+
+@pytest.mark.parametrize("mode,accumulate", [("fp32", "fp32"), ("tf32", "fp32"), ("fp16", "fp32"),
+                                             ("bf16", "fp32"), ("fp16", "fp16")])
+def test_cublas_in_every_layout_and_batch_computes_the_forms_product(mode, accumulate):
+    from worker.runner import CupyRunner, Problem
+    from worker.verify import rel_error
+
+    dev = CupyRunner().device
+    precision = Precision(mode, accumulate=accumulate)
+    for layouts, batch in itertools.product(itertools.product(("row", "column"), repeat=3), (1, 3)):
+        form = GemmForm(*layouts, accumulate=accumulate)
+        problem = Problem(dev, Case(0, "cublas", 77, 65, 129, 5, None, batch=batch), form, precision)
+        c = problem.new_c()
+        problem.cublas_call(c)()
+        dev.synchronize()
+        error = rel_error(dev.xp, problem.read(c), dev.reference(problem.a, problem.b))
+        assert error <= precision.default_tolerance(129) if mode not in ("fp32", "tf32") else error <= 2e-3, (
+            form.key(batch), mode, error)
+
+
+@pytest.mark.parametrize("size", [(1000, 1000, 1000), (1023, 1021, 1019), (4096, 4096, 4096)])
+def test_the_bf16_wgmma_tn_ladder_kernel_verifies_beside_cublas_tn(size):
+    from worker.runner import CupyRunner
+
+    out = CupyRunner().run_case(builtin_case("bf16_wgmma_tn", *size), POLICY)
+    assert out.verified, out.error
+    assert out.form == "rcr" and "op TN" in out.env["cublas_call"]
+    assert out.pct_of_cublas > 1
