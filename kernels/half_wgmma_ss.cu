@@ -7,6 +7,8 @@
 // rows of the block's 128 x 256 tile of C (one m64n256k16 per 16 k).
 // Why faster than half_wgmma: there each slab ended in wait_group 0 (the B fragments in registers
 // had to be consumed before they were reloaded), so the tensor cores idled at every slab boundary.
+// -DB_K_MAJOR=1 (bf16_wgmma_tn): the TN form, B column-major (x * W^T): each column's 64 k of a
+// slab is one 128-byte row, copied and swizzled as A's rows are and read K-major (trans-b 0).
 // Seed: Past the seeds; builds on half_wgmma and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation).
 #ifndef INPUT_BF16
@@ -21,10 +23,16 @@
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
+#ifndef B_K_MAJOR
+#define B_K_MAJOR 0
+#endif
 
 #include "common.cuh"
 #include "half.cuh"
 #include "wgmma.cuh"
+#if B_K_MAJOR
+#include "wgmma_kb.cuh"
+#endif
 
 namespace hss {
 
@@ -33,7 +41,8 @@ constexpr int kBN = 256;                 // columns of C per block: wgmma N
 constexpr int kBK = 64;                  // k per slab: one 128-byte swizzle row of the A slab
 constexpr int kAStage = kBM * kBK * 2;   // bytes of one A slab: kBM rows of 128 bytes
 constexpr int kBBlock = kBK * 128;       // bytes of 64 columns of the B slab: kBK k-rows of 128 bytes
-constexpr int kBStage = (kBN / 64) * kBBlock;
+constexpr int kBStage = (kBN / 64) * kBBlock;  // B_K_MAJOR: kBN columns of 128 bytes, as many bytes
+static_assert(kBStage == kBN * kBK * 2, "either B layout fills the same slab");
 constexpr int kThreads = 384;
 constexpr int kAcc = kBN / 2;            // FP32 accumulators per consumer thread
 // Dynamic shared memory: the ring, 2 mbarriers per stage, and up to 1 KiB to align the ring.
@@ -45,7 +54,11 @@ static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be th
 #endif
 
 __device__ __forceinline__ void wgmma_k16(float (&d)[kAcc], unsigned long long desc_a, unsigned long long desc_b) {
-#if INPUT_BF16
+#if INPUT_BF16 && B_K_MAJOR
+    wgmma_ss_bf16_kb(d, desc_a, desc_b);
+#elif B_K_MAJOR
+    wgmma_ss_f16_kb(d, desc_a, desc_b);
+#elif INPUT_BF16
     wgmma_ss_bf16_nb(d, desc_a, desc_b);
 #else
     wgmma_ss_f16_nb(d, desc_a, desc_b);
@@ -98,7 +111,11 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
         const int tid = threadIdx.x;
         const bool vec_a = (K % 8 == 0) && aligned16(A);
+#if B_K_MAJOR
+        const bool vec_b = (K % 8 == 0) && aligned16(B);  // B's columns start 16-byte aligned
+#else
         const bool vec_b = (N % 8 == 0) && aligned16(B);
+#endif
         // A block and B block wholly inside their matrices: each slab but a partial last one is
         // copied with no bounds checks, from two pointers.
         const bool inside = vec_a && vec_b && bm0 + kBM <= M && bn0 + kBN <= N;
@@ -106,14 +123,19 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         // 128-byte row; (a_r + 16 j) % 8 == a_r % 8, so the swizzled chunk is the same for all j.
         const int a_c = tid & 7, a_r = tid >> 3;
         const int a_dst0 = a_r * kBK + ((a_c ^ (a_r & 7)) * 8);  // elements
+        const in_t* a_src = A + (size_t)(bm0 + a_r) * K + 8 * a_c;
+#if B_K_MAJOR
+        // B piece (K-major, B[k][n] at B[n K + k]): as A's, chunk a_c of columns bn0 + a_r + 16 j.
+        const in_t* b_src = B + (size_t)(bn0 + a_r) * K + 8 * a_c;
+#else
         // B piece: chunk b_q (8 n) of k-rows b_r + 4 j; 64 columns of N per 128-byte row, so chunk
         // b_q lies in column block b_q / 8, at chunk (b_q % 8) ^ (k-row % 8) of its row, and
         // (b_r + 4 j) % 8 is b_r for even j, b_r + 4 for odd j.
         const int b_q = tid & 31, b_r = tid >> 5;
         const int b_block = (b_q >> 3) * (kBBlock / 2), b_c = b_q & 7;
         const unsigned b_swz[2] = {(unsigned)((b_c ^ b_r) * 16), (unsigned)((b_c ^ (b_r + 4)) * 16)};
-        const in_t* a_src = A + (size_t)(bm0 + a_r) * K + 8 * a_c;
         const in_t* b_src = B + (size_t)b_r * N + bn0 + 8 * b_q;
+#endif
 
         for (int s = 0; s < slabs; ++s) {
             const int stage = s % STAGES;
@@ -121,25 +143,39 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
             const int k0 = s * kBK;
             if (inside && k0 + kBK <= K) {
                 const unsigned a_s = a_ring + stage * kAStage + 2 * a_dst0;
-                const unsigned b_s = b_ring + stage * kBStage + 2 * b_block + b_r * 128;
                 const in_t* ap = a_src + k0;
-                const in_t* bp = b_src + (size_t)k0 * N;
 #pragma unroll
                 for (int j = 0; j < kBM / 16; ++j) cp_async16(a_s + j * 16 * 128, ap + (size_t)j * 16 * K);
+#if B_K_MAJOR
+                const unsigned b_s = b_ring + stage * kBStage + 2 * a_dst0;
+                const in_t* bp = b_src + k0;
+#pragma unroll
+                for (int j = 0; j < kBN / 16; ++j) cp_async16(b_s + j * 16 * 128, bp + (size_t)j * 16 * K);
+#else
+                const unsigned b_s = b_ring + stage * kBStage + 2 * b_block + b_r * 128;
+                const in_t* bp = b_src + (size_t)k0 * N;
 #pragma unroll
                 for (int j = 0; j < kBK / 4; ++j) cp_async16(b_s + j * 4 * 128 + b_swz[j & 1], bp + (size_t)j * 4 * N);
+#endif
                 mbar_arrive_on_copies(full(stage));
                 continue;
             }
             in_t* a_dst = a_ring_ptr + stage * (kAStage / 2) + a_dst0;
-            in_t* b_dst = b_ring_ptr + stage * (kBStage / 2) + b_block;
 #pragma unroll 1
             for (int j = 0; j < kBM / 16; ++j) copy8(a_dst + j * 16 * kBK, A, M, K, bm0 + a_r + 16 * j, k0 + 8 * a_c, vec_a);
+#if B_K_MAJOR
+            // B as the N x K row-major matrix it is: zeros past column N - 1 and past K, as A's.
+            in_t* b_dst = b_ring_ptr + stage * (kBStage / 2) + a_dst0;
+#pragma unroll 1
+            for (int j = 0; j < kBN / 16; ++j) copy8(b_dst + j * 16 * kBK, B, N, K, bn0 + a_r + 16 * j, k0 + 8 * a_c, vec_b);
+#else
+            in_t* b_dst = b_ring_ptr + stage * (kBStage / 2) + b_block;
 #pragma unroll 1
             for (int j = 0; j < kBK / 4; ++j) {
                 const int r = b_r + 4 * j;
                 copy8(b_dst + r * 64 + ((b_c ^ (r & 7)) * 8), B, K, N, k0 + r, bn0 + 8 * b_q, vec_b);
             }
+#endif
             if (vec_a && vec_b) {
                 mbar_arrive_on_copies(full(stage));
             } else {  // some pieces were stored synchronously: arrive (a release) once all are in
@@ -166,9 +202,15 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         // The copies were made by the generic proxy; wgmma reads through the async proxy.
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         // A: this warpgroup's 64 rows; +32 bytes per 16 k inside the swizzled row. B: 16 k-rows of
-        // 128 bytes per 16 k, the 4 blocks of 64 columns kBBlock apart.
+        // 128 bytes per 16 k, the 4 blocks of 64 columns kBBlock apart (B_K_MAJOR: as A, 256 rows).
         const unsigned long long desc_a = k_major_sw128_desc(a_ring + stage * kAStage + wg * 64 * 128);
+#if B_K_MAJOR
+        const unsigned long long desc_b = k_major_sw128_desc(b_ring + stage * kBStage);
+        constexpr unsigned long long kBStep = 32 >> 4;
+#else
         const unsigned long long desc_b = mn_major_sw128_desc(b_ring + stage * kBStage, kBBlock);
+        constexpr unsigned long long kBStep = 16 * 128 >> 4;
+#endif
         wgmma_fence();
         fence_operands(acc);
 #ifdef GEMMWATCH_TEST_SKIP_SLAB
@@ -176,7 +218,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
 #endif
         {
 #pragma unroll
-            for (int kk = 0; kk < kBK / 16; ++kk) wgmma_k16(acc, desc_a + 2 * kk, desc_b + (16 * 128 >> 4) * kk);
+            for (int kk = 0; kk < kBK / 16; ++kk) wgmma_k16(acc, desc_a + 2 * kk, desc_b + kBStep * kk);
         }
         wgmma_commit();
         // The previous slab's group is done once at most this one is pending: its slab goes back
