@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from api.schemas import CommitIn, GpuModel, Identifier
+from core.form_keys import DEFAULT_KEY, FormKey, is_key
 from core.precision import INPUT_TYPE, ComputeMode
 from core.result_env import ResultEnv
 from core.wire_types import Count, Finite, Gflops, Int32, Integer, Millis, Name, Percent, Ratio, StrictBool, Text
@@ -41,6 +42,9 @@ class ResultIn(BaseModel):
     dtype: Literal["float32", "float16", "bfloat16", "float8_e4m3"] = "float32"  # of A and B
     mode: Literal["cold", "hot", "sustained"] = "cold"
     compute_mode: ComputeMode = "fp32"
+    form: FormKey | None = Field(
+        default=None, description='the GEMM\'s form, its key (core/gemm_form.py): "rrr" (A, B, C row-major, '
+        'C = alpha·A·B + beta·C, FP32 sums), "rcr+ab+acc16", ...; default: env.form.key, else "rrr"')
     tunables: dict[Identifier, Int32] = Field(default_factory=dict, max_length=32)
     verified: StrictBool
     rel_error: Annotated[Finite, Field(ge=0, le=1e30)] | None = None
@@ -70,6 +74,16 @@ class ResultIn(BaseModel):
         if self.dtype != INPUT_TYPE[self.compute_mode]:
             raise ValueError(f"dtype {self.dtype} does not fit compute_mode {self.compute_mode} (its inputs are "
                              f"{INPUT_TYPE[self.compute_mode]})")
+        # The form's key as the worker records it twice (the column, env.form.key): two that
+        # differ say two GEMMs, and which one was timed is not the server's guess.
+        recorded = self.env.form.key if self.env.form is not None else None
+        recorded = recorded if recorded and is_key(recorded) else None
+        if self.form and recorded and self.form != recorded:
+            raise ValueError(f"form {self.form} differs from env.form.key {recorded}: one result is one GEMM")
+        self.form = self.form or recorded or DEFAULT_KEY
+        if "+acc16" in self.form and self.compute_mode != "fp16":
+            raise ValueError(f"form {self.form} sums in FP16, which only an fp16 kernel does; this one is "
+                             f"{self.compute_mode}")
         return self
 
     def stored(self) -> dict[str, Any]:

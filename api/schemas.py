@@ -353,6 +353,7 @@ class VariantOut(BaseModel):
     entry: str
     compute_mode: str
     precision: str  # compute mode and output type: "bf16", "bf16->fp32", "fp32" ...
+    form: str = Field("rrr", description="the GEMM's form key (core/gemm_form.py), as its results carry it")
     target: str | None
     tunables: list[dict[str, Any]]
 

@@ -107,12 +107,12 @@ def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list
             verdict += f" (same-job A/B; history said {v['status']})"
         link = ""
         if page:
-            anchor = result_anchor(v.get("job_id", job["id"]), v["variant"], v["m"], v["n"], v["k"])
-            link = f" [{v['variant']} {v['m']}×{v['n']}×{v['k']}]({page}#{anchor}) |"
-        lines.append(f"| {v['variant']} | {v['m']}×{v['n']}×{v['k']} | {gf} | {pct} | {delta} | {verdict} |" + link)
+            anchor = result_anchor(v.get("job_id", job["id"]), v["variant"], v["m"], v["n"], v["k"], _form(v))
+            link = f" [{v['variant']} {size_of(v)}]({page}#{anchor}) |"
+        lines.append(f"| {v['variant']} | {size_of(v)} | {gf} | {pct} | {delta} | {verdict} |" + link)
     if job["status"] != "succeeded" and job.get("error"):
         lines += ["", f"Job {job['status']}:", "", "```", job["error"][:4000], "```"]
-    notes = [f"- {v['variant']} {v['m']}×{v['n']}×{v['k']}: {v['reason']}"
+    notes = [f"- {v['variant']} {size_of(v)}: {v['reason']}"
              for v, f in zip(verdicts, final) if f["status"] == "regression"]
     if notes:
         lines += ["", "Regressions:", *notes]
@@ -132,13 +132,24 @@ CONFIRMED_AS = {"regression": "regression", "improvement": "faster", "no change"
                 "failed": "confirmation failed"}
 
 
+def _form(row: dict) -> str:
+    return row.get("form") or "rrr"  # a server from before forms says none: the one form there was
+
+
+def size_of(row: dict) -> str:
+    """A case's size as the summary shows it, with its GEMM form where that is not the default
+    (core/gemm_form.py): a TN row and an NN row of one kernel are two GEMMs."""
+    form = _form(row)
+    return f"{row['m']}×{row['n']}×{row['k']}" + (f" {form}" if form != "rrr" else "")
+
+
 def final_verdicts(verdicts: list[dict], confirmation: list[dict] | None) -> list[dict]:
     """Each history verdict, with its status replaced by the confirmation's where the
     confirmation took that case; the one rule both the summary and the exit code follow."""
-    confirmed = {(c["variant"], c["m"], c["n"], c["k"]): c["status"] for c in confirmation or []}
+    confirmed = {(c["variant"], c["m"], c["n"], c["k"], _form(c)): c["status"] for c in confirmation or []}
     final = []
     for v in verdicts:
-        word = CONFIRMED_AS.get(confirmed.get((v["variant"], v["m"], v["n"], v["k"])))
+        word = CONFIRMED_AS.get(confirmed.get((v["variant"], v["m"], v["n"], v["k"], _form(v))))
         final.append({**v, "status": word} if word and v["status"] != "unverified" else v)
     return final
 
@@ -155,14 +166,14 @@ def confirmation_lines(confirmation: list[dict]) -> list[str]:
     for c in confirmation:
         ratio = f"{c['ratio']:.4f}" if c["ratio"] is not None else "—"
         interval = f"[{c['low']:.4f}, {c['high']:.4f}]" if c["low"] is not None else "—"
-        lines.append(f"| {c['variant']} | {c['m']}×{c['n']}×{c['k']} | {ratio} | {interval} | {c['pairs']} |"
+        lines.append(f"| {c['variant']} | {size_of(c)} | {ratio} | {interval} | {c['pairs']} |"
                      f" {CONFIRM_ICONS[c['status']]} |")
-    lines += ["", *(f"- {c['variant']} {c['m']}×{c['n']}×{c['k']}: {c['reason']}" for c in confirmation)]
+    lines += ["", *(f"- {c['variant']} {size_of(c)}: {c['reason']}" for c in confirmation)]
     return lines + resource_lines(confirmation)
 
 
 def resource_lines(rows: list[dict]) -> list[str]:
-    changes = [f"- {c['variant']} {c['m']}×{c['n']}×{c['k']}: {', '.join(c['resource_changes'])}"
+    changes = [f"- {c['variant']} {size_of(c)}: {', '.join(c['resource_changes'])}"
                for c in rows if c.get("resource_changes")]
     return ["", "Kernel resources vs base:", *changes] if changes else []
 

@@ -1,5 +1,6 @@
 """Verdicts for a job's results against their baseline: the history of the same series
-(variant, size, GPU model, timing mode) on the base commit or branch."""
+(variant, size, GPU model, timing mode, precision and GEMM form) on the base commit or branch.
+A TN result is another GEMM than an NN one of the same kernel name: never its baseline."""
 
 import re
 from typing import Literal
@@ -21,6 +22,7 @@ class VerdictOut(BaseModel):
     m: int
     n: int
     k: int
+    form: str = Field("rrr", description="the GEMM's form key (core/gemm_form.py); its baseline is of this form only")
     gflops: float | None
     pct_of_cublas: float | None
     verified: bool
@@ -33,10 +35,12 @@ class VerdictOut(BaseModel):
                                         description="kernel resources vs the base commit's result, in words")
 
 
-def result_anchor(job_id: int, variant: str, m: int, n: int, k: int) -> str:
+def result_anchor(job_id: int, variant: str, m: int, n: int, k: int, form: str = "rrr") -> str:
     """Where a job's result of a case sits on its commit's page (/commits/{sha}#...): the CI
-    hook's summary links each row there, so both sides make it here."""
-    return "r-" + re.sub(r"[^A-Za-z0-9_.-]", "_", f"{job_id}-{variant}-{m}x{n}x{k}")
+    hook's summary links each row there, so both sides make it here. A form other than the
+    default is part of it: one job may time a kernel alone and in a batch at one M, N, K."""
+    case = f"{job_id}-{variant}-{m}x{n}x{k}" + (f"-{form}" if form != "rrr" else "")
+    return "r-" + re.sub(r"[^A-Za-z0-9_.-]", "_", case)
 
 
 def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None, window: int) -> list[Point]:
@@ -46,7 +50,7 @@ def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branc
         .join(Gpu, Result.gpu_id == Gpu.id)
         .where(
             Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k,
-            Result.mode == r.mode, Result.compute_mode == r.compute_mode,
+            Result.mode == r.mode, Result.compute_mode == r.compute_mode, Result.form == r.form,
             Gpu.model == r.gpu.model, Result.verified.is_(True), Result.gflops.is_not(None),
             Result.job_id != job.id,
         )
@@ -104,8 +108,8 @@ def robust_noise(noise: float | None, q1: float | None, q3: float | None, median
 def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | None, th: Thresholds) -> list[VerdictOut]:
     out = []
     for r in job.results:
-        common = {"result_id": r.id, "variant": r.variant, "m": r.m, "n": r.n, "k": r.k, "gflops": r.gflops,
-                  "pct_of_cublas": r.pct_of_cublas, "verified": r.verified}
+        common = {"result_id": r.id, "variant": r.variant, "m": r.m, "n": r.n, "k": r.k, "form": r.form,
+                  "gflops": r.gflops, "pct_of_cublas": r.pct_of_cublas, "verified": r.verified}
         if not r.verified or r.gflops is None or r.gpu is None:
             out.append(VerdictOut(**common, status="unverified", delta=None, baseline_mean=None, baseline_points=0,
                                   reason=r.error or "not verified"))
@@ -135,5 +139,6 @@ def _resource_changes(db: Session, r: Result, job: Job, base_sha: str | None, ba
         return []
     env = db.scalar(select(Result.env).where(
         Result.commit_id == base.id, Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k,
-        Result.mode == r.mode, Result.verified.is_(True)).order_by(Result.id.desc()).limit(1))
+        Result.mode == r.mode, Result.compute_mode == r.compute_mode, Result.form == r.form,
+        Result.verified.is_(True)).order_by(Result.id.desc()).limit(1))
     return resource_changes(resources_of(env), head)

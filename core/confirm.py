@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from core.errors import Unprocessable
 from core.ancestry import by_time_before, first_parent
+from core.form_keys import batch_of
 from core.kernel_store import kernel_of
 from core.models import Commit, Job
 from core.result_env import ab_of, resources_of
@@ -38,6 +39,7 @@ class ConfirmationOut(BaseModel):
     m: int
     n: int
     k: int
+    form: str = Field("rrr", description="the GEMM's form key (core/gemm_form.py): both kernels timed in it")
     status: Literal["regression", "improvement", "no change", "undecided", "failed"]
     ratio: float | None = Field(description="median head/base time per pair: 1.03 = head 3 % slower")
     low: float | None = Field(description="lower end of the ratio's confidence interval")
@@ -64,12 +66,19 @@ def base_commit(db: Session, head: Commit, base_sha: str | None) -> Commit | Non
     return earlier[0] if earlier else None
 
 
-def _latest_job_with(db: Session, commit: Commit, variant: str, m: int, n: int, k: int, gpu_model: str | None) -> Job | None:
-    """The newest measuring job of the commit that kept this case's kernel, on the same GPU model."""
+def _latest_job_with(db: Session, commit: Commit, variant: str, m: int, n: int, k: int, gpu_model: str | None,
+                     form: str) -> Job | None:
+    """The newest measuring job of the commit that kept this case's kernel, on the same GPU model,
+    of the same form: a base kernel of another form is another GEMM, no base for this one. (A job
+    with no result of the case says no form: its kernel is taken, and the worker refuses it if the
+    forms differ.)"""
     jobs = db.scalars(select(Job).where(Job.commit_id == commit.id, Job.kind != KIND)
                       .order_by(Job.id.desc())).unique()
     for job in jobs:
         if not job.plan or (gpu_model and job.gpu is not None and job.gpu.model != gpu_model):
+            continue
+        forms = {r.form for r in job.results if (r.variant, r.m, r.n, r.k) == (variant, m, n, k)}
+        if forms and form not in forms:
             continue
         if any((e["variant"], e["m"], e["n"], e["k"]) == (variant, m, n, k) and e.get("kernel") for e in job.plan):
             return job
@@ -87,26 +96,28 @@ def plan_confirmation(db: Session, head_job: Job, body: ConfirmIn) -> Job:
     if base is None:
         raise Unprocessable("base", "no base commit: give 'base', or send the head commit's parents")
     model = head_job.gpu.model if head_job.gpu else None  # base kernels measured on this model first
-    cases = sorted({(r.variant, r.m, r.n, r.k) for r in head_job.results if r.verified})
+    cases = sorted({(r.variant, r.m, r.n, r.k, r.form) for r in head_job.results if r.verified})
     if body.variants is not None:
         unknown = set(body.variants) - {c[0] for c in cases}
         if unknown:
             raise Unprocessable("variants", f"{sorted(unknown)} not verified in job {head_job.id}")
         cases = [c for c in cases if c[0] in body.variants]
-    if body.sizes is not None:
-        cases = [c for c in cases if list(c[1:]) in body.sizes]
+    if body.sizes is not None:  # [M, N, K] takes the case in every batch; [M, N, K, batch] in that one
+        cases = [c for c in cases if list(c[1:4]) in body.sizes or [*c[1:4], batch_of(c[4])] in body.sizes]
     if not cases:
         raise Unprocessable("sizes", f"no verified case of job {head_job.id} matches")
     entries = []
-    for variant, m, n, k in cases:
+    for variant, m, n, k, form in cases:
         head_kernel = kernel_of(db, head_job, variant, m, n, k)
-        base_job = _latest_job_with(db, base, variant, m, n, k, model)
+        base_job = _latest_job_with(db, base, variant, m, n, k, model, form)
         base_kernel = kernel_of(db, base_job, variant, m, n, k) if base_job else None
         if head_kernel is None or base_kernel is None:
             side = "head" if head_kernel is None else f"base {base.sha[:12]}"
-            raise Unprocessable("variants", f"{variant} {m}x{n}x{k}: the {side} kernel was not kept; it cannot be re-measured")
+            raise Unprocessable("variants", f"{variant} {m}x{n}x{k} ({form}): the {side} kernel was not kept in "
+                                            "that form; it cannot be re-measured")
+        batch = batch_of(form)  # the worker times the batch the head timed (worker/cases.py cases_from_plan)
         entries.append({"variant": variant, "m": m, "n": n, "k": k, "tunables": {}, "head": head_kernel,
-                        "base": base_kernel, "base_job": base_job.id})
+                        "base": base_kernel, "base_job": base_job.id, **({"batch": batch} if batch > 1 else {})})
     return Job(
         status="queued", kind=KIND, variants=sorted({e["variant"] for e in entries}),
         sizes=[list(s) for s in sorted({(e["m"], e["n"], e["k"]) for e in entries})],
@@ -123,7 +134,7 @@ def confirmation(job: Job, th: PairedThresholds) -> list[ConfirmationOut]:
     for r in job.results:
         ab = ab_of(r.env) or {}
         head_res, base_res = resources_of(r.env), resources_of(r.env, "base_resources")
-        common = {"result_id": r.id, "variant": r.variant, "m": r.m, "n": r.n, "k": r.k,
+        common = {"result_id": r.id, "variant": r.variant, "m": r.m, "n": r.n, "k": r.k, "form": r.form,
                   "head_gflops": r.gflops, "base_gflops": ab.get("base_gflops"), "head_resources": head_res,
                   "base_resources": base_res, "resource_changes": resource_changes(base_res, head_res)}
         if not r.verified or not ab:

@@ -132,10 +132,11 @@ class Result(Base):
         UniqueConstraint("job_id", "case_index", name="uq_result_job_case"),
         # Serves the history query: one series per variant, GPU and size, across commits.
         Index("ix_result_history", "variant", "gpu_id", "m", "n", "k", "commit_id"),
-        # Serves the dashboard (docs/BENCHMARKS.md): its filters (mode, size, GPU) lead; commit_id
+        # Serves the dashboard (docs/BENCHMARKS.md): its filters (mode, form, size, GPU) lead; every
+        # view holds one mode and one form, so the sizes menu is a loose scan under both; commit_id
         # next lets the history fetch only its newest commits' rows; the rest makes the commit
         # list, the overview's newest results and the menus' distinct values index-only reads.
-        Index("ix_result_dashboard", "mode", "m", "n", "k", "gpu_id", "commit_id", "verified", "variant", "id"),
+        Index("ix_result_dashboard", "mode", "form", "m", "n", "k", "gpu_id", "commit_id", "verified", "variant", "id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -148,6 +149,9 @@ class Result(Base):
     dtype: Mapped[str] = mapped_column(String(16), default="float32")
     mode: Mapped[str] = mapped_column(String(16), default="cold")
     compute_mode: Mapped[str] = mapped_column(String(16), default="fp32")
+    # The GEMM's form, its key (core/gemm_form.py): "rrr", "rcr+ab+acc16", ... A TN figure and an
+    # NN one are different GEMMs: every history, baseline and chart holds one form.
+    form: Mapped[str] = mapped_column(String(40), default="rrr", server_default="rrr")
     gpu_id: Mapped[int | None] = mapped_column(ForeignKey("gpu.id"))
     commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id"))
     verified: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -17,7 +17,8 @@ MIN_PREFIX = 7  # like git's short sha: a shorter prefix would match too much to
 # Where a row stands in the page: what needs a look first.
 RANK = {"regression": 0, "unverified": 1, "confirmation failed": 1, "faster": 2, "undecided": 3, "no baseline": 4,
         "ok": 5}
-COLUMNS = ["gpu", "job_id", "variant", "m", "n", "k", "mode", "compute_mode", "gflops", "pct_of_cublas", "delta",
+COLUMNS = ["gpu", "job_id", "variant", "m", "n", "k", "mode", "compute_mode", "form", "gflops", "pct_of_cublas",
+           "delta",
            "status", "confirmed", "ratio", "low", "high", "reason", "resource_changes", "anchor"]
 CONFIRMED_AS = {"regression": "regression", "improvement": "faster", "no change": "ok", "undecided": "undecided",
                 "failed": "confirmation failed"}
@@ -35,6 +36,7 @@ class CommitRow:
     k: int
     mode: str
     compute_mode: str
+    form: str  # the GEMM's form key (core/gemm_form.py): its verdict is against results of this form only
     gflops: float | None
     pct_of_cublas: float | None
     delta: float | None
@@ -49,7 +51,7 @@ class CommitRow:
 
     @property
     def anchor(self) -> str:
-        return result_anchor(self.job_id, self.variant, self.m, self.n, self.k)
+        return result_anchor(self.job_id, self.variant, self.m, self.n, self.k, self.form)
 
 
 @dataclass
@@ -97,19 +99,20 @@ def load_commit(db: Session, sha: str, th: Thresholds, pth: PairedThresholds) ->
     jobs = [j for j in db.scalars(select(Job).where(Job.commit_id.in_([c.id for c in commits])).order_by(Job.id))
             if j.kind != CONFIRM]
     rows: list[CommitRow] = []
-    confirmed: dict[tuple, tuple] = {}  # (head job, variant, m, n, k) -> the confirmation's verdict
+    confirmed: dict[tuple, tuple] = {}  # (head job, variant, m, n, k, form) -> the confirmation's verdict
     for job in _confirmations_of(db, jobs):
         for c in confirmation(job, pth):
-            confirmed[(job.confirm.get("head_job"), c.variant, c.m, c.n, c.k)] = c
+            confirmed[(job.confirm.get("head_job"), c.variant, c.m, c.n, c.k, c.form)] = c
     for job in jobs:
         by_id = {r.id: r for r in job.results}
         for v in verdicts(db, job, None, None, th):
             r = by_id[v.result_id]
             row = CommitRow(gpu=r.gpu.model if r.gpu else "?", job_id=job.id, variant=v.variant, m=v.m, n=v.n, k=v.k,
-                            mode=r.mode, compute_mode=r.compute_mode, gflops=v.gflops, pct_of_cublas=v.pct_of_cublas,
+                            mode=r.mode, compute_mode=r.compute_mode, form=r.form, gflops=v.gflops,
+                            pct_of_cublas=v.pct_of_cublas,
                             delta=v.delta, status=v.status, reason=v.reason, resource_changes=v.resource_changes,
                             history_status=v.status)
-            c = confirmed.get((job.id, v.variant, v.m, v.n, v.k))
+            c = confirmed.get((job.id, v.variant, v.m, v.n, v.k, r.form))
             if c is not None and v.status != "unverified":
                 row.confirmed, row.ratio, row.low, row.high = c.status, c.ratio, c.low, c.high
                 row.status, row.reason = CONFIRMED_AS[c.status], c.reason

@@ -19,7 +19,8 @@ from core.models import Commit, Gpu, Job, Result
 from core.result_env import pct_of_peak_of, resources_of
 from core.sample_stats import SpeedRatio, speed_ratio
 from dashboard.filters import Size, size_text
-from dashboard.queries import commit_ids, gpu_ids, of_precision
+from core.form_keys import DEFAULT_KEY
+from dashboard.queries import commit_ids, gpu_ids, of_form, of_precision
 
 By = Literal["commit", "gpu", "mode"]
 WHAT = {"commit": "commits", "gpu": "GPU models", "mode": "timing modes"}
@@ -34,6 +35,7 @@ class CompareFilter:
     sha: str | None = None  # the commit when comparing GPU models or modes; None: newest results
     mode: str | None = None  # the timing mode when comparing commits or GPU models
     precision: str = "fp32"  # compute mode (dashboard/filters.py PRECISIONS)
+    form: str = DEFAULT_KEY  # GEMM form key (core/gemm_form.py): both sides of one form
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ def load_comparison(db: Session, f: CompareFilter, band: float = 0.0) -> Compari
     if f.a == f.b:
         out.reason = f"A and B are the same {f.by} ({f.a}): pick two different ones."
         return out
-    where = [of_precision(f.precision)]
+    where = [of_precision(f.precision), of_form(f.form)]
     if f.by != "mode":
         where.append(Result.mode == f.mode)
     if f.by != "gpu":
@@ -179,7 +181,8 @@ def load_comparison(db: Session, f: CompareFilter, band: float = 0.0) -> Compari
     return out
 
 
-COLUMNS = ["variant", "m", "n", "k", "a", "a_verified", "a_gflops", "a_noise", "a_pct_of_cublas", "a_pct_of_peak",
+COLUMNS = ["variant", "form", "m", "n", "k", "a", "a_verified", "a_gflops", "a_noise", "a_pct_of_cublas",
+           "a_pct_of_peak",
            "b", "b_verified", "b_gflops", "b_noise", "b_pct_of_cublas", "b_pct_of_peak", "ratio", "low", "high",
            "confidence", "direction", "delta_pct"]
 
@@ -196,7 +199,8 @@ def export_rows(c: Comparison) -> list[dict]:
                 "delta_pct": r.delta_pct}
 
     return [
-        {"variant": r.variant, "m": r.size[0], "n": r.size[1], "k": r.size[2], "a": c.f.a, **side(r.a, "a"),
+        {"variant": r.variant, "form": c.f.form, "m": r.size[0], "n": r.size[1], "k": r.size[2], "a": c.f.a,
+         **side(r.a, "a"),
          "b": c.f.b, **side(r.b, "b"), **change(r)}
         for r in c.rows
     ]

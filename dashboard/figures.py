@@ -15,6 +15,7 @@ from statistics import fmean
 
 from plotly.colors import qualitative
 
+from core.form_keys import DEFAULT_KEY, label as form_label
 from dashboard.compare import WHAT, Comparison
 from dashboard.filters import by_flops, size_label, size_text
 from dashboard.history import History
@@ -146,8 +147,9 @@ def history_figure(h: History) -> Figure | str:
         ))
     fig.update_layout(
         **LAYOUT,
-        title={"text": f"GFLOPS by commit: {_t(f.gpu)}, {size_text(f.size)}, {_t(f.mode)} L2{_in(f.precision)}",
-               "subtitle": {"text": f"{len(h.commits)} newest commits, oldest first; band: ±noise; "
+        title={"text": f"GFLOPS by commit: {_t(f.gpu)}, {size_text(f.size)}, {_t(f.mode)} L2{_in(f.precision)}"
+                       f"{_form_in(f.form)}",
+               "subtitle": {"text": f"{_form_said(f.form)}{len(h.commits)} newest commits, oldest first; band: ±noise; "
                                     f"{len(h.regressions)} regression(s) flagged"}},
         xaxis={"title": {"text": "commit (by commit time)"}, "type": "category", "categoryorder": "array",
                "categoryarray": [x_of[s] for s in h.commits]},
@@ -163,7 +165,19 @@ def _in(precision: str) -> str:
     return "" if precision == "fp32" else f", {precision.upper()}"
 
 
-def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str, precision: str = "fp32") -> Figure | str:
+def _form_in(form: str) -> str:
+    """A title's GEMM form, by its key: said where it is not the default (A, B, C row-major,
+    alpha and beta, FP32 sums), which every chart showed before forms."""
+    return "" if form == DEFAULT_KEY else f", form {form}"
+
+
+def _form_said(form: str) -> str:
+    """The start of a subtitle: the form in words, where it is not the default."""
+    return "" if form == DEFAULT_KEY else f"{form_label(form)} · "
+
+
+def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str, precision: str = "fp32",
+                  form: str = DEFAULT_KEY) -> Figure | str:
     if not lad.rungs:
         return f"No results on {lad.gpu_name} at {size_text(size)} ({mode} mode)."
     ok = [r for r in lad.rungs if r.verified and r.gflops is not None]
@@ -197,8 +211,8 @@ def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str, precision:
                                  line={"dash": "dot", "color": "#b66a00"}, hoverinfo="name"))
     fig.update_layout(
         **LAYOUT,
-        title={"text": f"{_t(lad.gpu_name)}: {size_text(size)}, {_t(mode)} L2{_in(precision)}",
-               "subtitle": {"text": f"each variant's newest result · {_t(lad.peak.how)}"}},
+        title={"text": f"{_t(lad.gpu_name)}: {size_text(size)}, {_t(mode)} L2{_in(precision)}{_form_in(form)}",
+               "subtitle": {"text": f"{_form_said(form)}each variant's newest result · {_t(lad.peak.how)}"}},
         xaxis={"title": {"text": "variant"}, "type": "category", "categoryorder": "array", "categoryarray": labels},
         yaxis={"title": {"text": "GFLOPS"}, "rangemode": "tozero"},
     )
@@ -257,7 +271,8 @@ def sweep_figure(points: list[SweepPoint], f: SweepFilter) -> Figure | str:
         xaxis = {"title": {"text": f"{dim} (log scale)"}, "type": "log", "tickvals": values, "ticktext": [str(v) for v in values]}
     fig.update_layout(
         **LAYOUT,
-        title={"text": title, "subtitle": {"text": "each point: the newest result for its GPU, variant and size"}},
+        title={"text": title + _form_in(f.form),
+               "subtitle": {"text": f"{_form_said(f.form)}each point: the newest result for its GPU, variant and size"}},
         xaxis=xaxis,
         yaxis={"title": {"text": "GFLOPS"}, "rangemode": "tozero"},
     )
@@ -301,9 +316,10 @@ def compare_figure(c: Comparison) -> Figure | str:
     note = f" · {left_out} with no verified speed on one side: in the table" if left_out else ""
     fig.update_layout(
         **{**LAYOUT, "height": max(360, ROW_PX * len(rows) + 210), "margin": {**LAYOUT["margin"], "t": 150}},
-        title={"text": f"B/A speed: {_t(c.f.b)} over {_t(c.f.a)} ({WHAT[c.f.by]}), {_t(c.where)}" + _in(c.f.precision),
-               "subtitle": {"text": "right of 1: B is faster · bars: ~95 % interval from each side's samples · "
-                                    f"under the band: clear but under {100 * c.band:g} %" + note}},
+        title={"text": f"B/A speed: {_t(c.f.b)} over {_t(c.f.a)} ({WHAT[c.f.by]}), {_t(c.where)}" + _in(c.f.precision)
+                       + _form_in(c.f.form),
+               "subtitle": {"text": f"{_form_said(c.f.form)}right of 1: B is faster · bars: ~95 % interval from each "
+                                    f"side's samples · under the band: clear but under {100 * c.band:g} %" + note}},
         xaxis={"title": {"text": "B's speed / A's speed (log scale)"}, "type": "log", "side": "top"},
         yaxis={"title": {"text": "variant and size"}, "type": "category", "categoryorder": "array", "categoryarray": labels,
                "range": [len(labels) - 0.5, -0.5],  # top to bottom, no padding (autorange pads 5 %)
@@ -329,7 +345,8 @@ def job_figure(results: list, status: str = "running") -> Figure | str:
         return ENDED_WITHOUT_RESULTS.get(status, "No results yet: they appear here case by case as the worker finishes them.")
     ok = [r for r in results if r.verified and r.gflops is not None]
     failed = [r for r in results if not r.verified]
-    label = lambda r: _t(f"{r.variant} {size_label((r.m, r.n, r.k))}")  # noqa: E731
+    # A job may time one kernel in two forms at one size (alone and in a batch): two bars.
+    label = lambda r: _t(f"{r.variant} {size_label((r.m, r.n, r.k))}" + _form_in(r.form or DEFAULT_KEY))  # noqa: E731
     fig = Figure()
     if ok:
         fig.add_trace(bar(x=[label(r) for r in ok], y=[r.gflops for r in ok], name="variant",

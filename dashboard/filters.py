@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from fastapi import HTTPException, Query
 
+from core.form_keys import DEFAULT_KEY, MAX_LENGTH as FORM_MAX, is_key, label
 from core.precision import COMPUTE_MODES, ComputeMode
 
 Size = tuple[int, int, int]
@@ -23,6 +24,28 @@ Names = Annotated[list[str], Query(max_length=120)]
 # measured against cuBLAS in its own precision. FP32 unless the URL asks for another.
 PRECISIONS = COMPUTE_MODES
 PrecisionParam = Annotated[ComputeMode, Query(description="compute mode: " + ", ".join(PRECISIONS))]
+
+
+def form_param(form: Annotated[str, Query(max_length=FORM_MAX, description=(
+        'GEMM form key (core/gemm_form.py): rrr (the default: A, B, C row-major, C = alpha·A·B + beta·C, FP32 '
+        'sums), rcr+ab+acc16, ccc+batch32, ...'))] = DEFAULT_KEY) -> str:
+    """A FastAPI dependency: the one form a view shows (a TN figure and an NN one are different
+    GEMMs, never on one line). A "+" typed into a URL arrives as a space (a menu sends %2B), so
+    spaces are read as "+"; anything else that is no key is a 422 naming the field."""
+    key = form.strip().replace(" ", "+") or DEFAULT_KEY
+    if not is_key(key):
+        raise HTTPException(status_code=422, detail=f"form: expected a GEMM form key such as rrr or rcr+ab+acc16 "
+                                                    f"(core/gemm_form.py), got {form!r}")
+    return key
+
+
+def form_options(forms: list[str], current: str) -> list[tuple[str, str]]:
+    """<option> value (the key) and label (as a person reads it) for the form menu: the forms the
+    data has, the chosen one even where it has none (the menu says what the chart is of), and the
+    default, the way back to it."""
+    keys = sorted(set(forms) | {current, DEFAULT_KEY}, key=lambda k: (k != DEFAULT_KEY, k))
+    return [(k, f"{k}: {label(k)}") for k in keys]
+
 
 _SIZE = re.compile(r"^\s*(\d+)\s*(?:[x×*,]\s*(\d+)\s*[x×*,]\s*(\d+))?\s*$")
 

@@ -1,4 +1,5 @@
-"""History: GFLOPS per variant across commits for one GPU model, size and timing mode.
+"""History: GFLOPS per variant across commits for one GPU model, size, timing mode, precision and
+GEMM form (a TN figure and an NN one are different GEMMs: never one line).
 
 Commits are ordered by git ancestry where the CI hook sent their parents (each commit after
 its parents, core/ancestry.py), so a rebased commit with an old date still follows the commit it
@@ -19,7 +20,8 @@ from core.ancestry import ordered
 from core.models import Commit, Result
 from core.regression import Point, Thresholds, Verdict, judge
 from dashboard.filters import Size
-from dashboard.queries import gpu_ids, of_precision
+from core.form_keys import DEFAULT_KEY
+from dashboard.queries import gpu_ids, of_form, of_precision
 
 DEFAULT_LAST = 100
 MAX_LAST = 2000
@@ -32,6 +34,7 @@ class HistoryFilter:
     mode: str | None = None
     last: int = DEFAULT_LAST  # newest commits drawn
     precision: str = "fp32"  # compute mode (dashboard/filters.py PRECISIONS)
+    form: str = DEFAULT_KEY  # GEMM form key (core/gemm_form.py)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class History:
 def _matching(ids: list[int], f: HistoryFilter):
     m, n, k = f.size
     return (Result.gpu_id.in_(ids), Result.m == m, Result.n == n, Result.k == k, Result.mode == f.mode,
-            of_precision(f.precision))
+            of_precision(f.precision), of_form(f.form))
 
 
 def load_history(db: Session, f: HistoryFilter, th: Thresholds) -> History:
@@ -155,13 +158,13 @@ def _with(p: HistoryPoint, v: Verdict) -> HistoryPoint:
     return HistoryPoint(**{**p.__dict__, "verdict": v})
 
 
-COLUMNS = ["variant", "sha", "message", "commit_time", "gflops", "cublas_gflops", "pct_of_cublas", "noise",
+COLUMNS = ["variant", "form", "sha", "message", "commit_time", "gflops", "cublas_gflops", "pct_of_cublas", "noise",
            "n_samples", "n_results", "regression", "regression_reason"]
 
 
 def export_rows(h: History) -> list[dict]:
     return [
-        {"variant": p.variant, "sha": p.sha, "message": p.message, "commit_time": p.commit_time,
+        {"variant": p.variant, "form": h.f.form, "sha": p.sha, "message": p.message, "commit_time": p.commit_time,
          "gflops": p.gflops, "cublas_gflops": p.cublas_gflops, "pct_of_cublas": p.pct_of_cublas,
          "noise": p.noise, "n_samples": p.n_samples, "n_results": p.n_results,
          "regression": bool(p.verdict and p.verdict.regression), "regression_reason": p.verdict.reason if p.verdict else None}

@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session
 
 from core.models import Commit, Gpu, Result
 from dashboard.filters import Size
-from dashboard.queries import of_precision
+from core.form_keys import DEFAULT_KEY
+from dashboard.queries import of_form, of_precision
 from dashboard.roofs import Peak, gpu_roofs
 
 
@@ -46,9 +47,9 @@ class Ladder:
 
 
 def load_ladders(db: Session, size: Size, mode: str, gpu_model: str | None = None,
-                 precision: str = "fp32") -> list[Ladder]:
+                 precision: str = "fp32", form: str = DEFAULT_KEY) -> list[Ladder]:
     m, n, k = size
-    where = [Result.m == m, Result.n == n, Result.k == k, Result.mode == mode, of_precision(precision)]
+    where = [Result.m == m, Result.n == n, Result.k == k, Result.mode == mode, of_precision(precision), of_form(form)]
     if gpu_model:
         where.append(Gpu.model == gpu_model)
     newest = (
@@ -79,13 +80,13 @@ def load_ladders(db: Session, size: Size, mode: str, gpu_model: str | None = Non
     return ladders
 
 
-COLUMNS = ["gpu", "variant", "verified", "gflops", "cublas_gflops", "pct_of_cublas", "pct_of_fp32_peak",
+COLUMNS = ["gpu", "variant", "form", "verified", "gflops", "cublas_gflops", "pct_of_cublas", "pct_of_fp32_peak",
            "fp32_peak_gflops", "noise", "error", "sha", "job_id", "result_id", "created_at"]
 
 
-def export_rows(ladders: list[Ladder]) -> list[dict]:
+def export_rows(ladders: list[Ladder], form: str = DEFAULT_KEY) -> list[dict]:
     return [
-        {"gpu": lad.gpu_name, "variant": r.variant, "verified": r.verified, "gflops": r.gflops,
+        {"gpu": lad.gpu_name, "variant": r.variant, "form": form, "verified": r.verified, "gflops": r.gflops,
          "cublas_gflops": r.cublas_gflops, "pct_of_cublas": r.pct_of_cublas, "pct_of_fp32_peak": lad.pct_of_peak(r),
          "fp32_peak_gflops": lad.peak.gflops, "noise": r.noise, "error": r.error, "sha": r.sha,
          "job_id": r.job_id, "result_id": r.result_id, "created_at": r.created_at}

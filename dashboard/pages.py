@@ -24,8 +24,8 @@ from core.regression import PairedThresholds, Thresholds
 from dashboard import (commit_view, compare, export, figures, history, job_cancel, login, overview, queries, roofline,
                        sweep)
 from dashboard.roofline_figure import roofline_figure
-from dashboard.filters import (PRECISIONS, Dim, Format, Name, Names, PrecisionParam, Size, clean, size_label, size_param,
-                               size_text)
+from dashboard.filters import (PRECISIONS, Dim, Format, Name, Names, PrecisionParam, Size, clean, form_options,
+                               form_param, size_label, size_param, size_text)
 from dashboard.templating import templates
 
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
@@ -34,6 +34,7 @@ router = APIRouter(tags=["dashboard"], include_in_schema=False)
 PLOTLY_JS_DIR = Path(plotly.__file__).parent / "package_data"
 
 SizeDep = Annotated[Size | None, Depends(size_param)]
+FormDep = Annotated[str, Depends(form_param)]  # one GEMM form a view: "rrr" unless the URL asks for another
 Sha = Annotated[str | None, Query(max_length=64, pattern=r"^[0-9a-fA-F]*$")]
 
 
@@ -84,84 +85,90 @@ def _reasons(charts: list[Chart]) -> str | None:
 # -- overview ------------------------------------------------------------------------------
 
 @router.get("/", response_class=HTMLResponse)
-def overview_page(request: Request, db: SessionDep, size: SizeDep, gpu: Name = None, mode: Name = None,
+def overview_page(request: Request, db: SessionDep, size: SizeDep, form: FormDep, gpu: Name = None, mode: Name = None,
                   precision: PrecisionParam = "fp32", format: Format = "html"):
     if not (size and mode):  # open on the newest result's size and mode
-        newest = (queries.newest(db, gpu, size, mode, precision=precision)
-                  or queries.newest(db, gpu, size, mode, verified=False, precision=precision))
+        newest = (queries.newest(db, gpu, size, mode, precision=precision, form=form)
+                  or queries.newest(db, gpu, size, mode, verified=False, precision=precision, form=form))
         size, mode = size or (newest.size if newest else None), mode or (newest.mode if newest else None)
-    cat = queries.catalog(db, mode)
-    ladders = overview.load_ladders(db, size, mode, gpu, precision) if size and mode else []
-    charts = [chart(f"ladder-{i}", figures.ladder_figure(lad, size, mode, precision)) for i, lad in enumerate(ladders)]
+    cat = queries.catalog(db, mode, form)
+    ladders = overview.load_ladders(db, size, mode, gpu, precision, form) if size and mode else []
+    charts = [chart(f"ladder-{i}", figures.ladder_figure(lad, size, mode, precision, form))
+              for i, lad in enumerate(ladders)]
     if not cat.modes:
         reason = "No results yet: post a job (gemmwatch submit --variants naive,smem_tiled --size 4096) and its ladder appears here."
     elif not ladders:
-        reason = f"No {precision} results at {size_text(size) if size else 'any size'} in {mode or 'any'} mode" + (
-            f" on {gpu}" if gpu else "") + ": pick another size, mode, precision or GPU."
+        at = size_text(size) if size else "any size"
+        reason = (f"No {precision} results of form {form} at {at} in {mode or 'any'} mode" + (f" on {gpu}" if gpu else "")
+                  + ": pick another size, mode, precision, form or GPU.")
     else:
         reason = None
-    filters = {"gpu": gpu, "size": size_label(size) if size else None, "mode": mode, "precision": precision}
+    filters = {"gpu": gpu, "size": size_label(size) if size else None, "mode": mode, "precision": precision,
+               "form": form}
     return render(request, format, "overview", "overview.html",
                   {"cat": cat, "gpu": gpu, "size": size, "mode": mode, "precision": precision,
-                   "precisions": PRECISIONS, "ladders": list(zip(ladders, charts)),
-                   "reason": reason},
-                  filters=filters, columns=overview.COLUMNS, rows=overview.export_rows(ladders),
+                   "precisions": PRECISIONS, "form": form, "forms": form_options(cat.forms, form),
+                   "ladders": list(zip(ladders, charts)), "reason": reason},
+                  filters=filters, columns=overview.COLUMNS, rows=overview.export_rows(ladders, form),
                   reason=reason or _reasons(charts))
 
 
 # -- history -------------------------------------------------------------------------------
 
 @router.get("/history", response_class=HTMLResponse)
-def history_page(request: Request, db: SessionDep, cfg: SettingsDep, size: SizeDep, gpu: Name = None,
+def history_page(request: Request, db: SessionDep, cfg: SettingsDep, size: SizeDep, form: FormDep, gpu: Name = None,
                  mode: Name = None, last: Annotated[int, Query(ge=1, le=history.MAX_LAST)] = history.DEFAULT_LAST,
                  precision: PrecisionParam = "fp32", format: Format = "html"):
-    newest = None if (gpu and size and mode) else queries.newest(db, gpu, size, mode, precision=precision)
+    newest = None if (gpu and size and mode) else queries.newest(db, gpu, size, mode, precision=precision, form=form)
     if newest:  # fill what the URL left out from the newest verified result, so the page opens on data
         gpu, size, mode = gpu or newest.gpu, size or newest.size, mode or newest.mode
-    cat = queries.catalog(db, mode)
-    f = history.HistoryFilter(gpu, size, mode, last, precision)
+    cat = queries.catalog(db, mode, form)
+    f = history.HistoryFilter(gpu, size, mode, last, precision, form)
     h = history.load_history(db, f, Thresholds.from_settings(cfg))
     c = chart("history-chart", figures.history_figure(h))
     filters = {"gpu": gpu, "size": size_label(size) if size else None, "mode": mode, "last": last,
-               "precision": precision}
+               "precision": precision, "form": form}
     return render(request, format, "history", "history.html",
-                  {"cat": cat, "f": f, "h": h, "chart": c, "precisions": PRECISIONS},
+                  {"cat": cat, "f": f, "h": h, "chart": c, "precisions": PRECISIONS,
+                   "forms": form_options(cat.forms, form)},
                   filters=filters, columns=history.COLUMNS, rows=history.export_rows(h), reason=c.reason)
 
 
 # -- sweep ---------------------------------------------------------------------------------
 
 @router.get("/sweep", response_class=HTMLResponse)
-def sweep_page(request: Request, db: SessionDep, gpu: Names = [], variant: Names = [], mode: Name = None,
-               sha: Sha = None, vary: sweep.Vary = "volume", m: Dim = None, n: Dim = None, k: Dim = None,
+def sweep_page(request: Request, db: SessionDep, form: FormDep, gpu: Names = [], variant: Names = [],
+               mode: Name = None, sha: Sha = None, vary: sweep.Vary = "volume", m: Dim = None, n: Dim = None,
+               k: Dim = None,
                precision: PrecisionParam = "fp32", format: Format = "html"):
     if not mode:
-        newest = queries.newest(db, precision=precision) or queries.newest(db, verified=False, precision=precision)
+        newest = (queries.newest(db, precision=precision, form=form)
+                  or queries.newest(db, verified=False, precision=precision, form=form))
         mode = newest.mode if newest else None
-    cat = queries.catalog(db, mode)
-    f = sweep.settle(sweep.SweepFilter(clean(gpu), clean(variant), mode, sha or None, vary, m, n, k, precision),
+    cat = queries.catalog(db, mode, form)
+    f = sweep.settle(sweep.SweepFilter(clean(gpu), clean(variant), mode, sha or None, vary, m, n, k, precision, form),
                      cat.sizes)
     points = sweep.load_sweep(db, f) if f.mode else []
     c = chart("sweep-chart", figures.sweep_figure(points, f))
     filters = {**asdict(f), "gpus": list(f.gpus), "variants": list(f.variants)}
     return render(request, format, "sweep", "sweep.html",
                   {"cat": cat, "f": f, "chart": c, "held": sweep.held_menus(f, cat.sizes), "precisions": PRECISIONS,
-                   "pairs": sweep.held_pairs(f, cat.sizes)},
-                  filters=filters, columns=sweep.COLUMNS, rows=sweep.export_rows(points), reason=c.reason)
+                   "pairs": sweep.held_pairs(f, cat.sizes), "forms": form_options(cat.forms, form)},
+                  filters=filters, columns=sweep.COLUMNS, rows=sweep.export_rows(points, form), reason=c.reason)
 
 
 # -- compare -------------------------------------------------------------------------------
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(request: Request, db: SessionDep, cfg: SettingsDep, by: compare.By = "commit", a: Name = None, b: Name = None,
-                 gpu: Name = None, sha: Sha = None, mode: Name = None, precision: PrecisionParam = "fp32",
-                 format: Format = "html"):
+def compare_page(request: Request, db: SessionDep, cfg: SettingsDep, form: FormDep, by: compare.By = "commit",
+                 a: Name = None, b: Name = None, gpu: Name = None, sha: Sha = None, mode: Name = None,
+                 precision: PrecisionParam = "fp32", format: Format = "html"):
     # The newest result names the GPU and the mode a comparison holds fixed, where the URL does not.
     known = (gpu if by == "mode" else mode and (gpu or by == "gpu"))
     newest = None if known else queries.newest(db, gpu if by != "gpu" else None, None, mode if by != "mode" else None,
-                                               precision=precision)
+                                               precision=precision, form=form)
     mode = mode or (newest.mode if newest else None)
-    cat = queries.catalog(db, mode)
+    cat = queries.catalog(db, mode, form)
     if by != "gpu":
         gpu = gpu or (newest.gpu if newest else None)
     options = {"commit": lambda: compare.commit_choices(db, gpu), "gpu": lambda: cat.gpus,
@@ -169,29 +176,31 @@ def compare_page(request: Request, db: SessionDep, cfg: SettingsDep, by: compare
     # Default to the two newest commits (B the newer), or the first two GPU models or modes.
     if not (a or b) and len(options) >= 2:
         a, b = (options[1], options[0]) if by == "commit" else (options[0], options[1])
-    f = compare.CompareFilter(by, a or None, b or None, gpu, sha or None, mode, precision)
+    f = compare.CompareFilter(by, a or None, b or None, gpu, sha or None, mode, precision, form)
     comp = compare.load_comparison(db, f, cfg.confirm_min_change)
     c = chart("compare-chart", figures.compare_figure(comp))
     return render(request, format, "compare", "compare.html",
-                  {"cat": cat, "f": f, "comp": comp, "options": options, "chart": c, "precisions": PRECISIONS},
+                  {"cat": cat, "f": f, "comp": comp, "options": options, "chart": c, "precisions": PRECISIONS,
+                   "forms": form_options(cat.forms, form)},
                   filters=asdict(f), columns=compare.COLUMNS, rows=compare.export_rows(comp), reason=c.reason)
 
 
 # -- roofline ------------------------------------------------------------------------------
 
 @router.get("/roofline", response_class=HTMLResponse)
-def roofline_page(request: Request, db: SessionDep, size: SizeDep, gpu: Name = None, mode: Name = None, sha: Sha = None,
-                  format: Format = "html"):
+def roofline_page(request: Request, db: SessionDep, size: SizeDep, form: FormDep, gpu: Name = None, mode: Name = None,
+                  sha: Sha = None, format: Format = "html"):
     if not (gpu and mode):
-        newest = queries.newest(db, gpu, size, mode)
+        newest = queries.newest(db, gpu, size, mode, form=form)
         gpu, mode = gpu or (newest.gpu if newest else None), mode or (newest.mode if newest else None)
-    f = roofline.RooflineFilter(gpu, mode, sha or None, size)
+    f = roofline.RooflineFilter(gpu, mode, sha or None, size, form)
     ids, why = queries.commit_ids(db, sha) if sha else (None, None)
     r = roofline.Roofline(f, reason=f"commit: {why}.") if why else roofline.load_roofline(db, f, ids)
     c = chart("roofline-chart", roofline_figure(r))
     filters = {**asdict(f), "size": size_label(size) if size else None}
+    cat = queries.catalog(db, mode, form)
     return render(request, format, "roofline", "roofline.html",
-                  {"cat": queries.catalog(db, mode), "f": f, "r": r, "chart": c},
+                  {"cat": cat, "f": f, "r": r, "chart": c, "forms": form_options(cat.forms, form)},
                   filters=filters, columns=roofline.COLUMNS, rows=roofline.export_rows(r), reason=c.reason)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
+from core.form_keys import DEFAULT_KEY
 from core.regression import AB_MODE  # a confirmation's results belong on its job page only
 from core.models import Commit, Gpu, Job, Result
 from dashboard.filters import Size, by_flops
@@ -19,14 +20,21 @@ class Catalog:
 
     gpus: list[str]  # GPU models
     modes: list[str]
-    sizes: list[Size]  # sizes measured in the chosen mode
+    sizes: list[Size]  # sizes measured in the chosen mode and form
     variants: list[str]
+    forms: list[str]  # GEMM form keys measured in the chosen mode (all modes where none is chosen)
 
 
 def of_precision(precision: str):
     """A chart shows one precision (compute mode): each result is measured against cuBLAS in its
     own, so FP32, TF32, FP16 and BF16 figures are never mixed in one chart."""
     return Result.compute_mode == precision
+
+
+def of_form(form: str):
+    """A chart shows one GEMM form (core/gemm_form.py): a TN figure and an NN one of the same
+    kernel name are different GEMMs, so they never share a line, a ladder or a comparison."""
+    return Result.form == form
 
 
 def distinct(db: Session, cols: list, where=(), cap: int = 1000) -> list[tuple]:
@@ -55,14 +63,18 @@ def distinct(db: Session, cols: list, where=(), cap: int = 1000) -> list[tuple]:
     return [tuple(row) for row in rows]
 
 
-def catalog(db: Session, mode: str | None = None) -> Catalog:
+def catalog(db: Session, mode: str | None = None, form: str = DEFAULT_KEY) -> Catalog:
     # GPU models from the GPU table (a row per card a worker has used); the rest from results,
-    # through ix_result_dashboard (mode, m, n, k, ...) and ix_result_history (variant, ...).
+    # through ix_result_dashboard (mode, form, m, n, k, ...) and ix_result_history (variant, ...).
     gpus = list(db.scalars(select(Gpu.model).distinct().order_by(Gpu.model)))
     modes = [m for (m,) in distinct(db, [Result.mode]) if m != AB_MODE]
-    sizes = distinct(db, [Result.m, Result.n, Result.k], [Result.mode == mode]) if mode else []
+    sizes = distinct(db, [Result.m, Result.n, Result.k], [Result.mode == mode, of_form(form)]) if mode else []
     variants = [v for (v,) in distinct(db, [Result.variant])]
-    return Catalog(gpus, modes, sorted(sizes, key=by_flops), variants)
+    if mode:
+        forms = [f for (f,) in distinct(db, [Result.form], [Result.mode == mode])]
+    else:
+        forms = sorted({f for m, f in distinct(db, [Result.mode, Result.form]) if m != AB_MODE})
+    return Catalog(gpus, modes, sorted(sizes, key=by_flops), variants, forms)
 
 
 @dataclass(frozen=True)
@@ -73,7 +85,7 @@ class Newest:
 
 
 def newest(db: Session, gpu: str | None = None, size: Size | None = None, mode: str | None = None,
-           verified: bool = True, precision: str | None = None) -> Newest | None:
+           verified: bool = True, precision: str | None = None, form: str | None = None) -> Newest | None:
     """The GPU model, size and mode of the newest result matching what the URL gave: the view
     a page opens on when the URL leaves filters out."""
     where = [Result.mode != AB_MODE]
@@ -87,6 +99,8 @@ def newest(db: Session, gpu: str | None = None, size: Size | None = None, mode: 
         where.append(Result.mode == mode)
     if precision:
         where.append(of_precision(precision))
+    if form:
+        where.append(of_form(form))
     row = db.execute(
         select(Gpu.model, Result.m, Result.n, Result.k, Result.mode)
         .join(Gpu, Result.gpu_id == Gpu.id)
@@ -149,7 +163,7 @@ def worker_row(w) -> dict:
     return {c: row[c] for c in WORKER_COLUMNS}
 
 
-RESULT_COLUMNS = ["id", "case_index", "variant", "m", "n", "k", "mode", "tunables", "verified", "rel_error",
+RESULT_COLUMNS = ["id", "case_index", "variant", "m", "n", "k", "mode", "form", "tunables", "verified", "rel_error",
                   "median_ms", "gflops", "cublas_gflops", "pct_of_cublas", "n_samples", "noise", "converged", "error"]
 
 

@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session
 from core.models import Commit, Gpu, Result
 from core.result_env import output_type_of, pct_of_peak_of
 from dashboard.filters import Size
-from dashboard.queries import gpu_ids
+from core.form_keys import DEFAULT_KEY
+from dashboard.queries import gpu_ids, of_form
 from dashboard.roofs import Bandwidth, Peak, gpu_roofs, intensity
 from core.regression import AB_MODE
 
@@ -26,6 +27,7 @@ class RooflineFilter:
     mode: str | None = None
     sha: str | None = None  # None: the newest results
     size: Size | None = None  # None: every size
+    form: str = DEFAULT_KEY  # GEMM form key (core/gemm_form.py): cuBLAS beside each point is timed in it
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ def load_roofline(db: Session, f: RooflineFilter, commit_ids: list[int] | None =
         out.reason = (f"No verified results{on} yet: post a job (gemmwatch submit --variants naive,smem_tiled "
                       "--size 4096) and its points appear here under the GPU's roofs.")
         return out
-    where = [Result.gpu_id.in_(gpu_ids(db, f.gpu)), Result.mode == f.mode, Result.mode != AB_MODE]
+    where = [Result.gpu_id.in_(gpu_ids(db, f.gpu)), Result.mode == f.mode, Result.mode != AB_MODE, of_form(f.form)]
     if commit_ids is not None:
         where.append(Result.commit_id.in_(commit_ids))
     if f.size:
@@ -110,13 +112,13 @@ def load_roofline(db: Session, f: RooflineFilter, commit_ids: list[int] | None =
     return out
 
 
-COLUMNS = ["gpu", "variant", "m", "n", "k", "precision", "intensity_flop_per_byte", "gflops", "pct_of_peak",
+COLUMNS = ["gpu", "variant", "form", "m", "n", "k", "precision", "intensity_flop_per_byte", "gflops", "pct_of_peak",
            "pct_of_cublas", "peak_gflops", "memory_gbs", "sha", "result_id"]
 
 
 def export_rows(r: Roofline) -> list[dict]:
     return [
-        {"gpu": r.gpu_name, "variant": p.variant, "m": p.size[0], "n": p.size[1], "k": p.size[2],
+        {"gpu": r.gpu_name, "variant": p.variant, "form": r.f.form, "m": p.size[0], "n": p.size[1], "k": p.size[2],
          "precision": p.precision, "intensity_flop_per_byte": p.intensity, "gflops": p.gflops,
          "pct_of_peak": p.pct_of_peak, "pct_of_cublas": p.pct_of_cublas,
          "peak_gflops": r.peaks[p.precision].gflops if p.precision in r.peaks else None,

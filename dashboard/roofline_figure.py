@@ -2,7 +2,7 @@
 log-log, the memory roof's slope up to each precision's compute roof, a series per variant
 grouped in the legend by precision, cuBLAS as stars."""
 
-from dashboard.figures import LAYOUT, Figure, _color, _t, scatter
+from dashboard.figures import LAYOUT, Figure, _color, _form_in, _form_said, _t, scatter
 from dashboard.filters import size_text
 from dashboard.roofline import Roofline, RoofPoint
 
@@ -63,7 +63,8 @@ def roofline_figure(r: Roofline) -> Figure | str:
         how += f" · not drawn, failed verification: {len(r.failed)} case(s)"
     fig.update_layout(
         **{**LAYOUT, "height": 560, "margin": {**LAYOUT["margin"], "t": 90}, "legend": {"groupclick": "toggleitem"}},
-        title={"text": f"Roofline: {_t(r.gpu_name)}, {_t(where)}", "subtitle": {"text": _t(how)}},
+        title={"text": f"Roofline: {_t(r.gpu_name)}, {_t(where)}{_form_in(r.f.form)}",
+               "subtitle": {"text": _form_said(r.f.form) + _t(how)}},
         xaxis={"title": {"text": "arithmetic intensity (flop per byte: A and B read once, C written once)"},
                "type": "log"},
         yaxis={"title": {"text": "GFLOPS"}, "type": "log"},

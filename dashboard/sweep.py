@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 
 from core.models import Commit, Gpu, Result
 from dashboard.filters import Size, by_flops
-from dashboard.queries import of_precision
+from core.form_keys import DEFAULT_KEY
+from dashboard.queries import of_form, of_precision
 
 DIMS = ("m", "n", "k")
 Vary = Literal["volume", "m", "n", "k"]
@@ -35,6 +36,7 @@ class SweepFilter:
     n: int | None = None
     k: int | None = None
     precision: str = "fp32"  # compute mode (dashboard/filters.py PRECISIONS)
+    form: str = DEFAULT_KEY  # GEMM form key (core/gemm_form.py): one form a chart
 
     @property
     def axis(self) -> int | None:
@@ -108,7 +110,7 @@ class SweepPoint:
 
 
 def load_sweep(db: Session, f: SweepFilter) -> list[SweepPoint]:
-    where = [Result.mode == f.mode, of_precision(f.precision)]
+    where = [Result.mode == f.mode, of_precision(f.precision), of_form(f.form)]
     if f.gpus:
         where.append(Gpu.model.in_(f.gpus))
     if f.variants:
@@ -136,12 +138,14 @@ def load_sweep(db: Session, f: SweepFilter) -> list[SweepPoint]:
     return sorted(points, key=lambda p: (p.gpu, p.variant, by_flops(p.size)))
 
 
-COLUMNS = ["gpu", "variant", "m", "n", "k", "verified", "gflops", "cublas_gflops", "noise", "error", "sha", "result_id"]
+COLUMNS = ["gpu", "variant", "form", "m", "n", "k", "verified", "gflops", "cublas_gflops", "noise", "error", "sha",
+           "result_id"]
 
 
-def export_rows(points: list[SweepPoint]) -> list[dict]:
+def export_rows(points: list[SweepPoint], form: str = DEFAULT_KEY) -> list[dict]:
     return [
-        {"gpu": p.gpu, "variant": p.variant, "m": p.size[0], "n": p.size[1], "k": p.size[2], "verified": p.verified,
+        {"gpu": p.gpu, "variant": p.variant, "form": form, "m": p.size[0], "n": p.size[1], "k": p.size[2],
+         "verified": p.verified,
          "gflops": p.gflops, "cublas_gflops": p.cublas_gflops, "noise": p.noise, "error": p.error, "sha": p.sha,
          "result_id": p.result_id}
         for p in points

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
 
+from core.form_keys import label as form_label
 from core.result_env import resources_of
 from dashboard.filters import size_label, size_options, size_text
 
@@ -37,4 +38,5 @@ templates.env.filters.update(
     options=lambda values: [(v, v) for v in values],  # <option> value = label
     with_resources=with_resources,
     blank=blank,
+    form_label=form_label,  # a GEMM form key as a person reads it
 )

@@ -30,11 +30,11 @@ def samples_around(median_ms: float, noise: float, n: int = 10, seed: str = "") 
 
 
 def _result(job, case_index, variant, size, gflops, verified, gpu_id, commit_id, mode, noise, error, gpu,
-            cublas_gflops=None):
+            cublas_gflops=None, form="rrr"):
     m, n, k = size
     ms = 2 * m * n * k / (gflops * 1e9) * 1e3
     cublas = cublas_gflops or 2 * gflops
-    return Result(job_id=job.id, case_index=case_index, variant=variant, m=m, n=n, k=k, mode=mode,
+    return Result(job_id=job.id, case_index=case_index, variant=variant, m=m, n=n, k=k, mode=mode, form=form,
                   gpu_id=gpu_id, commit_id=commit_id, verified=verified,
                   rel_error=1e-7 if verified else 0.5, median_ms=ms if verified else None,
                   gflops=gflops if verified else None, cublas_gflops=cublas if verified else None,
@@ -52,15 +52,16 @@ def _env(gpu: dict, gflops: float | None) -> dict:
 
 
 def add_result(cfg, variant, size, sha, gflops, verified=True, commit_index=0, gpu=H100, mode="cold",
-               noise=0.003, message=None, error="wrong result"):
+               noise=0.003, message=None, error="wrong result", form="rrr"):
     """One succeeded job with one result; returns the job id."""
     return add_job(cfg, sha, [(variant, size, gflops, verified)], commit_index=commit_index, gpu=gpu, mode=mode,
-                   noise=noise, message=message, error=error)
+                   noise=noise, message=message, error=error, form=form)
 
 
 def add_job(cfg, sha, cases, commit_index=0, gpu=H100, mode="cold", noise=0.003, message=None,
-            error="wrong result", status="succeeded", total=None, current_case=None):
-    """A job with a result per case (variant, size, gflops, verified[, cublas_gflops]); returns its id.
+            error="wrong result", status="succeeded", total=None, current_case=None, form="rrr"):
+    """A job with a result per case (variant, size, gflops, verified[, cublas_gflops]), each of GEMM form
+    `form` (core/gemm_form.py key); returns its id.
 
     `total` larger than len(cases) leaves the job part-way, as a running job looks.
     """
@@ -78,7 +79,7 @@ def add_job(cfg, sha, cases, commit_index=0, gpu=H100, mode="cold", noise=0.003,
         db.flush()
         for i, (variant, size, gflops, verified, *cublas) in enumerate(cases):
             db.add(_result(job, i, variant, size, gflops, verified, gpu_row.id, commit.id if commit else None, mode,
-                           noise, error, gpu, *cublas))
+                           noise, error, gpu, *cublas, form=form))
         db.commit()
         return job.id
 

@@ -70,3 +70,18 @@ def test_a_row_shows_the_confirmed_verdict_not_the_overturned_alarm():
     confirmed = [{**_verdict("regression"), "ratio": 1.046, "low": 1.045, "high": 1.047, "pairs": 40, "reason": "slower"}]
     assert "❌ regression (same-job A/B; history said ok)" in summary(job, missed, "base", confirmed)
     assert exit_code(job, missed, confirmed) == 1
+
+
+def test_a_confirmation_speaks_for_its_own_gemm_form_only():
+    """One kernel at one size timed alone and in a batch of 8 (two GEMM forms): the batch's
+    confirmation overturns the batch row's alarm and leaves the other row's verdict as it was; each
+    row says its form where it is not the default."""
+    job = {"status": "succeeded", "commit": {"sha": "c" * 40}, "queue": "gpu.any", "ran_on": "H100"}
+    rows = [_history("faster", 0.05), {**_history("regression", -0.2), "form": "rrr+batch8"}]
+    confirmed = [{**_verdict("no change"), "form": "rrr+batch8", "ratio": 1.0003, "low": 0.99, "high": 1.01,
+                  "pairs": 34, "reason": "inside the band"}]
+    text = summary(job, rows, "base", confirmed)
+    alone, batch = [line for line in text.splitlines() if line.startswith("| v | 1×1×1") and "| 100 |" in line]
+    assert alone.startswith("| v | 1×1×1 | 100") and alone.endswith("| 🚀 faster |")
+    assert batch.startswith("| v | 1×1×1 rrr+batch8 | 100") and "✅ ok (same-job A/B; history said regression)" in batch
+    assert exit_code(job, rows, confirmed) == 0

@@ -224,7 +224,7 @@ def test_sweep_one_dimension_with_the_others_held(client, cfg):
     # The exports carry the same filter and hold only its rows.
     body = client.get("/sweep?mode=cold&vary=m&n=4096&k=4096&gpu=H100&format=json").json()
     assert body["filters"] == {"gpus": ["H100"], "variants": [], "mode": "cold", "sha": None, "vary": "m",
-                               "m": None, "n": 4096, "k": 4096, "precision": "fp32"}
+                               "m": None, "n": 4096, "k": 4096, "precision": "fp32", "form": "rrr"}
     assert [(r["m"], r["n"], r["k"], r["gflops"]) for r in body["rows"]] == [
         (16, 4096, 4096, None), (1, 4096, 4096, 100.0), (16, 4096, 4096, 1600.0), (64, 4096, 4096, 6400.0),
         (4096, 4096, 4096, 40_000.0)]
@@ -305,7 +305,8 @@ def test_every_view_exports_csv_and_json_with_its_filters(client, cfg):
     page = client.get("/history?gpu=H100&size=64x64x64&mode=cold").text
     assert 'href="/history?gpu=H100&amp;size=64x64x64&amp;mode=cold&amp;format=csv"' in page
     history = client.get("/history?gpu=H100&size=64x64x64&mode=cold&format=json").json()
-    assert history["filters"] == {"gpu": "H100", "size": "64x64x64", "mode": "cold", "last": 100, "precision": "fp32"}
+    assert history["filters"] == {"gpu": "H100", "size": "64x64x64", "mode": "cold", "last": 100, "precision": "fp32",
+                                  "form": "rrr"}
     assert [r["sha"] for r in history["rows"]] == ["aaaa01", "bbbb02"]
 
 
@@ -425,6 +426,68 @@ def test_each_precision_has_its_own_charts_and_they_never_mix(client, cfg):
     assert set(traces(fp8)) >= {"fp8_kernel"} and "bf16_kernel" not in traces(fp8)
     assert "% of FP8 peak" in client.get("/?size=4096x4096x4096&mode=cold&precision=fp8").text
     assert client.get("/history?precision=fp4").status_code == 422
+
+
+def test_each_gemm_form_has_its_own_lines_and_the_menu_offers_each(client, cfg):
+    """One FP16 variant, size, GPU and pair of commits measured as NN (rrr) and as TN with FP16 sums
+    (rcr+ab+acc16): the default page shows rrr alone, with no form menu while rrr is all there is; once
+    both exist the menu offers both, labelled; ?form=rcr%2Bab%2Bacc16 shows the TN line alone, its form
+    said in the title (a "+" typed into the URL means the same); every view, export and verdict holds
+    one form; the commit page says each row's form."""
+    from core.gemm_form import label
+    from core.models import Result
+
+    tn, h = "rcr+ab+acc16", f"{H100_4096}&precision=fp16"
+
+    def add(form: str, gflops: float) -> int:
+        jobs = [add_result(cfg, "hgemm", (4096, 4096, 4096), sha, gflops=gflops + i, commit_index=i, form=form)
+                for i, sha in enumerate(["aaaa01", "bbbb02"])]
+        with session_factory(cfg)() as db:  # FP16 kernels, both: only the form tells them apart
+            db.execute(update(Result).values(compute_mode="fp16", dtype="float16"))
+            db.commit()
+        return jobs[-1]
+
+    add("rrr", 100_000.0)
+    page = client.get(f"/history?{h}").text
+    assert traces(page)["hgemm"]["y"] == [100_000.0, 100_001.0] and '<select name="form"' not in page
+    tn_job = add(tn, 150_000.0)
+
+    page = client.get(f"/history?{h}").text
+    assert traces(page)["hgemm"]["y"] == [100_000.0, 100_001.0]
+    assert "form" not in chart_layout(page, "history-chart")["title"]["text"]
+    menu = re.search(r'<select name="form".*?</select>', page, re.S).group(0)
+    assert re.findall(r'<option value="([^"]+)"', menu) == ["rrr", tn] and 'value="rrr" selected' in menu
+    assert f"{tn}: A row, B col, C row · C = A·B · FP16 accumulate" in menu
+    for url in (f"/history?{h}&form=rcr%2Bab%2Bacc16", f"/history?{h}&form=rcr+ab+acc16"):
+        other = client.get(url).text
+        assert traces(other)["hgemm"]["y"] == [150_000.0, 150_001.0], url
+        title = chart_layout(other, "history-chart")["title"]
+        assert title["text"].endswith("cold L2, FP16, form rcr+ab+acc16") and title["subtitle"]["text"].startswith(label(tn))
+        assert f'value="{tn}" selected' in other
+    assert "form=rcr%2Bab%2Bacc16&amp;format=csv" in client.get(f"/history?{h}&form={tn}".replace("+", "%2B")).text
+    body = client.get(f"/history?{h}&form=rcr%2Bab%2Bacc16&format=json").json()
+    assert body["filters"]["form"] == tn and {(r["form"], r["gflops"]) for r in body["rows"]} == {
+        (tn, 150_000.0), (tn, 150_001.0)}
+    assert client.get(f"/history?{h}&form=rcr%2Bzz").status_code == 422
+
+    # The other views: each holds the form asked for (the default one where none is).
+    for form, gflops in (("rrr", 100_001.0), (tn, 150_001.0)):
+        q = f"size=4096x4096x4096&mode=cold&precision=fp16&form={form.replace('+', '%2B')}&format=json"
+        assert [r["gflops"] for r in client.get(f"/?{q}").json()["rows"]] == [gflops], form
+        assert [r["gflops"] for r in client.get(f"/sweep?{q}").json()["rows"]] == [gflops], form
+        assert [r["b_gflops"] for r in client.get(f"/compare?{q}").json()["rows"]] == [gflops], form
+        assert [r["gflops"] for r in client.get(f"/roofline?gpu=H100&{q}").json()["rows"]
+                if r["variant"] == "hgemm"] == [gflops], form
+    assert [r["gflops"] for r in client.get("/?size=4096x4096x4096&mode=cold&precision=fp16&format=json").json()[
+        "rows"]] == [100_001.0]
+
+    # One commit, both forms: each judged against its own form's history (1 GFLOPS up, not 50 %).
+    rows = client.get("/commits/bbbb02?format=json").json()["rows"]
+    assert {r["form"]: r["delta"] for r in rows} == {"rrr": pytest.approx(1e-5, rel=0.01),
+                                                       tn: pytest.approx(1 / 150_000, rel=0.01)}
+    commit_page = client.get("/commits/bbbb02").text
+    assert f'<td class="form" title="{label(tn)}">{tn}</td>' in commit_page
+    assert tn in client.get(f"/jobs/{tn_job}").text
 
 
 def test_the_menus_loose_index_scan_finds_every_distinct_value_in_one_statement(cfg):

@@ -64,6 +64,30 @@ def test_a_sustained_result_keeps_its_mode_and_an_unknown_mode_is_refused(client
     assert stored(cfg) == 1
 
 
+def test_a_posted_results_form_is_stored_listed_and_filtered(client, cfg):
+    """A result posted with its GEMM form keeps it (the column, GET /api/results and its form= filter);
+    one posted without it says it by env.form.key, else it is the default "rrr". A key outside the
+    grammar of core/gemm_form.py, FP16 sums on a kernel that is not fp16, or a form its env.form.key
+    contradicts is a 422 that stores nothing."""
+    tn = "rcr+ab+acc16"
+    body = {"run_id": "run-0007-abcdef", "gpu": GPU, "results": [
+        result("naive"), result("hgemm_tn", form=tn, compute_mode="fp16", dtype="float16"),
+        result("sgemm_batched", env={"form": {"key": "ccc+batch8", "batch": 8}})]}
+    assert client.post("/api/results", json=body).status_code == 201
+    with session_factory(cfg)() as db:
+        assert dict(db.execute(select(Result.variant, Result.form)).all()) == {
+            "naive": "rrr", "hgemm_tn": tn, "sgemm_batched": "ccc+batch8"}
+    listed = client.get("/api/results", params={"form": tn}).json()
+    assert [(r["variant"], r["form"]) for r in listed] == [("hgemm_tn", tn)]
+    assert {r["form"] for r in client.get("/api/results").json()} == {"rrr", tn, "ccc+batch8"}
+    assert client.get("/api/results", params={"form": "rrr+batch1"}).status_code == 422  # no key: batch 1 is none
+    for bad, why in ((result(form="rcx"), "should match pattern"), (result(form="rrr+acc16"), "sums in FP16"),
+                     (result(form="rcr", env={"form": {"key": "rrr"}}), "differs from env.form.key")):
+        resp = client.post("/api/results", json={**body, "run_id": "run-0008-abcdef", "results": [bad]})
+        assert resp.status_code == 422 and why in resp.text, resp.text
+    assert stored(cfg) == 3
+
+
 def test_posting_needs_a_token(cfg):
     from fastapi.testclient import TestClient
 
@@ -116,5 +140,5 @@ def test_a_jobs_results_copied_to_another_gemmwatch_arrive_once_and_whole(client
     assert (first.status_code, again.status_code) == (201, 200) and stored(other_cfg) == 3
     copied = other.get(f"/api/jobs/{first.json()['job_id']}").json()
     assert copied["ran_on"] == GPU["name"] and copied["commit"]["sha"] == "abc1234"
-    keep = ("variant", "m", "n", "k", "verified", "gflops", "median_ms", "error")
+    keep = ("variant", "m", "n", "k", "form", "verified", "gflops", "median_ms", "error")
     assert [{k: r[k] for k in keep} for r in copied["results"]] == [{k: r[k] for k in keep} for r in job["results"]]

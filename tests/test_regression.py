@@ -85,3 +85,29 @@ def test_no_noise_excuses_a_kernel_at_half_speed():
     assert slowed.regression and "50.0 % threshold (the cap" in slowed.reason
     assert not judge(base, Point(60.0, noise=0.35, n_samples=40)).regression  # 40 %: within the noise
     assert judge(base, Point(49.0, noise=0.35, n_samples=40)).regression
+
+
+def test_a_tn_result_is_judged_against_tn_results_only(client, cfg):
+    """One kernel name, one GPU, size and mode, two GEMM forms: NN (rrr) at 1000 GFLOPS and TN with FP16
+    sums (rcr+ab+acc16) at 2000 over six commits. A TN head 5 % down is a regression against the TN
+    history (were NN in the baseline, its mean would be 1500 and the head "faster"); the NN head beside
+    it is ok against NN alone; a TN kernel with only NN history has no baseline (core/baselines.py)."""
+    from tests.fake_results import add_result
+
+    size, tn = (2048, 2048, 2048), "rcr+ab+acc16"
+    for i in range(6):
+        add_result(cfg, "warp_tile", size, f"c0ffee{i:02d}", gflops=1000.0 + i, commit_index=i, noise=0.001)
+        add_result(cfg, "warp_tile", size, f"c0ffee{i:02d}", gflops=2000.0 + i, commit_index=i, noise=0.001, form=tn)
+        add_result(cfg, "nn_only", size, f"c0ffee{i:02d}", gflops=800.0, commit_index=i, noise=0.001)
+    head_tn = add_result(cfg, "warp_tile", size, "c0ffee99", gflops=1900.0, commit_index=9, noise=0.001, form=tn)
+    head_nn = add_result(cfg, "warp_tile", size, "c0ffee99", gflops=1003.0, commit_index=9, noise=0.001)
+    lone_tn = add_result(cfg, "nn_only", size, "c0ffee99", gflops=1500.0, commit_index=9, noise=0.001, form=tn)
+
+    (v,) = client.get(f"/api/jobs/{head_tn}/verdicts").json()
+    assert (v["form"], v["baseline_points"], v["status"]) == (tn, 6, "regression"), v
+    assert v["baseline_mean"] == pytest.approx(2002.5)
+    (v,) = client.get(f"/api/jobs/{head_nn}/verdicts").json()
+    assert (v["form"], v["baseline_points"], v["status"]) == ("rrr", 6, "ok"), v
+    assert v["baseline_mean"] == pytest.approx(1002.5)
+    (v,) = client.get(f"/api/jobs/{lone_tn}/verdicts").json()
+    assert (v["form"], v["baseline_points"], v["status"]) == (tn, 0, "no baseline"), v

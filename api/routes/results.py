@@ -8,6 +8,7 @@ from api.auth import Credentials, authorize_write
 from api.deps import SessionDep, SettingsDep
 from core.models import Commit, Gpu, Job, Result, utcnow
 from api.schemas import ResultBatchIn, ResultBatchOut, ResultDetailOut, ResultOut
+from core.form_keys import PATTERN as FORM_KEY
 from core.gpu_records import IdentityConflict, claim_gpu
 from core.store import upsert_commit
 
@@ -25,6 +26,8 @@ def list_results(
     m: Dim = None,
     n: Dim = None,
     k: Dim = None,
+    form: Annotated[str | None, Query(max_length=40, pattern=FORM_KEY, description=(
+        'GEMM form key (core/gemm_form.py), e.g. rrr or rcr+ab+acc16; a "+" in a URL is %2B'))] = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 100,
 ):
     query = select(Result).order_by(Result.id.desc()).limit(limit)
@@ -34,6 +37,8 @@ def list_results(
         query = query.join(Gpu, Result.gpu_id == Gpu.id).where((Gpu.model == gpu) | (Gpu.name == gpu))
     if sha:
         query = query.join(Commit, Result.commit_id == Commit.id).where(Commit.sha.startswith(sha, autoescape=True))
+    if form:
+        query = query.where(Result.form == form)
     for column, value in ((Result.m, m), (Result.n, n), (Result.k, k)):
         if value is not None:
             query = query.where(column == value)
