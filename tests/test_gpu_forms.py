@@ -45,11 +45,12 @@ def kernels() -> dict:
     return {d.name: d.model_dump(mode="json") for d in load_folder(REPO)}
 
 
-def run_job(client, desc: dict, sizes: list) -> list[dict]:
+def run_job(client, desc: dict, sizes: list, succeeds: bool = True) -> list[dict]:
     posted = client.post("/api/jobs", json={"sources": [desc], "sizes": sizes})
     assert posted.status_code == 202, posted.text
     job = wait_for_job(client, posted.json()["id"], timeout=600)
-    assert job["status"] == "succeeded", job["error"]
+    if succeeds:  # a job whose every kernel is wrong fails, its results kept
+        assert job["status"] == "succeeded", job["error"]
     return job["results"]
 
 
@@ -76,7 +77,7 @@ def test_a_kernel_with_a_fault_of_its_form_is_unverified_and_unranked(gpu_stack,
     source = desc["source"]
     assert old in desc["files"][source], what
     desc["files"][source] = desc["files"][source].replace(old, new)
-    (r,) = run_job(gpu_stack, desc, [size])
+    (r,) = run_job(gpu_stack, desc, [size], succeeds=False)
     assert not r["verified"] and r["gflops"] is None and r["pct_of_cublas"] is None, (what, r)
     assert r["error"].startswith("wrong result"), (what, r["error"])
 

@@ -20,7 +20,8 @@
 # gemmwatch builds with, the prebuild of its compile cache), own_runner.log (the runner's build and its
 # 4096^3 run), own_runner_8192.log, up.log, ci.log, results.json, and summary.md
 # (scripts/studies/compare_home_build.py: the two side by side).
-# Knobs: SIZES ("4096 8192": the runner's sizes; gemmwatch runs the first), NVCC, CC (e.g. 90; read
+# Knobs: SIZES ("4096 8192": the runner's sizes; gemmwatch runs the first), RUNNER_NAMES (the Tester's
+# names of the kernels the runner runs, e.g. "Mma-Async Wmma-Base"; default all), NVCC, GPU_ARCH (e.g. 90; read
 # from the GPU otherwise), CUBLAS_LIB (the folder of libcublas.so*), PREBUILD=0 (gemmwatch compiles
 # in the job instead), BUILD_ONLY=1 (build the runner and stop: a check on a machine without a GPU).
 set -euo pipefail
@@ -71,7 +72,7 @@ echo "runner's nvcc: $NVCC" >> "$OUT/preflight.log"
 cat "$OUT/preflight.log" >&2
 
 # --- the repository's own Tester -----------------------------------------------------------------
-cc=${CC:-$(python3 -c "import cupy; d = cupy.cuda.Device(0).compute_capability; print(d)")}
+cc=${GPU_ARCH:-$(python3 -c "import cupy; d = cupy.cuda.Device(0).compute_capability; print(d)")}
 # CMakeLists.txt, Release: CUDA_NVCC_FLAGS "-std=c++11 -Xcompiler -fopenmp --expt-relaxed-constexpr
 # -gencode arch=compute_XX,code=sm_XX --use_fast_math -O3", include dir src/common.
 flags=(-std=c++11 -Xcompiler -fopenmp --expt-relaxed-constexpr -gencode "arch=compute_$cc,code=sm_$cc"
@@ -166,7 +167,7 @@ up_pid=$!
 for s in $SIZES; do
   [ "$runner_ok" = 1 ] || break
   log="$OUT/own_runner_$s.log"; [ "$s" = "$first" ] && log="$OUT/own_runner.log"
-  names=(); [ "$s" -gt 4096 ] && names=(Wmma-Naive Wmma-Base Wmma-Padding Wmma-Async Wmma-Async-Pg2s
+  read -r -a names <<< "${RUNNER_NAMES:-}"; [ "$s" -gt 4096 ] && [ -z "${RUNNER_NAMES:-}" ] && names=(Wmma-Naive Wmma-Base Wmma-Padding Wmma-Async Wmma-Async-Pg2s
     Wmma-Async-Pg2s-Ps2r Wmma-Async-Stage2 Wmma-Async-Stage3 Mma-Naive Mma-Base Mma-Permuted Mma-Async
     Mma-Async-Pg2s Mma-Async-Pg2s-Ps2r Mma-Async-Stage2 Mma-Async-Stage3 Mma-Async-Stage4)  # no Simt-Naive
   say "runner at ${s}^3" >&2
