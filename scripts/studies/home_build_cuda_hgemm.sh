@@ -107,7 +107,7 @@ build() {
 }
 # gemmwatch's settings for this study, hot as the Tester times; its compile cache filled now, beside the
 # runner's build (CPU work both; the job then finds each library and cubin built, as a second job would).
-export GEMMWATCH_DATA_DIR=$(mktemp -d) GEMMWATCH_TIMING_MODE=hot GEMMWATCH_COMPILE_TIMEOUT_S=300
+export GEMMWATCH_DATA_DIR=$(mktemp -d) GEMMWATCH_TIMING_MODE=${GW_MODE:-hot} GEMMWATCH_COMPILE_TIMEOUT_S=300
 prebuild_pid=
 if [ "${PREBUILD:-1}" = 1 ] && [ "${BUILD_ONLY:-0}" != 1 ]; then
   python3 - "$work" "$cc" >> "$OUT/preflight.log" 2>&1 <<'PY' &
