@@ -53,7 +53,7 @@ def test_cublaslt_fp8_is_the_scaled_product_and_torchs_scaled_mm(runner, size):
 
     m, n, k = size
     case = builtin_case("cublas_fp8", m, n, k, seed=11)
-    problem = Problem(runner.device, case, "row", case.precision)
+    problem = Problem(runner.device, case, case.form, case.precision)
     run = problem.cublas_call()
     run()
     cp.cuda.get_current_stream().synchronize()

@@ -21,9 +21,9 @@ dev = runner.device
 # The description resolved with this GPU's own figures, compiled and launched by the device as a job's case is.
 L = runner.resolve(builtin_case(name, s, s, s).kernel)
 f = dev.compile(L)
-a = dev.in_layout(cp.random.random((s, s), dtype=cp.float32) - 0.5, L.layout)
-b = dev.in_layout(cp.random.random((s, s), dtype=cp.float32) - 0.5, L.layout)
-c = dev.matrix(s, s, L.layout, fill=0.0)
+a = dev.in_layout(cp.random.random((s, s), dtype=cp.float32) - 0.5, L.form.a)
+b = dev.in_layout(cp.random.random((s, s), dtype=cp.float32) - 0.5, L.form.b)
+c = dev.matrix(s, s, L.form.c, fill=0.0)
 launch = dev.kernel_call(f, L, s, s, s, a, b, c, 1.0, 0.0)  # raises the kernel's dynamic shared memory limit
 for _ in range(3):
     launch()

@@ -65,7 +65,7 @@ def main() -> None:
         if "nvcc" in wanted:
             builds["nvcc"] = nvcc_module.get_function(mangled)
         row_nvrtc = compiler.probe(cfg).nvrtc
-        problem = Problem(dev, case, launch.layout)
+        problem = Problem(dev, case, launch.form)
         run_cublas = problem.cublas_call()
         row = {"kernel": name, "size": size, "mode": policy.mode, "nvrtc_version": row_nvrtc}
         for label, function in builds.items():

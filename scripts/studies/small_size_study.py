@@ -70,7 +70,7 @@ def main() -> None:
         case = builtin_case(name, d, d, d, seed=d)
         launch = r.resolve(case.kernel)
         # Built here rather than by r.calls(case): cublas_wrapped needs the inputs and cuBLAS's C.
-        problem = Problem(dev, case, launch.layout)
+        problem = Problem(dev, case, launch.form)
         a, b, c_ref = problem.a, problem.b, dev.matrix(d, d, "row")
         run_v = problem.kernel_call(dev.compile(launch), launch, problem.new_c(), 1.0, 0.0)
         run_c = dev.cublas_call(a, b, c_ref, problem.precision)
