@@ -183,8 +183,9 @@ def fp16_accumulate_tolerance(k: int) -> float:
     variance about u_16^2 S_j^2 / 3. For inputs uniform in [-1, 1), S_j^2 is about j/9 and |C|^2
     about K/9; summed over K steps the errors, relative to C, have a standard deviation of about
     u_16 sqrt(K/6): 1.3e-2 at K = 4096 for a per-product sum, less for tensor cores' fewer steps.
-    The bound is 2 u_16 sqrt(K) + 2 u_16 (writing C): 6.3e-2 at K = 4096, five times that spread
-    and above what cuBLAS's CUBLAS_COMPUTE_16F showed on the H100 (docs/BENCHMARKS.md); a kernel
+    The bound is 2 u_16 sqrt(K) + 2 u_16 (writing C): 6.3e-2 at K = 4096, five times that spread;
+    on the H200 CUBLAS_COMPUTE_16F read 2.4e-3 there and a per-product `half` sum (cuda_hgemm's
+    simt_naive) 9.4e-3 (docs/BENCHMARKS.md). A kernel
     that drops one 32-deep slab of K = 4096 is off by sqrt(32/4096) = 8.8e-2, one that drops a
     16-deep one at K = 1024 by 1.25e-1 (bound 3.2e-2)."""
     u16 = unit_roundoff("float16")
