@@ -147,6 +147,7 @@ def _check_reading(text: str, trigraphs: bool, splice: re.Pattern, problems: set
         problems.add(Problem("", line, reason))
 
     tokens = list(_tokens(joined, newlines, splices, refuse))
+    line_ends = _line_ends(tokens)
     includes = set()
     for i, tok in enumerate(tokens):
         # Token pasting (## and %:%:) is allowed: it can assemble _Pragma or __has_include, but a
@@ -162,7 +163,7 @@ def _check_reading(text: str, trigraphs: bool, splice: re.Pattern, problems: set
             if tok.text == "_Pragma":
                 _check_pragma_operator(tokens, i, refuse)
         if tok.kind == "hash" and tok.starts_line:
-            include = _check_directive(tokens, i, joined, refuse)
+            include = _check_directive(tokens, i, line_ends[i], joined, refuse)
             if include is not None:
                 includes.add(include)
     return includes
@@ -219,21 +220,37 @@ def _tokens(text: str, newlines: list[int], splices: list[int], refuse):
         at_line_start = False
 
 
-def _rest_of_line(tokens: list[_Token], i: int) -> list[_Token]:
-    out = []
-    for tok in tokens[i:]:
-        if tok.kind == "newline":
-            break
-        out.append(tok)
-    return out
+# The most tokens an #include or #line operand may have: a path of 40 components is about 80.
+MAX_OPERAND_TOKENS = 256
 
 
-def _check_directive(tokens: list[_Token], i: int, text: str, refuse) -> Include | None:
+def _line_ends(tokens: list[_Token]) -> list[int]:
+    """For each token, the index of the newline token that ends its line (or len(tokens)), in one
+    backward pass. A block comment that spans lines ends no line, so a file of `/*\n*/#define`
+    is one line of 10,000 directives as this reader sees it: each finding the end of its line on
+    its own made the guard quadratic (199 KB took 67 s; issue 37)."""
+    ends, end = [0] * len(tokens), len(tokens)
+    for i in range(len(tokens) - 1, -1, -1):
+        if tokens[i].kind == "newline":
+            end = i
+        ends[i] = end
+    return ends
+
+
+def _check_directive(tokens: list[_Token], i: int, end: int, text: str, refuse) -> Include | None:
+    """The directive at tokens[i] ('#'), whose line ends at tokens[end]. Only its name, a pragma's
+    first word and an #include's or #line's operand are read, so the work is bounded per directive
+    however long its line (a #define's body can be long and is not read here)."""
     hash_tok = tokens[i]
-    rest = _rest_of_line(tokens, i + 1)
-    if not rest:
+    if i + 1 >= end:
         return None  # the null directive: a '#' alone on its line does nothing
-    name = rest[0]
+    name = tokens[i + 1]
+    if name.kind == "identifier" and name.text in ("include", "line") and end - (i + 2) > MAX_OPERAND_TOKENS:
+        refuse(hash_tok.line, f"#{name.text} with more than {MAX_OPERAND_TOKENS} tokens after it is not allowed in "
+                              "job sources")
+        return None
+    rest = tokens[i + 1:end] if name.kind == "identifier" and name.text in ("include", "line") else \
+        tokens[i + 1:min(end, i + 3)]
     if name.kind != "identifier" or name.text not in ALLOWED_DIRECTIVES:
         allowed = ", ".join(f"#{d}" for d in sorted(ALLOWED_DIRECTIVES))
         refuse(hash_tok.line, f"directive #{name.text} is not allowed in job sources (allowed: {allowed})")

@@ -103,3 +103,23 @@ def test_a_job_checked_on_a_thread_is_still_a_422_that_names_the_field(cfg, live
     answer = post(base, payload, token=token_with(cfg, "writer"))
     assert answer.status_code == 422
     assert any(where in map(str, e["loc"]) for e in answer.json()["detail"]), answer.json()
+
+
+def test_row_2_a_source_of_ten_thousand_directives_is_judged_at_once(cfg, live_server):
+    """Issue 37, row 2, as reported: 199 KB of `/*\\n*/#define A<j>` took the guard 67 s, since every
+    directive looked for the end of a line that a multi-line comment never ends. The guard now finds
+    each line's end once (core/source_guard.py _line_ends): the answer comes within the deadline,
+    and the source is still judged (a refused directive among them is still refused, at its line)."""
+    base = live_server(cfg)
+    token = token_with(cfg, "writer")
+    text = "".join(f"/*\n*/#define A{j}" for j in range(10500)) + '\nextern "C" __global__ void heavy() {}\n'
+    job = {"sources": [one_file("heavy", text, "heavy", [16, 16])], "sizes": [[64, 64, 64]]}
+    answer = httpx.post(f"{base}/api/jobs", json=job, headers={"Authorization": f"Bearer {token}"},
+                        timeout=DEADLINE_S)
+    assert answer.status_code == 202, answer.text
+    bad = {**job, "sources": [one_file("heavy", text.replace("#define A9999", "#include_next A9999"), "heavy",
+                                       [16, 16])]}
+    refused = httpx.post(f"{base}/api/jobs", json=bad, headers={"Authorization": f"Bearer {token}"},
+                         timeout=DEADLINE_S)
+    assert refused.status_code == 422 and "#include_next is not allowed" in refused.text, refused.text
+    assert "heavy.cu, line 10001" in refused.text, refused.text  # A<j> is on line j + 2
