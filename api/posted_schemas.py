@@ -40,7 +40,7 @@ class ResultIn(BaseModel):
     n: Integer(1, 1 << 20)
     k: Integer(1, 1 << 20)
     dtype: Literal["float32", "float16", "bfloat16", "float8_e4m3"] = "float32"  # of A and B
-    mode: Literal["cold", "hot", "sustained"] = "cold"
+    mode: Literal["cold", "hot", "sustained", "burst"] = "cold"
     compute_mode: ComputeMode = "fp32"
     form: FormKey | None = Field(
         default=None, description='the GEMM\'s form, its key (core/gemm_form.py): "rrr" (A, B, C row-major, '

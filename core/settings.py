@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     # GEMMWATCH_MAX_SOURCE_BYTES at most, with JSON's escapes); a batch of results its samples.
     max_job_bytes: int = Field(default=16 << 20, ge=1 << 16, validation_alias="GEMMWATCH_MAX_JOB_BYTES")
     max_results_bytes: int = Field(default=32 << 20, ge=1 << 16, validation_alias="GEMMWATCH_MAX_RESULTS_BYTES")
+    # Issue 37, row 8: the samples one post of results may carry in all (each result's samples_ms,
+    # env.cublas_samples_ms and env.ab.base_ms), a 422 beyond; list views never carry samples.
+    max_posted_samples: int = Field(default=1_000_000, ge=1000, validation_alias="GEMMWATCH_MAX_POSTED_SAMPLES")
 
     # Measurement (see worker/timing.py for how they are used).
     warmup_ms: float = Field(default=25.0, validation_alias="GEMMWATCH_WARMUP_MS")
@@ -45,8 +48,13 @@ class Settings(BaseSettings):
     # cold: each sample on its own after an L2 flush; hot: no flush; sustained: cold samples back to
     # back after sustained_warmup_s of them, the clock a tensor-core GEMM settles at under a power
     # cap (worker/cases.py TimingPolicy says why the two cold readings differ there).
-    timing_mode: Literal["cold", "hot", "sustained"] = Field(default="cold", validation_alias="GEMMWATCH_TIMING_MODE")
+    # burst: hot samples in short batches, the card left idle burst_rest_ms before each, so it runs
+    # at the clock a repository's own quick runner sees (a few launches after a pause) and never
+    # reaches its power cap; a batch NVML saw capped is dropped (docs/BENCHMARKS.md, issue 36).
+    timing_mode: Literal["cold", "hot", "sustained", "burst"] = Field(default="cold",
+                                                                      validation_alias="GEMMWATCH_TIMING_MODE")
     sustained_warmup_s: float = Field(default=1.0, ge=0, le=60, validation_alias="GEMMWATCH_SUSTAINED_WARMUP_S")
+    burst_rest_ms: float = Field(default=100.0, ge=0, le=5000, validation_alias="GEMMWATCH_BURST_REST_MS")
     # A sample holds no host launch overhead: a blocking kernel holds the stream while a batch is
     # queued (worker/stream_hold.py). Off only to show what it changes.
     hold_stream: bool = Field(default=True, validation_alias="GEMMWATCH_HOLD_STREAM")
@@ -102,6 +110,13 @@ class Settings(BaseSettings):
     # Where the compiler cannot be confined (no Landlock): refuse a job's own sources, or warn and compile.
     unconfined_sources: Literal["refuse", "warn"] = Field(default="refuse", validation_alias="GEMMWATCH_UNCONFINED_SOURCES")
     kernel_cache_dir_override: Path | None = Field(default=None, validation_alias="GEMMWATCH_KERNEL_CACHE_DIR")
+    # Issue 37, row 3: the kernel cache's size, its least recently used entries evicted beyond it; a
+    # compiled cubin or library over kernel_max_bytes is refused, never cached; a compile log as a
+    # job's author sees it (its head and tail), in its result's error.
+    kernel_cache_max_bytes: int = Field(default=2 << 30, ge=1 << 20, validation_alias="GEMMWATCH_KERNEL_CACHE_MAX_BYTES")
+    kernel_max_bytes: int = Field(default=64 << 20, ge=1 << 16, validation_alias="GEMMWATCH_KERNEL_MAX_BYTES")
+    compile_log_max_bytes: int = Field(default=32 << 10, ge=1 << 10, le=1 << 20,
+                                       validation_alias="GEMMWATCH_COMPILE_LOG_MAX_BYTES")
     # The libnvrtc the compile process loads (unset: cuda-pathfinder's choice, a wheel's first). Code
     # generation differs between NVRTC releases; pin the toolkit a repository builds with.
     nvrtc_library: Path | None = Field(default=None, validation_alias="GEMMWATCH_NVRTC_LIBRARY")

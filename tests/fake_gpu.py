@@ -269,6 +269,9 @@ class FakeDevice:
     def measuring(self):
         return nullcontext()
 
+    def rest(self, seconds: float) -> None:
+        self._now += seconds  # the modelled clock: an idle card's time passes, nothing runs
+
     def warm_up(self, calls, warmup_ms: float) -> None:
         for call in calls:
             call()  # the output matrices hold a real result, as after a GPU's warm-up

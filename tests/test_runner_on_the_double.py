@@ -156,3 +156,29 @@ def test_the_settle_grows_its_batches_and_stops_when_its_time_is_spent():
     slow = Clocked(150.0)  # 150 ms a launch: two pairs spend the 0.2 s
     assert timing.settle(slow, [None, None], SUSTAINED) == 2 and slow.batches == [2]
     assert timing.settle(quick, [None, None], POLICY) == 0  # cold: no settle
+
+
+def test_burst_mode_rests_the_card_before_every_batch_and_keeps_batches_short(runner, monkeypatch):
+    """GEMMWATCH_TIMING_MODE=burst (issue 36): a repository's quick runner times a few launches after a
+    pause, before an H200's power cap lowers the clock; burst leaves the card idle before each batch
+    and keeps each batch under 5 ms of GPU time."""
+    from worker.timing import BURST_BATCH_MS
+
+    policy = TimingPolicy.from_settings(Settings(GEMMWATCH_TIMING_MODE="burst", GEMMWATCH_BURST_REST_MS=50,
+                                                 GEMMWATCH_CASE_TIME_CAP_S=0.5, GEMMWATCH_MIN_TIME_S=0))
+    monkeypatch.setattr("tests.fake_gpu.CUBLAS_GFLOPS", 500.0)  # slow calls: a first batch of 4 pairs is over 5 ms
+    device = runner.device
+    rests, batches = [], []
+    real_rest, real_sample = device.rest, device.sample
+    device.rest = lambda s: (rests.append(s), real_rest(s))[1]
+    device.sample = lambda order, p: (batches.append(sum(c.model_ms for c in order)), real_sample(order, p))[1]
+    out = runner.run_case(builtin_case("warp_tile", 600, 600, 600, seed=3), policy)
+    assert out.verified and out.mode == "burst" and out.n_samples > 0, out.error
+    assert len(rests) == len(batches) > 1 and set(rests) == {0.05}
+    assert BURST_BATCH_MS <= batches[0] < 20  # over burst's limit, under hot's: hot would double it
+    assert max(batches) < 1.1 * batches[0]  # so it never grew
+    hot = TimingPolicy.from_settings(Settings(GEMMWATCH_TIMING_MODE="hot", GEMMWATCH_CASE_TIME_CAP_S=0.5))
+    rests.clear()
+    batches.clear()
+    runner.run_case(builtin_case("warp_tile", 600, 600, 600, seed=3), hot)
+    assert rests == [] and max(batches) > 1.5 * batches[0]  # only burst rests; hot batches grow

@@ -35,12 +35,13 @@ class TimingPolicy:
     interleave: str = "blocks"  # "blocks": a batch's variant samples, then its cuBLAS ones; "pairs": V C V C ...
     isolate_samples: bool = True  # cold: each sample behind its own stream hold, synchronised before the next
     sustained_warmup_s: float = 1.0
+    burst_rest_s: float = 0.1  # "burst": the card idle this long before each batch
 
     @classmethod
     def from_settings(cls, s) -> "TimingPolicy":
         return cls(s.warmup_ms, s.min_samples, s.max_noise, s.case_time_cap_s, s.max_rel_error, s.timing_mode,
                    s.min_time_s, s.discard_throttled, s.max_rel_error_tf32, s.hold_stream, s.l2_flush, s.max_drift,
-                   s.interleave, s.isolate_samples, s.sustained_warmup_s)
+                   s.interleave, s.isolate_samples, s.sustained_warmup_s, s.burst_rest_ms / 1000.0)
 
     # A tensor-core GEMM at 4096^3 and up runs an H100 into its power cap, and from then on its
     # clock follows how busy the card is kept (docs/BENCHMARKS.md, issue 23). "cold" takes each
@@ -60,6 +61,12 @@ class TimingPolicy:
         """Sustained samples are queued without a hold: the flush before each gives the host time to
         queue the sample's launches, and a hold would leave the card idle while a batch is queued."""
         return self.hold_stream and self.mode != "sustained"
+
+    @property
+    def rest_s(self) -> float:
+        """How long the card is left idle before each batch ("burst"): a repository's quick runner
+        times a few launches after a pause, before the power controller lowers the clock."""
+        return self.burst_rest_s if self.mode == "burst" else 0.0
 
     @property
     def settle_s(self) -> float:

@@ -229,6 +229,11 @@ class CupyDevice:
             if time.perf_counter() >= warm_end:
                 break
 
+    @staticmethod
+    def rest(seconds: float) -> None:
+        """The card left idle ("burst"): nothing queued, so its power controller lets the clock up."""
+        time.sleep(seconds)
+
     def sample(self, order, policy) -> Batch:
         """One batch of CUDA event samples, in order. Samples are queued behind a stream hold
         (worker/stream_hold.py), so no sample waits for a launch. Isolated (cold default): each

@@ -17,6 +17,9 @@ from worker.cases import TimingPolicy
 FIRST_BATCH_PAIRS = 4
 MAX_BATCH_PAIRS = 32
 SHORT_BATCH_MS = 20.0
+# "burst": a batch stays this short (the ten launches a repository's Tester times take 3.4 ms of a
+# 0.3 ms kernel), so it ends before the card's power controller lowers the clock.
+BURST_BATCH_MS = 5.0
 
 
 @dataclass
@@ -32,6 +35,8 @@ class Sampler(Protocol):
     def warm_up(self, calls: list[Callable[[], None]], warmup_ms: float) -> None: ...
 
     def sample(self, order: list[Callable[[], None]], policy: TimingPolicy) -> Batch: ...
+
+    def rest(self, seconds: float) -> None: ...
 
 
 @dataclass
@@ -63,6 +68,8 @@ def time_pair(device: Sampler, run_variant: Callable[[], None], run_cublas: Call
     blocks = policy.interleave == "blocks"
     while True:
         order = [run_variant] * batch + [run_cublas] * batch if blocks else [run_variant, run_cublas] * batch
+        if policy.rest_s:
+            device.rest(policy.rest_s)
         sampled = device.sample(order, policy)
         times = sampled.times_ms
         if blocks:  # back into pairs: the i-th variant sample with the batch's i-th cuBLAS sample
@@ -80,7 +87,7 @@ def time_pair(device: Sampler, run_variant: Callable[[], None], run_cublas: Call
                 got.variant_ms += times[0::2]
                 got.cublas_ms += times[1::2]
                 got.power_capped_kept += bool(sampled.throttle_reasons) and not disturbed
-        batch = grown(batch, times)
+        batch = grown(batch, times, BURST_BATCH_MS if policy.rest_s else SHORT_BATCH_MS)
         # Throttled most of the time (a power cap on heavy tensor-core work, TF32 at 4096^3 and
         # up on the H100): that is the kernel's steady state, and both sides ran under it. The few
         # clean batches between caps are no better a figure, so every sample is judged and
@@ -113,7 +120,7 @@ def settle(device: Sampler, pair: list[Callable[[], None]], policy: TimingPolicy
     return thrown
 
 
-def grown(batch: int, times: list[float]) -> int:
-    """The next batch's pairs: twice as many while a batch takes under SHORT_BATCH_MS of GPU time
+def grown(batch: int, times: list[float], short_ms: float = SHORT_BATCH_MS) -> int:
+    """The next batch's pairs: twice as many while a batch takes under short_ms of GPU time
     (fewer host round trips), up to MAX_BATCH_PAIRS."""
-    return batch * 2 if sum(times) < SHORT_BATCH_MS and batch < MAX_BATCH_PAIRS else batch
+    return batch * 2 if sum(times) < short_ms and batch < MAX_BATCH_PAIRS else batch
