@@ -244,17 +244,25 @@ class ResultOut(BaseModel):
     created_at: datetime
 
     @classmethod
-    def from_row(cls, r) -> "ResultOut":
-        fields = {name: getattr(r, name) for name in cls.model_fields if name not in ("gpu", "commit")}
-        return cls(**fields, gpu=r.gpu.name if r.gpu else None, commit=r.commit.sha if r.commit else None)
+    def from_row(cls, r, samples: bool = False) -> "ResultOut":
+        """A result as lists carry it: without its raw samples (env.cublas_samples_ms, env.ab.base_ms;
+        issue 37, row 8: a list of results with 100,000 samples each was 62 MB for every reader).
+        GET /api/results/{id} has them (samples=True)."""
+        fields = {name: getattr(r, name) for name in cls.model_fields if name not in ("gpu", "commit", "env")}
+        env = dict(r.env or {})
+        if not samples:
+            env.pop("cublas_samples_ms", None)
+            if isinstance(env.get("ab"), dict):
+                env["ab"] = {key: value for key, value in env["ab"].items() if key != "base_ms"}
+        return cls(**fields, env=env, gpu=r.gpu.name if r.gpu else None, commit=r.commit.sha if r.commit else None)
 
 
 class ResultDetailOut(ResultOut):
     samples_ms: list[float] = Field(description="the variant's raw samples, in the order taken")
 
     @classmethod
-    def from_row(cls, r) -> "ResultDetailOut":
-        return cls(**ResultOut.from_row(r).model_dump(), samples_ms=r.samples_ms or [])
+    def from_row(cls, r, samples: bool = True) -> "ResultDetailOut":
+        return cls(**ResultOut.from_row(r, samples=True).model_dump(), samples_ms=r.samples_ms or [])
 
 
 class JobOut(BaseModel):

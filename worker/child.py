@@ -21,6 +21,7 @@ import traceback
 from multiprocessing.connection import Connection
 
 from worker.cases import Case, CaseOutcome, TimingPolicy, not_applicable
+from core.text_bounds import bounded_error
 from worker.compiler import CompileError, CompileRefused
 
 
@@ -68,10 +69,11 @@ def _healthy(runner) -> bool:
 
 
 def _readable(exc: Exception) -> str:
-    """Compiler errors carry their (filtered) log in the message; keep it whole, line numbers included."""
+    """Compiler errors carry their (filtered) log in the message, line numbers included, its head
+    and tail where it is long (worker/compiler.py); any error is bounded as stored (issue 37, row 3)."""
     text = str(exc).strip() or type(exc).__name__
     if isinstance(exc, CompileError):
-        return f"compile error:\n{text}"
+        return bounded_error(f"compile error:\n{text}")
     if isinstance(exc, CompileRefused):
-        return f"compile stopped: {text}"
-    return f"{type(exc).__name__}: {text}\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:])
+        return bounded_error(f"compile stopped: {text}")
+    return bounded_error(f"{type(exc).__name__}: {text}\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:]))

@@ -17,6 +17,8 @@ Three formats are read, each a location at the start of a line:
 A location line and the lines after it up to the next location (the quoted source, the caret,
 continuation lines, all indented) are kept or withheld together, with the include chain that
 leads to it. Paths are judged once normalized (`src/../../../etc/passwd` is /etc/passwd).
+A log cut to its head and tail (issue 37, row 3) says so on a line of its own; what follows that
+line, up to the next location, is withheld, since its location was cut away.
 """
 
 import os
@@ -24,6 +26,7 @@ import posixpath
 import re
 
 from core.kernel_includes import is_toolkit_header
+from core.text_bounds import MARKER_LINE
 
 WITHHELD = "[a diagnostic located outside the job's source was withheld]"
 
@@ -115,6 +118,12 @@ def filter_log(text: str, own_names: str | set[str], toolkit_dirs: tuple[str, ..
             chain = []
         if m:
             keeping = _shown(m.group("file"), own, toolkit_dirs, build_dir)
+        elif MARKER_LINE.match(line):
+            # A log cut to its head and tail (worker/nvrtc_sandbox.py): the tail starts inside a
+            # diagnostic whose location was left out, so it is withheld up to the next location.
+            out.append(line)
+            keeping = False
+            continue
         elif _SUMMARY.match(line):
             keeping = True
         if keeping:

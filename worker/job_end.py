@@ -9,6 +9,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from core.models import Job, utcnow
+from core.text_bounds import bounded_error
 
 
 def is_cancelled(db: Session, job_id: int) -> bool:
@@ -21,14 +22,15 @@ def end_job(db: Session, job_id: int, problems: list[str]) -> str:
     status = "failed" if problems else "succeeded"
     ended = db.execute(
         update(Job).where(Job.id == job_id, Job.status == "running")
-        .values(status=status, error="\n".join(problems) or None, finished_at=now, current_case=None, heartbeat_at=now)
+        .values(status=status, error=bounded_error("\n".join(problems)) or None, finished_at=now, current_case=None, heartbeat_at=now)
     ).rowcount
     if ended:
         db.commit()
         return status
     job = db.get(Job, job_id)
     if job.status == "cancelled":
-        job.error = "\n".join([f"cancelled after {job.progress_done} of {job.progress_total} cases", *problems])
+        job.error = bounded_error("\n".join([f"cancelled after {job.progress_done} of {job.progress_total} cases",
+                                             *problems]))
         job.finished_at, job.current_case, job.heartbeat_at = now, None, now
     db.commit()
     return job.status

@@ -222,7 +222,7 @@ def nvcc_main(request: dict) -> None:
         reply.update(ok=False, error=f"refused: the compiler could not be confined ({how})")
     else:
         reply.update(_run_nvcc(request))
-    json.dump(reply, sys.stdout)
+    json.dump(_log_bounded(reply, request), sys.stdout)
 
 
 def main() -> None:
@@ -257,7 +257,25 @@ def main() -> None:
     else:
         reply.update(_compile(request["source"], request["name"], request["options"], request["name_expressions"],
                               request.get("headers")))
-    json.dump(reply, sys.stdout)
+    json.dump(_log_bounded(reply, request), sys.stdout)
+
+
+def _log_bounded(reply: dict, request: dict) -> dict:
+    """A log of any size (a few macros doubling around an undefined name make 165 MB: issue 37,
+    row 3) goes back as its head and tail, with one line between them saying how much was left out
+    (the line core/text_bounds.py writes; worker/compile_log.py withholds what follows it up to the
+    next diagnostic, whose location it cannot see)."""
+    limit = int(request.get("log_max_bytes") or 0)
+    log = reply.get("log")
+    if not limit or not isinstance(log, str):
+        return reply
+    data = log.encode("utf-8", errors="replace")
+    if len(data) <= limit:
+        return reply
+    head = data[: limit // 2].decode("utf-8", errors="ignore")
+    tail = data[len(data) - limit // 2:].decode("utf-8", errors="ignore")
+    left_out = len(data) - len(head.encode()) - len(tail.encode())
+    return {**reply, "log": f"{head}\n\u2026 {left_out} bytes left out \u2026\n{tail}"}
 
 
 if __name__ == "__main__":
