@@ -31,7 +31,7 @@ from core.tokens import find_tokens, has_scope, note_use
 from core.broker import enqueue_job
 from core.db import session_factory
 from core.fleet import load_fleet
-from core.models import Job, utcnow
+from core.models import ApiToken, Job, utcnow
 from api.schemas import JobOut
 from core.settings import Settings
 
@@ -40,7 +40,9 @@ log = logging.getLogger(__name__)
 # The most jobs one transaction stores: a burst beyond it is taken in the next round.
 MAX_GROUP = 100
 
-BuildJob = Callable[[Session], Job]
+# Makes the job from the request's checked token row (None where writes need no token): who may
+# write a commit's identity, and whose job may be confirmed, depend on it.
+BuildJob = Callable[[Session, ApiToken | None], Job]
 
 
 @dataclass(eq=False)
@@ -51,7 +53,7 @@ class _Ticket:
     token: str | None  # the bearer token to check; None where writes need none
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
-    token_id: int | None = None  # the checked token's row: the job's submitter
+    token_row: ApiToken | None = None  # the checked token's row: the job's submitter
     job: Job | None = None
     answer: Response | None = None
     error: BaseException | None = None
@@ -140,7 +142,7 @@ class JobIntake:
             elif not has_scope(row, "jobs"):  # both of this intake's writes (a job, a confirmation)
                 ticket.error = forbidden(row, "jobs")
             else:
-                ticket.token_id = row.id
+                ticket.token_row = row
                 allowed.append(ticket)
         return allowed
 
@@ -182,9 +184,9 @@ def _store(db: Session, tickets: list[_Ticket]) -> None:
     # marks the job failed, so no queued job claims a publish that did not happen.
     now = utcnow()
     for ticket in tickets:
-        ticket.job = ticket.build(db)
+        ticket.job = ticket.build(db, ticket.token_row)
         ticket.job.enqueued_at = now
-        ticket.job.submitted_by_token_id = ticket.token_id
+        ticket.job.submitted_by_token_id = ticket.token_row.id if ticket.token_row else None
         db.add(ticket.job)
     db.commit()
 

@@ -18,6 +18,9 @@ def token_create(
         help="what the token may do, repeatable: results (post measured results), jobs (submit jobs and"
              " confirmations, cancel its own jobs), admin (all, cancel any job, change any GPU record);"
              " default: jobs and results")] = None,
+    repo: Annotated[list[str] | None, typer.Option(
+        help="a repository (as `gemmwatch ci` names it) whose commits this token may correct though another"
+             " token recorded them first, repeatable")] = None,
 ):
     """Create a token and print it (the only time it is shown). Any token may read."""
     from core.tokens import DEFAULT_SCOPES, create_token
@@ -26,7 +29,7 @@ def token_create(
     upgrade_database()
     with session_factory()() as db:
         try:
-            token = create_token(db, name, scopes=tuple(scope or DEFAULT_SCOPES))
+            token = create_token(db, name, scopes=tuple(scope or DEFAULT_SCOPES), repos=tuple(repo or ()))
         except ValueError as exc:
             console.print(f"[red]{exc}[/red]")
             raise typer.Exit(2)
@@ -54,10 +57,10 @@ def token_list():
     from core.db import session_factory
     from core.models import ApiToken
 
-    table = Table("name", "scopes", "created", "last used", "state")
+    table = Table("name", "scopes", "repositories", "created", "last used", "state")
     with session_factory()() as db:
         for t in db.scalars(select(ApiToken).order_by(ApiToken.id)):
-            table.add_row(t.name, t.scopes, f"{t.created_at:%Y-%m-%d %H:%M}",
+            table.add_row(t.name, t.scopes, " ".join(t.repos or []), f"{t.created_at:%Y-%m-%d %H:%M}",
                           f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "",
                           "revoked" if t.revoked_at else "active")
     console.print(table)

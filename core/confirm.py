@@ -1,17 +1,26 @@
 """Confirmation jobs: the base commit's kernel and the head's, thawed from the kernel store, timed
-interleaved in one job on one GPU; their verdict from the paired samples (core/regression.py)."""
+interleaved in one job on one GPU; their verdict from the paired samples (core/regression.py).
+
+A confirmation and its base jobs belong to the head job's owner (issue 37, row 5): only the token
+that submitted the head job, or an admin token, confirms it, and the base kernel is taken only
+from a job on the base commit (of the head's repository) that the same token, or an admin token,
+submitted. Before, any token could confirm anyone's job, and a job of anyone's on the base commit
+(a slowed copy of the kernel, say) became the base: "regression" turned into "no change".
+"""
 
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from core.errors import Unprocessable
 from core.ancestry import by_time_before, first_parent
 from core.form_keys import batch_of
 from core.kernel_store import kernel_of
-from core.models import Commit, Job
+from core.cancel import NotYours
+from core.models import ApiToken, Commit, Job
+from core.tokens import has_scope
 from core.result_env import ab_of, resources_of
 from core.wire_types import Integer, Text
 from core.regression import PairedThresholds, judge_paired
@@ -66,13 +75,22 @@ def base_commit(db: Session, head: Commit, base_sha: str | None) -> Commit | Non
     return earlier[0] if earlier else None
 
 
+def _owned_by(owner: int | None):
+    """Jobs the head job's owner submitted, or an admin token; with no owner (writes open), the
+    jobs submitted without a token, and an admin's."""
+    admins = select(ApiToken.id).where(ApiToken.scopes.contains("admin"))
+    mine = Job.submitted_by_token_id.is_(None) if owner is None else Job.submitted_by_token_id == owner
+    return or_(mine, Job.submitted_by_token_id.in_(admins))
+
+
 def _latest_job_with(db: Session, commit: Commit, variant: str, m: int, n: int, k: int, gpu_model: str | None,
-                     form: str) -> Job | None:
-    """The newest measuring job of the commit that kept this case's kernel, on the same GPU model,
-    of the same form: a base kernel of another form is another GEMM, no base for this one. (A job
-    with no result of the case says no form: its kernel is taken, and the worker refuses it if the
-    forms differ.)"""
-    jobs = db.scalars(select(Job).where(Job.commit_id == commit.id, Job.kind != KIND)
+                     form: str, owner: int | None) -> Job | None:
+    """The newest measuring job of the commit, submitted by `owner` (the head job's submitter) or an
+    admin, that kept this case's kernel, on the same GPU model, of the same form: a base kernel of
+    another form is another GEMM, no base for this one. (A job with no result of the case says no
+    form: its kernel is taken, and the worker refuses it if the forms differ.) Another token's job
+    on that commit is never the base: its kernel is its own."""
+    jobs = db.scalars(select(Job).where(Job.commit_id == commit.id, Job.kind != KIND, _owned_by(owner))
                       .order_by(Job.id.desc())).unique()
     for job in jobs:
         if not job.plan or (gpu_model and job.gpu is not None and job.gpu.model != gpu_model):
@@ -85,9 +103,19 @@ def _latest_job_with(db: Session, commit: Commit, variant: str, m: int, n: int, 
     return None
 
 
-def plan_confirmation(db: Session, head_job: Job, body: ConfirmIn) -> Job:
-    """A queued confirm job for the head job's chosen cases; a 422 naming the field when a case
-    cannot be confirmed (no base commit, no kept kernel on either side)."""
+def check_confirmer(head_job: Job, token: ApiToken | None) -> None:
+    """NotYours unless `token` submitted the head job or is an admin (None: writes need no token)."""
+    if token is None or has_scope(token, "admin") or head_job.submitted_by_token_id == token.id:
+        return
+    raise NotYours(f"job {head_job.id} was submitted by another token; only that token or an admin token confirms"
+                   f" it (this one: {token.name!r}, scopes: {token.scopes})")
+
+
+def plan_confirmation(db: Session, head_job: Job, body: ConfirmIn, token: ApiToken | None = None) -> Job:
+    """A queued confirm job for the head job's chosen cases; NotYours where `token` is neither the
+    head job's submitter nor an admin; a 422 naming the field when a case cannot be confirmed (no
+    base commit, no kept kernel on either side: the base side's from a job of the head's owner)."""
+    check_confirmer(head_job, token)
     if head_job.kind == KIND or head_job.commit is None:
         raise Unprocessable("head_job", f"job {head_job.id} is not a measuring job of a commit")
     if head_job.status != "succeeded":
@@ -109,12 +137,13 @@ def plan_confirmation(db: Session, head_job: Job, body: ConfirmIn) -> Job:
     entries = []
     for variant, m, n, k, form in cases:
         head_kernel = kernel_of(db, head_job, variant, m, n, k)
-        base_job = _latest_job_with(db, base, variant, m, n, k, model, form)
+        base_job = _latest_job_with(db, base, variant, m, n, k, model, form, head_job.submitted_by_token_id)
         base_kernel = kernel_of(db, base_job, variant, m, n, k) if base_job else None
         if head_kernel is None or base_kernel is None:
             side = "head" if head_kernel is None else f"base {base.sha[:12]}"
+            whose = "" if head_kernel is None else " by a job of the head job's submitter (or an admin token)"
             raise Unprocessable("variants", f"{variant} {m}x{n}x{k} ({form}): the {side} kernel was not kept in "
-                                            "that form; it cannot be re-measured")
+                                            f"that form{whose}; it cannot be re-measured")
         batch = batch_of(form)  # the worker times the batch the head timed (worker/cases.py cases_from_plan)
         entries.append({"variant": variant, "m": m, "n": n, "k": k, "tunables": {}, "head": head_kernel,
                         "base": base_kernel, "base_job": base_job.id, **({"batch": batch} if batch > 1 else {})})

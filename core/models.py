@@ -68,6 +68,10 @@ class Commit(Base):
     parents: Mapped[list[Any] | None] = mapped_column(JSON)
     # First time gemmwatch saw this commit: orders history when no commit date was sent.
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # The token whose write first recorded it: its identity (branch, parents, message, date) is
+    # changed only by that token, a token granted its repository, or an admin (core/commit_records.py).
+    # NULL: recorded with writes open, or before commits had owners.
+    owner_token_id: Mapped[int | None] = mapped_column(ForeignKey("api_token.id"))
 
 
 class Job(Base):
@@ -225,6 +229,8 @@ class ApiToken(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # What it may do, space-separated (core/tokens.py SCOPES); tokens made before scopes: "jobs results".
     scopes: Mapped[str] = mapped_column(String(200), default="jobs results", server_default="jobs results")
+    # Repositories whose commits it may correct though another token recorded them (issue 37, row 4).
+    repos: Mapped[list[Any] | None] = mapped_column(JSON)
 
 
 class DashboardSession(Base):

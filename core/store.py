@@ -3,23 +3,15 @@
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.commit_records import claim_commit
 from core.models import Commit, Gpu, utcnow
 from core.gpu_records import normal_uuid
 
 
 def upsert_commit(db: Session, c) -> Commit:
-    """c: a commit as the wire describes it (api.schemas.CommitIn, or anything with its fields)."""
-    row = db.scalar(select(Commit).where(Commit.repo == c.repo, Commit.sha == c.sha))
-    if row is None:
-        row = Commit(sha=c.sha, repo=c.repo)
-        db.add(row)
-    # Later posts may know more (branch, message, date) than the first one did.
-    for field in ("branch", "message", "committed_at", "parents"):
-        value = getattr(c, field)
-        if value is not None:
-            setattr(row, field, value)
-    db.flush()
-    return row
+    """c: a commit as the wire describes it, written as a write with no token writes it (writes
+    open). A token's write goes through core/commit_records.py claim_commit."""
+    return claim_commit(db, c, None)
 
 
 def upsert_gpu(db: Session, ident: dict) -> Gpu:

@@ -21,7 +21,7 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 SCOPES = {
     "results": "post results measured elsewhere (POST /api/results, `gemmwatch run --post`)",
-    "jobs": "submit jobs and confirmations; cancel the jobs this token submitted",
+    "jobs": "submit jobs; confirm and cancel the jobs this token submitted",
     "admin": "everything the others may; cancel any job; change a GPU record another token made",
 }
 DEFAULT_SCOPES = ("jobs", "results")  # what `gemmwatch ci` and `gemmwatch run --post` need
@@ -44,12 +44,16 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(db: Session, name: str, scopes: list[str] | tuple[str, ...] = DEFAULT_SCOPES) -> str:
+def create_token(db: Session, name: str, scopes: list[str] | tuple[str, ...] = DEFAULT_SCOPES,
+                 repos: list[str] | tuple[str, ...] = ()) -> str:
+    """`repos`: repositories whose commits the token may correct though another token recorded them
+    (core/commit_records.py); its own first records it may correct anyway."""
     stored_scopes = check_scopes(scopes)
     if db.scalar(select(ApiToken).where(ApiToken.name == name)) is not None:
         raise ValueError(f"a token named {name!r} exists already; revoke it or pick another name")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    db.add(ApiToken(name=name, token_hash=hash_token(token), scopes=stored_scopes))
+    db.add(ApiToken(name=name, token_hash=hash_token(token), scopes=stored_scopes,
+                    repos=sorted(set(repos)) or None))
     db.commit()
     return token
 

@@ -23,7 +23,7 @@ from tests.conftest import make_settings
 
 
 def make_job(queue: str, gpu: str | None = None):
-    def build(db):
+    def build(db, token=None):
         return Job(status="queued", variants=["naive"], sizes=[[8, 8, 8]], gpu_model=gpu, queue=queue, progress_total=1)
     return build
 
@@ -34,7 +34,7 @@ def in_one_group(intake: JobIntake, submissions: list[tuple]) -> list:
     entered, gate = threading.Event(), threading.Event()
     opener = make_job(f"gpu.opener-{uuid.uuid4().hex}")
 
-    def held(db):
+    def held(db, token=None):
         entered.set()
         assert gate.wait(30)
         return opener(db)
@@ -77,7 +77,7 @@ def test_a_job_that_cannot_be_stored_costs_only_its_own_request(tmp_path, databa
     upgrade_database(cfg)
     queue = f"gpu.intake-{uuid.uuid4().hex}"
 
-    def not_found(db):
+    def not_found(db, token=None):
         raise HTTPException(status_code=404, detail="no job 7")
 
     good = [(make_job(queue), None) for _ in range(6)]

@@ -16,7 +16,8 @@ from core.baselines import verdicts
 from core.confirm import confirmation, plan_confirmation
 from core.regression import PairedThresholds, Thresholds
 from api.schemas import ConfirmationOut, ConfirmIn, JobOut, JobStatus, VerdictOut
-from core.store import upsert_commit
+from core.commit_records import CommitConflict, claim_commit
+from core.models import ApiToken
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
@@ -25,6 +26,8 @@ JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut, openapi_extra=JOB_BODY_OPENAPI,
              responses={413: {"description": "the body is larger than GEMMWATCH_MAX_JOB_BYTES"}, 422: INVALID,
+                        409: {"description": "the commit is recorded with another identity by another token"
+                                             " (the answer says what differs)"},
                         503: {"description": "the broker is unreachable: the job was stored as failed"}})
 async def create_job(request: Request, creds: Credentials):
     """Queue a job (the body: JobCreate). Its token is checked before its body is read, and the
@@ -32,7 +35,7 @@ async def create_job(request: Request, creds: Credentials):
     cfg = request.app.state.settings
     body = await job_from(request)
 
-    def build(db: Session) -> Job:
+    def build(db: Session, token: ApiToken | None) -> Job:
         job = Job(
             status="queued",
             kind=body.kind,
@@ -45,7 +48,10 @@ async def create_job(request: Request, creds: Credentials):
             progress_total=body.case_count(),
         )
         if body.commit is not None:
-            job.commit = upsert_commit(db, body.commit)
+            try:
+                job.commit = claim_commit(db, body.commit, token)
+            except CommitConflict as conflict:  # another writer's commit, told otherwise (issue 37, row 4)
+                raise HTTPException(status_code=409, detail=conflict.detail()) from None
         return job
 
     # Stored and published with the other jobs arriving at this process meanwhile; the
@@ -111,17 +117,23 @@ def get_verdicts(
 
 
 @router.post("/{job_id}/confirm", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut,
-             responses={503: {"description": "the broker is unreachable: the job was stored as failed"}})
+             responses={403: {"description": "another token's job, and this token is no admin"},
+                        404: {"description": "no such job"},
+                        503: {"description": "the broker is unreachable: the job was stored as failed"}})
 async def confirm_job(job_id: JobId, body: ConfirmIn, request: Request, creds: Credentials):
     """Queue a confirmation of this job's results: each case's base-commit kernel and head kernel,
-    timed interleaved on one GPU (core/confirm.py)."""
+    timed interleaved on one GPU (core/confirm.py). Only the token that submitted the job (or an
+    admin token) confirms it, against base jobs that token (or an admin) submitted."""
     cfg = request.app.state.settings
 
-    def build(db: Session) -> Job:
+    def build(db: Session, token: ApiToken | None) -> Job:
         head = db.get(Job, job_id)
         if head is None:
             raise HTTPException(status_code=404, detail=f"no job {job_id}")
-        return plan_confirmation(db, head, body)
+        try:
+            return plan_confirmation(db, head, body, token)
+        except NotYours as exc:
+            raise HTTPException(status_code=403, detail=str(exc)) from None
 
     return await job_intake(request.app).submit(build, write_token(cfg, creds))
 

@@ -10,8 +10,7 @@ from core.models import Commit, Gpu, Job, Result, utcnow
 from api.schemas import ResultBatchIn, ResultBatchOut, ResultDetailOut, ResultOut
 from core.form_keys import PATTERN as FORM_KEY
 from core.gpu_records import IdentityConflict, claim_gpu
-from core.store import upsert_commit
-from core.text_bounds import bounded_error
+from core.commit_records import CommitConflict, claim_commit
 
 router = APIRouter(prefix="/api/results", tags=["results"])
 
@@ -65,35 +64,34 @@ _NEXT = {name: {"operationId": op, "parameters": {"job_id": "$response.body#/job
 @router.post("", response_model=ResultBatchOut, status_code=201,
              responses={201: {"description": "stored as a finished job", "links": _NEXT},
                         200: {"description": "this run_id was posted before: its job", "links": _NEXT},
-                        409: {"description": "the GPU is recorded with another identity (the answer says what differs)"}})
+                        409: {"description": "the GPU, or the commit, is recorded with another identity (the answer"
+                                             " says what differs)"}})
 def post_results(body: ResultBatchIn, db: SessionDep, cfg: SettingsDep, response: Response, creds: Credentials):
     """Results measured elsewhere (`gemmwatch run --post`), stored as a finished job.
     Idempotent on run_id, per token: the same token posting a run_id again gets its first job
     back and adds nothing; another token's run_id is a run of its own.
     Needs a token with the `results` scope."""
     token = authorize_write(cfg, db, creds, "results")
-    _within_sample_budget(body, cfg.max_posted_samples)
     existing = _posted_before(db, body.run_id, token)
     if existing is not None:
         response.status_code = 200
         return ResultBatchOut(job_id=existing.id, created=False, results=len(existing.results))
     gpu = _claim(db, body.gpu.model_dump(), token)
-    commit = upsert_commit(db, body.commit) if body.commit else None
+    commit = _commit(db, body.commit, token) if body.commit else None
     failed = [f"{r.variant} {r.m}x{r.n}x{r.k}: {r.error or 'not verified'}" for r in body.results if not r.verified or r.error]
     job = Job(
         run_id=body.run_id, kind="bench", status="failed" if failed else "succeeded", queue="posted",
         variants=list(dict.fromkeys(r.variant for r in body.results)),
         sizes=[list(s) for s in dict.fromkeys((r.m, r.n, r.k) for r in body.results)],
-        gpu_model=gpu.model, gpu_id=gpu.id, commit=commit, error=bounded_error("\n".join(failed)) or None,
+        gpu_model=gpu.model, gpu_id=gpu.id, commit=commit, error="\n".join(failed) or None,
         progress_total=len(body.results), progress_done=len(body.results),
         started_at=utcnow(), finished_at=utcnow(), submitted_by_token_id=token.id if token else None,
     )
     db.add(job)
     db.flush()
     for index, r in enumerate(body.results):
-        row = r.stored()
-        row["error"] = bounded_error(row.get("error"))
-        db.add(Result(job_id=job.id, case_index=index, gpu_id=gpu.id, commit_id=commit.id if commit else None, **row))
+        db.add(Result(job_id=job.id, case_index=index, gpu_id=gpu.id, commit_id=commit.id if commit else None,
+                      **r.stored()))
     try:
         db.commit()
     except IntegrityError:  # the same run posted twice at once: the other request stored it
@@ -102,19 +100,6 @@ def post_results(body: ResultBatchIn, db: SessionDep, cfg: SettingsDep, response
         response.status_code = 200
         return ResultBatchOut(job_id=existing.id, created=False, results=len(existing.results))
     return ResultBatchOut(job_id=job.id, created=True, results=len(body.results))
-
-
-def _within_sample_budget(body: ResultBatchIn, most: int) -> None:
-    """A post's samples in all (each result's samples_ms, env.cublas_samples_ms, env.ab.base_ms) are
-    at most GEMMWATCH_MAX_POSTED_SAMPLES: a 422 that says so (issue 37, row 8)."""
-    total = 0
-    for r in body.results:
-        total += len(r.samples_ms) + len(r.env.cublas_samples_ms or ()) + (len(r.env.ab.base_ms) if r.env.ab else 0)
-    if total > most:
-        raise HTTPException(status_code=422, detail=[{
-            "loc": ["body", "results"], "type": "too_many_samples",
-            "msg": f"the results carry {total} samples in all (samples_ms, env.cublas_samples_ms, env.ab.base_ms); "
-                   f"a post may carry at most {most} (GEMMWATCH_MAX_POSTED_SAMPLES): post them in smaller batches"}])
 
 
 def _posted_before(db, run_id: str, token) -> Job | None:
@@ -133,5 +118,14 @@ def _claim(db, ident: dict, token):
             db.rollback()
             return claim_gpu(db, ident, token)
     except IdentityConflict as conflict:
+        db.rollback()
+        raise HTTPException(status_code=409, detail=conflict.detail()) from None
+
+
+def _commit(db, commit, token):
+    """The posted commit's record (core/commit_records.py); 409 when another token recorded it otherwise."""
+    try:
+        return claim_commit(db, commit, token)
+    except CommitConflict as conflict:
         db.rollback()
         raise HTTPException(status_code=409, detail=conflict.detail()) from None
