@@ -27,6 +27,7 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy.orm import Session
 
 from api.auth import forbidden, unauthorized
+from api.queue_cap import over_cap
 from core.tokens import find_tokens, has_scope, note_use
 from core.broker import enqueue_job
 from core.db import session_factory
@@ -144,6 +145,11 @@ class JobIntake:
             else:
                 ticket.token_row = row
                 allowed.append(ticket)
+        # At most GEMMWATCH_MAX_QUEUED_JOBS_PER_TOKEN queued or running per token (issue 37, row 7).
+        for ticket, refusal in zip(list(allowed), over_cap(db, self.cfg, [t.token_row for t in allowed])):
+            if refusal is not None:
+                ticket.error = refusal
+                allowed.remove(ticket)
         return allowed
 
     @staticmethod

@@ -17,10 +17,20 @@ def check_job_limits(body: JobCreate, cfg: Settings) -> None:
             raise Unprocessable("sizes", f"sizes[{i}] = {size}: batch x the largest matrix is "
                                          f"{batch * max(m * k, k * n, m * n)} elements; at most {cfg.max_dim ** 2} "
                                          f"({cfg.max_dim}^2, GEMMWATCH_MAX_DIM)")
+    # An autotune job's variants x sizes are held to a bench job's bound as well: 256 sizes of a
+    # kernel with one configuration were 256 "autotune" cases, a bench job four times the bench
+    # bound (issue 37, row 7). Its configurations then to GEMMWATCH_MAX_AUTOTUNE_CASES.
+    pairs = len(body.variants) * len(body.sizes)
+    if body.kind == "autotune" and pairs > cfg.max_cases_per_job:
+        raise Unprocessable("sizes", f"this autotune job has {len(body.variants)} variants x {len(body.sizes)} sizes = "
+                                     f"{pairs}; at most {cfg.max_cases_per_job} (GEMMWATCH_MAX_CASES), each then "
+                                     "swept over its configurations")
     cases = body.case_count()
     limit = cfg.max_autotune_cases if body.kind == "autotune" else cfg.max_cases_per_job
     if cases > limit:
-        raise Unprocessable("sizes", f"this {body.kind} job has {cases} cases; at most {limit} per {body.kind} job")
+        setting = "GEMMWATCH_MAX_AUTOTUNE_CASES" if body.kind == "autotune" else "GEMMWATCH_MAX_CASES"
+        raise Unprocessable("sizes", f"this {body.kind} job has {cases} cases; at most {limit} per {body.kind} job "
+                                     f"({setting})")
     for source in body.sources:
         size = sum(len(text.encode()) for text in source.files.values())
         if size > cfg.max_source_bytes:

@@ -1,5 +1,6 @@
 """The wire contract (pydantic). Names follow docs/ARCHITECTURE.md ("Words"); extend, never rename."""
 
+import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -68,6 +69,8 @@ class LimitsOut(BaseModel):
     max_cases_per_job: int
     max_autotune_cases: int
     max_sources_per_job: int
+    # Jobs one token may have queued or running at once (GEMMWATCH_MAX_QUEUED_JOBS_PER_TOKEN).
+    max_queued_jobs_per_token: int | None = None
     max_dim: int
     max_source_bytes: int
 
@@ -165,7 +168,9 @@ class JobCreate(BaseModel):
         if self.kind == "bench":
             return len(self.variants) * len(self.sizes)
         kernels = self.kernels()
-        return len(self.sizes) * sum(len(kernels[v].configurations()) if v in kernels else 1 for v in self.variants)
+        # Counted, not listed (issue 37, row 7): a description may have up to 4096 configurations.
+        return len(self.sizes) * sum(math.prod(len(t.values) for t in kernels[v].tunables.values()) if v in kernels
+                                     else 1 for v in self.variants)
 
 
 CONVERGED = (
@@ -371,6 +376,8 @@ class TunedConfigOut(BaseModel):
 
     gpu_model: str
     variant: str
+    kernel_hash: str = Field(description="the kernel it was found for (its description's hash but its name): "
+                                         "only that kernel inherits it")
     m: int
     n: int
     k: int

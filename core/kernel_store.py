@@ -10,6 +10,7 @@ Rows written before kernels had one description (a single source text, a tile, a
 read as the description they amount to (`description_from_stored`)."""
 
 import hashlib
+import json
 from typing import Any
 
 from sqlalchemy import select
@@ -33,6 +34,37 @@ def freeze(db: Session, desc: KernelDescription, tunables: dict[str, int], origi
     described = desc.model_dump(mode="json")
     described["files"] = {path: keep(db, text) for path, text in desc.files.items()}
     return {"description": described, "tunables": dict(tunables), "origin": origin}
+
+
+# What does not make a kernel another kernel: what it is called and how it is explained.
+NOT_IDENTITY = frozenset({"name", "technique", "seed"})
+
+
+def kernel_hash(desc: KernelDescription) -> str:
+    """What identifies "the same kernel" (issue 37, row 6): every file's text, which one is compiled,
+    the entry, defines, tunables and their values, block, grid, compiler and flags, form, precision:
+    the whole description but its name and prose. A tuned configuration is kept under it, so a
+    job's own `naive` with other files or other tunables is another kernel than the built-in."""
+    described = desc.model_dump(mode="json")
+    described["files"] = {path: hashlib.sha256(text.encode()).hexdigest() for path, text in desc.files.items()}
+    return identity_of(described)
+
+
+def identity_of(described: dict[str, Any]) -> str:
+    """kernel_hash of a description as a plan freezes it (core/kernel_store.py freeze: files by
+    digest). A field at its default is left out, so a field added to descriptions later does not
+    make every kernel kept before another one."""
+    defaults = {name: field.get_default(call_default_factory=True)
+                for name, field in KernelDescription.model_fields.items() if not field.is_required()}
+    kept = {key: value for key, value in described.items()
+            if key not in NOT_IDENTITY and not (key in defaults and _same(value, defaults[key]))}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _same(value: Any, default: Any) -> bool:
+    if hasattr(default, "model_dump"):
+        default = default.model_dump(mode="json")
+    return value == default or (isinstance(value, list) and isinstance(default, tuple) and value == list(default))
 
 
 def thaw(db: Session, frozen: dict[str, Any], name: str = "kernel") -> dict[str, Any] | None:

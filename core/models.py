@@ -188,14 +188,19 @@ class Result(Base):
 
 
 class TunedConfig(Base):
-    """The fastest verified tunables found by an autotune job, per GPU model, variant and size."""
+    """The fastest verified tunables found by an autotune job, per GPU model, kernel and size.
+
+    Kept under the kernel's hash (core/kernel_store.py kernel_hash: its files, defines, tunables,
+    entry, ...; not its name): only the same kernel inherits it, so a job's own kernel that shares a
+    built-in's name neither picks up nor overwrites the built-in's (issue 37, row 6)."""
 
     __tablename__ = "tuned_config"
-    __table_args__ = (UniqueConstraint("gpu_model", "variant", "m", "n", "k", name="uq_tuned_config"),)
+    __table_args__ = (UniqueConstraint("gpu_model", "variant", "kernel_hash", "m", "n", "k", name="uq_tuned_config"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     gpu_model: Mapped[str] = mapped_column(String(60))
     variant: Mapped[str] = mapped_column(String(120))
+    kernel_hash: Mapped[str] = mapped_column(String(64))
     m: Mapped[int]
     n: Mapped[int]
     k: Mapped[int]

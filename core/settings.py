@@ -23,7 +23,12 @@ class Settings(BaseSettings):
     max_dim: int = Field(default=16384, validation_alias="GEMMWATCH_MAX_DIM")
     max_cases_per_job: int = Field(default=64, validation_alias="GEMMWATCH_MAX_CASES")
     max_source_bytes: int = Field(default=200_000, validation_alias="GEMMWATCH_MAX_SOURCE_BYTES")
-    max_autotune_cases: int = Field(default=256, validation_alias="GEMMWATCH_MAX_AUTOTUNE_CASES")
+    # An autotune job's cases (every configuration of each variant at each size; its variants x
+    # sizes count against GEMMWATCH_MAX_CASES too, as a bench job's do): 256 sizes of a kernel with
+    # one configuration were accepted, about 4 h of a worker (issue 37, row 7).
+    max_autotune_cases: int = Field(default=128, validation_alias="GEMMWATCH_MAX_AUTOTUNE_CASES")
+    # Jobs one token may have queued or running at once; one more is a 429 (api/queue_cap.py).
+    max_queued_jobs_per_token: int = Field(default=20, ge=1, validation_alias="GEMMWATCH_MAX_QUEUED_JOBS_PER_TOKEN")
     # The most bytes a request body may hold, per route (api/request_gate.py answers 413 beyond,
     # from Content-Length or while the body streams): a job carries its sources (64 of
     # GEMMWATCH_MAX_SOURCE_BYTES at most, with JSON's escapes); a batch of results its samples.
@@ -72,6 +77,9 @@ class Settings(BaseSettings):
     max_drift: float = Field(default=0.01, gt=0, validation_alias="GEMMWATCH_MAX_DRIFT")
     # A case (compile, verify, time) taking longer than this is killed and fails its job.
     case_timeout_s: float = Field(default=120.0, validation_alias="GEMMWATCH_CASE_TIMEOUT_S")
+    # GPU-process seconds one job may spend across its cases (compiles included); once spent, the
+    # case running is stopped and the rest end with "job budget of N s spent" (worker/gpu_process.py).
+    job_budget_s: float = Field(default=1800.0, gt=0, validation_alias="GEMMWATCH_JOB_BUDGET_S")
 
     # Access: writes (jobs, results) need a bearer token; reads of /api are public unless set.
     # Threads one API process runs blocking work on (database, broker). Few on purpose: under 50

@@ -58,7 +58,8 @@ def test_autotune_then_bench_uses_the_best_configuration(tmp_path, pg_url, redis
     ({"variants": ["naive"], "sizes": [[8, 8, 8]], "tunables": {"smem_tiled": {"TILE": 8}}}, ["not among the job's variants"]),
     ({"kind": "autotune", "variants": ["naive"], "sizes": [[8, 8, 8]], "tunables": {"naive": {"BLOCK": 8}}}, ["sweeps every tunable"]),
     ({"kind": "tune", "variants": ["naive"], "sizes": [[8, 8, 8]]}, ["'bench' or 'autotune'"]),
-    ({"kind": "autotune", "variants": ["naive"], "sizes": [[8, 8, 8]] * 100}, ["300 cases", "at most 256"]),
+    ({"kind": "autotune", "variants": ["naive"], "sizes": [[8, 8, 8]] * 100}, ["1 variants x 100 sizes", "at most 64"]),
+    ({"kind": "autotune", "variants": ["naive"], "sizes": [[8, 8, 8]] * 50}, ["150 cases", "at most 128"]),
 ])
 def test_bad_tunables_are_422(client, body, words):
     resp = client.post("/api/jobs", json=body)

@@ -54,7 +54,10 @@ def child_main(conn: Connection, runner_path: str, policy: TimingPolicy) -> None
                 # A kernel built for another GPU target is reported, not run (any runner, the CPU double too).
                 outcome = not_applicable(case, identity["compute_capability"], policy.mode) or runner.run_case(case, policy)
             except Exception as exc:
-                outcome = CaseOutcome(mode=policy.mode, error=_readable(exc))
+                # A compile that failed before is not compiled again (worker/failed_compiles.py): said in env.
+                outcome = CaseOutcome(mode=policy.mode, error=_readable(exc),
+                                      env={"compile_failure_remembered": True} if getattr(exc, "remembered", False)
+                                      else {})
             conn.send(("result", case.index, outcome))
             if outcome.error and not _healthy(runner):
                 conn.send(("fatal", f"{case.label} left the GPU unusable (sticky CUDA error); GPU process restarted"))

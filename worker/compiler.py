@@ -46,6 +46,7 @@ from core.kernel import Launch, target_compute_capability
 from core.kernel_includes import IncludeRefused
 from core.source_guard import SourceRefused
 from core.text_bounds import head_and_tail
+from worker import failed_compiles, nvcc
 from worker.compile_log import WITHHELD, filter_log, own_file_names, own_file_names_of, rename_files  # noqa: F401
 
 log = logging.getLogger(__name__)
@@ -184,7 +185,8 @@ def compile_kernel(source: str, *, name: str, options: list[str], name_expressio
     request = {"source": source, "name": name, "options": options, "name_expressions": list(name_expressions),
                "headers": headers, "readable": list(include_dirs), "nvrtc_library": _library(cfg)}
     key = [source, name, options, list(name_expressions), sorted(headers.items()), confinement.version, _library(cfg)]
-    return build(request, key, confinement, f"NVRTC {confinement.version}", untrusted, shown, cfg)
+    return failed_compiles.remembered(build, request, key, confinement, f"NVRTC {confinement.version}", untrusted,
+                                      shown, cfg)
 
 
 def build(request: dict, key: list, confinement: Confinement, compiler: str, untrusted: bool, shown, cfg,
@@ -313,8 +315,8 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
 
     key = ["nvcc", sorted(launch.files.items()), launch.source, launch.entry, request["options"],
            confinement.version, path, nvcc.host_compiler_dirs(), *(["library", launch.launcher] if library else [])]
-    return build(request, key, confinement, f"nvcc {confinement.version}", untrusted, shown, cfg,
-                 ".so" if library else ".cubin")
+    return failed_compiles.remembered(build, request, key, confinement, f"nvcc {confinement.version}", untrusted,
+                                      shown, cfg, ".so" if library else ".cubin")
 
 
 @functools.lru_cache(maxsize=4)

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from core.db import session_factory
+from core.kernel_store import identity_of, kernel_hash
 from core.models import Job, Result, TunedConfig, utcnow
 from core.settings import Settings, settings
 from core.store import upsert_gpu
@@ -76,7 +77,7 @@ class JobRun:
             own = {src["name"] for src in job.sources or []}
             kernels = kernels_of_job(job.sources or [])
             if job.plan is None:
-                tuned = self._tuned(db, job, gpu_model)
+                tuned = self._tuned(db, job, gpu_model, kernels)
                 job.plan = freeze_plan(db, plan(job.kind, job.variants, job.sizes, job.tunables or {}, tuned, kernels),
                                        kernels, own)
             cases = cases_from_plan(job.plan, job.id, kernels, own)
@@ -86,11 +87,16 @@ class JobRun:
             return [c for c in cases if c.index not in done]
 
     @staticmethod
-    def _tuned(db: Session, job: Job, gpu_model: str) -> TunedLookup:
-        rows = db.scalars(
-            select(TunedConfig).where(TunedConfig.gpu_model == gpu_model, TunedConfig.variant.in_(job.variants))
-        )
-        return {(r.variant, r.m, r.n, r.k): r.tunables for r in rows}
+    def _tuned(db: Session, job: Job, gpu_model: str, kernels: dict) -> TunedLookup:
+        """The tuned configurations of this job's kernels: by name and the kernel's hash, so a
+        job's own kernel named like a built-in gets only its own (issue 37, row 6)."""
+        hashes = {name: kernel_hash(kernels[name]) for name in job.variants if name in kernels}
+        if not hashes:
+            return {}
+        rows = db.scalars(select(TunedConfig).where(
+            TunedConfig.gpu_model == gpu_model, TunedConfig.variant.in_(list(hashes)),
+            TunedConfig.kernel_hash.in_(set(hashes.values()))))
+        return {(r.variant, r.m, r.n, r.k): r.tunables for r in rows if hashes.get(r.variant) == r.kernel_hash}
 
     @db_retry
     def record_tuned(self) -> None:
@@ -98,17 +104,26 @@ class JobRun:
         with self.Session() as db:
             job = db.get(Job, self.job_id)
             model = job.gpu.model
+            # Each case's kernel as planned (files by digest): its hash is what the best is kept
+            # under, so it is the built-in's only where the built-in ran (issue 37, row 6).
+            hashes = {}
+            for index, entry in enumerate(job.plan or []):
+                kernel = entry.get("kernel") if isinstance(entry, dict) else None
+                if isinstance(kernel, dict) and isinstance(kernel.get("description"), dict):
+                    hashes[index] = identity_of(kernel["description"])
             best: dict[tuple, Result] = {}
             for r in job.results:
-                key = (r.variant, r.m, r.n, r.k)
+                if r.case_index not in hashes:  # cuBLAS, or a plan without kernels: nothing to tune
+                    continue
+                key = (r.variant, hashes[r.case_index], r.m, r.n, r.k)
                 if r.verified and r.gflops and (key not in best or r.gflops > best[key].gflops):
                     best[key] = r
-            for (variant, m, n, k), r in best.items():
+            for (variant, digest, m, n, k), r in best.items():
                 row = db.scalar(select(TunedConfig).where(
-                    TunedConfig.gpu_model == model, TunedConfig.variant == variant,
+                    TunedConfig.gpu_model == model, TunedConfig.variant == variant, TunedConfig.kernel_hash == digest,
                     TunedConfig.m == m, TunedConfig.n == n, TunedConfig.k == k))
                 if row is None:
-                    row = TunedConfig(gpu_model=model, variant=variant, m=m, n=n, k=k)
+                    row = TunedConfig(gpu_model=model, variant=variant, kernel_hash=digest, m=m, n=n, k=k)
                     db.add(row)
                 row.tunables, row.gflops, row.job_id = r.tunables, r.gflops, job.id
             db.commit()
@@ -200,7 +215,15 @@ class JobRun:
             on_result=self.store,
             on_idle=self.update,  # heartbeat while a long case runs
             should_stop=self.cancel_requested,
+            spent_before=self.spent_before,  # the job's budget counts a re-run's earlier cases
         )
+
+    @db_retry
+    def spent_before(self) -> float:
+        """GPU-process seconds of this job's cases already stored (a re-run after a worker death)."""
+        with self.Session() as db:
+            return float(db.scalar(select(func.coalesce(func.sum(Result.case_s), 0.0))
+                                   .where(Result.job_id == self.job_id)) or 0.0)
 
 
 def _count_results(db: Session, job_id: int) -> int:

@@ -68,6 +68,7 @@ def converse(
     on_result: Callable[[Case, CaseOutcome], None],
     on_idle: Callable[[], None] = lambda: None,
     should_stop: Callable[[], bool] = lambda: False,
+    spent_before: Callable[[], float] = lambda: 0.0,
 ) -> list[str]:
     """Run one job's cases in the GPU process; returns the problems met (empty when all went well).
 
@@ -75,20 +76,42 @@ def converse(
     model). A case that outlives cfg.case_timeout_s is killed with its process. Cases go to the
     child one at a time; once should_stop() says so (a cancel), no further case is sent, and a
     case still running cfg.cancel_grace_s after that is killed with its process.
+
+    The job's budget (cfg.job_budget_s, issue 37, row 7): the GPU-process seconds of its cases,
+    compiles included, counted from spent_before() (a re-run's earlier cases). Once spent, the
+    case running is stopped with its process, and it and every case not run end with the error
+    "job budget of N s spent" (each a result, through on_result).
     """
-    gpu, conn = acquire(cfg.runner, TimingPolicy.from_settings(cfg))
+    policy = TimingPolicy.from_settings(cfg)
+    gpu, conn = acquire(cfg.runner, policy)
     problems: list[str] = []
     todo: deque[Case] = deque()
     by_index: dict[int, Case] = {}
     current: Case | None = None
     stop_seen_at: float | None = None
     healthy = False
+    budget = cfg.job_budget_s
+    spent = 0.0  # this job's case seconds so far (set from spent_before() once planned)
+    case_began: float | None = None
+
+    def spent_out(what: str) -> CaseOutcome:
+        return CaseOutcome(mode=policy.mode, error=f"job budget of {budget:g} s spent (GEMMWATCH_JOB_BUDGET_S); {what}")
+
+    def end_the_rest() -> None:
+        """Every case not run ends with the budget's error."""
+        if todo:
+            problems.append(f"job budget of {budget:g} s spent (GEMMWATCH_JOB_BUDGET_S): {len(todo)} cases not run")
+        while todo:
+            case = todo.popleft()
+            on_result(case, spent_out("not run"))
 
     def send_next() -> None:
         nonlocal current, stop_seen_at
         current = None
         if stop_seen_at is None and should_stop():
             stop_seen_at = time.monotonic()
+        if stop_seen_at is None and spent >= budget:
+            end_the_rest()
         try:
             conn.send(todo.popleft() if todo and stop_seen_at is None else None)
         except OSError:  # the child is exiting; its last words ("fatal") are still to be read
@@ -99,8 +122,15 @@ def converse(
         deadline = time.monotonic() + cfg.case_timeout_s
         next_idle = time.monotonic() + IDLE_CALLBACK_S
         while True:
-            if not conn.poll(STOP_CHECK_S):
+            if not conn.poll(STOP_CHECK_S if case_began is None else
+                             max(0.0, min(STOP_CHECK_S, case_began + budget - spent - time.monotonic()))):
                 now = time.monotonic()
+                if current is not None and case_began is not None and spent + (now - case_began) >= budget:
+                    problems.append(f"{current.label}: job budget of {budget:g} s spent (GEMMWATCH_JOB_BUDGET_S); "
+                                    "stopped with its GPU process")
+                    on_result(current, spent_out("stopped with its GPU process"))
+                    end_the_rest()
+                    return problems
                 if now > deadline:
                     what = current.label if current else "GPU set-up"
                     problems.append(f"{what}: exceeded the {cfg.case_timeout_s:g} s case time limit; killed")
@@ -126,15 +156,20 @@ def converse(
             if kind == "identity":
                 todo = deque(on_identity(msg[1]))
                 by_index = {c.index: c for c in todo}
+                spent = spent_before()
                 send_next()
             elif kind == "fatal":
                 problems.append(msg[1])
                 return problems
             elif kind == "started":
                 current = by_index[msg[1]]
+                case_began = time.monotonic()
                 on_started(current)
             elif kind == "result":
                 case, outcome = by_index[msg[1]], msg[2]
+                if case_began is not None:
+                    spent += time.monotonic() - case_began
+                    case_began = None
                 on_result(case, outcome)
                 if outcome.error and not outcome.not_applicable:  # another GPU's kernel is no failure
                     problems.append(f"{case.label}: {outcome.error}")

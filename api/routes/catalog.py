@@ -39,7 +39,8 @@ def job_limits(cfg: SettingsDep):
     """What one job may hold here (GEMMWATCH_MAX_CASES, _MAX_AUTOTUNE_CASES, _MAX_DIM,
     _MAX_SOURCE_BYTES, and the sources a job may carry)."""
     return LimitsOut(max_cases_per_job=cfg.max_cases_per_job, max_autotune_cases=cfg.max_autotune_cases,
-                     max_sources_per_job=MAX_SOURCES_PER_JOB, max_dim=cfg.max_dim, max_source_bytes=cfg.max_source_bytes)
+                     max_sources_per_job=MAX_SOURCES_PER_JOB, max_dim=cfg.max_dim, max_source_bytes=cfg.max_source_bytes,
+                     max_queued_jobs_per_token=cfg.max_queued_jobs_per_token)
 
 
 @router.get("/gpus", response_model=list[GpuOut])
