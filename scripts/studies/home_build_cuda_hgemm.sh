@@ -3,7 +3,8 @@
 # unchanged, timed by the repository's own Tester and by `gemmwatch ci` with
 # docs/examples/Bruce-Lee-LY-cuda_hgemm.gemmwatch.json (each kernel through its own host launcher:
 # B column-major, C = A·B, FP16 sums), both built by the same nvcc with the repository's CMake Release
-# flags for the GPU's own arch, both hot (the same buffers each launch, no L2 flush), at 4096^3 (and
+# flags for the GPU's own arch, both hot (the same buffers each launch, no L2 flush; gemmwatch in burst
+# mode by default, the card idle before each short batch as the Tester's 100 ms pause leaves it), at 4096^3 (and
 # the runner alone at 8192^3, simt_naive left out there: a scalar FP16 loop, seconds a launch).
 #
 # The runner: the repository's main.cu needs gflags, which the GPU machine has not; its stand-in
@@ -105,9 +106,9 @@ build() {
   printf '%s\n' "${sources[@]}" | xargs -P "$(nproc)" -I{} sh -c '"$0" "$@" -c {} -o {}.o' "$NVCC" "${flags[@]}" \
     && "$NVCC" "${flags[@]}" "${sources[@]/%/.o}" "${link[@]}" -o hgemm_runner
 }
-# gemmwatch's settings for this study, hot as the Tester times; its compile cache filled now, beside the
+# gemmwatch's settings for this study, burst as the Tester times (GW_MODE: another mode); its compile cache filled now, beside the
 # runner's build (CPU work both; the job then finds each library and cubin built, as a second job would).
-export GEMMWATCH_DATA_DIR=$(mktemp -d) GEMMWATCH_TIMING_MODE=${GW_MODE:-hot} GEMMWATCH_COMPILE_TIMEOUT_S=300
+export GEMMWATCH_DATA_DIR=$(mktemp -d) GEMMWATCH_TIMING_MODE=${GW_MODE:-burst} GEMMWATCH_COMPILE_TIMEOUT_S=300
 prebuild_pid=
 if [ "${PREBUILD:-1}" = 1 ] && [ "${BUILD_ONLY:-0}" != 1 ]; then
   python3 - "$work" "$cc" >> "$OUT/preflight.log" 2>&1 <<'PY' &
