@@ -11,6 +11,7 @@ from api.schemas import ResultBatchIn, ResultBatchOut, ResultDetailOut, ResultOu
 from core.form_keys import PATTERN as FORM_KEY
 from core.gpu_records import IdentityConflict, claim_gpu
 from core.commit_records import CommitConflict, claim_commit
+from core.text_bounds import bounded_error
 
 router = APIRouter(prefix="/api/results", tags=["results"])
 
@@ -72,6 +73,7 @@ def post_results(body: ResultBatchIn, db: SessionDep, cfg: SettingsDep, response
     back and adds nothing; another token's run_id is a run of its own.
     Needs a token with the `results` scope."""
     token = authorize_write(cfg, db, creds, "results")
+    _within_sample_budget(body, cfg.max_posted_samples)
     existing = _posted_before(db, body.run_id, token)
     if existing is not None:
         response.status_code = 200
@@ -83,15 +85,16 @@ def post_results(body: ResultBatchIn, db: SessionDep, cfg: SettingsDep, response
         run_id=body.run_id, kind="bench", status="failed" if failed else "succeeded", queue="posted",
         variants=list(dict.fromkeys(r.variant for r in body.results)),
         sizes=[list(s) for s in dict.fromkeys((r.m, r.n, r.k) for r in body.results)],
-        gpu_model=gpu.model, gpu_id=gpu.id, commit=commit, error="\n".join(failed) or None,
+        gpu_model=gpu.model, gpu_id=gpu.id, commit=commit, error=bounded_error("\n".join(failed)) or None,
         progress_total=len(body.results), progress_done=len(body.results),
         started_at=utcnow(), finished_at=utcnow(), submitted_by_token_id=token.id if token else None,
     )
     db.add(job)
     db.flush()
     for index, r in enumerate(body.results):
-        db.add(Result(job_id=job.id, case_index=index, gpu_id=gpu.id, commit_id=commit.id if commit else None,
-                      **r.stored()))
+        row = r.stored()
+        row["error"] = bounded_error(row.get("error"))
+        db.add(Result(job_id=job.id, case_index=index, gpu_id=gpu.id, commit_id=commit.id if commit else None, **row))
     try:
         db.commit()
     except IntegrityError:  # the same run posted twice at once: the other request stored it
@@ -100,6 +103,19 @@ def post_results(body: ResultBatchIn, db: SessionDep, cfg: SettingsDep, response
         response.status_code = 200
         return ResultBatchOut(job_id=existing.id, created=False, results=len(existing.results))
     return ResultBatchOut(job_id=job.id, created=True, results=len(body.results))
+
+
+def _within_sample_budget(body: ResultBatchIn, most: int) -> None:
+    """A post's samples in all (each result's samples_ms, env.cublas_samples_ms, env.ab.base_ms) are
+    at most GEMMWATCH_MAX_POSTED_SAMPLES: a 422 that says so (issue 37, row 8)."""
+    total = 0
+    for r in body.results:
+        total += len(r.samples_ms) + len(r.env.cublas_samples_ms or ()) + (len(r.env.ab.base_ms) if r.env.ab else 0)
+    if total > most:
+        raise HTTPException(status_code=422, detail=[{
+            "loc": ["body", "results"], "type": "too_many_samples",
+            "msg": f"the results carry {total} samples in all (samples_ms, env.cublas_samples_ms, env.ab.base_ms); "
+                   f"a post may carry at most {most} (GEMMWATCH_MAX_POSTED_SAMPLES): post them in smaller batches"}])
 
 
 def _posted_before(db, run_id: str, token) -> Job | None:
