@@ -154,11 +154,12 @@ def test_over_http_one_refused_post_among_many_concurrent_ones(tmp_path, pg_url,
     value is tested above, without HTTP.)"""
     import httpx
 
+    # One token's 24 jobs at once: over the default cap of jobs queued per token (issue 37, row 7).
     cfg = make_settings(tmp_path, pg_url, redis_url)
     upgrade_database(cfg)
     with session_factory(cfg)() as db:
         token = create_token(db, "burst")
-    url = live_server(cfg)
+    url = live_server(cfg, GEMMWATCH_MAX_QUEUED_JOBS_PER_TOKEN="100")
     gpu = f"M{uuid.uuid4().hex[:8]}"  # its own queue, so the messages counted are this test's
 
     def body(i):
