@@ -29,7 +29,8 @@ def test_concurrent_posts_are_all_stored_once_and_processed(tmp_path, pg_url, re
     upgrade_database(cfg)
     with session_factory(cfg)() as db:
         token = create_token(db, "load")
-    url = live_server(cfg, processes=2)
+    # One token's N jobs at once, as a load test sends them: above the per-token cap (issue 37, row 7).
+    url = live_server(cfg, processes=2, GEMMWATCH_MAX_QUEUED_JOBS_PER_TOKEN=str(10**6))
     worker_settings = {"GEMMWATCH_CASE_TIME_CAP_S": "0.01", "FAKE_GPU_SLEEP_S": os.environ.get("GEMMWATCH_LOAD_CASE_S", "0")}
 
     def start_workers():
