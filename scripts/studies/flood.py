@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Study (issue 37, must-show 2): unauthenticated 4 MB job posts flooding a real server while
+readers poll it. Starts `gemmwatch serve` (one process) on a fresh data folder with the embedded
+SQLite database, seeds it with a few jobs through a token, then for --seconds runs --posters
+clients each sending 4 MB `POST /api/jobs` without a token, one after another, beside --readers
+clients each polling `GET /api/jobs?limit=20` and `GET /healthz` in turn. Prints the readers'
+latency percentiles, what the posters were answered, and the server process's largest resident
+memory (sampled from /proc every 100 ms).
+
+Every client is a raw keep-alive HTTP/1.1 connection on asyncio streams (no HTTP library's own
+CPU in the latencies, as scripts/load_test.py does): on a 2-core machine the clients share the
+cores with the server.
+
+  .venv/bin/python scripts/studies/flood.py [--posters 20] [--readers 50] [--seconds 20]
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except FileNotFoundError:
+        pass
+    return 0
+
+
+async def request(reader, writer, head: bytes, body: bytes = b"") -> int:
+    """One request on a keep-alive connection; its status, the body read to its end."""
+    writer.write(head + body)
+    await writer.drain()
+    status_line = await reader.readline()
+    length, chunked = 0, False
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b""):
+            break
+        name, _, value = line.decode("latin-1").partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+        elif name.lower() == "transfer-encoding" and "chunked" in value.lower():
+            chunked = True
+    if chunked:
+        while True:
+            size = int((await reader.readline()).split(b";")[0], 16)
+            await reader.readexactly(size + 2)
+            if size == 0:
+                break
+    else:
+        await reader.readexactly(length)
+    return int(status_line.split()[1])
+
+
+async def poster(port: int, body: bytes, until: float, answers: list) -> None:
+    head = (f"POST /api/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    while time.monotonic() < until:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            answers.append(await request(reader, writer, head, body))
+            writer.close()  # the server may close after a refusal; a new connection each time
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            answers.append(type(exc).__name__)
+
+
+async def reader_client(port: int, until: float, latencies: list, statuses: list) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    paths = ["/api/jobs?limit=20", "/healthz"]
+    i = 0
+    while time.monotonic() < until:
+        head = f"GET {paths[i % 2]} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        started = time.monotonic()
+        statuses.append(await request(reader, writer, head))
+        latencies.append(time.monotonic() - started)
+        i += 1
+    writer.close()
+
+
+async def memory_sampler(pid: int, until: float, samples: list) -> None:
+    while time.monotonic() < until:
+        samples.append(rss_bytes(pid))
+        await asyncio.sleep(0.1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--posters", type=int, default=20)
+    parser.add_argument("--readers", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--port", type=int, default=8791)
+    parser.add_argument("--body-bytes", type=int, default=4_000_000)
+    args = parser.parse_args()
+
+    data = tempfile.mkdtemp()
+    env = {**os.environ, "GEMMWATCH_DATA_DIR": data}
+    from core.db import session_factory, upgrade_database
+    from core.settings import Settings
+
+    upgrade_database(Settings(GEMMWATCH_DATA_DIR=data))  # `serve` serves a database it is given
+    server = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(args.port)], cwd=ROOT,
+                              env=env, stdout=subprocess.DEVNULL, stderr=open(f"{data}/serve.log", "w"))
+    try:
+        import httpx
+
+        base = f"http://127.0.0.1:{args.port}"
+        for _ in range(300):
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        from core.tokens import create_token
+
+        with session_factory(Settings(GEMMWATCH_DATA_DIR=data))() as db:
+            token = create_token(db, "seed")
+        for i in range(20):  # something to read: jobs of the built-in ladder
+            httpx.post(f"{base}/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": [[64, 64, 64]]},
+                       headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        piece = "/*\n*/#define A0\n"  # what the source guard works hardest on
+        text = piece * (args.body_bytes // len(piece))
+        job = {"sources": [{"name": "heavy", "files": {"heavy.cu": text}, "source": "heavy.cu", "entry": "heavy",
+                            "block": [16, 16], "grid": {"tile": [16, 16]}}], "sizes": [[64, 64, 64]]}
+        body = json.dumps(job).encode()
+        idle = rss_bytes(server.pid)
+
+        async def flood():
+            until = time.monotonic() + args.seconds
+            answers, latencies, statuses, memory = [], [], [], []
+            await asyncio.gather(memory_sampler(server.pid, until, memory),
+                                 *(poster(args.port, body, until, answers) for _ in range(args.posters)),
+                                 *(reader_client(args.port, until, latencies, statuses) for _ in range(args.readers)))
+            return answers, latencies, statuses, memory
+
+        answers, latencies, statuses, memory = asyncio.run(flood())
+        latencies.sort()
+
+        def pct(p):
+            return 1000 * latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))]
+
+        counts = {a: answers.count(a) for a in sorted(set(map(str, answers)))}
+        print(f"{args.posters} posters of {len(body) / 1e6:.1f} MB without a token, {args.readers} readers, "
+              f"{args.seconds:g} s, one server process (SQLite), {os.cpu_count()} cores")
+        print(f"posts answered: {counts}")
+        print(f"reads: {len(latencies)}, statuses {sorted(set(statuses))}; latency ms p50 {pct(50):.1f}, "
+              f"p90 {pct(90):.1f}, p99 {pct(99):.1f}, max {1000 * latencies[-1]:.1f}")
+        print(f"server RSS: idle {idle / 2**20:.0f} MiB, largest during the flood {max(memory) / 2**20:.0f} MiB")
+    finally:
+        server.terminate()
+        server.wait(20)
+
+
+if __name__ == "__main__":
+    main()
