@@ -369,3 +369,12 @@ def test_a_cached_cubin_serves_a_job_the_log_filtered_for_a_job(tmp_path, no_lan
     assert not ours.cached and theirs.cached and theirs.cubin_path == ours.cubin_path
     assert "elsewhere.cuh(1): warning" in ours.log  # what the cache holds: the raw log
     assert WITHHELD in theirs.log and "elsewhere" not in theirs.log
+
+
+def test_a_compile_stopped_at_one_limit_is_tried_again_under_another(tmp_path):
+    """A failure remembered at a 2 s time limit (issue 37, row 7) is not recalled where the limits
+    differ: the same runaway source then meets the memory limit it was given."""
+    with pytest.raises(CompileRefused, match="time limit"):
+        build(cfg(tmp_path, GEMMWATCH_COMPILE_MEMORY_MB=4096, GEMMWATCH_COMPILE_TIMEOUT_S=2), RUNAWAY)
+    with pytest.raises((CompileError, CompileRefused), match="out of memory|memory limit"):
+        build(cfg(tmp_path, GEMMWATCH_COMPILE_MEMORY_MB=512, GEMMWATCH_COMPILE_TIMEOUT_S=120), RUNAWAY)

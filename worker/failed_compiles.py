@@ -40,7 +40,10 @@ def remembered(build: Callable, request: dict, key: list, confinement, compiler:
     filtered, ours is not), so the memory is kept per trust."""
     from worker.compiler import CompileError, CompileRefused
 
-    slot = (digest_of([*key, suffix]), bool(untrusted))
+    # The limits are part of what failed: a compile stopped at a 2 s limit may finish under 120 s, so
+    # a worker (or a test) that runs with other limits compiles it again rather than recall it.
+    limits = [cfg.compile_timeout_s, cfg.compile_memory_mb, cfg.kernel_max_bytes]
+    slot = (digest_of([*key, suffix, limits]), bool(untrusted))
     with _lock:
         found = _failed.get(slot)
         if found is not None and found[1] is CompileRefused and time.monotonic() - found[0] > REFUSED_FOR_S:
