@@ -267,3 +267,13 @@ def live_server(tmp_path):
     for proc in procs:
         proc.terminate()
         proc.wait(20)
+
+
+@pytest.fixture
+def gpu_stack(tmp_path, sqlite_url, redis_url, start_worker):
+    """A client of an API whose worker runs on this machine's real GPU (runner=None), with room for
+    nvcc builds: the GPU tests that go through a job (tests/test_gpu_nvcc.py, test_gpu_forms.py)."""
+    cfg = make_settings(tmp_path, sqlite_url, redis_url)
+    upgrade_database(cfg)
+    start_worker(cfg, runner=None, GEMMWATCH_CASE_TIME_CAP_S="1", GEMMWATCH_COMPILE_TIMEOUT_S="300")
+    return make_client(cfg)

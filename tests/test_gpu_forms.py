@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from core.db import upgrade_database
 from core.gemm_form import GemmForm
 from core.kernel_folder import load_folder
 from core.precision import Precision
 from core.settings import Settings
-from tests.conftest import make_client, make_settings, wait_for_job
+from tests.conftest import wait_for_job
 from worker.cases import Case, TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
@@ -31,14 +30,6 @@ FAULTS = {  # kernel -> (what the fault is, the text it replaces, the text it pu
          "for (size_t k = 0; k < K; ++k) {\n        if (k / 32 == 3) continue;", [256, 256, 1024])],
     "sgemm_batched": [("batch stride off by one", "A + i * stride_a", "A + i * (stride_a + 1)", [64, 48, 32, 5])],
 }
-
-
-@pytest.fixture
-def gpu_stack(tmp_path, sqlite_url, redis_url, start_worker):
-    cfg = make_settings(tmp_path, sqlite_url, redis_url)
-    upgrade_database(cfg)
-    start_worker(cfg, runner=None, GEMMWATCH_CASE_TIME_CAP_S="1", GEMMWATCH_COMPILE_TIMEOUT_S="300")
-    return make_client(cfg)
 
 
 def kernels() -> dict:

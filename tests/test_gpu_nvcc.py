@@ -12,21 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from core.db import upgrade_database
 from core.kernel_folder import load_folder
-from tests.conftest import make_client, make_settings, wait_for_job
+from tests.conftest import wait_for_job
 
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).parent / "fixtures" / "launcher_repo"
-
-
-@pytest.fixture
-def gpu_stack(tmp_path, sqlite_url, redis_url, start_worker):
-    cfg = make_settings(tmp_path, sqlite_url, redis_url)
-    upgrade_database(cfg)
-    start_worker(cfg, runner=None, GEMMWATCH_CASE_TIME_CAP_S="1", GEMMWATCH_COMPILE_TIMEOUT_S="300")
-    return make_client(cfg)
 
 
 def test_the_launcher_repository_verifies_on_the_gpu(gpu_stack):

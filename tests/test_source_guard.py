@@ -328,3 +328,17 @@ def test_this_projects_kernels_folder_is_accepted_by_the_api(client):
     resp = client.post("/api/jobs", json={"sources": sources, "sizes": [[64, 64, 64]]})
     assert resp.status_code == 202, resp.text[:500]
     assert sorted(resp.json()["variants"]) == sorted(s["name"] for s in sources)
+
+
+@pytest.mark.parametrize("text", ['#include /*\n*/ "/etc/passwd"\n', "#include <cuda_fp16.h /*\n*/ >\n",
+                                  '#line 1 /*\n*/ "/etc/passwd"\n', '#include "' + "a/" * 300 + 'b.h"\n',
+                                  "/*\n*/#include_next <x.h>/*\n*/#define A\n"])
+def test_an_operand_spread_over_multi_line_comments_is_still_read_whole(text):
+    """The linear guard (issue 37, row 2) finds each line's end once; a comment spanning lines ends
+    none, so an #include's or #line's operand continues past it, as the preprocessor reads it."""
+    with pytest.raises(REFUSED):
+        layer_one(text)
+
+
+def test_a_pragma_split_by_a_multi_line_comment_is_still_allowed():
+    layer_one('#pragma /*\n*/ unroll\nextern "C" __global__ void k() {}\n')
