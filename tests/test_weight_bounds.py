@@ -111,7 +111,10 @@ def test_row_3_the_kernel_cache_evicts_its_least_recently_used_entries(tmp_path)
 def test_row_3_a_cubin_over_its_cap_is_refused_and_not_kept(tmp_path):
     from core.settings import Settings
 
-    settings = Settings(GEMMWATCH_DATA_DIR=str(tmp_path / "data"), GEMMWATCH_KERNEL_MAX_BYTES=str(1 << 16))
+    # A generous compile time: 4000 lines took past the default 60 s on a loaded 2-core machine, and
+    # the subject here is the size cap, not the time limit.
+    settings = Settings(GEMMWATCH_DATA_DIR=str(tmp_path / "data"), GEMMWATCH_KERNEL_MAX_BYTES=str(1 << 16),
+                        GEMMWATCH_COMPILE_TIMEOUT_S="900")
     body = "".join(f"x[{i}] = x[{i}] * {i}.5f + x[{i + 1}];\n" for i in range(4000))
     source = f'extern "C" __global__ void k(float *x) {{\n{body}}}\n'
     try:
