@@ -1,7 +1,5 @@
 """The application factory: API routers, and the dashboard mounted beside them."""
 
-from weakref import WeakKeyDictionary
-
 from fastapi import FastAPI
 
 from api.auth import Reader
@@ -9,6 +7,7 @@ from api.docs_page import install_docs_page
 from api.error_handlers import install_error_handlers
 from api.intake import JobIntake
 from api.job_body import describe_job_body
+from api.loop_slots import LoopSlots
 from api.metrics import install_metrics
 from api.request_gate import RequestGate
 from api.routes import catalog, fleet, health, jobs, results
@@ -29,8 +28,12 @@ def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI
     )
     app.state.settings = cfg
     app.state.intake = JobIntake(cfg)  # stores and publishes new jobs in groups
-    # Bounds the job bodies this process validates at once, each on a thread (api/job_body.py).
-    app.state.validation_slots = WeakKeyDictionary()
+    # Bounds the job bodies this process validates at once, each on a thread (api/job_body.py):
+    # half the threads, so the others stay free for reads and /healthz.
+    app.state.validation_slots = LoopSlots(cfg.api_threads // 2)
+    # Bounds the requests holding a database session at once (api/deps.py), so that the pool
+    # always has a connection for each of them and no thread ever waits for one.
+    app.state.session_slots = LoopSlots(cfg.api_sessions)
 
     install_error_handlers(app)  # a 422 for any bad input, however unprintable (api/error_handlers.py)
     # A write from another origin is refused before any route or body is touched, then one too large

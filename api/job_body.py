@@ -10,9 +10,6 @@ then) and validates it on a thread, at most half the pool's threads at once per 
 as FastAPI's.
 """
 
-import asyncio
-from weakref import WeakKeyDictionary
-
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
@@ -34,17 +31,8 @@ INVALID = {"description": "Validation Error", "content": {
 async def job_from(request: Request) -> JobCreate:
     raw = await request.body()
     cfg = request.app.state.settings
-    async with _slots(request.app.state.validation_slots, cfg):
+    async with request.app.state.validation_slots():
         return await run_in_threadpool(_checked, raw, cfg)
-
-
-def _slots(per_loop: WeakKeyDictionary, cfg: Settings) -> asyncio.Semaphore:
-    # Half the pool's threads: the others stay free for reads and /healthz. One semaphore per
-    # event loop, since a waiter binds it to its loop: uvicorn runs one, a TestClient one per call.
-    loop = asyncio.get_running_loop()
-    if loop not in per_loop:
-        per_loop[loop] = asyncio.Semaphore(max(1, cfg.api_threads // 2))
-    return per_loop[loop]
 
 
 def _checked(raw: bytes, cfg: Settings) -> JobCreate:

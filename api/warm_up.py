@@ -19,7 +19,7 @@ from sqlalchemy.orm import configure_mappers
 
 from core.tokens import find_token
 from core.broker import publisher
-from core.db import engine_for, session_factory
+from core.db import engine_of, session_factory
 
 
 @asynccontextmanager
@@ -42,7 +42,7 @@ def warm_up(cfg) -> None:
     configure_mappers()
     # A service that is down is no reason not to start: requests will say so themselves.
     try:
-        with engine_for(cfg.resolved_database_url).connect() as conn:
+        with engine_of(cfg).connect() as conn:
             conn.execute(text("SELECT 1"))
         with session_factory(cfg)() as db:
             find_token(db, "")  # matches no token; compiles the lookup every write runs

@@ -1,6 +1,5 @@
 """Engine and session wiring, and the one way the schema is created: Alembic."""
 
-from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -12,12 +11,20 @@ from core.settings import Settings, settings
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 
+# A pool keeps this many connections open between uses; past it, up to its capacity, it opens
+# one for a use and closes it after.
+KEPT_CONNECTIONS = 5
+
+
 @lru_cache(maxsize=8)
-def engine_for(url: str) -> Engine:
+def engine_for(url: str, connections: int = 15) -> Engine:
+    """The engine for a database, whose pool opens at most `connections` at once
+    (Settings.db_connections says how many an API process needs)."""
+    pool = {"pool_size": min(KEPT_CONNECTIONS, connections), "max_overflow": max(0, connections - KEPT_CONNECTIONS)}
     if url.startswith("sqlite"):
         # The API threads and the worker processes share one file: wait on locks
         # instead of failing, and let readers proceed while a writer commits (WAL).
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **pool)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn, _record):
@@ -28,11 +35,15 @@ def engine_for(url: str) -> Engine:
 
         return engine
     # pre_ping: a restarted PostgreSQL costs one failed ping, not a failed request.
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, **pool)
+
+
+def engine_of(cfg: Settings = settings) -> Engine:
+    return engine_for(cfg.resolved_database_url, cfg.db_connections)
 
 
 def session_factory(cfg: Settings = settings) -> sessionmaker[Session]:
-    return _sessionmaker_for(engine_for(cfg.resolved_database_url))
+    return _sessionmaker_for(engine_of(cfg))
 
 
 @lru_cache(maxsize=8)
@@ -40,11 +51,6 @@ def _sessionmaker_for(engine: Engine) -> sessionmaker[Session]:
     # One per engine (a new engine after engine_for.cache_clear() gets its own): a sessionmaker
     # builds a Session subclass when made, which cost every API request ~1 ms of CPU.
     return sessionmaker(engine, expire_on_commit=False)
-
-
-def session_scope(cfg: Settings = settings) -> Iterator[Session]:
-    with session_factory(cfg)() as session:
-        yield session
 
 
 def alembic_config(url: str):

@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     # holds a database connection while it waits for a thread (api/deps.py), so few is safe.
     # Dashboard pages share them: where many people read heavy pages at once, raise it.
     api_threads: int = Field(default=4, ge=1, le=64, validation_alias="GEMMWATCH_API_THREADS")
+    # Requests of one API process holding a database session at once; the rest wait their turn on
+    # the event loop, holding no thread (api/deps.py). The pool is sized from it (db_connections).
+    api_sessions: int = Field(default=8, ge=1, le=256, validation_alias="GEMMWATCH_API_SESSIONS")
     auth_writes: bool = Field(default=True, validation_alias="GEMMWATCH_AUTH_WRITES")
     auth_reads: bool = Field(default=False, validation_alias="GEMMWATCH_AUTH_READS")
     # Signs the dashboard's session cookie (dashboard/login.py); made once in the data dir when unset.
@@ -160,6 +163,13 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'gemmwatch.db').resolve()}"
+
+    @property
+    def db_connections(self) -> int:
+        """The most connections one process's pool opens: a connection for each session slot, each
+        API thread (a token check or the metrics take a short session of their own on one) and the
+        job intake's thread, so no one ever waits on the pool while holding what another needs."""
+        return self.api_sessions + self.api_threads + 1
 
     @property
     def kernel_cache_dir(self) -> Path:

@@ -20,49 +20,34 @@ import sys
 import time
 from pathlib import Path
 
-from urllib.parse import urlsplit
-
 import httpx
 from sqlalchemy import create_engine, func, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from core.models import Job  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from raw_http import RawConnection  # noqa: E402
+
 BODY = {"variants": ["naive"], "sizes": [[8, 8, 8]]}
 
 
 class RawClient:
-    """One keep-alive connection that POSTs the same pre-encoded request and reads the status
-    and body of each answer (Content-Length or chunked), nothing more."""
+    """One keep-alive connection that POSTs the same pre-encoded request (scripts/raw_http.py)."""
 
     def __init__(self, server: str, token: str, path: str, body: dict):
-        url = urlsplit(server)
-        self.host, self.port = url.hostname, url.port or 80
-        payload = json.dumps(body).encode()
-        self.request = (f"POST {path} HTTP/1.1\r\nHost: {url.netloc}\r\nAuthorization: Bearer {token}\r\n"
-                        f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n").encode() + payload
-        self.reader = self.writer = None
+        self.connection = RawConnection(server, token)
+        self.request = self.connection.encode("POST", path, body)
 
     async def __aenter__(self):
-        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        await self.connection.__aenter__()
         return self
 
     async def __aexit__(self, *exc):
-        self.writer.close()
+        await self.connection.__aexit__(*exc)
 
     async def post(self) -> int:
-        self.writer.write(self.request)
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
-        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
-        if "content-length" in headers:
-            await self.reader.readexactly(int(headers["content-length"]))
-        elif headers.get("transfer-encoding", "").lower() == "chunked":
-            while size := int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16):
-                await self.reader.readexactly(size + 2)
-            await self.reader.readuntil(b"\r\n")
-        return status
+        return await self.connection.send(self.request)
 
 
 class HttpxClient:

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import pytest
 from sqlalchemy import event, update
 
-from core.db import engine_for, session_factory
+from core.db import engine_of, session_factory
 from core.models import Job
 from dashboard.roofs import peak
 from dashboard.sweep import SweepFilter, settle
@@ -357,7 +357,7 @@ def test_history_aggregates_in_sql(client, cfg):
     """Many results of one commit and variant reach Python as one grouped row."""
     add_job(cfg, "aaaa01", [("naive", (128, 128, 128), 100.0 + i, True) for i in range(40)])
     statements: list[str] = []
-    engine = engine_for(cfg.resolved_database_url)
+    engine = engine_of(cfg)
 
     def capture(conn, cursor, statement, params, context, executemany):
         statements.append(statement)
@@ -503,7 +503,7 @@ def test_the_menus_loose_index_scan_finds_every_distinct_value_in_one_statement(
         add_job(cfg, f"cafe{i:02d}", [(variant, size, 100.0 + j, j % 2 == 0) for j, size in enumerate(sizes[i:])],
                 commit_index=i, mode="cold" if i % 2 else "warm")
     statements: list[str] = []
-    engine = engine_for(cfg.resolved_database_url)
+    engine = engine_of(cfg)
 
     def capture(conn, cursor, statement, *_):
         statements.append(statement)

@@ -3,15 +3,15 @@
 readers poll it. Starts `gemmwatch serve` (one process) on a fresh data folder with the embedded
 SQLite database, seeds it with a few jobs through a token, then for --seconds runs --posters
 clients each sending 4 MB `POST /api/jobs` without a token, one after another, beside --readers
-clients each polling `GET /api/jobs?limit=20` and `GET /healthz` in turn. Prints the readers'
+clients each polling `GET /api/jobs?limit=20` and `GET /healthz` in turn, one request every
+--poll-every seconds (0: each as soon as the last is answered). Prints the readers'
 latency percentiles, what the posters were answered, and the server process's largest resident
 memory (sampled from /proc every 100 ms).
 
-Every client is a raw keep-alive HTTP/1.1 connection on asyncio streams (no HTTP library's own
-CPU in the latencies, as scripts/load_test.py does): on a 2-core machine the clients share the
-cores with the server.
+Every client is a raw HTTP/1.1 connection on asyncio streams (scripts/raw_http.py): on a 2-core
+machine the clients share the cores with the server.
 
-  .venv/bin/python scripts/studies/flood.py [--posters 20] [--readers 50] [--seconds 20]
+  .venv/bin/python scripts/studies/flood.py [--posters 20] [--readers 50] [--seconds 20] [--poll-every 0.5]
 """
 
 import argparse
@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from raw_http import RawConnection  # noqa: E402
 
 
 def rss_bytes(pid: int) -> int:
@@ -38,55 +39,27 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-async def request(reader, writer, head: bytes, body: bytes = b"") -> int:
-    """One request on a keep-alive connection; its status, the body read to its end."""
-    writer.write(head + body)
-    await writer.drain()
-    status_line = await reader.readline()
-    length, chunked = 0, False
-    while True:
-        line = await reader.readline()
-        if line in (b"\r\n", b""):
-            break
-        name, _, value = line.decode("latin-1").partition(":")
-        if name.lower() == "content-length":
-            length = int(value)
-        elif name.lower() == "transfer-encoding" and "chunked" in value.lower():
-            chunked = True
-    if chunked:
-        while True:
-            size = int((await reader.readline()).split(b";")[0], 16)
-            await reader.readexactly(size + 2)
-            if size == 0:
-                break
-    else:
-        await reader.readexactly(length)
-    return int(status_line.split()[1])
-
-
-async def poster(port: int, body: bytes, until: float, answers: list) -> None:
-    head = (f"POST /api/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode()
+async def poster(base: str, body: bytes, until: float, answers: list) -> None:
+    request = RawConnection(base).encode("POST", "/api/jobs", body)
     while time.monotonic() < until:
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            answers.append(await request(reader, writer, head, body))
-            writer.close()  # the server may close after a refusal; a new connection each time
+        try:  # a new connection each time: the server may close one after a refusal
+            async with RawConnection(base) as connection:
+                answers.append(await connection.send(request))
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             answers.append(type(exc).__name__)
 
 
-async def reader_client(port: int, until: float, latencies: list, statuses: list) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    paths = ["/api/jobs?limit=20", "/healthz"]
-    i = 0
-    while time.monotonic() < until:
-        head = f"GET {paths[i % 2]} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-        started = time.monotonic()
-        statuses.append(await request(reader, writer, head))
-        latencies.append(time.monotonic() - started)
-        i += 1
-    writer.close()
+async def reader_client(base: str, until: float, every_s: float, latencies: list, statuses: list) -> None:
+    """Polls the job list and /healthz in turn, one request every `every_s` (0: as fast as answered)."""
+    async with RawConnection(base) as connection:
+        requests = [connection.encode("GET", "/api/jobs?limit=20"), connection.encode("GET", "/healthz")]
+        i = 0
+        while time.monotonic() < until:
+            started = time.monotonic()
+            statuses.append(await connection.send(requests[i % 2]))
+            latencies.append(time.monotonic() - started)
+            i += 1
+            await asyncio.sleep(max(0.0, started + every_s - time.monotonic()))
 
 
 async def memory_sampler(pid: int, until: float, samples: list) -> None:
@@ -100,6 +73,7 @@ def main() -> None:
     parser.add_argument("--posters", type=int, default=20)
     parser.add_argument("--readers", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--poll-every", type=float, default=0.5, help="seconds between a reader's requests (0: closed loop)")
     parser.add_argument("--port", type=int, default=8791)
     parser.add_argument("--body-bytes", type=int, default=4_000_000)
     args = parser.parse_args()
@@ -140,8 +114,8 @@ def main() -> None:
             until = time.monotonic() + args.seconds
             answers, latencies, statuses, memory = [], [], [], []
             await asyncio.gather(memory_sampler(server.pid, until, memory),
-                                 *(poster(args.port, body, until, answers) for _ in range(args.posters)),
-                                 *(reader_client(args.port, until, latencies, statuses) for _ in range(args.readers)))
+                                 *(poster(base, body, until, answers) for _ in range(args.posters)),
+                                 *(reader_client(base, until, args.poll_every, latencies, statuses) for _ in range(args.readers)))
             return answers, latencies, statuses, memory
 
         answers, latencies, statuses, memory = asyncio.run(flood())
@@ -152,7 +126,7 @@ def main() -> None:
 
         counts = {a: answers.count(a) for a in sorted(set(map(str, answers)))}
         print(f"{args.posters} posters of {len(body) / 1e6:.1f} MB without a token, {args.readers} readers, "
-              f"{args.seconds:g} s, one server process (SQLite), {os.cpu_count()} cores")
+              f"each polling every {args.poll_every:g} s, {args.seconds:g} s, one server process (SQLite), {os.cpu_count()} cores")
         print(f"posts answered: {counts}")
         print(f"reads: {len(latencies)}, statuses {sorted(set(statuses))}; latency ms p50 {pct(50):.1f}, "
               f"p90 {pct(90):.1f}, p99 {pct(99):.1f}, max {1000 * latencies[-1]:.1f}")
