@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The demo's figures (issue 38): this project's own kernels at a few of its commits, measured by
+# `gemmwatch ci` on a GPU machine's embedded stack, then every job saved as `GET /api/jobs/{id}`
+# returns it. `gemmwatch demo` loads such files into any stack through POST /api/results.
+#
+# Usage (GPU machine, project root, after `source .devkit/setup.sh`):
+#   scripts/studies/demo_figures.sh COMMITS_FILE OUT_DIR
+# COMMITS_FILE: one line per commit, oldest first: `SHA PARENTS SIZES`, PARENTS comma-separated,
+# SIZES comma-separated edges (e.g. 1024,4096); the commit's kernels folder is
+# $(dirname COMMITS_FILE)/SHA/kernels (`git archive SHA kernels | tar -x`).
+# VARIANTS: the kernels measured where a commit has them (default below). Writes OUT_DIR/ci-SHA.log
+# and OUT_DIR/jobs/JOB.json.
+set -euo pipefail
+COMMITS=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); OUT=$2; mkdir -p "$OUT/jobs"
+VARIANTS=${VARIANTS:-"naive smem_tiled warp_tile_large tf32_mma_sync tf32_wgmma tf32_wgmma_pairs bf16_mma_sync bf16_wgmma bf16_wgmma_ss fp16_wgmma fp16_wgmma_ss fp8_mma_sync"}
+PORT=${PORT:-8766}
+export GEMMWATCH_DATA_DIR=$(mktemp -d) GEMMWATCH_COMPILE_TIMEOUT_S=300
+python3 -m cli.main up --port "$PORT" > "$OUT/up.log" 2>&1 &
+up_pid=$!
+trap 'kill $up_pid 2>/dev/null || true' EXIT
+for _ in $(seq 180); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 1; done
+
+while read -r sha parents sizes; do
+  [ -n "$sha" ] || continue
+  kernels="$(dirname "$COMMITS")/$sha/kernels"
+  have=$(python3 - "$kernels" $VARIANTS <<'PY'
+import sys
+from pathlib import Path
+from core.kernel_folder import load_folder
+names = {d.name for d in load_folder(Path(sys.argv[1]))}
+print(",".join(v for v in sys.argv[2:] if v in names))
+PY
+)
+  size_args=(); for s in ${sizes//,/ }; do size_args+=(--size "$s"); done
+  echo "$(date -u +%FT%TZ) $sha: $have at ${sizes}" | tee -a "$OUT/commits.log"
+  python3 -m cli.main ci --server "http://127.0.0.1:$PORT" --local --kernels-dir "$kernels" --variants "$have" \
+    "${size_args[@]}" --commit "$sha" --branch main --parents "$parents" --no-confirm --timeout 540 \
+    > "$OUT/ci-$sha.log" 2>&1 || echo "ci at $sha ended $?" | tee -a "$OUT/commits.log"
+done < "$COMMITS"
+
+for id in $(curl -s "http://127.0.0.1:$PORT/api/jobs?limit=100" | python3 -c "import json,sys; print(*[j['id'] for j in json.load(sys.stdin)])"); do
+  curl -s "http://127.0.0.1:$PORT/api/jobs/$id" > "$OUT/jobs/$id.json"
+done
+nvidia-smi --query-gpu=name,uuid,driver_version --format=csv > "$OUT/gpu.csv" || true
+echo "$(ls "$OUT/jobs" | wc -l) jobs saved" | tee -a "$OUT/commits.log"
