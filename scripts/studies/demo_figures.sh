@@ -8,8 +8,8 @@
 # COMMITS_FILE: one line per commit, oldest first: `SHA PARENTS SIZES`, PARENTS comma-separated,
 # SIZES comma-separated edges (e.g. 1024,4096); the commit's kernels folder is
 # $(dirname COMMITS_FILE)/SHA/kernels (`git archive SHA kernels | tar -x`).
-# VARIANTS: the kernels measured where a commit has them (default below). Writes OUT_DIR/ci-SHA.log
-# and OUT_DIR/jobs/JOB.json.
+# VARIANTS: the kernels measured where a commit has them (default below). Writes OUT_DIR/figures.tgz
+# (jobs/JOB.json, ci-SHA.log, up.log, gpu.csv) and OUT_DIR/commits.log.
 set -euo pipefail
 COMMITS=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); OUT=$2; mkdir -p "$OUT/jobs"
 VARIANTS=${VARIANTS:-"naive smem_tiled warp_tile_large tf32_mma_sync tf32_wgmma tf32_wgmma_pairs bf16_mma_sync bf16_wgmma bf16_wgmma_ss fp16_wgmma fp16_wgmma_ss fp8_mma_sync"}
@@ -43,3 +43,5 @@ for id in $(curl -s "http://127.0.0.1:$PORT/api/jobs?limit=100" | python3 -c "im
 done
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv > "$OUT/gpu.csv" || true
 echo "$(ls "$OUT/jobs" | wc -l) jobs saved" | tee -a "$OUT/commits.log"
+# One file back from the GPU machine, whatever the number of jobs.
+tar -czf "$OUT/figures.tgz" -C "$OUT" jobs gpu.csv up.log $(cd "$OUT" && ls ci-*.log) && rm -r "$OUT/jobs" "$OUT"/ci-*.log "$OUT/up.log" "$OUT/gpu.csv"
