@@ -8,6 +8,7 @@
 # COMMITS_FILE: one line per commit, oldest first: `SHA PARENTS SIZES`, PARENTS comma-separated,
 # SIZES comma-separated edges (e.g. 1024,4096); the commit's kernels folder is
 # $(dirname COMMITS_FILE)/SHA/kernels (`git archive SHA kernels | tar -x`).
+# CI_FLAGS: `gemmwatch ci`'s confirmation flags (default --no-confirm; "" confirms a change by an A/B job).
 # VARIANTS: the kernels measured where a commit has them (default below). Writes OUT_DIR/figures.tgz
 # (jobs/JOB.json, ci-SHA.log, up.log, gpu.csv) and OUT_DIR/commits.log.
 set -euo pipefail
@@ -34,7 +35,7 @@ PY
   size_args=(); for s in ${sizes//,/ }; do size_args+=(--size "$s"); done
   echo "$(date -u +%FT%TZ) $sha: $have at ${sizes}" | tee -a "$OUT/commits.log"
   python3 -m cli.main ci --server "http://127.0.0.1:$PORT" --local --kernels-dir "$kernels" --variants "$have" \
-    "${size_args[@]}" --commit "$sha" --branch main --parents "$parents" --no-confirm --timeout 540 \
+    "${size_args[@]}" --commit "$sha" --branch main --parents "$parents" ${CI_FLAGS---no-confirm} --timeout 540 \
     > "$OUT/ci-$sha.log" 2>&1 || echo "ci at $sha ended $?" | tee -a "$OUT/commits.log"
 done < "$COMMITS"
 
