@@ -69,8 +69,12 @@ def base_commit(db: Session, head: Commit, base_sha: str | None) -> Commit | Non
     if base_sha:
         return db.scalar(select(Commit).where(Commit.repo == head.repo, Commit.sha.startswith(base_sha, autoescape=True))
                          .order_by(Commit.id.desc()))
-    if head.parents:  # ancestry known: the first parent, or nothing if gemmwatch never saw it
-        return first_parent(db, head)
+    # The first parent where gemmwatch measured it; else the previous commit on the head's branch,
+    # as the history verdict compares with. A CI that benchmarks some commits only (nightly, a
+    # path filter) sends parents gemmwatch never saw, and its confirmations had no base at all.
+    parent = first_parent(db, head)
+    if parent is not None:
+        return parent
     earlier = by_time_before(db, head, 1)
     return earlier[0] if earlier else None
 

@@ -87,6 +87,23 @@ def test_a_3_percent_step_is_confirmed_and_an_unchanged_commit_is_not(cfg, start
     assert got["my_gemm"]["pairs"] >= 10
 
 
+def test_a_parent_never_measured_gives_the_branchs_previous_commit_as_base(cfg, start_worker):
+    """A CI that benchmarks some commits only sends parents gemmwatch never saw: the base is then the
+    previous commit on the branch, the one the history verdict compared with."""
+    start_worker(cfg)
+    client = make_client(cfg)
+    bench(client, "eeee0001", KERNEL, [])
+    head = bench(client, "eeee0003", SLOWER, ["eeee0002"])  # eeee0002: never measured
+    resp = client.post(f"/api/jobs/{head['id']}/confirm", json={"variants": ["my_gemm"]})
+    assert resp.status_code == 202, resp.text
+    with session_factory(cfg)() as db:
+        assert db.get(Job, resp.json()["id"]).confirm["base_sha"] == "eeee0001"
+    job = wait_for_job(client, resp.json()["id"], timeout=120)
+    assert job["status"] == "succeeded", job["error"]
+    verdict = client.get(f"/api/jobs/{job['id']}/confirmation").json()[0]
+    assert verdict["status"] == "regression" and verdict["ratio"] == pytest.approx(1.03, abs=0.01), verdict
+
+
 def test_bad_confirmation_requests_are_422_naming_the_field(cfg, start_worker):
     start_worker(cfg)
     client = make_client(cfg)
