@@ -64,14 +64,36 @@ class Verdict:
 
 
 def t_quantile(p: float, dof: int) -> float:
-    """Student-t quantile by the Cornish-Fisher expansion around the normal quantile
-    (Abramowitz & Stegun 26.7.5): within 0.1 % of the exact value for dof >= 4 at p <= 0.999."""
-    z = NormalDist().inv_cdf(p)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
-    return z + g1 / dof + g2 / dof**2 + g3 / dof**3 + g4 / dof**4
+    """Student-t quantile, exact: the t CDF in closed form for a whole number of degrees of freedom
+    (Abramowitz & Stegun 26.7.3 and 26.7.4), inverted by bisection. A Cornish-Fisher expansion
+    served before; it was 0.84 % low at 4 degrees of freedom, the bound's smallest window."""
+    if not 0.5 <= p < 1 or dof < 1:
+        raise ValueError(f"t_quantile needs 0.5 <= p < 1 and dof >= 1, not p={p}, dof={dof}")
+    low, high = 0.0, 1.0
+    while t_cdf(high, dof) < p:
+        high *= 2
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if t_cdf(mid, dof) < p else (low, mid)
+    return (low + high) / 2
+
+
+def t_cdf(t: float, dof: int) -> float:
+    """P(T <= t) for t >= 0 and Student's t with `dof` (a whole number) degrees of freedom."""
+    theta = math.atan(t / math.sqrt(dof))
+    c2 = math.cos(theta) ** 2
+    term, total = 1.0, 1.0  # the finite series in cos^2(theta), first term 1
+    if dof % 2:  # odd: A = (2/pi)(theta + sin cos (1 + 2/3 c2 + 2*4/(3*5) c2^2 + ...)), to cos^(dof-3)
+        for j in range(1, (dof - 1) // 2):
+            term *= c2 * (2 * j) / (2 * j + 1)
+            total += term
+        inside = 2 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if dof > 1 else 0.0))
+    else:  # even: A = sin (1 + 1/2 c2 + 1*3/(2*4) c2^2 + ...), to cos^(dof-2)
+        for j in range(1, dof // 2):
+            term *= c2 * (2 * j - 1) / (2 * j)
+            total += term
+        inside = math.sin(theta) * total
+    return (1 + inside) / 2
 
 
 def judge(history: list[Point], current: Point, th: Thresholds = Thresholds()) -> Verdict:

@@ -23,6 +23,13 @@ def test_t_quantile_matches_tables():
     assert t_quantile(0.999, 60) == pytest.approx(3.232, rel=2e-3)
     assert t_quantile(0.999, 30) == pytest.approx(3.385, rel=2e-3)
     assert t_quantile(0.995, 20) == pytest.approx(2.845, rel=2e-3)
+    # The bound's smallest windows, where an expansion around the normal quantile is worst, and the
+    # odd and even series at their shortest: t(0.999, 4) = 7.173, t(0.999, 1) = 318.309,
+    # t(0.999, 2) = 22.327, t(0.975, 3) = 3.182.
+    assert t_quantile(0.999, 4) == pytest.approx(7.173, rel=2e-4)
+    assert t_quantile(0.999, 1) == pytest.approx(318.309, rel=2e-4)
+    assert t_quantile(0.999, 2) == pytest.approx(22.327, rel=2e-4)
+    assert t_quantile(0.975, 3) == pytest.approx(3.182, rel=2e-4)
 
 
 def test_a_3_percent_drop_after_200_steady_commits_is_flagged_there_and_only_there():

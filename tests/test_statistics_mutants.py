@@ -48,10 +48,10 @@ def test_the_independent_t_agrees_with_printed_tables():
     assert t_exact(0.975, 10) == pytest.approx(2.228, abs=1e-3)
 
 
-# core/regression.py t_quantile is a Cornish-Fisher expansion: 0.84 % under the exact quantile at 4
-# degrees of freedom (7.113 for 7.173), 0.31 % at 5, under 0.04 % from 8 on. The bounds below are
-# compared within 1 % of the t term, which is 0.12 at n = 5: every margin a test relies on is wider.
-T_TOL = 0.01
+# core/regression.py's t_quantile is exact now (it was a Cornish-Fisher expansion, 0.84 % low at 4
+# degrees of freedom); the bounds below are still compared within 0.1 % of the t term, room for the
+# two integrations' rounding only.
+T_TOL = 0.001
 
 
 def expected_lower(history: list[float], own_se: float = 0.0, boundary: float = 0.999) -> float:
