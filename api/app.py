@@ -1,4 +1,5 @@
-"""The application factory: API routers, and the dashboard mounted beside them."""
+"""The application factory: the API's routers, and the dashboard's pages (dashboard/) mounted beside
+them. The app is composed here; the dashboard imports nothing of api/."""
 
 from fastapi import FastAPI
 
@@ -15,6 +16,7 @@ from api.same_origin import SameOriginWrites
 from api.security_headers import SecurityHeaders
 from api.warm_up import lifespan
 from core.settings import Settings, settings
+from dashboard.pages import mount_dashboard
 
 
 def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI:
@@ -31,7 +33,7 @@ def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI
     # Bounds the job bodies this process validates at once, each on a thread (api/job_body.py):
     # half the threads, so the others stay free for reads and /healthz.
     app.state.validation_slots = LoopSlots(cfg.api_threads // 2)
-    # Bounds the requests holding a database session at once (api/deps.py), so that the pool
+    # Bounds the requests holding a database session at once (core/web_deps.py), so that the pool
     # always has a connection for each of them and no thread ever waits for one.
     app.state.session_slots = LoopSlots(cfg.api_sessions)
 
@@ -49,9 +51,6 @@ def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI
     install_metrics(app, cfg, dependencies=[Reader])
     install_docs_page(app)
     describe_job_body(app)
-    if with_dashboard:
-        # The one place the API reaches outward: the dashboard is served by the same app.
-        from dashboard.pages import mount_dashboard
-
+    if with_dashboard:  # the dashboard's pages are served by the same app
         mount_dashboard(app)
     return app

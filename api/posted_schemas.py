@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from api.schemas import CommitIn, GpuModel, Identifier
+from api.wire_words import CommitIn, GpuModel, Identifier
 from core.form_keys import DEFAULT_KEY, FormKey, is_key
 from core.precision import INPUT_TYPE, ComputeMode
 from core.result_env import ResultEnv

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from core.builtins import builtin_kernels, variant_names
 from core.kernel import KernelDescription
+from api.wire_words import CommitIn, GpuModel, Identifier, Sha  # noqa: F401 (part of the wire contract)
 from core.wire_types import Int32, Integer, Text
 from core.baselines import VerdictOut  # noqa: F401 (part of the wire contract)
 from core.confirm import ConfirmationOut, ConfirmIn  # noqa: F401 (part of the wire contract)
@@ -18,39 +19,10 @@ JobKind = Literal["bench", "autotune"]
 AnyJobKind = Literal["bench", "autotune", "confirm"]
 TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
-GpuModel = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,59}$")]
-# What the database can hold: 32-bit integers (JSON has no NaN or Infinity): an integer as JSON
-# Schema has it (64 or 64.0), never "64" or true (core/wire_types.py).
-
-Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
 # One of M, N, K as a job asks for it: an integer (64 or 64.0), never "64" or true.
 Dim = Integer()
 
 
-class CommitIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    sha: Sha = Field(description="commit hash, 4 to 64 hex digits")
-    repo: Text(200) = ""
-    branch: Text(200) | None = None
-    message: Text(10_000) | None = None
-    committed_at: datetime | None = None
-    parents: list[Sha] | None = Field(
-        default=None, max_length=64,
-        description="parent shas, first parent first (`git rev-parse HEAD^@`); history follows the first parent",
-    )
-
-    @field_validator("committed_at")
-    @classmethod
-    def _a_date_every_reader_can_hold(cls, when: datetime | None) -> datetime | None:
-        # Year 1 at +14:00 is 1 BC in UTC: PostgreSQL stores it, Python cannot read it back (every
-        # read of the commit failed). Checked on the year before any conversion, which could overflow.
-        if when is not None and not 1970 <= when.year <= 9000:
-            raise ValueError(f"committed_at {when.isoformat()}: the year must be within 1970..9000")
-        return when
-
-
-Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 # The largest M, N or K the schema itself admits; a deployment's own limit (GEMMWATCH_MAX_DIM) is
 # checked by the route with the app's settings (api/limits.py).
 MAX_DIM = 1 << 20
@@ -386,6 +358,3 @@ class TunedConfigOut(BaseModel):
     job_id: int
     updated_at: datetime
 
-
-# What `gemmwatch run --post` sends (POST /api/results): in a module of its own, named here too.
-from api.posted_schemas import GpuIn, ResultBatchIn, ResultBatchOut, ResultIn  # noqa: E402,F401

@@ -84,11 +84,11 @@ class Settings(BaseSettings):
     # Access: writes (jobs, results) need a bearer token; reads of /api are public unless set.
     # Threads one API process runs blocking work on (database, broker). Few on purpose: under 50
     # clients, 40 threads taking turns at one GIL cost each request twice its CPU; no request
-    # holds a database connection while it waits for a thread (api/deps.py), so few is safe.
+    # holds a database connection while it waits for a thread (core/web_deps.py), so few is safe.
     # Dashboard pages share them: where many people read heavy pages at once, raise it.
     api_threads: int = Field(default=4, ge=1, le=64, validation_alias="GEMMWATCH_API_THREADS")
     # Requests of one API process holding a database session at once; the rest wait their turn on
-    # the event loop, holding no thread (api/deps.py). The pool is sized from it (db_connections).
+    # the event loop, holding no thread (core/web_deps.py). The pool is sized from it (db_connections).
     api_sessions: int = Field(default=8, ge=1, le=256, validation_alias="GEMMWATCH_API_SESSIONS")
     auth_writes: bool = Field(default=True, validation_alias="GEMMWATCH_AUTH_WRITES")
     auth_reads: bool = Field(default=False, validation_alias="GEMMWATCH_AUTH_READS")

@@ -13,7 +13,7 @@ from fastapi.responses import RedirectResponse
 
 from core.tokens import find_token, has_scope, note_use
 from core.cancel import CANCELLABLE, JobAlreadyEnded, JobNotFound, NotYours, cancel_job
-from api.deps import SessionDep
+from core.web_deps import SessionDep
 from dashboard import login
 
 router = APIRouter(tags=["dashboard"], include_in_schema=False)

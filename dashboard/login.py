@@ -21,7 +21,7 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from api.deps import SessionDep
+from core.web_deps import SessionDep
 from core import sessions
 from core.models import ApiToken
 from core.tokens import find_token

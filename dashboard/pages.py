@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path as PathPara
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from api.deps import SessionDep, SettingsDep
+from core.web_deps import SessionDep, SettingsDep
 from core.fleet import load_fleet
 from core.models import Job
 from core.confirm import confirmation

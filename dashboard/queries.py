@@ -153,14 +153,12 @@ WORKER_COLUMNS = ["name", "host", "model", "gpu", "gpu_index", "state", "since",
 
 def worker_row(w) -> dict:
     """One core.fleet.WorkerView as a flat export row: GET /api/workers' fields, the job spread out."""
-    from api.schemas import WorkerOut
-
-    out = WorkerOut.from_view(w)
-    row = out.model_dump(include=set(WORKER_COLUMNS))
-    job = out.job
-    row.update(job=job.id if job else None, progress=f"{job.progress.done}/{job.progress.total}" if job else None,
-               current_case=job.current_case if job else None, queues=",".join(out.queues))
-    return {c: row[c] for c in WORKER_COLUMNS}
+    row, job = w.row, w.job
+    return {"name": row.name, "host": row.host, "model": row.model, "gpu": row.gpu.name if row.gpu else None,
+            "gpu_index": row.gpu_index, "state": w.state, "since": w.since, "job": job.id if job else None,
+            "progress": f"{job.progress_done}/{job.progress_total}" if job else None,
+            "current_case": job.current_case if job else None, "jobs_last_day": w.jobs_last_day,
+            "queues": ",".join(row.queues or []), "version": row.version, "last_beat_at": row.last_beat_at}
 
 
 RESULT_COLUMNS = ["id", "case_index", "variant", "m", "n", "k", "mode", "form", "tunables", "verified", "rel_error",

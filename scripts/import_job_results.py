@@ -5,7 +5,8 @@ For results measured on a machine whose database stays behind (a lent GPU machin
 `GET /api/jobs/{id}` there as JSON, bring the files here, then
   python3 scripts/import_job_results.py job1.json job2.json --server http://127.0.0.1:8000 --token $TOKEN
 Each job becomes one posted run (run_id from the GPU's UUID and the job id, so a second import adds
-nothing), filed under the job's commit, with the GPU identity its worker recorded.
+nothing), filed under the job's commit, with the GPU identity its worker recorded. `gemmwatch demo`
+posts the figures in cli/demo_figures/ the same way (cli/demo.py as_batch).
 """
 
 import argparse
@@ -17,19 +18,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from api.schemas import CommitIn, GpuIn, ResultIn  # noqa: E402
-
-
-def as_batch(job: dict) -> dict:
-    if not job.get("results"):
-        raise ValueError(f"job {job.get('id')} has no results")
-    ident = job["results"][0]["env"]["gpu"]
-    gpu = {k: ident.get(k) for k in GpuIn.model_fields}
-    results = [{k: v for k, v in r.items() if k in ResultIn.model_fields} for r in job["results"]]
-    body = {"run_id": f"job-{gpu['uuid']}-{job['id']}", "gpu": gpu, "results": results}
-    if job.get("commit"):
-        body["commit"] = {k: v for k, v in job["commit"].items() if k in CommitIn.model_fields}
-    return body
+from cli.demo import as_batch  # noqa: E402  (the one place a saved job becomes a posted run)
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ gets host pointers and a null stream, and a launcher that computes on the host
 
 from worker import kernel_args, launcher_library
 from worker.host_jail import Allowance
-from worker.launcher_case import LauncherCase
+from worker.launcher_hook import LauncherCase
 from tests.fake_gpu import Call, FakeDevice, FakeKernel
 
 

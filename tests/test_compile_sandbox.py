@@ -13,7 +13,7 @@ import pytest
 
 from core.settings import Settings
 from tests.conftest import make_settings, wait_for_job
-from worker import compiler
+from worker import compile_process, compiler
 from core.gemm_form import GemmForm
 from core.kernel import Launch
 from tests.descriptions import one_file
@@ -52,9 +52,9 @@ def no_landlock(tmp_path, monkeypatch):
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('no Landlock on this machine')\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(fake.parent), os.environ.get("PYTHONPATH")])))
-    compiler._probe.cache_clear()
+    compile_process._probe.cache_clear()
     yield
-    compiler._probe.cache_clear()
+    compile_process._probe.cache_clear()
 
 
 def cfg(tmp_path, **extra) -> Settings:
@@ -133,7 +133,7 @@ def test_a_probe_that_got_no_answer_is_not_remembered(tmp_path, monkeypatch):
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text("raise ImportError('NVRTC missing for now')\n")
     settings = cfg(tmp_path)
-    compiler._probe.cache_clear()
+    compile_process._probe.cache_clear()
     with monkeypatch.context() as m:
         m.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(broken.parent), os.environ.get("PYTHONPATH")])))
         found = compiler.probe(settings)
@@ -162,7 +162,7 @@ def test_a_runaway_compile_ends_by_itself_when_nobody_waits_for_it(tmp_path):
     import subprocess
 
     started = time.monotonic()
-    proc = subprocess.Popen(compiler.sandbox_command(timeout_s=2, memory_mb=4096), stdin=subprocess.PIPE,
+    proc = subprocess.Popen(compile_process.sandbox_command(timeout_s=2, memory_mb=4096), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, text=True)
     request = {"source": RUNAWAY, "name": "job.cu", "options": OPTIONS, "name_expressions": [],
                "require_confinement": False}

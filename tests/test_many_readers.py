@@ -1,7 +1,7 @@
 """Issue 37, must-show 2: more readers at once than the API has database connections are all
 answered. Through the real server, on both databases.
 
-Before api/deps.py bounded its sessions, 25 clients polling GET /api/jobs stalled the server: a
+Before core/web_deps.py bounded its sessions, 25 clients polling GET /api/jobs stalled the server: a
 sync endpoint's session holds its connection until closed, and between the endpoint and the
 close the request waits for a thread again (FastAPI validates the response on one). Every
 connection came to be held by a request waiting for a thread, every thread waited for a

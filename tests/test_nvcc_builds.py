@@ -20,7 +20,7 @@ from core.kernel_folder import load_folder
 from core.settings import Settings
 from tests.conftest import make_client, wait_for_job
 from tests.fake_gpu import H100_FIGURES
-from worker import compiler, kernel_args
+from worker import compile_cache, compile_process, compiler, kernel_args
 
 REPO = Path(__file__).parent / "fixtures" / "launcher_repo"
 
@@ -117,11 +117,11 @@ def test_an_nvcc_build_cannot_read_outside_its_folder(tmp_path):
 
     hostile = replace(launch, files=files, source="k.cu", entry="k")
     path = compiler.nvcc.nvcc_path(cfg)
-    confinement = compiler._probe_nvcc(path, cfg.compile_timeout_s, cfg.compile_memory_mb)
+    confinement = compile_process.probe_nvcc(path, cfg.compile_timeout_s, cfg.compile_memory_mb)
     assert confinement.available, confinement.detail
     request = compiler.nvcc.request(hostile, path, "-arch=sm_90", cfg.compile_timeout_s)
     with pytest.raises(compiler.CompileError) as failed:
-        compiler.build(request, ["hostile", str(tmp_path)], confinement, "nvcc", True, lambda log: log, cfg)
+        compile_cache.build(request, ["hostile", str(tmp_path)], confinement, "nvcc", True, lambda log: log, cfg)
     assert "SECRET" not in str(failed.value) and "root:" not in str(failed.value)
     assert "cannot open source file" in str(failed.value) or "No such file" in str(failed.value) \
         or "Permission denied" in str(failed.value), str(failed.value)

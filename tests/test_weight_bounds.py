@@ -26,7 +26,7 @@ from core.db import session_factory
 from core.text_bounds import ERROR_MAX_BYTES, head_and_tail
 from core.tokens import create_token
 from tests.descriptions import one_file
-from worker import compiler
+from worker import compile_cache, compiler
 
 DEADLINE_S = 30.0
 PAGE_MAX_BYTES = 2 << 20  # a few MB at most for any page or list here
@@ -101,11 +101,11 @@ def test_row_3_the_kernel_cache_evicts_its_least_recently_used_entries(tmp_path)
         os.utime(cache / f"{digest}.json", (1000 + i, 1000 + i))
     os.utime(cache / "used.cubin", (5000, 5000))  # a hit touches its binary
     (cache / "other.cubin.tmp").write_bytes(b"x" * 5000)  # being written by another worker: left alone
-    assert compiler.evict(cache, 2100, keep="new") == ["old"]
+    assert compile_cache.evict(cache, 2100, keep="new") == ["old"]
     assert sorted(p.name for p in cache.iterdir()) == ["new.cubin", "new.json", "other.cubin.tmp",
                                                        "used.cubin", "used.json"]
-    assert compiler.evict(cache, 1100, keep="new") == ["used"]
-    assert compiler.evict(cache, 10, keep="new") == []  # the entry just written stays
+    assert compile_cache.evict(cache, 1100, keep="new") == ["used"]
+    assert compile_cache.evict(cache, 10, keep="new") == []  # the entry just written stays
 
 
 def test_row_3_a_cubin_over_its_cap_is_refused_and_not_kept(tmp_path):

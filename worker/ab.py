@@ -6,11 +6,10 @@ Each side is its own description (files, grid, target, compute mode...), resolve
 from core.regression import AB_MODE
 from worker import stats, timing
 from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
+from worker.problem import Problem
 
 
 def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
-    from worker.runner import Problem
-
     dev = runner.device
     head_launch, base_launch = runner.resolve(case.kernel), runner.resolve(case.base)
     out = CaseOutcome(mode=AB_MODE, compute_mode=head_launch.compute_mode, dtype=head_launch.precision.input_type,

@@ -1,4 +1,4 @@
-"""Compiles that failed, remembered by the hash the kernel cache keys cubins by (worker/compiler.py
+"""Compiles that failed, remembered by the hash the kernel cache keys cubins by (worker/compile_cache.py
 build): the second case or size of the same failing kernel fails at once with the same error,
 instead of paying the compile again (issue 37, row 7: a 300-byte template bomb at 3 sizes held a
 worker 182 s, each size compiling it to its time limit).
@@ -18,6 +18,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from worker.compiled import CompileError, CompileRefused
+
 MAX_REMEMBERED = 1024
 REFUSED_FOR_S = 3600.0
 # What a refusal says when it was the kernel's own doing (worker/compiler.py's messages).
@@ -35,11 +37,9 @@ def digest_of(key: list) -> str:
 
 def remembered(build: Callable, request: dict, key: list, confinement, compiler: str, untrusted: bool, shown, cfg,
                suffix: str = ".cubin"):
-    """build(...) (worker/compiler.py), unless this very compile failed before: then its error again,
+    """build(...) (worker/compile_cache.py), unless this very compile failed before: then its error again,
     marked `remembered`. The message was made for a caller of the same trust (a job's log is
     filtered, ours is not), so the memory is kept per trust."""
-    from worker.compiler import CompileError, CompileRefused
-
     # The limits are part of what failed: a compile stopped at a 2 s limit may finish under 120 s, so
     # a worker (or a test) that runs with other limits compiles it again rather than recall it.
     limits = [cfg.compile_timeout_s, cfg.compile_memory_mb, cfg.kernel_max_bytes]

@@ -5,7 +5,7 @@ timed as one GEMM (docs/KERNELS.md, "A repository's own launcher").
 The GPU child never loads a job's library. For each such case it builds the library (the confined
 compile process, worker/launcher_library.py), reads the entry kernel's resources from its cubin,
 and starts a confined process of the case's own (worker/launcher_call.run_confined_call) whose
-set-up hook is a `LauncherCase`: the product's own runner (worker/runner.py: verify against
+set-up hook is a `LauncherCase` (worker/launcher_hook.py): the product's own runner (worker/runner.py: verify against
 cuBLAS, then the paired timing) over a device whose kernel call is the launcher. What that process
 reports is the job's own word (its code shares the process, and could write any figure), and the
 result says so in `env.launcher`. Whatever the launcher does (crash, exit(), hang, reset the device,
@@ -21,17 +21,13 @@ nothing is left to open but the device files.
 """
 
 import dataclasses
-import json
 import shutil
 import tempfile
 import types
 import typing
 from pathlib import Path
 
-from core.kernel import KernelDescription
-from core.settings import Settings
-from worker import kernel_args
-from worker.cases import Case, CaseOutcome, KernelChoice, TimingPolicy
+from worker.cases import Case, CaseOutcome, TimingPolicy
 from worker.launcher_call import run_confined_call
 
 SETUP_LIMIT_S = 180.0  # CUDA's and CuPy's initialisation and the rehearsal
@@ -105,53 +101,3 @@ def encode_case(case: Case) -> dict:
     return {"index": case.index, "variant": case.variant, "m": case.m, "n": case.n, "k": case.k, "seed": case.seed,
             "description": case.kernel.description.model_dump(mode="json"), "tunables": case.kernel.tunables,
             "origin": case.kernel.origin}
-
-
-def decode_case(data: dict) -> Case:
-    choice = KernelChoice(KernelDescription.model_validate(data["description"]), data["tunables"], data["origin"])
-    return Case(data["index"], data["variant"], data["m"], data["n"], data["k"], data["seed"], choice)
-
-
-class LauncherCase:
-    """The set-up hook of a launcher case (worker/launcher_call.py's protocol): the device is made
-    and rehearsed in set_up, and call(launcher) runs the product's runner with the launcher as the
-    kernel; after_call gives the CaseOutcome as JSON. A subclass names its device (`make_device`)
-    and what its set-up and call may open."""
-
-    def __init__(self, args: dict):
-        from worker.runner import Runner  # now, before any Landlock layer: nothing can be imported later
-
-        self.runner_class = Runner
-        self.case = decode_case(args["case"])
-        self.policy = TimingPolicy(**args["policy"])
-        self.plan = kernel_args.ArgPlan(tuple(tuple(p) for p in args["plan"]["passing"]),
-                                        tuple(args["plan"]["spelled"]))
-        self.compiler = args["compiler"]
-        self.cfg = Settings()  # the defaults: the child's environment holds none of the worker's settings
-        self.outcome: CaseOutcome | None = None
-        self.failure: Exception | None = None
-
-    def make_device(self):
-        raise NotImplementedError
-
-    def set_up(self) -> None:
-        self.device = self.make_device()
-        self.runner = self.runner_class(self.device)
-        # The rehearsal: every code path of the run once, cuBLAS in the launcher's place (its
-        # verdict is thrown away), then cuBLAS alone through the timing loop.
-        brief = dataclasses.replace(self.policy, warmup_ms=1.0, time_cap_s=0.05, min_time_s=0.0,
-                                    sustained_warmup_s=0.01)
-        self.runner.run_case(self.case, brief)
-        self.runner.run_case(dataclasses.replace(self.case, kernel=None), brief)
-
-    def call(self, launcher) -> None:
-        self.device.launcher = launcher
-        try:
-            self.outcome = self.runner.run_case(self.case, self.policy)
-        except Exception as exc:  # reported after the call: the launcher returned, then this
-            self.failure = exc
-
-    def after_call(self) -> dict:
-        if self.failure is not None:
-            raise self.failure
-        return json.loads(json.dumps(self.outcome.as_row(), default=float))

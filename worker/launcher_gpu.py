@@ -16,7 +16,7 @@ from core.settings import Settings
 from worker import kernel_args, launcher_library
 from worker.cupy_device import CupyDevice
 from worker.host_jail import Allowance
-from worker.launcher_case import LauncherCase
+from worker.launcher_hook import LauncherCase
 
 
 class CupyLauncherDevice(CupyDevice):

@@ -9,83 +9,14 @@ ratio is made here and in worker/verify.py, worker/timing.py and worker/stats.py
 the same code on CI as on the H100.
 """
 
-from core.gemm_form import GemmForm, cublas_gemm
+from core.gemm_form import cublas_gemm
 from core.kernel import Launch, resolve
-from core.precision import Precision, peak_tflops
+from core.precision import peak_tflops
 from core.settings import Settings
-from worker import ab, half_arrays, launcher_case, stats, timing, verify
+from worker import ab, launcher_case, stats, timing, verify
 from worker.cases import Case, CaseOutcome, KernelChoice, TimingPolicy, gflops, not_applicable
 from worker.cupy_device import CupyDevice, NoCudaDevice  # noqa: F401 (NoCudaDevice: part of this module's API)
-
-
-FP32 = Precision("fp32")
-
-
-class Problem:
-    """One case's matrices on the device, in the kernel's precision and laid out as its form says.
-
-    A and B are drawn in FP32 and rounded to the input type once: the kernel and cuBLAS get the
-    rounded matrices, and the reference multiplies the same rounded values in FP32 or better, so
-    the check sees the kernel's arithmetic, not the rounding of its inputs. A batch of matrices is
-    one array of shape (batch, rows, cols), each matrix packed in its operand's layout, one after
-    the other (the batch stride: rows x cols)."""
-
-    def __init__(self, device, case: Case, form: GemmForm = GemmForm(), precision: Precision = FP32):
-        self.device, self.m, self.n, self.k, self.form = device, case.m, case.n, case.k, form
-        self.batch = case.batch
-        self.precision = precision
-        xp, scale = device.xp, precision.input_scale(case.k) / precision.tensor_scale
-        a32 = device.uniform(case.seed, case.batch * case.m, case.k)  # a batch of 1: the matrices as ever
-        b32 = device.uniform(case.seed + 2, case.batch * case.k, case.n)
-        if self.batch > 1:
-            a32, b32 = a32.reshape(self.batch, case.m, case.k), b32.reshape(self.batch, case.k, case.n)
-        if scale != 1.0:
-            a32, b32 = a32 * xp.float32(scale), b32 * xp.float32(scale)
-        # Row-major, in the input type: what cuBLAS multiplies.
-        self.a_stored = half_arrays.rounded(xp, a32, precision.input_type)
-        self.b_stored = half_arrays.rounded(xp, b32, precision.input_type)
-        # Their values in FP32: what the reference multiplies (FP8: the stored numbers times the
-        # per-tensor scale, a power of two, so exact).
-        self.a, self.b = (half_arrays.as_float32(xp, x) for x in (self.a_stored, self.b_stored))
-        if precision.tensor_scale != 1.0:
-            self.a, self.b = self.a * xp.float32(precision.tensor_scale), self.b * xp.float32(precision.tensor_scale)
-        self.a_in, self.b_in = self.laid(self.a_stored, form.a), self.laid(self.b_stored, form.b)
-
-    def laid(self, x, layout: str):
-        """x in `layout`: each matrix of a batch on its own (a batch is never interleaved)."""
-        if x.ndim == 2:
-            return self.device.in_layout(x, layout)
-        xp = self.device.xp
-        return xp.ascontiguousarray(x) if layout == "row" else xp.ascontiguousarray(x.swapaxes(1, 2)).swapaxes(1, 2)
-
-    def new_c(self, fill: float | None = None, seed: int | None = None):
-        """A C of the output type in the form's layout, filled with `fill`, uniform values from
-        `seed`, or left as it comes."""
-        layout = self.form.c
-        if self.batch == 1:
-            c = self.device.matrix(self.m, self.n, layout, fill=fill, seed=seed)
-        else:
-            c = self.laid(self.device.matrix(self.batch * self.m, self.n, "row", fill=fill, seed=seed)
-                          .reshape(self.batch, self.m, self.n), layout)
-        if self.precision.output_type == "float32":
-            return c
-        return self.laid(half_arrays.rounded(self.device.xp, c, self.precision.output_type), layout)
-
-    def read(self, c):
-        """C's values in FP32, whatever its type."""
-        return half_arrays.as_float32(self.device.xp, c)
-
-    def cublas_call(self, out=None):
-        """cuBLAS over these inputs in the kernel's precision and form (its layouts, FP16 sums, a
-        strided batch), into C (a new one of the output type unless given)."""
-        out = self.new_c() if out is None else out
-        return self.device.cublas_call(self.a_in, self.b_in, out, self.precision, self.form, self.batch)
-
-    def kernel_call(self, function, launch: Launch, c, alpha: float, beta: float):
-        # FP8: the kernel multiplies the stored numbers; the two scales reach it folded into alpha.
-        alpha *= self.precision.tensor_scale**2
-        return self.device.kernel_call(function, launch, self.m, self.n, self.k, self.a_in, self.b_in, c, alpha, beta,
-                                       self.batch)
+from worker.problem import Problem
 
 
 class Runner:

@@ -4,7 +4,7 @@ seen (GPUs) and learnt (tuned configurations)."""
 from fastapi import APIRouter, HTTPException
 from sqlalchemy import select
 
-from api.deps import SessionDep, SettingsDep
+from core.web_deps import SessionDep, SettingsDep
 from core.models import Gpu, TunedConfig
 from api.schemas import MAX_SOURCES_PER_JOB, GpuOut, LimitsOut, TunedConfigOut, VariantOut
 from core.builtins import CUBLAS_SUMMARIES, builtin_kernels

@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter
 
-from api.deps import SessionDep, SettingsDep
+from core.web_deps import SessionDep, SettingsDep
 from core.fleet import load_fleet
 from api.schemas import QueueOut, WorkerOut
 

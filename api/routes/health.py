@@ -2,7 +2,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
-from api.deps import SessionDep
+from core.web_deps import SessionDep
 
 router = APIRouter(tags=["health"])
 

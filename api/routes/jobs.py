@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 from api.auth import Credentials, authorize_write, write_token
 from core.broker import queue_for
 from core.cancel import JobAlreadyEnded, JobNotFound, NotYours, cancel_job
-from api.deps import SessionDep, SettingsDep
+from core.web_deps import SessionDep, SettingsDep
 from core.fleet import load_fleet
 from api.intake import job_intake
 from api.job_body import INVALID, JOB_BODY_OPENAPI, job_from

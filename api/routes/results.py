@@ -5,9 +5,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from api.auth import Credentials, authorize_write
-from api.deps import SessionDep, SettingsDep
+from core.web_deps import SessionDep, SettingsDep
 from core.models import Commit, Gpu, Job, Result, utcnow
-from api.schemas import ResultBatchIn, ResultBatchOut, ResultDetailOut, ResultOut
+from api.posted_schemas import ResultBatchIn, ResultBatchOut
+from api.schemas import ResultDetailOut, ResultOut
 from core.form_keys import PATTERN as FORM_KEY
 from core.gpu_records import IdentityConflict, claim_gpu
 from core.commit_records import CommitConflict, claim_commit

@@ -1,4 +1,5 @@
-"""FastAPI dependencies: the settings the app was built with, and a database session.
+"""The web app's FastAPI dependencies, shared by the API's routes (api/routes/) and the dashboard's
+pages (dashboard/): the settings the app was built with, and a database session.
 
 Both are `async def` on purpose: FastAPI runs a plain `def` dependency on a worker thread, and
 each such hop costs a request a turn in the thread pool's queue. Neither does I/O when it is
