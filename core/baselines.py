@@ -55,6 +55,8 @@ def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branc
             Result.job_id != job.id,
         )
     )
+    if job.commit is not None:  # another repository's commits are no baseline, whatever their branch names
+        query = query.where(Commit.repo == job.commit.repo)
     anchor = _ancestry_anchor(db, job, base_sha, base_branch)
     if anchor is not None:
         # First-parent ancestry: the anchor and its ancestors, nearest last, whatever their dates.
@@ -63,7 +65,7 @@ def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branc
         rows.sort(key=lambda row: (-position[row[6]], row[7]))
         return [Point(g, robust_noise(noise, q1, q3, med), n) for g, noise, n, q1, q3, med, _, _ in rows[-window:]]
     if base_sha:
-        base = _find(db, base_sha)
+        base = _find(db, base_sha, job)
         if base is None:
             return []
         # The base commit's own results, and what came before it on its branch.
@@ -83,7 +85,7 @@ def _ancestry_anchor(db: Session, job: Job, base_sha: str | None, base_branch: s
     """Where the baseline's first-parent walk starts: the base commit, or the job commit's first
     parent; None where no parents were sent (then commit time orders the history)."""
     if base_sha:
-        base = _find(db, base_sha)
+        base = _find(db, base_sha, job)
         return base if base is not None and base.parents is not None else None
     c = job.commit
     if c is None or not c.parents or (base_branch and base_branch != c.branch):
@@ -91,8 +93,13 @@ def _ancestry_anchor(db: Session, job: Job, base_sha: str | None, base_branch: s
     return first_parent(db, c)
 
 
-def _find(db: Session, sha_prefix: str) -> Commit | None:
-    return db.scalar(select(Commit).where(Commit.sha.startswith(sha_prefix, autoescape=True)).order_by(Commit.id.desc()))
+def _find(db: Session, sha_prefix: str, job: Job) -> Commit | None:
+    """The newest commit of the job's repository whose sha starts so (a commit of another
+    repository with the same sha, a fork's, is not this job's base)."""
+    query = select(Commit).where(Commit.sha.startswith(sha_prefix, autoescape=True))
+    if job.commit is not None:
+        query = query.where(Commit.repo == job.commit.repo)
+    return db.scalar(query.order_by(Commit.id.desc()))
 
 
 def robust_noise(noise: float | None, q1: float | None, q3: float | None, median: float | None) -> float | None:
@@ -133,7 +140,7 @@ def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | Non
 def _resource_changes(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None) -> list[str]:
     """The head result's kernel resources against the newest result of the same series on the
     base commit (or the head's first parent)."""
-    base = _ancestry_anchor(db, job, base_sha, base_branch) or (_find(db, base_sha) if base_sha else None)
+    base = _ancestry_anchor(db, job, base_sha, base_branch) or (_find(db, base_sha, job) if base_sha else None)
     head = resources_of(r.env)
     if base is None or not head:
         return []

@@ -56,3 +56,28 @@ def test_a_rewritten_branch_keeps_chart_and_baseline_in_ancestry_order(client, c
     # The base's own history follows its first parents too: m2's baseline is m2 and m1, not x.
     (v,) = client.get(f"/api/jobs/{head_job}/verdicts", params={"base": "aaaa0002"}).json()
     assert v["baseline_points"] == 2 and v["baseline_mean"] == pytest.approx(1000.0)
+
+
+def test_another_repositorys_commits_are_no_baseline_even_on_a_branch_of_the_same_name(client, cfg):
+    """A fork's history (repository "fork", branch main, 1000 GFLOPS) and this repository's head on
+    its own main at 500: the head has no baseline, by branch, by ancestry or by a base sha that
+    only the fork has."""
+    for i in range(5):
+        add_result(cfg, "warp_tile", SIZE, f"f0f0000{i}", gflops=1000.0, commit_index=i, noise=0.001)
+    head_job = add_result(cfg, "warp_tile", SIZE, "abab0001", gflops=500.0, commit_index=9, noise=0.001)
+    with session_factory(cfg)() as db:
+        for c in db.scalars(select(Commit)):
+            c.branch, c.repo = "main", "fork" if c.sha.startswith("f0f0") else "origin"
+        db.scalar(select(Commit).where(Commit.sha == "f0f00001")).parents = ["f0f00000"]
+        db.commit()
+
+    for params in ({}, {"base": "f0f0"}, {"base": "f0f00001"}, {"base_branch": "main"}):
+        (v,) = client.get(f"/api/jobs/{head_job}/verdicts", params=params).json()
+        assert v["baseline_points"] == 0 and v["status"] != "regression", (params, v)
+
+    _link(cfg, {"abab0001": ["f0f00004"]})  # a parent sha that is only the fork's
+    with session_factory(cfg)() as db:
+        db.scalar(select(Commit).where(Commit.sha == "abab0001")).repo = "origin"
+        db.commit()
+    (v,) = client.get(f"/api/jobs/{head_job}/verdicts").json()
+    assert v["baseline_points"] == 0, v
