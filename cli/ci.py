@@ -15,14 +15,14 @@ import subprocess
 from pathlib import Path
 
 import httpx
-from rich.console import Console
 
 from core.baselines import result_anchor
 from core.kernel_folder import load_folder
+from cli.messages import console as make_console, refusal, unreachable
 from cli.progress import wait_for_job
 
 OK, REGRESSION, FAILED, UNREACHABLE = 0, 1, 2, 3
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 def build_job(commit: str, branch: str | None, repo: str, sizes: list[list[int]], gpu: str | None,
@@ -234,7 +234,8 @@ def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str 
         for part in parts:
             resp = client.post("/api/jobs", json=part)
             if resp.status_code != 202:
-                console.print(f"[red]the server refused the job ({resp.status_code}): {resp.text}[/red]")
+                console.print(f"the server refused the job ({resp.status_code}): {refusal(resp)}", style="red",
+                              markup=False, highlight=False)
                 return FAILED if resp.status_code in (400, 401, 403, 422) else UNREACHABLE
             job = wait_for_job(client, resp.json(), timeout, console)
             these = [{**v, "job_id": job["id"]} for v in client.get(f"/api/jobs/{job['id']}/verdicts", params=params).json()]
@@ -246,7 +247,9 @@ def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str 
             jobs.append(job)
             verdicts += these
     except (httpx.HTTPError, TimeoutError) as exc:
-        console.print(f"[red]{exc}[/red]")
+        server = str(client.base_url).rstrip("/")
+        said = unreachable(server, exc, start_hint=False) if isinstance(exc, httpx.HTTPError) else str(exc)
+        console.print(said, style="red", markup=False, highlight=False)
         return UNREACHABLE
     job = one_as_reported(jobs)
     asked = [c for c in confirmations if c is not None]

@@ -4,13 +4,13 @@ posting the results to a server (for CI runners that have a GPU of their own).""
 import uuid
 import zlib
 
-from rich.console import Console
+from cli.messages import console as make_console
 
 from core.settings import settings
 from worker import gpu_process
 from worker.cases import Case, CaseOutcome, cases_from_plan, kernels_of_job, plan
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 def measure(variants: list[str], sizes: list[list[int]], sources: list[dict]) -> tuple[dict, list[dict], list[str]]:

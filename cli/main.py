@@ -11,11 +11,12 @@ from typing import Annotated
 
 import httpx
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from cli.messages import console as make_console, refusal, startup_lines, unreachable
 from cli.progress import wait_for_job
 from cli.token_commands import token_app
+from cli.variants import variants
 from cli.server import LOCAL_HELP, SERVER_HELP, find_server, forget_server, local_url, record_server, trusted_server
 
 # Plain click help (rich_markup_mode=None): it wraps to the terminal and never cuts an option name,
@@ -23,8 +24,9 @@ from cli.server import LOCAL_HELP, SERVER_HELP, find_server, forget_server, loca
 app = typer.Typer(help="gemmwatch: SGEMM kernels against cuBLAS, commit by commit, GPU by GPU.", no_args_is_help=True,
                   rich_markup_mode=None)
 app.add_typer(token_app, name="token")
-console = Console()
-errors = Console(stderr=True)  # what a script or CI log must see apart from the results
+app.command()(variants)
+console = make_console()  # no 80-column limit where output is not a terminal (cli/messages.py)
+errors = make_console(stderr=True)  # what a script or CI log must see apart from the results
 
 LOCAL_TOKEN_FILE = "token"  # in the data folder: the token `gemmwatch up` made for this machine
 
@@ -64,10 +66,12 @@ def ensure_local_token() -> None:
     path.write_text(token + "\n")
 
 
-def worker_command(queues: list[str], name: str, loglevel: str = "INFO", host: str = "%h") -> list[str]:
-    """The node name name@host is the worker's identity in the fleet (worker/fleet.py); %h is Celery's host name."""
+def worker_command(queues: list[str], name: str, loglevel: str = "INFO", host: str = "%h",
+                   quiet: bool = False) -> list[str]:
+    """The node name name@host is the worker's identity in the fleet (worker/fleet.py); %h is Celery's host name.
+    quiet: no banner and no root warning (worker/celery_app.py), for `up`, which says what matters itself."""
     return [
-        sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
+        sys.executable, "-m", "celery", "-A", "worker.celery_app", *(["--quiet"] if quiet else []), "worker",
         "--pool", "solo", "--concurrency", "1",  # one job at a time owns the GPU
         # Celery's own worker-to-worker chatter serves nothing here (the fleet beats through the
         # database, and no task is revoked): mingle held each worker's start on Redis for a 1 s
@@ -131,21 +135,16 @@ def up(
     upgrade_database(settings)
     ensure_local_token()
     plan = gpu_worker_plan()
-    if plan[0][2] == "nogpu":
-        console.print("[yellow]no GPU visible: the API serves, and jobs fail with 'no CUDA device'[/yellow]")
     workers = []
     for extra_env, queues, name in plan:
         env = {**os.environ, **extra_env}
-        workers.append(subprocess.Popen(worker_command(queues, name, "WARNING"), env=env,
+        # Warnings and errors only, without Celery's banner: the lines below say what a person needs.
+        workers.append(subprocess.Popen(worker_command(queues, name, "WARNING", quiet=True), env=env,
                                         preexec_fn=_die_with_parent))
-        console.print(f"worker {name}: queues {', '.join(queues)}")
-
-    db = settings.resolved_database_url
-    console.print(f"database: {db.split('@')[-1]}   broker: {settings.broker_url or settings.broker_folder}")
     url = local_url(host, port)
-    record = record_server(url)  # where `gemmwatch submit`, `cancel`, `ci` and `run` find this server
-    console.print(f"[bold]gemmwatch at {url}/[/bold]  (API docs at /docs; recorded in {record})")
-    console.print(f"write token for this machine in {local_token_path()} (gemmwatch submit finds it)")
+    record_server(url)  # where `gemmwatch submit`, `cancel`, `ci` and `run` find this server
+    for line in startup_lines(settings, plan, url):
+        console.print(line, markup=False, highlight=False)
     # uvicorn re-raises the SIGTERM it handled once it has shut down; as SystemExit, not the
     # default death, it lets the clean-up below run (the record removed, the workers stopped).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -236,7 +235,7 @@ def submit(
         with api_client(server, token) as client:
             resp = client.post("/api/jobs", json=body)
             if resp.status_code != 202:
-                console.print(f"[red]{resp.status_code}: {resp.text}[/red]")
+                console.print(refusal(resp), style="red", markup=False, highlight=False)
                 raise typer.Exit(2)
             job = resp.json()
             console.print(f"job {job['id']} queued on {job['queue']}: {server}/jobs/{job['id']}")
@@ -250,7 +249,7 @@ def submit(
                 console.print(f"[red]timed out: {exc}[/red]")
                 raise typer.Exit(3)
     except httpx.HTTPError as exc:
-        console.print(f"[red]cannot reach {server}: {exc}[/red]")
+        console.print(unreachable(server, exc), style="red", markup=False, highlight=False)
         raise typer.Exit(3)
     print_results(job)
     if job["status"] != "succeeded":
@@ -344,7 +343,7 @@ def run_local(
             with api_client(server, token, from_data_dir=local) as client:
                 resp = client.post("/api/results", json=body)
         except httpx.HTTPError as exc:
-            console.print(f"[red]cannot reach {server}: {exc}[/red]")
+            console.print(unreachable(server, exc), style="red", markup=False, highlight=False)
             raise typer.Exit(3)
         if resp.status_code not in (200, 201):
             console.print(f"[red]{resp.status_code}: {resp.text}[/red]")
@@ -366,7 +365,7 @@ def cancel(
         with api_client(server, token) as client:
             resp = client.post(f"/api/jobs/{job_id}/cancel")
     except httpx.HTTPError as exc:
-        console.print(f"[red]cannot reach {server}: {exc}[/red]")
+        console.print(unreachable(server, exc), style="red", markup=False, highlight=False)
         raise typer.Exit(3)
     if resp.status_code != 200:
         detail = resp.json().get("detail", resp.text) if resp.headers.get("content-type", "").startswith("application/json") else resp.text

@@ -3,12 +3,12 @@
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from cli.messages import console as make_console
 from rich.table import Table
 
 token_app = typer.Typer(help="API tokens for writes (stored hashed in the database).", no_args_is_help=True,
                         rich_markup_mode=None)
-console = Console()
+console = make_console()
 
 
 @token_app.command("create")

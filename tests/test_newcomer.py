@@ -134,3 +134,174 @@ def test_an_ended_job_without_results_reads_as_ended(client, cfg, status, says):
     page = client.get(f"/jobs/{job_id}").text
     assert says in page and "No results yet" not in page and "appear here" not in page
     assert "· ended " in page and "setTimeout(poll" not in page
+
+
+# -- `gemmwatch up` says what a person needs, and nothing else -----------------------------------
+
+def _up_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "BROKER_URL", "COLUMNS") and not k.startswith(("GEMMWATCH_", "FAKE_GPU_"))}
+    env.update(PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+def _start_up(tmp_path, **extra_env: str) -> tuple[subprocess.Popen, str, "Path"]:
+    from tests.parallel import free_port
+
+    port = free_port()
+    log = tmp_path / "up.log"
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up", "--port", str(port)], cwd=tmp_path,
+                            env=_up_env(**extra_env), stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}", log
+
+
+def _until(what: str, check, proc: subprocess.Popen, log, timeout: float = 90):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        assert proc.poll() is None, f"gemmwatch up exited with {proc.returncode} before {what}:\n{log.read_text()}"
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s:\n{log.read_text()}"
+        time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    import signal
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C, as the startup lines say
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+# What `make up` printed before: Celery's banner, its warning about root, kombu's about the host.
+NOISE = ["No hostname was supplied", "SecurityWarning", "superuser privileges", "[config]", ".> transport:",
+         "-------------- ", "celery@", "[queues]", "compiler confinement"]
+
+
+def test_up_prints_where_it_serves_where_the_data_lives_and_how_to_stop_and_no_noise(tmp_path):
+    import httpx
+
+    proc, base, log = _start_up(tmp_path)
+    try:
+        def served():
+            try:
+                return httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        _until("answer on /healthz", served, proc, log)
+        # A job through the worker: by its end the worker has started, connected, registered and
+        # said whatever it says at start, and the API has published to the broker.
+        token = (tmp_path / ".gemmwatch" / "token").read_text().strip()
+        job = httpx.post(f"{base}/api/jobs", json={"variants": ["naive"], "sizes": [[16, 16, 16]]},
+                         headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
+
+        def ended():
+            seen = httpx.get(f"{base}/api/jobs/{job['id']}", timeout=30).json()
+            return seen if seen["status"] not in ("queued", "running") else None
+
+        assert _until("end of the job", ended, proc, log)["status"] in ("succeeded", "failed")
+        said = log.read_text()
+    finally:
+        _stop(proc)
+    lines = [line for line in said.splitlines() if line.strip()]
+    assert lines[0] == f"gemmwatch at {base}/  (API docs at {base}/docs)", said
+    assert any(line.split() == ["data", str((tmp_path / ".gemmwatch").resolve()), "(SQLite", "database,", "broker,",
+                                "write", "token,", "server", "address)"] for line in lines), said
+    assert any("Ctrl-C" in line for line in lines), said
+    assert len(lines) <= 6, f"gemmwatch up said more than a person needs:\n{said}"
+    for noise in NOISE:
+        assert noise not in said, f"{noise!r} in gemmwatch up's output:\n{said}"
+    assert token not in said
+
+
+def test_up_still_shows_a_real_error(tmp_path):
+    """Quiet, not deaf: a worker that cannot reach its broker says so in `up`'s output."""
+    from tests.parallel import free_port
+
+    broker = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    proc, base, log = _start_up(tmp_path, BROKER_URL=broker)
+    try:
+        said = _until("broker error", lambda: "Cannot connect to redis://" in log.read_text() and log.read_text(),
+                      proc, log)
+    finally:
+        _stop(proc)
+    assert "ERROR" in said and f"  broker    {broker}" in said, said
+
+
+# -- the CLI's errors say what to do ---------------------------------------------------------------
+
+@pytest.fixture
+def served(tmp_path, sqlite_url, live_server):
+    """A real `gemmwatch serve` and a write token for it."""
+    from core.db import upgrade_database
+    from core.tokens import create_token
+    from tests.conftest import make_settings
+
+    cfg = make_settings(tmp_path, sqlite_url)
+    upgrade_database(cfg)
+    with session_factory(cfg)() as db:
+        token = create_token(db, "newcomer")
+    return live_server(cfg), token
+
+
+def _cli(*args: str, cwd, **extra_env: str) -> subprocess.CompletedProcess:
+    env = _up_env(**extra_env)
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_mistyped_variant_is_named_with_the_closest_names(served, tmp_path):
+    from core.builtins import variant_names
+
+    base, token = served
+    run = _cli("submit", "--server", base, "--token", token, "--variants", "smem_tiledd,naive", "--size", "8",
+               cwd=tmp_path)
+    assert run.returncode == 2, run.stdout + run.stderr
+    said = run.stdout.strip()
+    assert said.startswith("unknown variant 'smem_tiledd': did you mean smem_tiled"), said
+    assert "`gemmwatch variants` lists them" in said
+    assert len(said.splitlines()) == 1 and "{" not in said, said  # one line, no JSON
+    assert "cublas_fp16" not in said  # not the whole list, once or twice
+
+    # ...and what it points to lists every name, whole, where output is not a terminal.
+    names = _cli("variants", "--server", base, "--names", cwd=tmp_path)
+    assert names.returncode == 0 and names.stdout.split() == variant_names(), names.stdout + names.stderr
+    table = _cli("variants", "--server", base, cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    rows = {line.split("│")[1].strip() for line in table.stdout.splitlines() if line.count("│") > 2}
+    assert set(variant_names()) <= rows and "…" not in table.stdout, table.stdout
+
+
+def test_a_stopped_server_is_named_with_what_to_do(tmp_path):
+    from tests.parallel import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    for args in (["submit", "--variants", "naive", "--size", "8", "--token", "x"], ["cancel", "1", "--token", "x"],
+                 ["variants"]):
+        run = _cli(*args, "--server", url, cwd=tmp_path)
+        said = run.stdout + run.stderr
+        assert run.returncode == 3, said
+        assert f"cannot reach {url}: nothing is listening there (connection refused)" in said, said
+        assert "`make up` (or `gemmwatch up`)" in said and "--server URL or $GEMMWATCH_SERVER" in said, said
+        assert "Errno" not in said and "Traceback" not in said, said
+
+
+def test_a_table_is_not_cut_when_the_output_is_not_a_terminal(tmp_path):
+    """`gemmwatch token list` into a pipe (a CI log, `| less`): rich took 80 columns there and cut
+    the cells; a long name comes out whole."""
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'g.db'}", "GEMMWATCH_DATA_DIR": str(tmp_path / "data")}
+    name = "ci-runner-for-the-kernels-repository-on-the-h100-node-in-the-basement-rack-7"
+    made = _cli("token", "create", name, "--scope", "results", "--scope", "jobs", cwd=tmp_path, **env)
+    assert made.returncode == 0, made.stderr
+    listed = _cli("token", "list", cwd=tmp_path, **env)
+    assert listed.returncode == 0, listed.stderr
+    assert any(name in line and "active" in line for line in listed.stdout.splitlines()), listed.stdout
+    assert "…" not in listed.stdout

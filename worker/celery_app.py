@@ -6,13 +6,40 @@ which a prefork pool's daemonic children may not do):
 `gemmwatch worker` builds that command for the GPU it is given.
 """
 
-from celery.signals import worker_ready, worker_shutdown
+import logging
+import warnings
+
+from celery.signals import celeryd_init, worker_ready, worker_shutdown
 
 from core.broker import make_celery
 from core.settings import settings
 
 app = make_celery()
 app.conf.include = ["worker.tasks"]
+
+
+class _EmbeddedBrokerHost(logging.Filter):
+    """Kombu warns "No hostname was supplied. Reverting to default 'localhost'" each time it opens
+    the embedded broker (a folder: no host to supply). Dropped there, and only there: a server
+    broker's URL without a host still warns."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("No hostname was supplied")
+
+
+if settings.embedded_broker:
+    logging.getLogger("kombu.connection").addFilter(_EmbeddedBrokerHost())
+
+
+@celeryd_init.connect
+def _quiet_start(instance, **_):
+    """`celery --quiet` (what `gemmwatch up` runs): no banner (Celery's own), and not the many
+    lines of its warning about running as root, which `up` on one's own machine as root meets.
+    A worker started without --quiet (`gemmwatch worker`, compose) warns as before."""
+    if getattr(instance, "quiet", False):
+        from celery.exceptions import SecurityWarning
+
+        warnings.filterwarnings("ignore", category=SecurityWarning)
 
 
 @worker_ready.connect
@@ -51,8 +78,8 @@ def _report_compile_confinement(**_):
 
     found = probe(settings)
     log = logging.getLogger("gemmwatch.worker")
-    if found.available:
-        log.warning("compiler confinement: %s (NVRTC %s)", found.detail, found.version)
+    if found.available:  # all is well: said at INFO (`gemmwatch worker`'s level), not in `up`'s warnings-only log
+        log.info("compiler confinement: %s (NVRTC %s)", found.detail, found.version)
     elif settings.unconfined_sources == "warn":
         log.warning("this worker cannot confine the compiler (%s): job sources are compiled UNCONFINED "
                     "(GEMMWATCH_UNCONFINED_SOURCES=warn)", found.detail)
