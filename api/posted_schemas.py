@@ -13,6 +13,7 @@ from api.wire_words import CommitIn, GpuModel, Identifier
 from core.form_keys import DEFAULT_KEY, FormKey, is_key
 from core.precision import INPUT_TYPE, ComputeMode
 from core.result_env import ResultEnv
+from core.result_status import ResultStatus, status_of
 from core.wire_types import Count, Finite, Gflops, Int32, Integer, Millis, Name, Percent, Ratio, StrictBool, Text
 
 
@@ -63,6 +64,9 @@ class ResultIn(BaseModel):
     noise: Ratio | None = None
     converged: StrictBool = False
     error: Text(100_000) | None = None
+    status: ResultStatus | None = Field(default=None, description="passed / incorrect / not applicable / failed /"
+                                        " cancelled (core/result_status.py); default: read from verified, error and"
+                                        " rel_error")
     samples_ms: list[Millis] = Field(default_factory=list, max_length=100_000)
     env: ResultEnv = Field(default_factory=ResultEnv, description="how the number was made (core/result_env.py);"
                            " keys it does not declare are kept in env.extra")
@@ -81,6 +85,12 @@ class ResultIn(BaseModel):
         if self.form and recorded and self.form != recorded:
             raise ValueError(f"form {self.form} differs from env.form.key {recorded}: one result is one GEMM")
         self.form = self.form or recorded or DEFAULT_KEY
+        implied = status_of(self.verified, self.error, self.rel_error, bool(self.env.not_applicable))
+        if self.status is None:
+            self.status = implied
+        elif (self.status == "passed") != (implied == "passed"):  # one result, one verdict
+            raise ValueError(f"status {self.status!r} contradicts verified={self.verified} and error "
+                             f"{'set' if self.error else 'unset'} (they say {implied!r})")
         if "+acc16" in self.form and self.compute_mode != "fp16":
             raise ValueError(f"form {self.form} sums in FP16, which only an fp16 kernel does; this one is "
                              f"{self.compute_mode}")

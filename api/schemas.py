@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from core.builtins import builtin_kernels, variant_names
 from core.kernel import KernelDescription
+from core.result_status import MEANING, ResultStatus
 from api.wire_words import CommitIn, GpuModel, Identifier, Sha  # noqa: F401 (part of the wire contract)
 from core.wire_types import Int32, Integer, Text
 from core.baselines import VerdictOut  # noqa: F401 (part of the wire contract)
@@ -207,6 +208,7 @@ class ResultOut(BaseModel):
     tunables: dict[str, int]
     rel_error: float | None
     verified: bool
+    status: ResultStatus = Field(description=" / ".join(f"{k}: {v}" for k, v in MEANING.items()))
     n_samples: int
     mean_ms: float | None
     stddev_ms: float | None

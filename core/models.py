@@ -159,6 +159,8 @@ class Result(Base):
     gpu_id: Mapped[int | None] = mapped_column(ForeignKey("gpu.id"))
     commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id"))
     verified: Mapped[bool] = mapped_column(Boolean, default=False)
+    # passed / incorrect / not applicable / failed / cancelled (core/result_status.py)
+    status: Mapped[str] = mapped_column(String(16), default="failed", server_default="failed")
     rel_error: Mapped[float | None] = mapped_column(Float)
     median_ms: Mapped[float | None] = mapped_column(Float)
     gflops: Mapped[float | None] = mapped_column(Float)

@@ -104,8 +104,10 @@ def test_a_case_that_outlives_the_grace_period_goes_with_its_gpu_process(cfg, cl
     assert job.status == "cancelled" and job.current_case is None
     assert job.error.startswith("cancelled after 1 of 2 cases\nsmem_tiled 16x16x16")
     assert job.error.endswith("still running 1 s after the job was cancelled; stopped with its GPU process")
-    results = stored_results(cfg, job_id)
-    assert [r.variant for r in results] == ["naive"] and results[0].verified
+    results = stored_results(cfg, job_id)  # the stopped case has a result that says so
+    assert [(r.variant, r.status) for r in results] == [("naive", "passed"), ("smem_tiled", "cancelled")]
+    assert results[0].verified and not results[1].verified and results[1].gflops is None
+    assert results[1].error == "still running 1 s after the job was cancelled; stopped with its GPU process"
 
     later = wait_for_job(client, post(client, sizes=[[8, 8, 8]]))
     assert later["status"] == "succeeded"

@@ -39,7 +39,7 @@ def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
     out.env["resources"] = dev.resources(functions["head"], head_launch, case.m, case.n, case.k)
     out.env["base_resources"] = dev.resources(functions["base"], base_launch, case.m, case.n, case.k)
     if wrong:
-        out.error = "; ".join(wrong)
+        out.error, out.status = "; ".join(wrong), "incorrect"
         return out
     out.verified = True
     calls = {side: problem[side].kernel_call(functions[side], launches[side], problem[side].new_c(), 1.0, 0.0)

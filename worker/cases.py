@@ -5,10 +5,14 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from core.builtins import CUBLAS_VARIANTS, builtin_kernels
 from core.precision import Precision
+from core.result_status import status_of
 from core.gemm_form import DEFAULT_KEY, GemmForm
-from core.kernel import KernelDescription
+from core.kernel import KernelDescription, explain, target_compute_capability
+from core.kernel_store import description_from_stored, freeze
 from worker import stats
 
 
@@ -168,17 +172,23 @@ class CaseOutcome:
     dtype: str = "float32"  # of A and B
     form: str = DEFAULT_KEY  # the GEMM's form (core/gemm_form.py key): layouts, epilogue, accumulate, batch
     error: str | None = None
+    # core/result_status.py; None: read from verified, error and rel_error when stored. The runner
+    # says "incorrect" itself where the error was NaN or Inf (no rel_error to store).
+    status: str | None = None
     samples_ms: list[float] = field(default_factory=list)
     env: dict[str, Any] = field(default_factory=dict)
 
     def as_row(self) -> dict[str, Any]:
-        return asdict(self)
+        row = asdict(self)
+        if row["status"] is None:
+            row["status"] = status_of(self.verified, self.error, self.rel_error, self.not_applicable)
+        return row
 
     @classmethod
     def not_applicable_here(cls, reason: str, mode: str) -> "CaseOutcome":
         """A kernel this GPU cannot run (it was built for another target): not run, not verified,
         and not a failure of the job. The reason is the result's error; env marks it."""
-        return cls(mode=mode, error=reason, env={"not_applicable": True})
+        return cls(mode=mode, error=reason, status="not applicable", env={"not_applicable": True})
 
     @property
     def not_applicable(self) -> bool:
@@ -198,8 +208,6 @@ TunedLookup = dict[tuple[str, int, int, int], dict[str, int]]
 
 def not_applicable(case: Case, compute_capability: str, mode: str) -> CaseOutcome | None:
     """The outcome of a case whose kernel (or confirmation base) needs another GPU target, else None."""
-    from core.kernel import target_compute_capability
-
     have = compute_capability if "." in compute_capability else f"{compute_capability[:-1]}.{compute_capability[-1:]}"
     if case.precision.fp8 and tuple(int(x) for x in have.split(".")) < (8, 9):
         return CaseOutcome.not_applicable_here(
@@ -219,11 +227,6 @@ def kernels_of_job(sources: list[dict[str, Any]]) -> dict[str, KernelDescription
     """Every kernel a job may name: the built-ins, with the job's own (by name) in their place.
     A stored kernel is checked again here (the API checked it; a row written past the API meets
     the same checks): a ValueError says which kernel and field."""
-    from pydantic import ValidationError
-
-    from core.kernel import explain
-    from core.kernel_store import description_from_stored
-
     own = {}
     for source in sources:
         try:
@@ -276,8 +279,6 @@ def _fitting(desc: KernelDescription, tunables: dict[str, int] | None) -> dict[s
 def freeze_plan(db, entries: list[dict[str, Any]], kernels: dict[str, KernelDescription], own: set[str]) -> list[dict[str, Any]]:
     """Record in each plan entry the kernel it runs, its files kept by digest, so this commit's
     kernel can be measured again after the registry and the repository have moved on."""
-    from core.kernel_store import freeze
-
     for e in entries:
         if "head" not in e:
             desc = kernels.get(e["variant"]) if e["variant"] not in CUBLAS_VARIANTS else None
@@ -289,8 +290,6 @@ def freeze_plan(db, entries: list[dict[str, Any]], kernels: dict[str, KernelDesc
 def choice_from_stored(stored: dict[str, Any]) -> KernelChoice:
     """A kernel thawed from the store (core/kernel_store.py thaw) as a case runs it; a confirmation
     planned before kernels had one description holds the old shape (one source text), read as such."""
-    from core.kernel_store import description_from_stored
-
     described = stored["description"] if "description" in stored else stored
     return KernelChoice(description_from_stored(described), dict(stored.get("tunables") or {}),
                         stored.get("origin", "job"))

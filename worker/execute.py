@@ -17,7 +17,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 from core.db import session_factory
 from core.kernel_store import identity_of, kernel_hash
 from core.models import Job, Result, TunedConfig, utcnow
-from core.settings import Settings, settings
+from core.settings import Settings
 from core.store import upsert_gpu
 from worker.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, kernels_of_job, plan
 from worker import fleet, gpu_process, webhook
@@ -227,9 +227,11 @@ class JobRun:
 
 
 def _count_results(db: Session, job_id: int) -> int:
-    return db.scalar(select(func.count()).select_from(Result).where(Result.job_id == job_id))
+    """The cases done: a case stopped by its job's cancel has a result saying so, and is not done."""
+    return db.scalar(select(func.count()).select_from(Result)
+                     .where(Result.job_id == job_id, Result.status != "cancelled"))
 
 
-def execute_job(job_id: int, cfg: Settings = settings) -> str | None:
+def execute_job(job_id: int, cfg: Settings) -> str | None:
     """Run a job to its end; returns the final status, or None if there was nothing to do."""
     return JobRun(job_id, cfg).run()

@@ -138,8 +138,10 @@ def converse(
                 if current is not None and stop_seen_at is None and should_stop():
                     stop_seen_at = now
                 if current is not None and stop_seen_at is not None and now - stop_seen_at > cfg.cancel_grace_s:
-                    problems.append(f"{current.label}: still running {cfg.cancel_grace_s:g} s after the job was "
-                                    "cancelled; stopped with its GPU process")
+                    stopped = (f"still running {cfg.cancel_grace_s:g} s after the job was cancelled; stopped with "
+                               "its GPU process")
+                    problems.append(f"{current.label}: {stopped}")
+                    on_result(current, CaseOutcome(mode=policy.mode, error=stopped, status="cancelled"))
                     return problems
                 if now >= next_idle:
                     on_idle()

@@ -98,6 +98,8 @@ class Runner:
             out.verified, out.error = checked.verdict(self.tolerance(launch, policy, case.k))
             out.rel_error = checked.rel_error if checked.rel_error != float("inf") else None
             out.env["c_convention"] = checked.convention
+            if not out.verified:
+                out.status = "incorrect"
         else:
             out.verified, out.rel_error = True, 0.0
 
@@ -110,8 +112,8 @@ class Runner:
             # another GEMM would make every ratio of this form a lie.
             out.env["cublas_call"] = cublas_gemm(case.form, case.m, case.n, case.k).text()
             wrong = self.cublas_disagrees(problem, ref, launch, policy, case.k, out)
-            if wrong:
-                out.verified, out.error = False, wrong
+            if wrong:  # cuBLAS's C, not the kernel's, is in doubt: no verdict on the kernel
+                out.verified, out.error, out.status = False, wrong, "failed"
         run_variant = problem.kernel_call(function, launch, c, 1.0, 0.0) if launch is not None else run_cublas
 
         if out.verified:  # a wrong kernel gets no speed
@@ -199,7 +201,8 @@ def compact(samples: list[float]) -> list[float]:
 
 
 class CupyRunner(Runner):
-    """The runner on this machine's GPU, through CuPy."""
+    """The runner on this machine's GPU, through CuPy. Made as the GPU process starts (worker/child.py),
+    with that process's one Settings (core/settings.py), read from the environment it was given."""
 
     registration_identity = staticmethod(CupyDevice.registration_identity)
 
