@@ -68,6 +68,6 @@ def upgrade_database(cfg: Settings = settings) -> None:
     url = cfg.resolved_database_url
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    from alembic import command
+    from alembic import command  # as alembic_config says: only a migrating process needs Alembic
 
     command.upgrade(alembic_config(url), "head")

@@ -41,7 +41,7 @@ def call(cp, a, b, out, precision: Precision, form: GemmForm, batch: int):
     (a batch: shape (batch, rows, cols), each matrix packed)."""
     if precision.fp8:
         raise ValueError("cuBLAS in another form than the default is not made for fp8 (cuBLASLt's FP8 call)")
-    from cupy_backends.cuda.libs import cublas
+    from cupy_backends.cuda.libs import cublas  # CuPy is optional (gemmwatch[gpu]): imported on a GPU only
 
     m, k = a.shape[-2:]
     n = b.shape[-1]

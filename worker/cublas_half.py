@@ -26,7 +26,7 @@ def call(cp, a, b, out, precision: Precision):
     """C = A B for row-major A (M x K), B (K x N), C (M x N). cuBLAS is column-major, and a
     row-major matrix is its transpose in column-major, so this computes C^T = B^T A^T: cuBLAS's
     A is our B (N x K, leading dimension N), its B our A (K x M, leading dimension K)."""
-    from cupy_backends.cuda.libs import cublas
+    from cupy_backends.cuda.libs import cublas  # CuPy is optional (gemmwatch[gpu]): imported on a GPU only
 
     m, k = a.shape
     n = b.shape[1]

@@ -60,7 +60,7 @@ def library() -> ctypes.CDLL:
     toolkit's, or the nvidia-cublas wheel's), else the loader's. CuPy loads libcublas only when it
     first needs it, so the first FP8 case of a process may find none loaded and take the loader's
     (as on the H100 image, where the loader knows the toolkit's)."""
-    import cupy  # noqa: F401
+    import cupy  # noqa: F401  (loads libcublas; CuPy is optional, gemmwatch[gpu]: imported only on a GPU)
 
     for lib_dir in _cuda_library_dirs():
         found = sorted(glob.glob(os.path.join(lib_dir, "libcublasLt.so*")))

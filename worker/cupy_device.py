@@ -16,6 +16,7 @@ from core.settings import Settings
 from core.gemm_form import GemmForm
 from worker import (compiler, cublas_forms, cublas_half, cublaslt_fp8, gpu_identity, kernel_args, launcher_library, resources,
                     tensor_maps)
+from worker.stream_hold import StreamHold
 from worker.timing import Batch
 
 
@@ -194,7 +195,7 @@ class CupyDevice:
             return lambda: cp.matmul(a, b, out=out)
         # cuBLAS with TF32 tensor cores allowed for this call only; the handle is put back to its
         # FP32 math mode right after, so FP32 baselines stay FP32.
-        from cupy_backends.cuda.libs import cublas
+        from cupy_backends.cuda.libs import cublas  # CuPy is optional (gemmwatch[gpu]): imported on a GPU only
 
         handle = cp.cuda.device.get_cublas_handle()
         tf32_mode = getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3)
@@ -267,8 +268,6 @@ class CupyDevice:
 
     def _stream_hold(self):
         if self._hold is None:
-            from worker.stream_hold import StreamHold
-
             self._hold = StreamHold(self.cp, self.compute_capability, self.cfg)
         return self._hold
 
@@ -290,7 +289,7 @@ class CupyDevice:
 def _check_cublas_math_mode(cp) -> int | None:
     """The FP32 baseline must not be allowed TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH = 3)."""
     try:
-        from cupy_backends.cuda.libs import cublas
+        from cupy_backends.cuda.libs import cublas  # CuPy is optional (gemmwatch[gpu]): imported on a GPU only
 
         mode = cublas.getMathMode(cp.cuda.device.get_cublas_handle())
     except Exception:  # older CuPy without the binding: CUPY_TF32 was checked already

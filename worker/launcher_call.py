@@ -31,6 +31,8 @@ the hook's module are imported there.
 """
 
 import ctypes
+import importlib
+import importlib.util
 import json
 import os
 import random
@@ -428,15 +430,11 @@ def load_hook(spec: str):
     """'module:Class' or '/path/file.py:Class'."""
     where, _, name = spec.rpartition(":")
     if where.endswith(".py"):
-        import importlib.util
-
         module_spec = importlib.util.spec_from_file_location(f"gemmwatch_hook_{Path(where).stem}", where)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module
         module_spec.loader.exec_module(module)
     else:
-        import importlib
-
         module = importlib.import_module(where)
     return getattr(module, name)
 

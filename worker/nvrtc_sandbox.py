@@ -32,6 +32,7 @@ if __name__ == "__main__":
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 import base64  # noqa: E402
+import ctypes  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
@@ -56,7 +57,7 @@ _WARM_UP = 'extern "C" __global__ void gemmwatch_warm_up(float *x) { x[threadIdx
 
 def _check(result, what: str):
     """cuda-bindings returns (status, value...); raise on a failed NVRTC call."""
-    from cuda.bindings import nvrtc
+    from cuda.bindings import nvrtc  # here, not at the top: loaded only after the chosen libnvrtc (main)
 
     status, *values = result
     if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
@@ -66,7 +67,7 @@ def _check(result, what: str):
 
 def _compile(source: str, name: str, options: list[str], name_expressions: list[str],
              headers: dict[str, str] | None = None) -> dict:
-    from cuda.bindings import nvrtc
+    from cuda.bindings import nvrtc  # here, not at the top: loaded only after the chosen libnvrtc (main)
 
     names = list(headers or {})
     texts = [headers[n].encode() for n in names]
@@ -177,7 +178,7 @@ def _confine(readable: list[str], executable: list[str] = (), writable: list[str
     running programs beneath `executable` (nvcc's toolkit and the host compiler), and everything
     beneath `writable` (an nvcc compile's own folder)."""
     try:
-        import landlock
+        import landlock  # here: a machine without the binding is told so, as one without Landlock
 
         access = landlock.FSAccess
         abi = landlock.landlock_abi_version()
@@ -234,10 +235,8 @@ def main() -> None:
         if request.get("nvrtc_library"):
             # Loaded first, so cuda-bindings takes this one (cuda-pathfinder uses an NVRTC already
             # loaded in the process before it searches wheels and the system).
-            import ctypes
-
             ctypes.CDLL(request["nvrtc_library"], mode=ctypes.RTLD_GLOBAL)
-        from cuda.bindings import nvrtc
+        from cuda.bindings import nvrtc  # now: after the pinned library, which it must take
 
         version = ".".join(map(str, _check(nvrtc.nvrtcVersion(), "nvrtcVersion")))
         warm = _compile(_WARM_UP, "warm_up.cu", [o for o in request["options"] if not o.startswith("-D")], [])

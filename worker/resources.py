@@ -77,7 +77,7 @@ def function_attributes(function) -> dict:
     if hasattr(function, "attributes"):
         found = function.attributes
         return {name: found[name] for name in _FUNC_ATTRS if name in found}
-    from cupy.cuda import driver
+    from cupy.cuda import driver  # CuPy is optional (gemmwatch[gpu]): imported only where a GPU is used
 
     return {name: driver.funcGetAttribute(code, function.ptr) for name, code in _FUNC_ATTRS.items()}
 

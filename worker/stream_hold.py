@@ -16,6 +16,8 @@ cache is the driver's business; see docs/BENCHMARKS.md for what each flush did t
 
 import ctypes
 
+from worker import compiler
+
 _SOURCE = r"""
 extern "C" __global__ void gemmwatch_hold_stream(volatile const int *release, volatile int *timed_out,
                                                  long long timeout_cycles) {
@@ -39,8 +41,6 @@ class StreamHold:
     """hold(stream) before enqueuing a batch, release() after; timed_out() says whether it held."""
 
     def __init__(self, cp, compute_capability: str, cfg, timeout_s: float = 5.0):
-        from worker import compiler
-
         self.cp = cp
         # Our own source, compiled like every kernel: in the compile process, cached as a cubin.
         built = compiler.compile_kernel(_SOURCE, name="stream_hold.cu", untrusted=False, cfg=cfg,
