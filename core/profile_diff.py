@@ -1,0 +1,415 @@
+"""Base against head, ranked: what moved most between two profiles of a kernel (issue 39).
+
+Inputs, any of which may be missing: each side's Nsight Compute record (core/ncu_metrics.py),
+its SASS function and its resource usage (core/sass_stats.py). Output: one row per compared
+quantity, the changed ones ranked, a one-line summary and a JSON-ready dict.
+
+The effect is the kernel's duration (ncu's gpu__time_duration); it is always named first and never
+ranked. Every other row is a candidate cause, scored
+
+    score = weight × magnitude × direction
+
+- magnitude: how much of the kernel the change touches, as a fraction, per kind of row:
+  `relative`  |head − base| / |base| (registers, occupancy, clocks, instruction counts, bytes);
+  `points`    |head − base| / 100 for a rate already in % (cache hit rates);
+  `stall`     |Δ| / base warp cycles per issued instruction: a stall reason's share of a warp's
+              time per instruction (so 0.16 → 0.21 of 2.41 is 2 %, not the 31 % it is relatively);
+  `share`     |Δ| / a named total (an executed instruction class over all instructions executed,
+              bank conflicts over shared wavefronts, a main-loop class over the loop's length);
+  `appear`    local memory (spills) going from none to some, or back, is 1 (saturated): its cost
+              is latency on the critical path, which no share of instruction counts shows.
+  Every magnitude is capped at 1; under NOISE (0.2 %) a row counts as unchanged.
+- weight (WEIGHTS): how directly the row can cost time. Spills 3; clocks, occupancy and stall
+  reasons 2 (time = cycles / clock; stalls are cycles); instruction counts, the main loop's
+  contents and its barrier placement 1.5; registers, shared memory, caches, DRAM bytes, bank
+  conflicts 1; static whole-function counts 0.5 (not weighted by execution); throughputs and pipe
+  shares 0.25 (symptoms: they fall with any slowdown); a warp "not selected" 0.5 (it had a
+  ready warp beside it: not a cause of waiting).
+- direction: 1 when the row moved the way that explains the effect (worse for a slower head,
+  better for a faster one), 0.25 when it moved the other way (kept, but ranked low), 1 when the
+  row has no better direction or the effect is unknown.
+
+The summary names each group (spills, registers, one stall reason, ...) once, by its best row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.ncu_metrics import METRICS, MIX, KernelProfile
+from core.sass_stats import CLASS_ORDER, FunctionSass, LoopDiff, ResUsage, diff_loops
+
+NOISE = 0.002
+COUNTER_EVIDENCE = 0.25
+SUMMARY_CAUSES = 3
+
+WEIGHTS = {
+    "spill": 3.0, "clock": 2.0, "occupancy": 2.0, "stall": 2.0, "instructions": 1.5,
+    "main_loop": 1.5, "barrier_placement": 1.5, "registers": 1.0, "shared_memory": 1.0,
+    "cache": 1.0, "dram": 1.0, "bank_conflicts": 1.0, "static_counts": 0.5,
+    "not_selected": 0.5, "throughput": 0.25,
+}
+
+# ncu METRICS key -> (group, weight key, magnitude kind); "effect" and "context" rows are not ranked.
+NCU_ROLES: dict[str, tuple[str, str, str]] = {
+    "duration": ("duration", "effect", "relative"),
+    "gpc_cycles": ("cycles", "context", "relative"),
+    "sm_cycles_active": ("cycles", "context", "relative"),
+    "sm_clock": ("SM clock", "clock", "relative"),
+    "dram_clock": ("DRAM clock", "clock", "relative"),
+    "sm_throughput": ("SM throughput", "throughput", "relative"),
+    "memory_throughput": ("memory throughput", "throughput", "relative"),
+    "dram_throughput": ("DRAM throughput", "throughput", "relative"),
+    "issue_active": ("issue active", "throughput", "relative"),
+    "achieved_occupancy": ("occupancy", "occupancy", "relative"),
+    "theoretical_occupancy": ("occupancy", "occupancy", "relative"),
+    "registers": ("registers", "registers", "relative"),
+    "shared_mem_per_block": ("shared memory", "shared_memory", "relative"),
+    "spill_instructions": ("spills", "spill", "appear"),
+    "l1_hit_rate": ("L1 hit rate", "cache", "points"),
+    "l2_hit_rate": ("L2 hit rate", "cache", "points"),
+    "dram_read_bytes": ("DRAM bytes", "dram", "relative"),
+    "dram_write_bytes": ("DRAM bytes", "dram", "relative"),
+    "bank_conflicts": ("bank conflicts", "bank_conflicts", "share"),
+    "shared_wavefronts": ("shared wavefronts", "throughput", "relative"),
+    "instructions": ("instructions executed", "instructions", "relative"),
+    "warp_latency": ("warp latency", "throughput", "relative"),
+    "fma_pipe": ("FMA pipe", "throughput", "relative"),
+    "hmma_pipe": ("HMMA pipe", "throughput", "relative"),
+    "gmma_pipe": ("GMMA pipe", "throughput", "relative"),
+}
+SPILL_CLASSES = ("LDL", "STL")
+# The spill rows the summary quotes, in this order (one per source where it can).
+SPILL_EVIDENCE = ("ncu.spill_instructions", "res.stack", "res.local", "loop.LDL", "loop.STL",
+                  "sass.LDL", "sass.STL", "mix.LDL", "mix.STL")
+
+
+@dataclass
+class Change:
+    key: str  # unique: "ncu.registers", "stall.long_scoreboard", "loop.LDL", ...
+    group: str  # the summary names a group once
+    label: str
+    source: str  # "ncu", "res", "sass"
+    base: float | str | None
+    head: float | str | None
+    unit: str = ""
+    higher_is_better: bool | None = None
+    role: str = "cause"  # "effect", "context" or "cause"
+    weight_key: str = ""
+    magnitude: float = 0.0
+    score: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        if isinstance(self.base, str) or isinstance(self.head, str):
+            return self.base != self.head
+        return self.magnitude >= NOISE
+
+    @property
+    def relative(self) -> float | None:
+        if not _both_numbers(self.base, self.head) or self.base == 0:
+            return None
+        return (self.head - self.base) / abs(self.base)
+
+    def text(self) -> str:
+        """"registers 128 → 168 (+31 %)"."""
+        if self.base is None or self.head is None:
+            return f"{self.label} {_fmt(self.base, self.unit)} → {_fmt(self.head, self.unit)}"
+        rel = self.relative
+        if self.unit == "%" and _both_numbers(self.base, self.head):
+            tail = f" ({self.head - self.base:+.1f} points)"  # a % of a % reads badly
+        else:
+            tail = f" ({rel * 100:+.1f} %)" if rel is not None else ""
+        return f"{self.label} {_fmt(self.base, self.unit)} → {_fmt(self.head, self.unit)}{tail}"
+
+    def to_json(self) -> dict:
+        return {
+            "key": self.key, "group": self.group, "label": self.label, "source": self.source,
+            "base": self.base, "head": self.head, "unit": self.unit, "role": self.role,
+            "higher_is_better": self.higher_is_better, "relative": self.relative,
+            "magnitude": round(self.magnitude, 6), "score": round(self.score, 6),
+            "changed": self.changed, "text": self.text(),
+        }
+
+
+def _both_numbers(a, b) -> bool:
+    return isinstance(a, (int, float)) and isinstance(b, (int, float))
+
+
+def _fmt(value, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, str):
+        return value
+    if unit == "Hz":
+        return f"{value / 1e6:,.0f} MHz"
+    if unit == "%":
+        return f"{value:.1f} %"
+    if float(value).is_integer():
+        text = f"{int(value):,}"
+    elif abs(value) >= 100:
+        text = f"{value:,.0f}"
+    else:
+        text = f"{value:.2f}"
+    if unit in ("byte", "bytes"):
+        return f"{text} bytes"
+    return f"{text} {unit}" if unit in ("ns", "cycle") else text
+
+
+def _magnitude(kind: str, base, head, total: float | None = None) -> float:
+    if not _both_numbers(base, head) or base == head:
+        return 0.0
+    delta = abs(head - base)
+    if kind == "appear":
+        if base == 0 or head == 0:
+            return 1.0
+        kind = "relative"
+    if kind == "relative":
+        return min(1.0, delta / abs(base)) if base else 1.0
+    if kind == "points":
+        return min(1.0, delta / 100)
+    if kind in ("stall", "share"):
+        return min(1.0, delta / total) if total else 0.0
+    raise ValueError(kind)
+
+
+@dataclass
+class ProfileDiff:
+    kernel: str
+    effect: Change | None
+    rows: list[Change]  # every compared row, in the order made
+    ncu_reason: str | None = None  # why there is no ncu comparison, where there is none
+    loop: LoopDiff | None = None
+    sass_counts: dict[str, dict[str, int] | None] = field(default_factory=dict)
+
+    @property
+    def ranked(self) -> list[Change]:
+        causes = [c for c in self.rows if c.role == "cause" and c.changed]
+        return sorted(causes, key=lambda c: -c.score)
+
+    def top_causes(self, n: int = SUMMARY_CAUSES) -> list[Change]:
+        """The best row of each group, best groups first."""
+        seen, out = set(), []
+        for change in self.ranked:
+            if change.group not in seen:
+                seen.add(change.group)
+                out.append(change)
+        return out[:n]
+
+    def summary_line(self) -> str:
+        parts = []
+        if self.effect is not None:
+            parts.append(self.effect.text())
+        else:
+            parts.append(f"no Nsight Compute profile ({self.ncu_reason or 'reason not given'})")
+        causes = self.top_causes()
+        moved = "; ".join(self._group_text(c) for c in causes) if causes else "nothing else moved beyond noise"
+        prefix = "what moved most" if self.effect is not None else "SASS"
+        return f"{self.kernel}: {parts[0]}; {prefix}: {moved}"
+
+    def _group_text(self, best: Change) -> str:
+        """A group's words in the summary: its best row; for spills, the evidence of each source
+        together (executed spill instructions, the stack frame, LDL/STL in the main loop)."""
+        if best.group != "spills":
+            return best.text()
+        by_key = {c.key: c for c in self.rows if c.group == "spills" and c.changed}
+        picked = [by_key[k] for k in SPILL_EVIDENCE if k in by_key][:3] or [best]
+        return "local-memory spills: " + ", ".join(c.text() for c in picked)
+
+    def table_rows(self) -> list[dict]:
+        """Every row, ranked causes first (by score), then the effect and context, then the rest."""
+        ranked = self.ranked
+        rest = [c for c in self.rows if c not in ranked]
+        head = [c for c in rest if c.role != "cause"]
+        tail = [c for c in rest if c.role == "cause"]
+        return [c.to_json() for c in ([*head, *ranked, *tail])]
+
+    def to_json(self) -> dict:
+        return {
+            "kernel": self.kernel,
+            "summary": self.summary_line(),
+            "effect": self.effect.to_json() if self.effect else None,
+            "ncu_reason": self.ncu_reason,
+            "ranked": [c.key for c in self.ranked],
+            "rows": self.table_rows(),
+            "main_loop": self.loop.to_json() if self.loop else None,
+            "sass_counts": self.sass_counts,
+            "weights": WEIGHTS,
+            "noise": NOISE,
+        }
+
+
+def _ncu_rows(base: KernelProfile, head: KernelProfile) -> list[Change]:
+    rows = []
+    wavefronts = base.value("shared_wavefronts")
+    for spec in METRICS:
+        group, weight_key, kind = NCU_ROLES[spec.key]
+        b, h = base.value(spec.key), head.value(spec.key)
+        role = weight_key if weight_key in ("effect", "context") else "cause"
+        rows.append(Change(
+            f"ncu.{spec.key}", group, spec.label, "ncu", b, h, spec.unit, spec.higher_is_better,
+            role, weight_key, _magnitude(kind, b, h, wavefronts)))
+    limiter_b, limiter_h = base.occupancy_limiter, head.occupancy_limiter
+    rows.append(Change(
+        "ncu.occupancy_limiter", "occupancy", "occupancy limiter", "ncu", limiter_b, limiter_h,
+        weight_key="occupancy", magnitude=0.5 if limiter_b != limiter_h else 0.0))
+    latency = base.value("warp_latency") or (sum(base.stalls.values()) + 1.0)
+    for reason in sorted(set(base.stalls) | set(head.stalls)):
+        b, h = base.stalls.get(reason), head.stalls.get(reason)
+        not_selected = reason == "not_selected"
+        rows.append(Change(
+            f"stall.{reason}", f"stall {reason}", f"stall '{reason.replace('_', ' ')}'", "ncu", b, h,
+            "cycles/inst", None if not_selected else False, "cause",
+            "not_selected" if not_selected else "stall", _magnitude("stall", b, h, latency)))
+    total = base.value("instructions")
+    for spec in MIX:
+        b, h = base.mix.get(spec.key), head.mix.get(spec.key)
+        spill = spec.key in SPILL_CLASSES
+        rows.append(Change(
+            f"mix.{spec.key}", "spills" if spill else f"executed {spec.key}", spec.label, "ncu", b, h,
+            spec.unit, False, "cause", "spill" if spill else "instructions",
+            _magnitude("appear" if spill else "share", b, h, total)))
+    return rows
+
+
+def _res_rows(base: ResUsage, head: ResUsage) -> list[Change]:
+    return [
+        Change("res.registers", "registers", "registers (cuobjdump)", "res", base.registers, head.registers,
+               "", None, "cause", "registers", _magnitude("relative", base.registers, head.registers)),
+        Change("res.stack", "spills", "stack frame", "res", base.stack, head.stack,
+               "bytes", False, "cause", "spill", _magnitude("appear", base.stack, head.stack)),
+        Change("res.local", "spills", "local memory", "res", base.local, head.local,
+               "bytes", False, "cause", "spill", _magnitude("appear", base.local, head.local)),
+        Change("res.shared", "shared memory", "static shared memory", "res", base.shared, head.shared,
+               "bytes", None, "cause", "shared_memory", _magnitude("relative", base.shared, head.shared)),
+    ]
+
+
+def _sass_rows(base: FunctionSass, head: FunctionSass, loop: LoopDiff) -> list[Change]:
+    rows = []
+    cb, ch = base.counts, head.counts
+    total = sum(cb.values())
+    for cls in CLASS_ORDER:
+        spill = cls in SPILL_CLASSES
+        rows.append(Change(
+            f"sass.{cls}", "spills" if spill else f"static {cls}", f"{cls} in the SASS", "sass",
+            cb[cls], ch[cls], "", False, "cause", "spill" if spill else "static_counts",
+            _magnitude("appear" if spill else "share", cb[cls], ch[cls], total)))
+    lb, lh = base.main_loop_counts, head.main_loop_counts
+    if lb is not None and lh is not None:
+        length = loop.base_length or 1
+        rows.append(Change(
+            "loop.length", "main loop", "main-loop instructions", "sass", loop.base_length, loop.head_length,
+            "", False, "cause", "main_loop", _magnitude("relative", loop.base_length, loop.head_length)))
+        for cls in CLASS_ORDER:
+            spill = cls in SPILL_CLASSES
+            rows.append(Change(
+                f"loop.{cls}", "spills" if spill else ("main loop" if cls == "OTHER" else f"main-loop {cls}"), f"{cls} in the main loop", "sass",
+                lb[cls], lh[cls], "", False, "cause", "spill" if spill else "main_loop",
+                _magnitude("appear" if spill else "share", lb[cls], lh[cls], length)))
+        if loop.base_barriers and len(loop.base_barriers) == len(loop.head_barriers):
+            after_b = sum(a for _, a in loop.base_barriers)
+            after_h = sum(a for _, a in loop.head_barriers)
+            math_total = sum(loop.base_barriers[0]) or 1
+            rows.append(Change(
+                "loop.barrier_placement", "barrier placement", "main-loop math (FFMA/MMA) after the barrier", "sass",
+                after_b, after_h, "", True, "cause", "barrier_placement",
+                _magnitude("share", after_b, after_h, math_total)))
+    return rows
+
+
+def _direction(change: Change, effect: Change | None) -> float:
+    if effect is None or not _both_numbers(effect.base, effect.head) or effect.base == effect.head:
+        return 1.0
+    if change.higher_is_better is None or not _both_numbers(change.base, change.head):
+        return 1.0
+    slower = effect.head > effect.base
+    got_worse = (change.head < change.base) if change.higher_is_better else (change.head > change.base)
+    return 1.0 if got_worse == slower else COUNTER_EVIDENCE
+
+
+def diff_profiles(
+    kernel: str,
+    base_ncu: KernelProfile | None = None,
+    head_ncu: KernelProfile | None = None,
+    base_sass: FunctionSass | None = None,
+    head_sass: FunctionSass | None = None,
+    base_res: ResUsage | None = None,
+    head_res: ResUsage | None = None,
+    ncu_reason: str | None = None,
+) -> ProfileDiff:
+    """Compare one kernel's base and head. Without both ncu records, `ncu_reason` says why, and
+    the SASS and resource comparison still comes."""
+    rows: list[Change] = []
+    if base_ncu is not None and head_ncu is not None:
+        rows += _ncu_rows(base_ncu, head_ncu)
+        ncu_reason = None
+    elif ncu_reason is None:
+        ncu_reason = "no Nsight Compute record for " + ("base" if base_ncu is None else "head")
+    if base_res is not None and head_res is not None:
+        rows += _res_rows(base_res, head_res)
+    loop = None
+    if base_sass is not None and head_sass is not None:
+        loop = diff_loops(base_sass.main_loop, head_sass.main_loop)
+        rows += _sass_rows(base_sass, head_sass, loop)
+    effect = next((c for c in rows if c.role == "effect"), None)
+    if effect is not None and (effect.base is None or effect.head is None):
+        effect = None
+    for change in rows:
+        if change.role == "cause":
+            weight = WEIGHTS[change.weight_key]
+            change.score = weight * change.magnitude * _direction(change, effect)
+    return ProfileDiff(
+        kernel, effect, rows, ncu_reason, loop,
+        {"base": base_sass.counts if base_sass else None, "head": head_sass.counts if head_sass else None},
+    )
+
+
+def _function_for(name: str, functions: dict[str, FunctionSass] | None) -> FunctionSass | None:
+    if not functions:
+        return None
+    if name in functions:
+        return functions[name]
+    matches = [f for n, f in functions.items() if n in name or name in n]
+    if len(matches) == 1:
+        return matches[0]
+    return next(iter(functions.values())) if len(functions) == 1 else None
+
+
+def diff_launch(
+    base_kernels: list[KernelProfile] | None,
+    head_kernels: list[KernelProfile] | None,
+    base_functions: dict[str, FunctionSass] | None = None,
+    head_functions: dict[str, FunctionSass] | None = None,
+    base_res: dict[str, ResUsage] | None = None,
+    head_res: dict[str, ResUsage] | None = None,
+    ncu_reason: str | None = None,
+) -> list[ProfileDiff]:
+    """Each kernel of a (multi-kernel) launch: ncu rows paired by name and occurrence (the second
+    `reduce` of base with the second of head); without ncu, one diff per SASS function."""
+    out = []
+    if base_kernels and head_kernels:
+        seen: dict[str, int] = {}
+        head_by: dict[tuple[str, int], KernelProfile] = {}
+        for k in head_kernels:
+            head_by[(k.name, seen.get(k.name, 0))] = k
+            seen[k.name] = seen.get(k.name, 0) + 1
+        seen = {}
+        for k in base_kernels:
+            nth = seen.get(k.name, 0)
+            seen[k.name] = nth + 1
+            other = head_by.get((k.name, nth))
+            label = k.name if nth == 0 else f"{k.name} #{nth + 1}"
+            out.append(diff_profiles(
+                label, k, other, _function_for(k.name, base_functions), _function_for(k.name, head_functions),
+                (base_res or {}).get(k.name), (head_res or {}).get(k.name),
+                None if other else f"head has no launch of {k.name} #{nth + 1}"))
+        return out
+    reason = ncu_reason or "no Nsight Compute record"
+    for name in sorted(set(base_functions or {}) & set(head_functions or {})):
+        out.append(diff_profiles(
+            name, None, None, base_functions[name], head_functions[name],
+            (base_res or {}).get(name), (head_res or {}).get(name), reason))
+    return out
+
+
