@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from cli.messages import console as make_console, refusal, startup_lines, unreachable
+from cli.demo import demo
 from cli.progress import wait_for_job
 from cli.token_commands import token_app
 from cli.variants import variants
@@ -24,6 +25,7 @@ from cli.server import LOCAL_HELP, SERVER_HELP, find_server, forget_server, loca
 app = typer.Typer(help="gemmwatch: SGEMM kernels against cuBLAS, commit by commit, GPU by GPU.", no_args_is_help=True,
                   rich_markup_mode=None)
 app.add_typer(token_app, name="token")
+app.command()(demo)  # cli/demo.py: real figures for a machine without a GPU
 app.command()(variants)
 console = make_console()  # no 80-column limit where output is not a terminal (cli/messages.py)
 errors = make_console(stderr=True)  # what a script or CI log must see apart from the results
