@@ -13,6 +13,7 @@ from core.db import session_factory
 from core.models import ApiToken
 from core.tokens import SCOPES, find_token, has_scope, note_use
 from core.settings import Settings
+from core.web_deps import settings_of
 
 _bearer = HTTPBearer(auto_error=False, description="a token from `gemmwatch token create NAME`")
 
@@ -80,7 +81,7 @@ def write_token(cfg: Settings, creds: HTTPAuthorizationCredentials | None) -> st
 async def require_reader(request: Request, creds: Credentials) -> ApiToken | None:
     # Async and without a session of its own, so a read costs nothing for a check that is off
     # (the default).
-    cfg = request.app.state.settings
+    cfg = settings_of(request)
     if not cfg.auth_reads:
         return None
     return await run_in_threadpool(_check_alone, cfg, creds)

@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from api.limits import check_job_limits
 from api.schemas import JobCreate
 from core.settings import Settings
+from core.web_deps import settings_of
 
 _SCHEMAS = "#/components/schemas/{model}"
 # The route takes no model, so its body is described here for the OpenAPI schema (and so for
@@ -30,7 +31,7 @@ INVALID = {"description": "Validation Error", "content": {
 
 async def job_from(request: Request) -> JobCreate:
     raw = await request.body()
-    cfg = request.app.state.settings
+    cfg = settings_of(request)
     async with request.app.state.validation_slots():
         return await run_in_threadpool(_checked, raw, cfg)
 

@@ -222,8 +222,10 @@ _CUDART_VERSION = re.compile(r"^#define\s+CUDART_VERSION\s+(\d+)", re.M)
 
 
 @functools.cache
-def toolkit_include_dirs(nvrtc_library: str | None = None, version: str | None = None) -> tuple[str, ...]:
-    """The folders of CUDA's headers for the NVRTC in use: GEMMWATCH_CUDA_INCLUDE_DIRS where set;
+def toolkit_include_dirs(nvrtc_library: str | None = None, version: str | None = None,
+                         explicit: str | None = None) -> tuple[str, ...]:
+    """The folders of CUDA's headers for the NVRTC in use: `explicit` (GEMMWATCH_CUDA_INCLUDE_DIRS,
+    Settings.cuda_include_dirs: os.pathsep-separated) where set;
     else, of every folder of CUDA headers found (search_roots), one of the compiler's own release.
 
     A machine often holds several CUDA installs side by side (a toolkit, the NVRTC wheel's
@@ -234,7 +236,6 @@ def toolkit_include_dirs(nvrtc_library: str | None = None, version: str | None =
     holds crt/mma.h, then the first searched. libcu++ (`cuda/...`) comes from the same place:
     inside that folder, or its cccl folder, else the first cccl folder found (a Python
     environment may hold the runtime headers without nvidia-cuda-cccl)."""
-    explicit = os.environ.get("GEMMWATCH_CUDA_INCLUDE_DIRS")
     if explicit:
         return tuple(d for d in explicit.split(os.pathsep) if d)
     roots = search_roots(nvrtc_library)

@@ -1,4 +1,16 @@
-"""One env-driven settings object for the API, the worker, the dashboard and the CLI."""
+"""One env-driven settings object for the API, the worker, the dashboard and the CLI.
+
+One way to them per kind of process, each Settings made once as the process starts:
+  - the API (and the dashboard it serves): the Settings given to `create_app` (api/app.py), kept
+    as the app's state and reached only through core/web_deps.py (`cfg: SettingsDep` in an
+    endpoint, `settings_of(request)` where only the request is at hand);
+  - a Celery worker: `settings` below, made as the worker process imports this module, passed
+    down from its task (worker/tasks.py) as `cfg`; its GPU process makes its own as it starts
+    (worker/runner.py CupyRunner: its environment is the worker's), and a launcher case's confined
+    process the defaults (worker/launcher_hook.py: the worker's environment does not reach it);
+  - the CLI: `settings` below, passed to what a command calls.
+Every setting is read from the environment here, and nowhere else.
+"""
 
 from pathlib import Path
 from typing import Literal
@@ -131,6 +143,9 @@ class Settings(BaseSettings):
     # The libnvrtc the compile process loads (unset: cuda-pathfinder's choice, a wheel's first). Code
     # generation differs between NVRTC releases; pin the toolkit a repository builds with.
     nvrtc_library: Path | None = Field(default=None, validation_alias="GEMMWATCH_NVRTC_LIBRARY")
+    # Where CUDA's device headers are read from when a kernel includes one (os.pathsep-separated;
+    # unset: the folder of that NVRTC's own release, core/kernel_includes.py toolkit_include_dirs).
+    cuda_include_dirs: str | None = Field(default=None, validation_alias="GEMMWATCH_CUDA_INCLUDE_DIRS")
     # The nvcc a `"compiler": "nvcc"` kernel is built with (unset: the nvidia-cuda-nvcc wheel's, else
     # CUDA_HOME's, else the one on PATH); its host compiler is the first g++/gcc on PATH.
     nvcc: Path | None = Field(default=None, validation_alias="GEMMWATCH_NVCC")
@@ -182,10 +197,6 @@ class Settings(BaseSettings):
     @property
     def broker_folder(self) -> Path:
         return (self.data_dir / "broker").resolve()
-
-
-def get_settings() -> Settings:
-    return Settings()
 
 
 settings = Settings()

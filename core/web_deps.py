@@ -30,13 +30,19 @@ from core.db import session_factory
 from core.settings import Settings
 
 
-async def get_settings(request: Request) -> Settings:
+def settings_of(request: Request) -> Settings:
+    """The settings the app was built with (api/app.py create_app): the one way a request reaches
+    them; an endpoint takes them as `cfg: SettingsDep`, code that holds only the request calls this."""
     return request.app.state.settings
+
+
+async def get_settings(request: Request) -> Settings:
+    return settings_of(request)
 
 
 async def get_db(request: Request) -> AsyncIterator[Session]:
     async with request.app.state.session_slots():
-        session = session_factory(request.app.state.settings)()
+        session = session_factory(settings_of(request))()
         try:
             yield session
         finally:

@@ -13,7 +13,7 @@ from fastapi.responses import RedirectResponse
 
 from core.tokens import find_token, has_scope, note_use
 from core.cancel import CANCELLABLE, JobAlreadyEnded, JobNotFound, NotYours, cancel_job
-from core.web_deps import SessionDep
+from core.web_deps import SessionDep, settings_of
 from dashboard import login
 
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
@@ -32,7 +32,7 @@ def form_state(request: Request, db, job) -> dict:
     session = login.session_token(request, db)
     return {
         "offered": job.status in CANCELLABLE,
-        "needs_token": request.app.state.settings.auth_writes and (session is None or not has_scope(session, "jobs")),
+        "needs_token": settings_of(request).auth_writes and (session is None or not has_scope(session, "jobs")),
         "message": MESSAGES.get(request.query_params.get("cancel", "")),
     }
 
@@ -43,7 +43,7 @@ def cancel_from_page(request: Request, db: SessionDep, job_id: int,
     if not 1 <= job_id < 2**31:
         raise HTTPException(status_code=404, detail=f"no job {job_id}")
     row = None
-    if request.app.state.settings.auth_writes:
+    if settings_of(request).auth_writes:
         row = find_token(db, token.strip()) if token.strip() else login.session_token(request, db)
         if row is None or not has_scope(row, "jobs"):
             return RedirectResponse(f"/jobs/{job_id}?cancel=denied", status_code=303)

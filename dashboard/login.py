@@ -21,10 +21,11 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from core.web_deps import SessionDep
+from core.web_deps import SessionDep, settings_of
 from core import sessions
 from core.models import ApiToken
 from core.tokens import find_token
+from dashboard.templating import templates
 
 COOKIE = "gemmwatch_session"
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
@@ -49,7 +50,7 @@ def _signer(cfg) -> URLSafeTimedSerializer:
 
 def _session_id(request: Request) -> str | None:
     """The session id in this request's cookie, if its signature holds and it is not too old."""
-    cfg = request.app.state.settings
+    cfg = settings_of(request)
     cookie = request.cookies.get(COOKIE)
     if not cookie:
         return None
@@ -70,7 +71,7 @@ def session_token(request: Request, db) -> ApiToken | None:
 
 def require_dashboard_reader(request: Request, db: SessionDep) -> None:
     """Every dashboard page and export: public unless GEMMWATCH_AUTH_READS, then a live token."""
-    if not request.app.state.settings.auth_reads or session_token(request, db) is not None:
+    if not settings_of(request).auth_reads or session_token(request, db) is not None:
         return
     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     raise HTTPException(status_code=303, detail="log in first", headers={"Location": f"/login?next={quote(target)}"})
@@ -88,8 +89,6 @@ def _safe_next(target: str | None) -> str:
 
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: str | None = None, failed: bool = False):
-    from dashboard.templating import templates
-
     return templates.TemplateResponse(request, "login.html", {"next": _safe_next(next), "failed": failed,
                                                                "view": "login"})
 
@@ -100,7 +99,7 @@ def log_in(request: Request, db: SessionDep, token: Annotated[str, Form(max_leng
     row = find_token(db, token.strip())
     if row is None:
         return RedirectResponse(f"/login?failed=true&next={quote(_safe_next(next))}", status_code=303)
-    cfg = request.app.state.settings
+    cfg = settings_of(request)
     sessions.end_session(db, _session_id(request))  # a new login is a new session, never the old one reused
     session_id = sessions.open_session(db, row, cfg.session_max_age_s)
     resp = RedirectResponse(_safe_next(next), status_code=303)

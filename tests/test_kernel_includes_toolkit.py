@@ -85,7 +85,8 @@ def test_the_nvrtc_librarys_own_toolkit_loses_to_the_compilers_release(two_insta
 
 def test_an_explicit_list_of_folders_is_taken_as_it_is(two_installs, monkeypatch):
     monkeypatch.setenv("GEMMWATCH_CUDA_INCLUDE_DIRS", f"{two_installs[0]}/include")
-    assert kernel_includes.toolkit_include_dirs(None, "13.7") == (f"{two_installs[0]}/include",)
+    explicit = Settings().cuda_include_dirs  # the setting, read from the environment as every setting is
+    assert kernel_includes.toolkit_include_dirs(None, "13.7", explicit) == (f"{two_installs[0]}/include",)
 
 
 def test_the_release_of_a_folder_of_headers_is_its_cudart_version(two_installs):

@@ -81,7 +81,8 @@ def compile_launch(launch: Launch, compute_capability: str, cfg, library: bool =
     if launch.compiler == "nvcc":
         return compile_nvcc(launch, arch, cfg, library)
     # CUDA's headers of the NVRTC's own release (a CUDA 12 folder beside a CUDA 13 NVRTC lacks crt/mma.h).
-    include_dirs = (kernel_includes.toolkit_include_dirs(nvrtc_library(cfg), probe(cfg).version)
+    include_dirs = (kernel_includes.toolkit_include_dirs(nvrtc_library(cfg), probe(cfg).version,
+                                                        cfg.cuda_include_dirs)
                     if headers.needs_toolkit else ())
     options = [arch, "-ftz=true", *launch.compile_options(), *(f"-I{d}" for d in include_dirs)]
     # The entry always goes through an NVRTC name expression: a template instantiation

@@ -29,10 +29,9 @@ JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
                         409: {"description": "the commit is recorded with another identity by another token"
                                              " (the answer says what differs)"},
                         503: {"description": "the broker is unreachable: the job was stored as failed"}})
-async def create_job(request: Request, creds: Credentials):
+async def create_job(request: Request, cfg: SettingsDep, creds: Credentials):
     """Queue a job (the body: JobCreate). Its token is checked before its body is read, and the
     body is validated on a thread (api/request_gate.py, api/job_body.py)."""
-    cfg = request.app.state.settings
     body = await job_from(request)
 
     def build(db: Session, token: ApiToken | None) -> Job:
@@ -120,12 +119,10 @@ def get_verdicts(
              responses={403: {"description": "another token's job, and this token is no admin"},
                         404: {"description": "no such job"},
                         503: {"description": "the broker is unreachable: the job was stored as failed"}})
-async def confirm_job(job_id: JobId, body: ConfirmIn, request: Request, creds: Credentials):
+async def confirm_job(job_id: JobId, body: ConfirmIn, request: Request, cfg: SettingsDep, creds: Credentials):
     """Queue a confirmation of this job's results: each case's base-commit kernel and head kernel,
     timed interleaved on one GPU (core/confirm.py). Only the token that submitted the job (or an
     admin token) confirms it, against base jobs that token (or an admin) submitted."""
-    cfg = request.app.state.settings
-
     def build(db: Session, token: ApiToken | None) -> Job:
         head = db.get(Job, job_id)
         if head is None:
