@@ -31,6 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_DSN = os.environ.get("GEMMWATCH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = parallel.redis_url()  # this xdist worker's own database (GEMMWATCH_TEST_REDIS)
 FAKE_RUNNER = "tests.fake_gpu:CpuRunner"
+# Every test's HTTP client waits this long for an answer (httpx's default, 5 s, is shorter than a
+# loaded 2-core machine's first POST /api/jobs: two ReadTimeouts in a fresh-clone `make test`).
+HTTP_TIMEOUT_S = 120
 
 
 def cuda_available() -> bool:
@@ -157,7 +160,7 @@ class WorkerProcess:
         self.queues = queues
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 60) -> "WorkerProcess":
+    def start(self, timeout: float = 240) -> "WorkerProcess":  # a loaded 2-core machine starts one slowly
         from cli.main import worker_command
 
         log = open(self.log_path, "ab")
@@ -229,7 +232,19 @@ def start_worker(tmp_path):
         w.wait()
 
 
-def wait_for_job(client: TestClient, job_id: int, timeout: float = 60, until=("succeeded", "failed", "cancelled")):
+@pytest.fixture
+def hold(tmp_path):
+    """A hold on the CPU double's cases (tests/fake_gpu.py Hold, FAKE_GPU_HOLD_DIR): start a worker with
+    **hold.env, wait with hold.reached(n) for case n to be held, hold.release(n) to let it go on. Name it
+    after start_worker: its teardown releases every case first, so no stopping worker waits on one."""
+    from tests.fake_gpu import Hold
+
+    h = Hold(tmp_path / "hold")
+    yield h
+    h.release()
+
+
+def wait_for_job(client: TestClient, job_id: int, timeout: float = 180, until=("succeeded", "failed", "cancelled")):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         job = client.get(f"/api/jobs/{job_id}").json()
@@ -254,10 +269,10 @@ def live_server(tmp_path):
                                 cwd=ROOT, env=env, stdout=log, stderr=log, preexec_fn=_die_with_parent)
         procs.append(proc)
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 240  # a loaded 2-core machine starts a server slowly
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                if httpx.get(f"{base}/healthz").status_code == 200:
+                if httpx.get(f"{base}/healthz", timeout=HTTP_TIMEOUT_S).status_code == 200:
                     return base
             except httpx.HTTPError:
                 time.sleep(0.05)

@@ -30,7 +30,12 @@ And through the environment, for fault tests:
   FAKE_GPU_HANG_VARIANT=name    the child process never returns from that variant
   FAKE_GPU_WRONG_VARIANT=name   that variant drops its last K column (a wrong kernel)
   FAKE_GPU_THROTTLED=p          NVML reports a power cap during p % of the batches (seeded)
-  FAKE_GPU_SLEEP_S=seconds      each case sleeps first (to observe progress)
+  FAKE_GPU_SLEEP_S=seconds      each case sleeps first (a case that takes time, e.g. against a time budget;
+                                never to hold a case while a test looks: that is FAKE_GPU_HOLD_DIR's)
+  FAKE_GPU_HOLD_DIR=folder      each case, before it runs, says so (the file started.<n>, n counting the
+                                cases that reached the hold: 0, 1, ...) and waits for the test's word
+                                (release.<n> or release.all): class Hold below. A test holds a case where
+                                it wants one, however slow the machine, and no sleep decides anything
   FAKE_GPU_COMPUTE_CAPABILITY=x.y  the compute capability it reports (default 0.0, no GPU):
                                 kernels built for one target (sm_90a) are not applicable elsewhere
   FAKE_GPU_MODEL, FAKE_GPU_UUID  the identity it registers with (one machine standing in for several)
@@ -328,6 +333,55 @@ def cublas_as_called(plan, operands: dict, c_layout: str, m: int, n: int, batch:
     return c if batch > 1 else c[0]
 
 
+class Hold:
+    """The test's end of FAKE_GPU_HOLD_DIR: see a case reach the hold, let it go on.
+
+    hold = Hold(tmp_path / "hold"); start_worker(cfg, **hold.env); ...; hold.reached(1) (case 1 is
+    held, case 0 has returned); hold.release(1) or hold.release() (every case, now and later)."""
+
+    def __init__(self, folder):
+        from pathlib import Path
+
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.env = {"FAKE_GPU_HOLD_DIR": str(self.folder)}
+
+    def reached(self, n: int, timeout: float = 300) -> None:
+        """Wait (a generous deadline: a loaded machine's worker starts slowly) until the n-th case is held."""
+        deadline = time.monotonic() + timeout
+        while not (self.folder / f"started.{n}").exists():
+            assert time.monotonic() < deadline, f"no case {n} reached the hold in {timeout} s"
+            time.sleep(0.02)  # polls a file: the loop only waits, it orders nothing
+
+    def count(self) -> int:
+        return len(list(self.folder.glob("started.*")))
+
+    def release(self, n: int | None = None) -> None:
+        (self.folder / ("release.all" if n is None else f"release.{n}")).touch()
+
+
+def _hold(folder: str, limit_s: float = 900) -> None:
+    """The double's end: say this case started, then wait for the test to release it. Gives up if the
+    worker that started this GPU process is gone (a test's kill -9 leaves no process behind)."""
+    from pathlib import Path
+
+    path, parent = Path(folder), os.getppid()
+    n = 0
+    while True:
+        try:
+            os.close(os.open(path / f"started.{n}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            break
+        except FileExistsError:
+            n += 1
+    deadline = time.monotonic() + limit_s
+    while not ((path / f"release.{n}").exists() or (path / "release.all").exists()):
+        if os.getppid() != parent:
+            os._exit(0)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"FAKE_GPU_HOLD_DIR: case {n} was never released")
+        time.sleep(0.01)
+
+
 class CpuRunner(Runner):
     """The product's runner over the CPU double."""
 
@@ -338,6 +392,8 @@ class CpuRunner(Runner):
 
     def run_case(self, case, policy):
         time.sleep(float(os.environ.get("FAKE_GPU_SLEEP_S", "0")))
+        if os.environ.get("FAKE_GPU_HOLD_DIR"):
+            _hold(os.environ["FAKE_GPU_HOLD_DIR"])
         if os.environ.get("FAKE_GPU_CRASH_VARIANT") == case.variant:
             os._exit(77)
         if os.environ.get("FAKE_GPU_HANG_VARIANT") == case.variant:

@@ -9,7 +9,7 @@ import pytest
 
 from core.tokens import create_token
 from core.db import session_factory, upgrade_database
-from tests.conftest import ROOT, make_settings
+from tests.conftest import HTTP_TIMEOUT_S, ROOT, make_settings
 
 KERNEL = """
 extern "C" __global__ void my_gemm(int M, int N, int K, float alpha, const float* A, const float* B,
@@ -121,7 +121,7 @@ def test_a_commit_past_one_jobs_limit_is_measured_in_several_jobs_and_reported_a
     url = live_server(cfg, GEMMWATCH_MAX_CASES="4")
     import httpx
 
-    assert httpx.get(f"{url}/api/limits").json()["max_cases_per_job"] == 4
+    assert httpx.get(f"{url}/api/limits", timeout=HTTP_TIMEOUT_S).json()["max_cases_per_job"] == 4
     folder = folder_of(tmp_path / "k", ["mine_a", "mine_b", "mine_c"])
     run = ci(url, token, tmp_path, "--commit", "abab0001", "--branch", "main", "--kernels-dir", str(folder), "--size", "64")
     assert run.returncode == 0, run.stdout + run.stderr
@@ -129,7 +129,8 @@ def test_a_commit_past_one_jobs_limit_is_measured_in_several_jobs_and_reported_a
     rows = [line for line in run.stdout.splitlines() if line.startswith("| mine_")]
     assert sorted(r.split(" | ")[0:2] for r in rows) == sorted(
         [f"| {n}", s] for n in ("mine_a", "mine_b", "mine_c") for s in ("128×128×128", "64×64×64"))
-    jobs = httpx.get(f"{url}/api/jobs", params={"limit": 10}, headers={"Authorization": f"Bearer {token}"}).json()
+    jobs = httpx.get(f"{url}/api/jobs", params={"limit": 10}, headers={"Authorization": f"Bearer {token}"},
+                     timeout=HTTP_TIMEOUT_S).json()
     ours = sorted((j for j in jobs if j["commit"] and j["commit"]["sha"] == "abab0001"), key=lambda j: j["id"])
     assert [sorted(j["variants"]) for j in ours] == [["mine_a", "mine_b"], ["mine_c"]]
     assert all(f"#r-{ours[1]['id']}-mine_c-" in r for r in rows if r.startswith("| mine_c"))

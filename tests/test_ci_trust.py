@@ -20,7 +20,7 @@ import pytest
 
 from core.db import session_factory
 from core.tokens import create_token
-from tests.conftest import FAKE_RUNNER, ROOT
+from tests.conftest import FAKE_RUNNER, HTTP_TIMEOUT_S, ROOT
 
 CI_TOKEN_NAME = "ci-runner"
 
@@ -89,7 +89,7 @@ def test_gemmwatch_ci_sends_the_token_nowhere_the_tree_names(tmp_path, cfg, live
     base = live_server(cfg)
     real = gemmwatch_ci(tree, ci_env(GEMMWATCH_TOKEN=token, GEMMWATCH_SERVER=base))
     assert real.returncode == 3, real.stdout + real.stderr  # no worker here: it times out waiting
-    jobs = httpx.get(f"{base}/api/jobs").json()
+    jobs = httpx.get(f"{base}/api/jobs", timeout=HTTP_TIMEOUT_S).json()
     assert [j["commit"]["sha"] for j in jobs] == ["ab12cd34"]
 
     assert heard == [], f"the attacker's server heard: {heard}"

@@ -53,10 +53,10 @@ def node(w) -> str:
     return f"{w.name}@{socket.gethostname() if w.host == '%h' else w.host}"
 
 
-def test_worker_registers_beats_runs_and_signs_off(fleet_cfg, start_worker):
+def test_worker_registers_beats_runs_and_signs_off(fleet_cfg, start_worker, hold):
     client = make_client(fleet_cfg)
     assert client.get("/api/workers").json() == [] and client.get("/api/gpus").json() == []
-    w = start_worker(fleet_cfg, FAKE_GPU_SLEEP_S="0.5", **FAST_BEATS)
+    w = start_worker(fleet_cfg, **hold.env, **FAST_BEATS)
     name = node(w)
     # Registered and beating: on a loaded 2-core machine a beat can come later than the 2 s after
     # which readers call a worker offline (one fresh-clone run read "offline" here, at 2 s), which is the
@@ -73,8 +73,10 @@ def test_worker_registers_beats_runs_and_signs_off(fleet_cfg, start_worker):
     poll(lambda: workers_by_name(client)[name]["last_beat_at"], lambda t: t > first_beat, 5, "a later heartbeat")
 
     job_id = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": [[32, 32, 32]] * 2}).json()["id"]
+    hold.reached(0)  # its first case held: the worker reads "running" until the test lets it go
     busy = poll(lambda: workers_by_name(client)[name], lambda x: x["state"] == "running", what="running state")
     assert busy["job"]["id"] == job_id and busy["job"]["progress"]["total"] == 4
+    hold.release()
     job = wait_for_job(client, job_id)
     assert job["status"] == "succeeded" and job["worker"] == name
     after = poll(lambda: workers_by_name(client)[name], lambda x: x["state"] == "idle", what="idle again")
@@ -146,14 +148,18 @@ def test_a_job_nobody_serves_says_why_it_waits(fleet_cfg, start_worker, live_ser
 
 
 @pytest.mark.long
-def test_jobs_behind_a_busy_worker_say_so(fleet_cfg, start_worker):
+def test_jobs_behind_a_busy_worker_say_so(fleet_cfg, start_worker, hold):
     client = make_client(fleet_cfg)
-    start_worker(fleet_cfg, FAKE_GPU_SLEEP_S="1", **FAST_BEATS)
+    start_worker(fleet_cfg, **hold.env, **FAST_BEATS)
     post = lambda: client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[16, 16, 16]] * 3}).json()["id"]  # noqa: E731
     first, second = post(), post()
+    hold.reached(0)  # the first job's first case held: the worker is busy until the test says
     poll(lambda: client.get(f"/api/jobs/{first}").json()["status"], lambda s: s == "running", what="first running")
+    # Busy as readers see it: its beat names the job (the running state, written beside the claim).
+    poll(lambda: [w["state"] for w in client.get("/api/workers").json()], lambda s: s == ["running"], what="worker busy")
     said = client.get(f"/api/jobs/{second}").json()["waiting"]
     assert said == "waiting: all 1 live worker(s) serving gpu.any are busy; 1 job(s) queued on it"
+    hold.release()
     assert wait_for_job(client, second)["status"] == "succeeded"
 
 
@@ -243,5 +249,8 @@ def test_no_beat_lands_after_the_sign_off(tmp_path, database_url):
     first = poll(row, lambda w: w is not None and w.state == "online", 10, "registration")
     poll(row, lambda w: w.last_beat_at > first.last_beat_at, 10, "a beat")
     fleet.sign_off(cfg, "signing-off@host")
-    time.sleep(0.3)  # sixty beat periods
+    # Once the loop has ended, every beat it would ever write has landed (no sleep to guess when):
+    # the row still says "stopped", so none landed after the sign-off. A loop left running never
+    # ends, and the join's deadline (generous: a loaded machine) fails the test.
+    thread.join(60)
     assert not thread.is_alive() and row().state == "stopped"

@@ -19,7 +19,7 @@ from core.db import session_factory, upgrade_database
 from core.models import ApiToken, DashboardSession, Job
 from core.tokens import create_token
 from dashboard.login import COOKIE
-from tests.conftest import make_settings
+from tests.conftest import HTTP_TIMEOUT_S, make_settings
 from tests.fake_results import add_job
 from tests.test_browser import browser  # noqa: F401  (the real chromium, shared fixture)
 
@@ -127,7 +127,7 @@ def test_logging_out_ends_the_session_on_the_server(browser, site, visitor):  # 
     with page.expect_navigation():
         page.click("#log-out button")
     assert "/login" in page.url and sessions_of(site["cfg"], "visitor") == 0
-    replay = httpx.get(site["url"] + "/jobs", cookies={COOKIE: kept}, follow_redirects=False)
+    replay = httpx.get(site["url"] + "/jobs", cookies={COOKIE: kept}, follow_redirects=False, timeout=HTTP_TIMEOUT_S)
     assert replay.status_code == 303 and replay.headers["location"].startswith("/login")
 
 
@@ -147,7 +147,7 @@ def test_finding_7_a_gpu_name_is_drawn_as_text_in_the_chart(browser, site):  # n
              "results": [{"variant": "naive", "m": 128, "n": 128, "k": 128, "verified": True, "median_ms": 0.01,
                           "gflops": 419.4, "n_samples": 10}]}
     posted = httpx.post(site["url"] + "/api/results", json=batch,
-                        headers={"Authorization": f"Bearer {site['tokens']['attacker']}"})
+                        headers={"Authorization": f"Bearer {site['tokens']['attacker']}"}, timeout=HTTP_TIMEOUT_S)
     assert posted.status_code == 201, posted.text
     context = browser.new_context(extra_http_headers={"Authorization": f"Bearer {site['tokens']['visitor']}"})
     page = context.new_page()

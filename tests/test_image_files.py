@@ -29,7 +29,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import HAVE_GPU, ROOT, free_port
+from tests.conftest import HAVE_GPU, HTTP_TIMEOUT_S, ROOT, free_port
 
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
@@ -173,10 +173,10 @@ def run_image(dockerfile: str, tmp: Path, database_url: str, broker_url: str) ->
                 raise Problem(f"`gemmwatch serve` did not answer /healthz in 90 s:\n{logs['api'].read_text()[-3000:]}")
             time.sleep(0.1)
         for path in ("/", "/api/variants"):
-            resp = httpx.get(base + path, timeout=30)
+            resp = httpx.get(base + path, timeout=HTTP_TIMEOUT_S)
             if resp.status_code != 200:
                 raise Problem(f"GET {path}: {resp.status_code} {resp.text[:2000]}\n{logs['api'].read_text()[-3000:]}")
-        assert "naive" in {v["name"] for v in httpx.get(f"{base}/api/variants").json()}
+        assert "naive" in {v["name"] for v in httpx.get(f"{base}/api/variants", timeout=HTTP_TIMEOUT_S).json()}
 
         token = subprocess.run([python, "-m", "cli.main", "token", "create", "image-test"], cwd=app, env=env,
                                capture_output=True, text=True, timeout=120)
@@ -187,7 +187,7 @@ def run_image(dockerfile: str, tmp: Path, database_url: str, broker_url: str) ->
         procs.append(subprocess.Popen([python, *compose_command("worker-gpu0")], cwd=app, env=env,
                                       stdout=open(logs["worker"], "wb"), stderr=subprocess.STDOUT))
         posted = httpx.post(f"{base}/api/jobs", json={"variants": ["naive"], "sizes": [[64, 64, 64]]},
-                            headers=headers, timeout=30)
+                            headers=headers, timeout=HTTP_TIMEOUT_S)
         assert posted.status_code == 202, posted.text
         job = posted.json()
         deadline = time.monotonic() + 120

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from core.tokens import create_token
 from core.db import session_factory, upgrade_database
 from core.models import Result
-from tests.conftest import FAKE_RUNNER, ROOT, make_client, make_settings
+from tests.conftest import FAKE_RUNNER, HTTP_TIMEOUT_S, ROOT, make_client, make_settings
 
 GPU = {"uuid": "GPU-abc", "name": "NVIDIA H100 80GB HBM3", "model": "H100", "sm_count": 132}
 
@@ -48,6 +48,16 @@ def test_posted_unverified_results_fail_the_job_and_carry_no_speed(client, cfg):
     resp = client.post("/api/results", json=bad)
     assert resp.status_code == 422 and "no gflops" in resp.text
     assert stored(cfg) == 1
+    assert [r["status"] for r in job["results"]] == ["failed"]  # no rel_error measured: no verdict on the kernel
+    # A posted status is kept where it fits the result, and refused where it contradicts it.
+    said = {**body, "run_id": "run-0004-abcdef", "results": [result(verified=False, error="wrong result", status="incorrect"),
+                                                             result(verified=False, rel_error=0.2)]}
+    job = client.get(f"/api/jobs/{client.post('/api/results', json=said).json()['job_id']}").json()
+    assert [r["status"] for r in job["results"]] == ["incorrect", "incorrect"]
+    for lie in (result(verified=False, error="wrong result", status="passed"), result(status="failed")):
+        resp = client.post("/api/results", json={**body, "run_id": "run-0005-abcdef", "results": [lie]})
+        assert resp.status_code == 422 and "contradicts" in resp.text, resp.text
+    assert stored(cfg) == 2
 
 
 def test_a_sustained_result_keeps_its_mode_and_an_unknown_mode_is_refused(client, cfg):
@@ -117,7 +127,8 @@ def test_gemmwatch_run_post_measures_locally_and_posts(tmp_path, pg_url, live_se
     # The saved batch posted again (a retried CI step) adds nothing.
     import httpx
 
-    again = httpx.post(f"{url}/api/results", json=json.loads(saved.read_text()), headers={"Authorization": f"Bearer {token}"})
+    again = httpx.post(f"{url}/api/results", json=json.loads(saved.read_text()), headers={"Authorization": f"Bearer {token}"},
+                       timeout=HTTP_TIMEOUT_S)
     assert again.status_code == 200 and again.json()["created"] is False
     assert stored(cfg) == 2
 

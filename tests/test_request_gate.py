@@ -88,10 +88,10 @@ def test_a_body_over_the_routes_limit_is_413_from_its_length_or_as_it_streams(cf
         streamed = None
     if streamed is not None:
         assert streamed.status_code == 413
-    assert httpx.get(f"{base}/api/jobs").json() == []  # neither body got through
+    assert httpx.get(f"{base}/api/jobs", timeout=DEADLINE_S).json() == []  # neither body got through
     # Small writes to other routes are bounded too (64 KiB), and the API still works.
     assert httpx.post(f"{base}/api/jobs/1/cancel", content=b"x" * (65 << 10),
-                      headers={"Authorization": f"Bearer {token}"}).status_code == 413
+                      headers={"Authorization": f"Bearer {token}"}, timeout=DEADLINE_S).status_code == 413
     ok = httpx.post(f"{base}/api/jobs", json={"variants": ["naive"], "sizes": [[64, 64, 64]]},
                     headers={"Authorization": f"Bearer {token}"}, timeout=DEADLINE_S)
     assert ok.status_code == 202, ok.text

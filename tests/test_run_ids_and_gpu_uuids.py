@@ -10,6 +10,7 @@ import httpx
 from core.db import session_factory
 from core.models import Job
 from core.tokens import create_token
+from tests.conftest import HTTP_TIMEOUT_S
 
 GPU = {"uuid": "GPU-5c3e1a2b-0000-4000-8000-00000000abcd", "name": "NVIDIA H100 80GB HBM3", "model": "H100",
        "sm_count": 132}
@@ -42,7 +43,7 @@ def test_a_run_id_claimed_first_by_another_token_does_not_drop_the_real_post(cfg
     again = posted(base, real, RUN_ID)
     assert again.status_code == 200 and again.json() == {**mine.json(), "created": False}
     assert posted(base, squatter, RUN_ID).json()["job_id"] == claimed.json()["job_id"]
-    job = httpx.get(f"{base}/api/jobs/{mine.json()['job_id']}").json()
+    job = httpx.get(f"{base}/api/jobs/{mine.json()['job_id']}", timeout=HTTP_TIMEOUT_S).json()
     assert [r["gflops"] for r in job["results"]] == [52.4]
     with session_factory(cfg)() as db:
         assert db.query(Job).filter(Job.run_id == RUN_ID).count() == 2
@@ -63,9 +64,9 @@ def test_look_alike_uuids_are_one_gpu_for_posts_and_workers(cfg, live_server, st
 
     # A worker that reports it in capitals registers (and, holding the database, takes over) the same record.
     start_worker(cfg, FAKE_GPU_UUID=GPU["uuid"].upper() + " ", FAKE_GPU_MODEL="H100")
-    deadline = time.monotonic() + 60
-    while not httpx.get(f"{base}/api/workers").json() and time.monotonic() < deadline:
+    deadline = time.monotonic() + 240  # a loaded machine starts a worker slowly
+    while not httpx.get(f"{base}/api/workers", timeout=HTTP_TIMEOUT_S).json() and time.monotonic() < deadline:
         time.sleep(0.1)  # polls the fleet until the worker has registered
-    gpus = httpx.get(f"{base}/api/gpus").json()
+    gpus = httpx.get(f"{base}/api/gpus", timeout=HTTP_TIMEOUT_S).json()
     assert [g["uuid"] for g in gpus] == [GPU["uuid"]], gpus
-    assert [w["gpu_uuid"] for w in httpx.get(f"{base}/api/workers").json()] == [GPU["uuid"]]
+    assert [w["gpu_uuid"] for w in httpx.get(f"{base}/api/workers", timeout=HTTP_TIMEOUT_S).json()] == [GPU["uuid"]]

@@ -111,6 +111,7 @@ def test_a_wrong_kernel_is_reported_unverified_with_no_speed(stack):
     (r,) = job["results"]
     assert r["verified"] is False and r["gflops"] is None and r["rel_error"] > 1e-4
     assert "wrong result" in r["error"] and "wrong result" in job["error"]
+    assert r["status"] == "incorrect"  # not "failed": the kernel ran, and its C was wrong
 
 
 def test_a_hanging_case_is_killed_at_the_time_limit(stack):
@@ -141,15 +142,25 @@ def test_broker_down_gives_503_and_the_job_is_kept_as_failed(tmp_path, pg_url):
         assert job.id == resp.json()["id"] and job.status == "failed" and "broker unreachable" in job.error
 
 
-def test_progress_moves_case_by_case_while_the_job_runs(stack):
+def test_progress_moves_case_by_case_while_the_job_runs(stack, hold):
     cfg, client, start_worker = stack
-    start_worker(cfg, FAKE_GPU_SLEEP_S="1.5")
+    start_worker(cfg, **hold.env)
     job_id = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": [[8, 8, 8]]}).json()["id"]
-    midway = wait_for_job(client, job_id, until=("running",))
-    # The result of case 0 and the start of case 1 are two writes; wait until both have landed.
-    while midway["progress"]["done"] == 0 or midway["current_case"].startswith("naive 8x8x8"):
+    hold.reached(0)
+    # Case 0 is on the device: nothing stored; the worker writes its start once the GPU process says so.
+    held = wait_for_job(client, job_id, until=("running",))
+    while not held["current_case"]:
+        held = client.get(f"/api/jobs/{job_id}").json()
+    assert held["progress"] == {"done": 0, "total": 2} and held["results"] == []
+    assert held["current_case"].startswith("naive 8x8x8")
+    hold.release(0)
+    hold.reached(1)  # case 0 returned and was stored, case 1 held: the job stays midway however slow the machine
+    # Case 1's start is written as the GPU process tells it, beside the hold: wait until it has landed.
+    midway = client.get(f"/api/jobs/{job_id}").json()
+    while midway["current_case"].startswith("naive 8x8x8"):
         midway = client.get(f"/api/jobs/{job_id}").json()
     assert midway["status"] == "running" and midway["progress"] == {"done": 1, "total": 2}
     assert [r["variant"] for r in midway["results"]] == ["naive"]
     assert midway["current_case"] == "smem_tiled 8x8x8 TILE=32"
+    hold.release(1)
     assert wait_for_job(client, job_id)["progress"] == {"done": 2, "total": 2}
