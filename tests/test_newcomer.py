@@ -180,6 +180,14 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/status").read().split("State:")[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 # What `make up` printed before: Celery's banner, its warning about root, kombu's about the host.
 NOISE = ["No hostname was supplied", "SecurityWarning", "superuser privileges", "[config]", ".> transport:",
          "-------------- ", "celery@", "[queues]", "compiler confinement"]
@@ -196,6 +204,7 @@ def test_up_prints_where_it_serves_where_the_data_lives_and_how_to_stop_and_no_n
             except httpx.HTTPError:
                 return False
 
+        _until("startup lines", lambda: "stop " in log.read_text(), proc, log)
         _until("answer on /healthz", served, proc, log)
         # A job through the worker: by its end the worker has started, connected, registered and
         # said whatever it says at start, and the API has published to the broker.
@@ -209,8 +218,17 @@ def test_up_prints_where_it_serves_where_the_data_lives_and_how_to_stop_and_no_n
 
         assert _until("end of the job", ended, proc, log)["status"] in ("succeeded", "failed")
         said = log.read_text()
+        workers = [int(c) for c in open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()]
+        assert workers, "gemmwatch up started no worker"
     finally:
         _stop(proc)
+    # Ctrl-C, as the last line says, stopped the API and its workers together.
+    import time
+
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in workers):
+        assert time.monotonic() < deadline, f"workers {workers} outlived Ctrl-C:\n{log.read_text()}"
+        time.sleep(0.1)
     lines = [line for line in said.splitlines() if line.strip()]
     assert lines[0] == f"gemmwatch at {base}/  (API docs at {base}/docs)", said
     assert any(line.split() == ["data", str((tmp_path / ".gemmwatch").resolve()), "(SQLite", "database,", "broker,",
