@@ -69,3 +69,38 @@ def test_0016_gives_each_stored_result_the_form_its_env_says(tmp_path, database_
     indexes = {i["name"]: i["column_names"] for i in inspect(engine).get_indexes("result")}
     assert indexes["ix_result_dashboard"][:3] == ["mode", "form", "m"]
     engine.dispose()
+
+
+def test_0019_gives_each_stored_result_the_status_its_fields_say(tmp_path, database_url):
+    """Verified without an error: passed; a wrong C (measured or NaN): incorrect; another GPU's
+    kernel: not applicable; a compile error, or verified but never timed: failed."""
+    from sqlalchemy import select, text, update
+
+    from core.db import session_factory
+    from core.models import Result
+    from tests.conftest import make_settings
+    from tests.fake_results import add_job
+
+    cfg = make_settings(tmp_path, database_url)
+    alembic = alembic_config(database_url)
+    command.upgrade(alembic, "head")
+    rows = [(True, None, 0.0), (False, "wrong result: relative error 0.1 > 0.001", 0.1),
+            (False, "wrong result: C holds NaN or Inf after a run with finite A, B and C", None),
+            (False, "not applicable: bf16_wgmma is built for sm_90a", None), (False, "compile error:\nx.cu(3): oops", None),
+            (True, "no usable timing samples within 6 s", 0.0), (False, None, None)]
+    job_id = add_job(cfg, "f0a1b3", [("naive", (64, 64, 64 + i), 100.0, False) for i in range(len(rows))])
+    with session_factory(cfg)() as db:
+        ids = list(db.scalars(select(Result.id).where(Result.job_id == job_id).order_by(Result.case_index)))
+        for row_id, (verified, error, rel_error) in zip(ids, rows):
+            db.execute(update(Result).where(Result.id == row_id).values(verified=verified, error=error, rel_error=rel_error))
+        db.commit()
+    command.downgrade(alembic, "0018")
+    engine = create_engine(database_url)
+    assert "status" not in {c["name"] for c in inspect(engine).get_columns("result")}
+
+    command.upgrade(alembic, "head")
+
+    with engine.connect() as conn:
+        status = dict(conn.execute(text("SELECT id, status FROM result")).all())
+    assert [status[i] for i in ids] == ["passed", "incorrect", "incorrect", "not applicable", "failed", "failed", "failed"]
+    engine.dispose()

@@ -73,6 +73,8 @@ def test_a_job_on_another_gpu_reports_the_wgmma_variant_as_not_applicable(
     assert job["error"] is None
     by_variant = {r["variant"]: r for r in job["results"]}
     assert by_variant["naive"]["verified"] and by_variant["naive"]["gflops"] > 0
+    assert by_variant["naive"]["status"] == "passed"
+    assert by_variant["tf32_wgmma"]["status"] == ("passed" if wgmma_runs else "not applicable")
     wgmma = by_variant["tf32_wgmma"]
     if wgmma_runs:
         assert wgmma["verified"] and wgmma["gflops"] > 0 and wgmma["error"] is None

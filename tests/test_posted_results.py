@@ -48,16 +48,16 @@ def test_posted_unverified_results_fail_the_job_and_carry_no_speed(client, cfg):
     resp = client.post("/api/results", json=bad)
     assert resp.status_code == 422 and "no gflops" in resp.text
     assert stored(cfg) == 1
-    assert [r["status"] for r in job["results"]] == ["failed"]  # no rel_error measured: no verdict on the kernel
+    assert [r["status"] for r in job["results"]] == ["incorrect"]  # a relative error measured, not verified
     # A posted status is kept where it fits the result, and refused where it contradicts it.
     said = {**body, "run_id": "run-0004-abcdef", "results": [result(verified=False, error="wrong result", status="incorrect"),
-                                                             result(verified=False, rel_error=0.2)]}
+                                                             result(verified=False, rel_error=None, error="crashed")]}
     job = client.get(f"/api/jobs/{client.post('/api/results', json=said).json()['job_id']}").json()
-    assert [r["status"] for r in job["results"]] == ["incorrect", "incorrect"]
+    assert [r["status"] for r in job["results"]] == ["incorrect", "failed"]
     for lie in (result(verified=False, error="wrong result", status="passed"), result(status="failed")):
         resp = client.post("/api/results", json={**body, "run_id": "run-0005-abcdef", "results": [lie]})
         assert resp.status_code == 422 and "contradicts" in resp.text, resp.text
-    assert stored(cfg) == 2
+    assert stored(cfg) == 3  # 1 + 2 results, nothing of the refused posts
 
 
 def test_a_sustained_result_keeps_its_mode_and_an_unknown_mode_is_refused(client, cfg):
