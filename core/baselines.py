@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.ancestry import COMMIT_TIME as _COMMIT_TIME, chain, first_parent
+from core.ancestry import COMMIT_TIME as _COMMIT_TIME, chain, commit_time, first_parent
 from core.confirm import resource_changes
 from core.models import Commit, Gpu, Job, Result
 from core.regression import Point, Thresholds, judge
@@ -139,13 +139,23 @@ def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | Non
 
 def _resource_changes(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None) -> list[str]:
     """The head result's kernel resources against the newest result of the same series on the
-    base commit (or the head's first parent)."""
-    base = _ancestry_anchor(db, job, base_sha, base_branch) or (_find(db, base_sha, job) if base_sha else None)
+    base commit (or the head's first parent); where neither was measured, on the newest earlier
+    commit of the branch that has one, as the history verdict falls back to (a CI that measures
+    some commits only)."""
     head = resources_of(r.env)
-    if base is None or not head:
+    if not head:
         return []
-    env = db.scalar(select(Result.env).where(
-        Result.commit_id == base.id, Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k,
-        Result.mode == r.mode, Result.compute_mode == r.compute_mode, Result.form == r.form,
-        Result.verified.is_(True)).order_by(Result.id.desc()).limit(1))
+    series = select(Result.env).where(
+        Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k, Result.mode == r.mode,
+        Result.compute_mode == r.compute_mode, Result.form == r.form, Result.verified.is_(True))
+    base = _ancestry_anchor(db, job, base_sha, base_branch) or (_find(db, base_sha, job) if base_sha else None)
+    if base is not None:
+        env = db.scalar(series.where(Result.commit_id == base.id).order_by(Result.id.desc()).limit(1))
+    elif base_sha is None and job.commit is not None and (base_branch or job.commit.branch):
+        c = job.commit
+        env = db.scalar(series.join(Commit, Result.commit_id == Commit.id).where(
+            Commit.repo == c.repo, Commit.branch == (base_branch or c.branch), Commit.id != c.id,
+            _COMMIT_TIME <= commit_time(c)).order_by(_COMMIT_TIME.desc(), Result.id.desc()).limit(1))
+    else:
+        return []
     return resource_changes(resources_of(env), head)

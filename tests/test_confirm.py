@@ -94,6 +94,10 @@ def test_a_parent_never_measured_gives_the_branchs_previous_commit_as_base(cfg, 
     client = make_client(cfg)
     bench(client, "eeee0001", KERNEL, [])
     head = bench(client, "eeee0003", SLOWER, ["eeee0002"])  # eeee0002: never measured
+    # The history verdict's resource changes come from the same fallback.
+    verdicts = {v["variant"]: v for v in client.get(f"/api/jobs/{head['id']}/verdicts").json()}
+    assert verdicts["my_gemm"]["resource_changes"][0] == "registers 34 -> 168", verdicts["my_gemm"]
+    assert verdicts["naive"]["resource_changes"] == []
     resp = client.post(f"/api/jobs/{head['id']}/confirm", json={"variants": ["my_gemm"]})
     assert resp.status_code == 202, resp.text
     with session_factory(cfg)() as db:
