@@ -39,9 +39,18 @@ PY
     > "$OUT/ci-$sha.log" 2>&1 || echo "ci at $sha ended $?" | tee -a "$OUT/commits.log"
 done < "$COMMITS"
 
-for id in $(curl -s "http://127.0.0.1:$PORT/api/jobs?limit=100" | python3 -c "import json,sys; print(*[j['id'] for j in json.load(sys.stdin)])"); do
-  curl -s "http://127.0.0.1:$PORT/api/jobs/$id" > "$OUT/jobs/$id.json"
-done
+# Each job as GET /api/jobs/{id} returns it, each result replaced by GET /api/results/{id}'s, which
+# keeps the raw samples (the variant's, cuBLAS's in env): /compare's intervals are drawn from them.
+python3 - "http://127.0.0.1:$PORT" "$OUT/jobs" <<'PY'
+import json, sys, urllib.request
+base, out = sys.argv[1], sys.argv[2]
+get = lambda path: json.load(urllib.request.urlopen(base + path))
+for summary in get("/api/jobs?limit=100"):
+    job = get(f"/api/jobs/{summary['id']}")
+    job["results"] = [get(f"/api/results/{r['id']}") for r in job["results"]]
+    with open(f"{out}/{job['id']}.json", "w") as f:
+        json.dump(job, f)
+PY
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv > "$OUT/gpu.csv" || true
 echo "$(ls "$OUT/jobs" | wc -l) jobs saved" | tee -a "$OUT/commits.log"
 # One file back from the GPU machine, whatever the number of jobs.
