@@ -5,7 +5,7 @@ import functools
 from pathlib import Path
 
 import kernels
-from core.kernel import KernelDescription
+from core.kernel_description import KernelDescription
 from core.kernel_folder import load_folder
 
 KERNELS_DIR = Path(kernels.__file__).resolve().parent

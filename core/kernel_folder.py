@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from core.kernel import KernelDescription, explain
+from core.kernel_description import KernelDescription, explain
 from core.kernel_includes import reached_files
 
 MANIFEST = "gemmwatch.json"

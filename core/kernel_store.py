@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from core.kernel import KernelDescription
+from core.kernel_description import KernelDescription
 from core.models import Job, KernelSource
 
 

@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from core import compile_flags
-from core.kernel import KernelDescription, resolve
+from core.kernel import resolve
+from core.kernel_description import KernelDescription
 from core.kernel_folder import load_folder
 from core.kernel_includes import resolve as resolve_includes
 from core.settings import Settings

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from core.builtins import builtin_kernels
-from core.kernel import KernelDescription
+from core.kernel_description import KernelDescription
 from core.precision import Precision, peak_tflops
 from core.settings import Settings
 from tests.descriptions import builtin_variant, one_file

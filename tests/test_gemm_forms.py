@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from core import gemm_form
 from core.gemm_form import GemmForm, cublas_gemm, label
-from core.kernel import KernelDescription
+from core.kernel_description import KernelDescription
 from core.precision import Precision, fp16_accumulate_tolerance
 from core.settings import Settings
 from tests.fake_gpu import CpuRunner

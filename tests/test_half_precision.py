@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from core.builtins import builtin_kernels
-from core.kernel import KernelDescription
+from core.kernel_description import KernelDescription
 from core.precision import Precision, peak_tflops, unit_roundoff
 from core.settings import Settings
 from tests.descriptions import one_file

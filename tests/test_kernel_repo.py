@@ -129,7 +129,8 @@ def test_files_saved_with_a_byte_order_mark_get_in_and_compile(tmp_path):
     token (and the source guard, a line starting with it as no directive), so a repository saved
     that way failed to compile; its manifest failed to parse. The mark is dropped on reading and
     from a posted description's files, before the guard reads them."""
-    from core.kernel import KernelDescription, resolve
+    from core.kernel import resolve
+    from core.kernel_description import KernelDescription
     from core.settings import Settings
     from tests.fake_gpu import H100_FIGURES
     from worker import compiler

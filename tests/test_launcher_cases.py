@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from core.kernel import KernelDescription, resolve
+from core.kernel import resolve
+from core.kernel_description import KernelDescription
 from core.kernel_folder import load_folder
 from core.settings import Settings
 from tests.conftest import make_client, wait_for_job

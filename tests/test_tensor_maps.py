@@ -6,7 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 from core.builtins import builtin_kernels
-from core.kernel import KernelDescription, resolve
+from core.kernel import resolve
+from core.kernel_description import KernelDescription
 from tests.descriptions import one_file
 from tests.test_kernel_compile import H100_FIGURES
 from worker import tensor_maps

@@ -11,7 +11,8 @@ from core.builtins import CUBLAS_VARIANTS, builtin_kernels
 from core.precision import Precision
 from core.result_status import status_of
 from core.gemm_form import DEFAULT_KEY, GemmForm
-from core.kernel import KernelDescription, explain, target_compute_capability
+from core.kernel import target_compute_capability
+from core.kernel_description import KernelDescription, explain
 from core.kernel_store import description_from_stored, freeze
 from worker import stats
 

@@ -9,34 +9,33 @@ the job's library, so that even the library's static constructors run confined:
   - Landlock: every filesystem right is handled and only `Allowance` is allowed (read-only paths,
     device files read-write with ioctl, at most a scratch folder to write); TCP bind and connect
     are denied (ABI 4); abstract UNIX sockets and signals to other processes are scoped (ABI 6).
-  - seccomp (libseccomp through pyseccomp): new sockets, fork, exec, ptrace, other processes'
-    memory and signals, io_uring, namespaces, mounts, modules, keyrings ... fail with EPERM (so the
+  - seccomp (worker/seccomp_filter.py, libseccomp through pyseccomp): new sockets, fork, exec,
+    ptrace, other processes' memory and signals, io_uring, namespaces, mounts, modules, keyrings ... fail with EPERM (so the
     launcher sees an error return, and its case goes on); threads keep working.
   - no new privileges, no capabilities, no core file, optional CPU-time and file-size limits, and
     SIGKILL when the parent dies.
 
-Only the standard library and pyseccomp are imported: the confined process loads nothing of
-gemmwatch's configuration through this module. Import it (and pyseccomp) before any Landlock
+Only the standard library, pyseccomp and worker/jail_terms.py are imported: the confined process
+loads nothing of gemmwatch's configuration through this module. Import it (and pyseccomp) before any Landlock
 layer: pyseccomp looks for libseccomp with ldconfig when it is imported.
 
 Landlock restricts the calling thread and the threads it creates later. Before ABI 8
 (LANDLOCK_RESTRICT_SELF_TSYNC) the threads that already exist keep the domain they had, so a
 process that makes threads during set-up (CUDA does) should put a first, wider layer in place
 while it is still single-threaded (`restrict_paths` with the set-up's own allowance, as
-worker/launcher_call.py does): a thread the job's code reaches later (a CUDA callback thread, say)
+worker/launcher_child.py does): a thread the job's code reaches later (a CUDA callback thread, say)
 then has that layer's rights at most. The seccomp filter is synchronised to every thread.
 """
 
 import ctypes
-import errno
 import os
 import resource
 import signal
 import socket
 import stat
-from dataclasses import dataclass, field
 
-import pyseccomp
+from worker.jail_terms import Allowance, Confinement, ConfinementUnavailable
+from worker.seccomp_filter import load_seccomp_filter
 
 # --- Landlock (include/uapi/linux/landlock.h) -------------------------------------------------
 
@@ -83,51 +82,6 @@ class _PathBeneath(ctypes.Structure):
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-
-
-class ConfinementUnavailable(RuntimeError):
-    """A measure could not be applied (no Landlock in this kernel, no libseccomp ...)."""
-
-
-@dataclass(frozen=True)
-class Allowance:
-    """What a confined process may still open. Anything not named here cannot be opened, listed,
-    written, made or removed; files opened before confinement stay usable whatever this says."""
-
-    readable: tuple[str, ...] = ()  # folders (read files, list) or single files, read-only
-    writable: tuple[str, ...] = ()  # folders where files may be made, written and removed (scratch)
-    devices: tuple[str, ...] = ()  # device files (/dev/nvidia*): read, write and ioctl
-
-    def plus(self, other: "Allowance") -> "Allowance":
-        return Allowance(self.readable + other.readable, self.writable + other.writable,
-                         self.devices + other.devices)
-
-    def as_dict(self) -> dict:
-        return {"readable": list(self.readable), "writable": list(self.writable), "devices": list(self.devices)}
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> "Allowance":
-        d = d or {}
-        return cls(tuple(d.get("readable", ())), tuple(d.get("writable", ())), tuple(d.get("devices", ())))
-
-
-@dataclass(frozen=True)
-class Confinement:
-    """What `confine` applied, one line per measure, for the case's report and the worker's log."""
-
-    applied: tuple[str, ...]
-    missing: tuple[str, ...] = ()  # measures that could not be applied (only where the caller allowed it)
-    threads_before: int | None = 1
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def complete(self) -> bool:
-        return not self.missing
-
-    def describe(self) -> str:
-        lines = list(self.applied)
-        lines += [f"NOT applied: {m}" for m in self.missing]
-        return "; ".join(lines)
 
 
 def landlock_abi() -> int:
@@ -231,92 +185,10 @@ def _add_path_rules(ruleset: int, allowance: Allowance, abi: int, handled_fs: in
     return absent
 
 
-# --- seccomp -------------------------------------------------------------------------------------
-
-_CLONE_THREAD = 0x00010000
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_SET_MM = 1, 4, 38, 35
-_PR_SET_PTRACER = 0x59616D61
-_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
-_TIOCSTI, _TIOCLINUX = 0x5412, 0x541C
-
-# System calls that fail with EPERM whatever their arguments: each reaches outside the process
-# (a new process, another program, another process's memory, the network, the kernel's state).
-REFUSED_CALLS = (
-    "fork", "vfork", "execve", "execveat",  # no new process, no other program
-    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise",  # no other process's memory
-    "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "tkill",  # no other process by pid (tkill: any tid)
-    "socket",  # no new socket of any family: TCP, UDP, raw, netlink, UNIX (the pipe to the parent is open already)
-    "io_uring_setup", "io_uring_enter", "io_uring_register",  # its operations skip seccomp (IORING_OP_SOCKET ...)
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen",
-    "fsmount", "fsconfig", "fspick", "mount_setattr",  # no namespaces, no mounts
-    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
-    "swapon", "swapoff", "iopl", "ioperm", "acct", "quotactl", "syslog",  # no kernel state
-    "bpf", "perf_event_open", "userfaultfd",  # no tracing or exploitation aids
-    "keyctl", "add_key", "request_key",  # the kernel keyrings may hold other programs' secrets
-    "open_by_handle_at",  # opens a file by handle, past path-based rules
-    "setrlimit",  # the limits set here stay (prlimit64 with a new limit is refused below)
-    "setsid", "setpgid",  # stays in the process group the parent kills
-)
-
-
-def _conditional_refusals(own_pid: int) -> list[tuple[str, tuple]]:
-    """System calls refused with EPERM for some arguments only: (name, comparisons), each
-    comparison a pyseccomp.Arg; several rules on one call are alternatives."""
-    A = pyseccomp.Arg
-    return [
-        # A thread is a clone with CLONE_THREAD; anything else (fork's clone, posix_spawn's) is a process.
-        ("clone", (A(0, pyseccomp.MASKED_EQ, _CLONE_THREAD, 0),)),
-        # Signals to this process only (the parent, the worker and its other children are out of reach).
-        ("kill", (A(0, pyseccomp.NE, own_pid),)),
-        ("tgkill", (A(0, pyseccomp.NE, own_pid),)),
-        ("rt_sigqueueinfo", (A(0, pyseccomp.NE, own_pid),)),
-        ("rt_tgsigqueueinfo", (A(0, pyseccomp.NE, own_pid),)),
-        # socketpair is allowed for AF_UNIX only: a connected pair that reaches nothing outside.
-        ("socketpair", (A(0, pyseccomp.NE, socket.AF_UNIX),)),
-        # The parent's death must still kill it, nobody may attach to it, its memory map stays.
-        ("prctl", (A(0, pyseccomp.EQ, _PR_SET_PDEATHSIG),)),
-        ("prctl", (A(0, pyseccomp.EQ, _PR_SET_DUMPABLE),)),
-        ("prctl", (A(0, pyseccomp.EQ, _PR_SET_PTRACER),)),
-        ("prctl", (A(0, pyseccomp.EQ, _PR_SET_MM),)),
-        ("prlimit64", (A(2, pyseccomp.NE, 0),)),  # reading a limit is fine, setting one is not
-        # Typing into a terminal the process may hold (TIOCSTI), the console's ioctls (TIOCLINUX).
-        ("ioctl", (A(1, pyseccomp.MASKED_EQ, 0xFFFFFFFF, _TIOCSTI),)),
-        ("ioctl", (A(1, pyseccomp.MASKED_EQ, 0xFFFFFFFF, _TIOCLINUX),)),
-    ]
-
-
-def load_seccomp_filter(own_pid: int | None = None) -> str:
-    """The filter, synchronised to every thread of the process (CUDA's included). Calls it names
-    fail with EPERM; clone3 fails with ENOSYS, so that glibc falls back to clone, whose flags the
-    filter can read (clone3 passes them in memory, out of a filter's sight). A 32-bit (int 0x80) or
-    x32 system call fails with ENOSYS: the filter is for the native ABI only."""
-    own_pid = os.getpid() if own_pid is None else own_pid
-    eperm = pyseccomp.ERRNO(errno.EPERM)
-    f = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
-    f.set_attr(pyseccomp.Attr.ACT_BADARCH, pyseccomp.ERRNO(errno.ENOSYS))
-    f.set_attr(pyseccomp.Attr.CTL_NNP, 1)
-    f.set_attr(pyseccomp.Attr.CTL_TSYNC, 1)
-    unknown = []
-    for name in REFUSED_CALLS:
-        if pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) < 0:
-            unknown.append(name)  # not a system call on this architecture (iopl on arm64 ...)
-            continue
-        f.add_rule(eperm, name)
-    for name, args in _conditional_refusals(own_pid):
-        f.add_rule(eperm, name, *args)
-    f.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
-    try:
-        f.load()
-    except OSError as exc:
-        raise ConfinementUnavailable(f"seccomp filter not loaded: {exc}") from None
-    return "seccomp: " + ", ".join(
-        ["socket (socketpair but AF_UNIX)", "fork, vfork, clone without CLONE_THREAD, clone3 (ENOSYS)",
-         "execve", "ptrace and other processes' memory", "signals to other processes",
-         "prctl PDEATHSIG/DUMPABLE/PTRACER/MM", "io_uring", "namespaces, mounts, modules, keyrings, bpf",
-         "setting limits"]) + " refused (EPERM) on every thread"
-
-
 # --- the rest: privileges, limits, the parent ----------------------------------------------------
+
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 
 
 def set_no_new_privs() -> None:

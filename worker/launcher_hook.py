@@ -1,12 +1,12 @@
 """The confined process's half of a launcher case (worker/launcher_case.py is the GPU child's):
-the set-up hook that worker/launcher_call.py loads there by name (`device.launcher_hook`), which
+the set-up hook that worker/launcher_child.py loads there by name (`device.launcher_hook`), which
 runs the product's own runner (worker/runner.py) with the job's launcher in the kernel's place.
 Everything it needs is imported with this module, before the process's Landlock layer."""
 
 import dataclasses
 import json
 
-from core.kernel import KernelDescription
+from core.kernel_description import KernelDescription
 from core.settings import Settings
 from worker import kernel_args
 from worker.cases import Case, CaseOutcome, KernelChoice, TimingPolicy

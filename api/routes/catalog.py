@@ -8,7 +8,7 @@ from core.web_deps import SessionDep, SettingsDep
 from core.models import Gpu, TunedConfig
 from api.schemas import MAX_SOURCES_PER_JOB, GpuOut, LimitsOut, TunedConfigOut, VariantOut
 from core.builtins import CUBLAS_SUMMARIES, builtin_kernels
-from core.kernel import KernelDescription
+from core.kernel_description import KernelDescription
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 

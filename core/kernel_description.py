@@ -1,0 +1,357 @@
+"""A kernel, described once: the one schema every path carries (docs/KERNELS.md).
+
+A `KernelDescription` is what a kernel engineer writes in a kernels folder's `gemmwatch.json`
+(this project's own `kernels/` is one), what `POST /api/jobs` takes in `sources`, what a job's
+plan keeps in the kernel store for later confirmations, and what the A/B runner thaws. Its JSON
+(`model_dump(mode="json")`) is the one serialised form; its JSON Schema is published at
+`GET /api/kernels/schema`. On a GPU it becomes a `Launch` (core/kernel.py).
+"""
+
+import itertools
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError, field_validator,
+                      model_validator)
+
+from core import compile_flags, gemm_form, kernel_expr, kernel_includes
+from core.gemm_form import Accumulate, Epilogue, GemmForm
+from core.kernel_includes import IncludeRefused
+from core.precision import NARROW_MODES, ComputeMode, Precision
+from core.source_guard import SourceRefused
+from core.kernel_expr import ExprError
+
+# Names an expression may read, beside the kernel's own tunables and defines.
+PROBLEM_NAMES = ("M", "N", "K", "BATCH")
+DEVICE_NAMES = ("SM_COUNT", "SMEM_PER_SM", "SMEM_PER_BLOCK", "REGS_PER_SM", "MAX_THREADS_PER_SM", "L2_BYTES", "CC")
+RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
+
+# The arguments a GEMM kernel may take, in the order it declares them (the default: cuBLAS's
+# order, which most kernel repositories follow). Dimensions and leading dimensions are passed as
+# 32-bit ints, alpha and beta as floats, A, B and C as pointers to the matrices in `layout`.
+# A_map and B_map: the address of a TMA tensor map over A or B in global memory (`tensor_maps`).
+# stream: a launcher's cudaStream_t (the stream the runner times on); launchers only.
+# batch: the number of matrices of a batched call; stride_a, stride_b, stride_c: the elements
+# between one matrix of the batch and the next (packed: rows x cols).
+ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map", "stream",
+                  "batch", "stride_a", "stride_b", "stride_c"]
+DEFAULT_ARGS = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
+
+Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+# A file of the kernel, by its path inside the kernels folder: plain components, no '.' or '..'
+# (a file is found by resolving includes, never by climbing out of the folder).
+FilePath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*$",
+                                            max_length=200)]
+Expr = Annotated[str, StringConstraints(min_length=1, max_length=kernel_expr.MAX_LENGTH)]
+Dim = StrictInt | Expr
+Target = Annotated[str, StringConstraints(pattern=r"^sm_[0-9]{2,3}a?$")]
+# Bytes of all of one description's files together: a bound on the work a description can cause
+# before any per-deployment limit (GEMMWATCH_MAX_SOURCE_BYTES, checked by the API) applies.
+ABSOLUTE_MAX_BYTES = 4_000_000
+
+
+class Tunable(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    values: list[StrictInt] = Field(min_length=1, max_length=16, description="the values an autotune job tries")
+    default: StrictInt = Field(description="the value a bench job uses unless told otherwise")
+
+    @model_validator(mode="after")
+    def _default_is_a_value(self) -> "Tunable":
+        if len(set(self.values)) != len(self.values):
+            raise ValueError(f"values {self.values} repeat")
+        if self.default not in self.values:
+            raise ValueError(f"default {self.default} is not one of the values {self.values}")
+        return self
+
+
+class TileGrid(BaseModel):
+    """One block per tile of C: the grid covers M x N with tiles of `tile` = [rows, cols]."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tile: list[Dim] = Field(min_length=2, max_length=2, description="[rows (along M), cols (along N)] of C per block")
+    order: Literal["n_first", "m_first"] = Field(
+        "n_first", description="n_first: blockIdx.x walks the tile columns (N), blockIdx.y the rows (M); "
+                               "m_first: blockIdx.x walks the rows (M)")
+
+    @field_validator("tile")
+    @classmethod
+    def _tile_ints_positive(cls, tile: list) -> list:
+        if any(type(t) is int and not 1 <= t <= 65536 for t in tile):
+            raise ValueError(f"tile {tile}: each of rows, cols must be in 1..65536")
+        return tile
+
+
+class ExprGrid(BaseModel):
+    """A grid of any shape: x, y, z as expressions (a persistent grid: "SM_COUNT * 2")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    x: Dim
+    y: Dim = 1
+    z: Dim = 1
+
+
+class TensorMap(BaseModel):
+    """A TMA tensor map (Hopper's tensor memory accelerator) over one matrix as it lies in memory,
+    made by the runner with cuTensorMapEncodeTiled and passed by address (`A_map`, `B_map`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    box: list[Dim] = Field(min_length=2, max_length=2,
+                           description="the box one copy moves: elements along the matrix's contiguous dimension "
+                                       "(K for a row-major A, N for a row-major B), then lines across it; each 1..256")
+    swizzle: Literal[0, 32, 64, 128] = Field(0, description="the shared-memory swizzle span in bytes (0: none); the "
+                                                           "box's contiguous side may be at most this many bytes")
+
+
+class OperandLayouts(BaseModel):
+    """Each operand's layout of its own: {"A": "row", "B": "col", "C": "row"} is B column-major
+    beside a row-major A and C (what cuBLAS on row-major data calls TN)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    A: Literal["row", "col", "column"] = "row"
+    B: Literal["row", "col", "column"] = "row"
+    C: Literal["row", "col", "column"] = "row"
+
+
+class KernelDescription(BaseModel):
+    """One kernel: its files, entry, launch geometry, target, compute mode and constants."""
+
+    model_config = ConfigDict(extra="forbid", title="gemmwatch kernel description")
+
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,59}$")] = Field(
+        description="variant name (snake_case); a built-in's name means this commit's version of it")
+    files: dict[FilePath, str] = Field(
+        min_length=1, max_length=64,
+        description="every file the kernel compiles from, by path in its folder: the source and the headers it "
+                    "includes with #include \"...\" (resolved from the including file's folder, then `include_dirs`)")
+    source: FilePath = Field(description="the file compiled as the translation unit (one of `files`)")
+    include_dirs: list[FilePath] = Field(default_factory=list, max_length=16,
+                                         description="folders of `files` searched for #include <...> and, after the "
+                                                     "including file's folder, #include \"...\"")
+    entry: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_:]*(<[A-Za-z0-9_, +*-]*>)?$",
+                                            max_length=200)] = Field(
+        description='the __global__ function, or a template instantiation such as "sgemm<BM, BN, 8>" '
+                    "(the kernel's defines and tunables are macros there)")
+    launcher: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_:]*(<[A-Za-z0-9_, +*-]*>)?$",
+                                               max_length=200)] | None = Field(
+        None, description='the repository\'s own host launcher, e.g. "run_sgemm_tiled" or "launch_gemm<float>" '
+                          "(nvcc only): the runner calls it, in a confined process of the case's own, and times "
+                          "every kernel it launches as one GEMM; `args` are then its parameters (stream included) "
+                          "and `entry` the kernel it launches")
+    args: list[ArgName] = Field(default_factory=lambda: list(DEFAULT_ARGS), min_length=3, max_length=18,
+                                description="the kernel's parameters in order; M, N, K, lda, ldb, ldc as int, alpha and "
+                                            "beta as float, A, B, C as pointers; A_map, B_map as the address of the "
+                                            "matrix's tensor map (`tensor_maps`), or 0 where the TMA cannot describe "
+                                            "the matrix (a line not a multiple of 16 bytes, a base not 16-byte aligned); "
+                                            "with a `launcher`, its parameters in order, `stream` among them, each "
+                                            "passed in the type its library declares (a scalar by pointer: a host one)")
+    tensor_maps: dict[Literal["A", "B"], TensorMap] = Field(
+        default_factory=dict, description="TMA tensor maps the kernel takes (sm_90 and later), by matrix; each needs "
+                                          "its A_map or B_map in args")
+    layout: Literal["row", "column"] | OperandLayouts = Field(
+        "row", description='how A (M x K), B (K x N) and C (M x N) lie in memory: all alike ("row", "column"), or '
+                           'each its own ({"A": "row", "B": "col", "C": "row"}); leading dimensions and batch '
+                           "strides are packed")
+    epilogue: Epilogue | None = Field(
+        None, description="alpha_beta: C = alpha·A·B + beta·C; alpha_only: C = alpha·A·B; ab_only: C = A·B (C only "
+                          "written). Default: the one args imply (alpha and beta among them, alpha alone, neither); "
+                          "alpha and beta are passed in the type the kernel's binary declares, by value or pointer")
+    accumulate: Accumulate = Field(
+        "fp32", description='what the products are summed in: "fp32", or "fp16" (fp16 kernels writing an FP16 C: '
+                            "half WMMA accumulators, mma .f16.f16.f16.f16, a half sum), timed beside cuBLAS with "
+                            "CUBLAS_COMPUTE_16F and checked with FP16 accumulation's bound (core/precision.py)")
+    block: list[Dim] = Field(min_length=1, max_length=3, description="threads per block [x, y, z]")
+    grid: TileGrid | ExprGrid
+    dynamic_smem: Dim = Field(0, description="bytes of dynamic shared memory per block")
+    target: Target | None = Field(None, description='a GPU target the kernel needs, e.g. "sm_90a" for wgmma; '
+                                                     "none: built for whatever GPU runs it")
+    compiler: Literal["nvrtc", "nvcc"] = Field(
+        "nvrtc", description="nvrtc: device code only, compiled in memory; nvcc: the file as the repository builds "
+                             "it, host code (launchers, host headers) included, with `flags`")
+    flags: list[Annotated[str, StringConstraints(max_length=64)]] = Field(
+        default_factory=list, max_length=16,
+        description="nvcc's code-generation flags, as the repository's build passes them (-O3, --use_fast_math, "
+                    "-maxrregcount=128, -Xptxas -v, ...; core/compile_flags.py lists what is allowed)")
+    compute_mode: ComputeMode = Field(
+        "fp32", description="the inputs and the math (core/precision.py). fp32: FP32 A and B, timed beside cuBLAS "
+                            "FP32; tf32: FP32 A and B rounded to TF32 on the tensor cores, beside cuBLAS TF32; "
+                            "fp16, bf16: A and B in that type (__half, __nv_bfloat16), FP32 accumulate, beside "
+                            "cuBLAS in the same precision; fp8: A and B in E4M3 (__nv_fp8_e4m3) with per-tensor "
+                            "scales folded into alpha, FP32 accumulate, C in BF16, beside cuBLASLt FP8")
+    output: Literal["input", "fp32"] = Field(
+        "input", description='the type of C: "input" (the type of A and B; BF16 for fp8) or "fp32" (for fp16, bf16 '
+                             'and fp8)')
+    tolerance: float | None = Field(None, gt=0, le=0.1, allow_inf_nan=False,
+                                    description="largest relative Frobenius error against the FP32 product of the same "
+                                                "inputs (default: 1e-4 for fp32, 2e-3 for tf32; for fp16 and bf16 "
+                                                "2 u_out + 2 K u_fp32, for fp8 2 u_out + 2 (K/32) 2^-14, "
+                                                "core/precision.py says why)")
+    defines: dict[Identifier, Dim] = Field(default_factory=dict, max_length=64,
+                                           description="-D NAME=value; a value may be an expression of the GPU's "
+                                                       "figures, the tunables and other defines")
+    tunables: dict[Identifier, Tunable] = Field(default_factory=dict, max_length=16,
+                                                description="-D values an autotune job sweeps")
+    technique: Annotated[str, StringConstraints(max_length=2000)] | None = Field(
+        None, description="what the kernel does, in a sentence")
+    seed: Annotated[str, StringConstraints(max_length=200)] | None = Field(
+        None, description="where the technique comes from")
+
+    @field_validator("files")
+    @classmethod
+    def _no_byte_order_mark(cls, files: dict) -> dict:
+        """A byte-order mark that an editor put at the start of a file is not part of the kernel:
+        NVRTC reads it as an unrecognized token. Dropped before the source guard reads the text,
+        so what the guard judges is what NVRTC compiles."""
+        return {path: text.removeprefix("\ufeff") for path, text in files.items()}
+
+    @field_validator("block")
+    @classmethod
+    def _block_ints_in_range(cls, block: list) -> list:
+        ints = [b for b in block if type(b) is int]
+        if any(b < 1 or b > 1024 for b in ints) or (len(ints) == len(block) and math.prod(ints) > 1024):
+            raise ValueError(f"block {block}: each dimension >= 1 and at most 1024 threads in all")
+        return block
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "KernelDescription":
+        if self.source not in self.files:
+            raise ValueError(f"source {self.source!r} is not among the files ({', '.join(sorted(self.files))})")
+        size = sum(len(text.encode()) for text in self.files.values())
+        if size > ABSOLUTE_MAX_BYTES:
+            raise ValueError(f"the files hold {size} bytes; at most {ABSOLUTE_MAX_BYTES}")
+        clash = (set(self.defines) | set(self.tunables)) & RESERVED
+        if clash:
+            raise ValueError(f"{', '.join(sorted(clash))}: reserved for the problem and the GPU "
+                             f"({', '.join(sorted(RESERVED))}); name the constant otherwise")
+        both = set(self.defines) & set(self.tunables)
+        if both:
+            raise ValueError(f"{', '.join(sorted(both))}: both a define and a tunable")
+        if self.flags and self.compiler != "nvcc":
+            raise ValueError('flags are nvcc\'s: set "compiler": "nvcc" (an NVRTC build takes `defines`)')
+        for flag in self.flags:
+            compile_flags.check_flag(flag)
+        _check_launcher(self)
+        if self.output == "fp32" and self.compute_mode not in NARROW_MODES:
+            raise ValueError(f'output "fp32" is for fp16, bf16 and fp8 kernels; a {self.compute_mode} kernel writes '
+                             'FP32 already (leave output as "input")')
+        if len(set(self.args)) != len(self.args) or not {"A", "B", "C"} <= set(self.args):
+            raise ValueError(f"args {self.args}: each name once, A, B and C among them")
+        maps_in_args = {a.removesuffix("_map") for a in self.args if a.endswith("_map")}
+        if maps_in_args != set(self.tensor_maps):
+            raise ValueError(f"args name the tensor maps of {sorted(maps_in_args) or 'no matrix'} and tensor_maps "
+                             f"describes {sorted(self.tensor_maps) or 'none'}: each map in both")
+        self.form  # the layouts, epilogue and accumulate fit each other and the rest (core/gemm_form.py)
+        if self.tensor_maps and self.compute_mode == "fp8":
+            raise ValueError("tensor_maps: not yet for fp8 kernels (the runner makes maps of FP32, FP16 and BF16 "
+                             "matrices; an E4M3 map is untested on a GPU)")
+        if math.prod(len(t.values) for t in self.tunables.values()) > 4096:
+            raise ValueError("the tunables make more than 4096 combinations")
+        for value, where in self.expressions():
+            try:
+                kernel_expr.check(value, self.known_names(where))
+            except ExprError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+        define_order(self.defines)  # a define that reads itself, through others or not, is refused
+        try:  # layer 1 of 3 against a hostile source (docs/SECURITY.md), and where each #include leads
+            kernel_includes.resolve(self.files, self.source, self.include_dirs, compiler=self.compiler)
+        except (SourceRefused, IncludeRefused) as refusal:
+            raise ValueError(f"source refused: {refusal}") from None
+        return self
+
+    # -- expressions ----------------------------------------------------------------
+    def expressions(self) -> list[tuple[Any, str]]:
+        """(value, field) for every int-or-expression field, to check the names each may read."""
+        grid = ([(d, "grid.tile") for d in self.grid.tile] if isinstance(self.grid, TileGrid)
+                else [(self.grid.x, "grid.x"), (self.grid.y, "grid.y"), (self.grid.z, "grid.z")])
+        return ([(b, "block") for b in self.block] + grid + [(self.dynamic_smem, "dynamic_smem")]
+                + [(v, f"defines.{k}") for k, v in self.defines.items()]
+                + [(d, f"tensor_maps.{x}.box") for x, t in self.tensor_maps.items() for d in t.box])
+
+    def known_names(self, where: str) -> set[str]:
+        """What an expression in this field may read: the GPU's figures and the kernel's constants
+        everywhere; M, N and K only where they vary per case (grid, dynamic shared memory), never
+        in a -D or the block, which are fixed when the kernel is compiled."""
+        known = set(DEVICE_NAMES) | set(self.tunables) | set(self.defines)
+        if where.startswith(("grid", "dynamic_smem")):
+            known |= set(PROBLEM_NAMES)
+        return known
+
+    # -- tunables ---------------------------------------------------------------------
+    def defaults(self) -> dict[str, int]:
+        return {name: t.default for name, t in self.tunables.items()}
+
+    def check_tunables(self, chosen: dict[str, int] | None) -> dict[str, int]:
+        """The chosen values over the defaults; a name or value outside the tunables is a ValueError."""
+        merged = self.defaults()
+        for name, value in (chosen or {}).items():
+            if name not in self.tunables:
+                raise ValueError(f"{self.name} has no tunable {name!r}; tunables: {sorted(self.tunables) or 'none'}")
+            if type(value) is not int or value not in self.tunables[name].values:
+                raise ValueError(f"{self.name}: {name}={value!r} not allowed; allowed: {self.tunables[name].values}")
+            merged[name] = value
+        return merged
+
+    def configurations(self) -> list[dict[str, int]]:
+        """Every combination of the tunables, the defaults first ({} for a kernel without any)."""
+        names = list(self.tunables)
+        combos = [dict(zip(names, vs)) for vs in itertools.product(*(self.tunables[n].values for n in names))]
+        default = self.defaults()
+        return [default] + [c for c in combos if c != default]
+
+    @property
+    def precision(self) -> Precision:
+        return Precision(self.compute_mode, self.output, self.accumulate)
+
+    @property
+    def form(self) -> GemmForm:
+        return gemm_form.form_of(self.layout, self.epilogue, self.accumulate, self.args, self.compute_mode,
+                                 self.output, bool(self.tensor_maps))
+
+    def summary(self) -> dict[str, Any]:
+        """What GET /api/variants says of a kernel."""
+        return {"name": self.name, "technique": self.technique or "", "seed": self.seed, "source_file": self.source,
+                "entry": self.entry, "compute_mode": self.compute_mode, "form": self.form.key(),
+                "precision": self.precision.label(), "target": self.target,
+                "tunables": [{"name": n, "values": t.values, "default": t.default} for n, t in self.tunables.items()]}
+
+
+def _check_launcher(desc: KernelDescription) -> None:
+    """A launcher is host code: only nvcc builds it, only it takes a stream, and it makes its own
+    launches (no tensor map of the runner's reaches it)."""
+    if desc.launcher is None:
+        if "stream" in desc.args:
+            raise ValueError('args: "stream" is a launcher\'s parameter; a kernel takes none (name the launcher in '
+                             '"launcher")')
+        return
+    if desc.compiler != "nvcc":
+        raise ValueError('launcher: host code is built by nvcc only: set "compiler": "nvcc"')
+    if desc.tensor_maps:
+        raise ValueError("launcher: tensor_maps are the runner's for a kernel it launches; a launcher makes its own")
+
+
+def explain(exc: ValidationError, who: str) -> str:
+    """A description's validation errors, one line each: who, which field, why."""
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(the kernel)"
+        lines.append(f"{who}: {where}: {err['msg'].removeprefix('Value error, ')}")
+    return "\n".join(lines)
+
+
+def define_order(defines: dict[str, Any]) -> list[str]:
+    """The defines in an order where each comes after those it reads; a cycle is a ValueError."""
+    reads = {name: (kernel_expr.names(v) & set(defines)) if type(v) is not int else set() for name, v in defines.items()}
+    order: list[str] = []
+    done: set[str] = set()
+    while len(order) < len(defines):
+        ready = [n for n in defines if n not in done and reads[n] <= done]
+        if not ready:
+            stuck = sorted(n for n in defines if n not in done)
+            raise ValueError(f"defines {', '.join(stuck)} read each other in a cycle")
+        order += ready
+        done |= set(ready)
+    return order
