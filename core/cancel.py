@@ -4,7 +4,7 @@ both win.
 A queued job turns `cancelled` at once; the worker that later receives its message sees that
 and skips it (worker/execute.py claims only queued jobs). A running job turns `cancelled` too,
 and its worker, which reads the status between cases, stops at the next case boundary, keeps
-the results it stored and stamps the real end time (worker/stopping.py). finished_at is set
+the results it stored and stamps the real end time (worker/job_end.py). finished_at is set
 here as well, so a job whose worker is gone still has an end.
 """
 

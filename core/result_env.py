@@ -347,11 +347,6 @@ def gpu_of(env: Any) -> dict[str, Any] | None:
     return _record(GpuRecord, env, "gpu")
 
 
-def max_sm_clock_of(env: Any) -> float | None:
-    gpu = gpu_of(env)
-    return float(gpu["max_sm_clock_mhz"]) if gpu and gpu.get("max_sm_clock_mhz") else None
-
-
 def output_type_of(env: Any) -> str | None:
     """The type C was written in (env.precision.output), or None."""
     precision = _record(PrecisionRecord, env, "precision")

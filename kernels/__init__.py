@@ -1,1 +1,1 @@
-"""CUDA SGEMM kernels, one technique per .cu file, dispatched by registry.py."""
+"""CUDA GEMM kernels, one technique per .cu file, each described in gemmwatch.json (docs/KERNELS.md)."""

@@ -4,9 +4,9 @@ stores, and what every reader then gets, is bounded.
 Row 3: a < 1 KB source whose macros double 20 times around an undefined name made NVRTC write a
 15 MB compile log (165 MB with a longer name), stored whole as its result's error and served in
 GET /api/jobs, / and the job page. Now the compile process sends back the log's head and tail
-(worker/nvrtc_sandbox.py), a caller sees at most GEMMWATCH_COMPILE_LOG_MAX_BYTES of it, and any
+(worker/compile_sandbox.py), a caller sees at most GEMMWATCH_COMPILE_LOG_MAX_BYTES of it, and any
 stored error is at most 64 KiB (core/text_bounds.py). The kernel cache holds at most
-GEMMWATCH_KERNEL_CACHE_MAX_BYTES, least recently used entries evicted (worker/compiler.py evict).
+GEMMWATCH_KERNEL_CACHE_MAX_BYTES, least recently used entries evicted (worker/compile_cache.py evict).
 
 Row 8: posted results with 100,000 samples each made GET /api/results 62 MB for every reader. Lists
 now carry no samples (GET /api/results/{id} has them), and a post carries at most

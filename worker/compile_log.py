@@ -119,7 +119,7 @@ def filter_log(text: str, own_names: str | set[str], toolkit_dirs: tuple[str, ..
         if m:
             keeping = _shown(m.group("file"), own, toolkit_dirs, build_dir)
         elif MARKER_LINE.match(line):
-            # A log cut to its head and tail (worker/nvrtc_sandbox.py): the tail starts inside a
+            # A log cut to its head and tail (worker/compile_sandbox.py): the tail starts inside a
             # diagnostic whose location was left out, so it is withheld up to the next location.
             out.append(line)
             keeping = False

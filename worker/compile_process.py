@@ -1,7 +1,7 @@
 """The confined compile process as the compiling side sees it: its command line and environment,
 one request and its reply (`run_sandbox`), and whether this machine can confine it, asked once per process
 by really trying (`probe` for NVRTC, `probe_nvcc` for nvcc). The process's own code is
-worker/nvrtc_sandbox.py; what it may do is in worker/compiler.py's docstring."""
+worker/compile_sandbox.py; what it may do is in worker/compiler.py's docstring."""
 
 import functools
 import json
@@ -16,7 +16,7 @@ from pathlib import Path
 from worker import nvcc
 from worker.compiled import CompileRefused, Confinement
 
-SANDBOX = Path(__file__).with_name("nvrtc_sandbox.py")
+SANDBOX = Path(__file__).with_name("compile_sandbox.py")
 # What the compile process may inherit: where programs and libraries are, and nothing else.
 _PASSED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL")
 

@@ -1,7 +1,7 @@
 """Compiling a kernel: NVRTC in a short-lived, confined process; cubins cached by content.
 
 The GPU process never compiles. It asks `compile_kernel` for a cubin and loads that, so a job's
-source meets the compiler only in worker/nvrtc_sandbox.py, a process that
+source meets the compiler only in worker/compile_sandbox.py, a process that
   - starts from a fresh interpreter with an environment of a few harmless variables (no
     DATABASE_URL, BROKER_URL, tokens or any GEMMWATCH_* setting),
   - runs under a memory limit (GEMMWATCH_COMPILE_MEMORY_MB) and a time limit
@@ -39,7 +39,7 @@ from worker.compile_process import nvrtc_library, probe, probe_nvcc
 # What a compile gives or refuses, named here too: callers know compiling by this module.
 from worker.compiled import CompiledKernel, CompileError, CompileRefused  # noqa: F401
 
-ENTRY_UNIT = "gemmwatch_entry.cu"  # the file an nvcc build compiles (worker/nvrtc_sandbox.py writes it)
+ENTRY_UNIT = "gemmwatch_entry.cu"  # the file an nvcc build compiles (worker/compile_sandbox.py writes it)
 
 
 def arch_option(compute_capability: str) -> str:

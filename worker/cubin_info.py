@@ -6,7 +6,7 @@ A kernel's parameter types are read from the compiled binary, never assumed (doc
 every kernel, `extern "C"` ones too, has an `.nv.info.<symbol>` section whose KPARAM_INFO
 records give each parameter's ordinal and size in bytes.
 
-Standard library only: the confined compile processes (worker/nvrtc_sandbox.py) load this file by
+Standard library only: the confined compile processes (worker/compile_sandbox.py) load this file by
 path and run it over what they built, so a compiler's output is read before it reaches the worker.
 """
 

@@ -8,13 +8,8 @@ E4M3 matrix is held as uint8 with the E4M3 bits (sign, 4 exponent bits biased by
 bits; what __nv_fp8_e4m3 reads); every uint8 matrix here is E4M3.
 """
 
-STORAGE = {"float32": "float32", "float16": "float16", "bfloat16": "uint16", "float8_e4m3": "uint8"}
 E4M3_LARGEST = 448.0
 E4M3_MIN_NORMAL_EXP = -6  # the smallest normal number is 2^-6; below it the spacing stays 2^-9
-
-
-def storage_dtype(xp, dtype: str):
-    return getattr(xp, STORAGE[dtype])
 
 
 def rounded(xp, x32, dtype: str):

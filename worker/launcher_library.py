@@ -2,7 +2,7 @@
 and planned: which exported function it is, and how each of its arguments is passed through ctypes.
 
 The build is nvcc's `-shared -Xcompiler -fPIC` (cudart static, nvcc's default) of the kernel's files
-in the confined compile process (worker/compiler.py, worker/nvrtc_sandbox.py), cached by content
+in the confined compile process (worker/compiler.py, worker/compile_sandbox.py), cached by content
 like a cubin. The launcher's parameter types are read from the library's .dynsym, as a kernel's
 are read from its cubin (worker/cubin_info.py): a C++ function's mangled name spells them. Nothing
 of the library runs here: it is only ever loaded in a confined process of its case's own

@@ -5,7 +5,7 @@ A repository keeps each kernel's launcher, host headers and explicit instantiati
 `.cu` and builds it with nvcc; its figures come from nvcc's code, which can differ from NVRTC's
 by tens of percent for the same kernel (docs/BENCHMARKS.md, issue 19). So a description may say
 `"compiler": "nvcc"` with the repository's `flags`; the build runs in the same confined compile
-process as NVRTC's (worker/nvrtc_sandbox.py), which writes the kernel's files into a folder of
+process as NVRTC's (worker/compile_sandbox.py), which writes the kernel's files into a folder of
 its own, may run nvcc and the host compiler, read their folders and write only its own.
 """
 

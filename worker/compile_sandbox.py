@@ -22,7 +22,7 @@ sys.path.pop(0)
 import resource  # noqa: E402
 
 if __name__ == "__main__":
-    # First act, before the request is read or NVRTC loaded, the limits worker/compiler.py passes
+    # First act, before the request is read or NVRTC loaded, the limits worker/compile_process.py passes
     # in argv: memory (RLIMIT_AS, bytes), CPU seconds (SIGXCPU, then SIGKILL a second later: the
     # compile ends even if nobody waits for it any more), and no core file that could hold the
     # source or the log.
