@@ -1,1 +1,1 @@
-"""gemmwatch API: settings, database models, wire schemas and HTTP routes."""
+"""gemmwatch API: the FastAPI app (which mounts the dashboard), its routes, wire schemas and auth."""
