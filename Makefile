@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # than it computes, so more workers than cores keeps the cores busy (docs/BENCHMARKS.md).
 TEST_WORKERS ?= 6
 
-.PHONY: install up test services
+.PHONY: install up test services lint
 
 # --no-compile: bytecode is made on first import, for the modules used only (a third faster),
 # where Python may write it (see `test`).
@@ -34,5 +34,10 @@ services:
 # PYTHONDONTWRITEBYTECODE unset: the suite starts a few hundred Python processes (workers, their
 # GPU processes, servers, the CLI), and where the environment forbids bytecode each one compiled
 # every module it imports from source again, about 0.6 s of CPU per process (docs/BENCHMARKS.md).
-test: install services
+# ruff over the product's code, mypy over core/ (pyproject.toml: [tool.ruff], [tool.mypy]).
+lint: install
+	$(VENV)/bin/ruff check --no-cache api core worker dashboard cli migrations scripts kernels
+	$(VENV)/bin/mypy --no-incremental --cache-dir /dev/null
+
+test: install services lint
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)

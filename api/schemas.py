@@ -2,15 +2,15 @@
 
 import math
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from core.builtins import builtin_kernels, variant_names
 from core.kernel_description import KernelDescription
 from core.result_status import MEANING, ResultStatus
 from api.wire_words import CommitIn, GpuModel, Identifier, Sha  # noqa: F401 (part of the wire contract)
-from core.wire_types import Int32, Integer, Text
+from core.wire_types import Int32, Integer
 from core.baselines import VerdictOut  # noqa: F401 (part of the wire contract)
 from core.confirm import ConfirmationOut, ConfirmIn  # noqa: F401 (part of the wire contract)
 

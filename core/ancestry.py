@@ -42,7 +42,9 @@ def by_time_before(db: Session, c: Commit, limit: int) -> list[Commit]:
 def chain(db: Session, start: Commit, limit: int) -> list[Commit]:
     """start and its first-parent ancestors, newest first, at most `limit`. Where a commit has no
     parents recorded, the walk goes on by commit time on its branch."""
-    out, seen, c = [], set(), start
+    out: list[Commit] = []
+    seen: set[int] = set()
+    c: Commit | None = start
     while c is not None and len(out) < limit and c.id not in seen:
         out.append(c)
         seen.add(c.id)

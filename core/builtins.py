@@ -3,6 +3,7 @@ and cuBLAS, the vendor baseline timed beside every variant and requestable on it
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import kernels
 from core.kernel_description import KernelDescription
@@ -22,7 +23,7 @@ CUBLAS_TECHNIQUE = {
 }
 CUBLAS_ENTRY = {"fp32": "cupy.matmul", "tf32": "cupy.matmul", "fp16": "cublasGemmEx", "bf16": "cublasGemmEx",
                 "fp8": "cublasLtMatmul"}
-CUBLAS_SUMMARIES = [{"name": name, "technique": CUBLAS_TECHNIQUE[mode], "seed": None, "source_file": None,
+CUBLAS_SUMMARIES: list[dict[str, Any]] = [{"name": name, "technique": CUBLAS_TECHNIQUE[mode], "seed": None, "source_file": None,
                      "entry": CUBLAS_ENTRY[mode], "compute_mode": mode,
                      "precision": mode, "target": None, "tunables": []} for name, mode in CUBLAS_VARIANTS.items()]
 

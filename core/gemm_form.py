@@ -88,7 +88,7 @@ def label(key: str) -> str:
     letters, *rest = key.split("+")
     if len(letters) != 3 or set(letters) - {"r", "c"}:
         return key
-    parts = [", ".join(f"{x} {'row' if l == 'r' else 'col'}" for x, l in zip(MATRICES, letters))]
+    parts = [", ".join(f"{x} {'row' if letter == 'r' else 'col'}" for x, letter in zip(MATRICES, letters))]
     epilogue = next((e for e, suffix in _EPILOGUE_KEY.items() if suffix and suffix[1:] in rest), "alpha_beta")
     parts.append(_EPILOGUE_TEXT[epilogue])
     parts += ["FP16 accumulate" for r in rest if r == "acc16"]
@@ -146,7 +146,7 @@ def form_of(layout, epilogue: str | None, accumulate: str, args: list[str], comp
     `layout` is "row", "column" or {"A": ..., "B": ..., "C": ...} ("col" for "column"); the
     epilogue, where not given, is the one the args imply (epilogue_of_args)."""
     if isinstance(layout, str):
-        layouts = (layout,) * 3
+        layouts: tuple[str, ...] = (layout,) * 3
     else:
         layouts = tuple(getattr(layout, x) for x in MATRICES)
     layouts = tuple("column" if x in ("col", "column") else "row" for x in layouts)

@@ -28,6 +28,7 @@ import importlib.util
 import os
 import posixpath
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def _candidates(including: str, include: Include, include_dirs: list[str]) -> li
     return out
 
 
-def resolve(files: dict[str, str], source: str, include_dirs: list[str] = (), compiler: str = "nvrtc") -> Headers:
+def resolve(files: dict[str, str], source: str, include_dirs: Sequence[str] = (), compiler: str = "nvrtc") -> Headers:
     """Check every file the source reaches (each through the source guard) and resolve every
     include for `compiler` ("nvrtc" or "nvcc"); raise KernelRefused naming every problem found,
     each with its file and line."""
@@ -190,7 +191,7 @@ def _add_standin(name: str, by_name: dict[str, str]) -> None:
             _add_standin(inc.name, by_name)
 
 
-def reached_files(folder: Path, source: str, include_dirs: list[str] = (), extra: list[str] = ()) -> dict[str, str]:
+def reached_files(folder: Path, source: str, include_dirs: Sequence[str] = (), extra: Sequence[str] = ()) -> dict[str, str]:
     """The files of a kernels folder a source reaches through its quoted (or include_dirs) includes,
     read from disk: what a description carries. Never leaves `folder`; a missing or refused file
     is left to `resolve`, which names it."""
@@ -264,7 +265,7 @@ def search_roots(nvrtc_library: str | None = None) -> list[Path]:
     homes += [home for pattern in SYSTEM_TOOLKITS for home in sorted(glob.glob(pattern))]
     for home in filter(None, homes):
         roots += _toolkit_includes(Path(home))
-    unique = {}
+    unique: dict[Path, None] = {}
     for root in roots:
         if root.is_dir():
             unique.setdefault(root.resolve(), None)

@@ -21,7 +21,7 @@ called.
 """
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 ComputeMode = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
 COMPUTE_MODES: tuple[str, ...] = ComputeMode.__args__  # type: ignore[attr-defined]
@@ -91,7 +91,7 @@ class Precision:
         return f"{self.compute_mode}->fp32" if self.output == "fp32" and self.compute_mode in NARROW_MODES else self.compute_mode
 
     def describe(self) -> dict:
-        d = {"input": self.input_type, "accumulate": "float16" if self.fp16_accumulate else "float32",
+        d: dict[str, Any] = {"input": self.input_type, "accumulate": "float16" if self.fp16_accumulate else "float32",
              "output": self.output_type}
         if self.fp8:
             d["scale_a"] = d["scale_b"] = self.tensor_scale

@@ -23,7 +23,6 @@ Thresholds are settings (GEMMWATCH_REGRESSION_*).
 import math
 import statistics
 from dataclasses import dataclass
-from statistics import NormalDist
 
 # The mode of a confirmation's results (its paired A/B samples, judged by judge_paired): kept apart
 # from every history, baseline and chart by it. Here, in a module without SQL, because the GPU

@@ -20,7 +20,7 @@ import os
 import traceback
 from multiprocessing.connection import Connection
 
-from worker.cases import Case, CaseOutcome, TimingPolicy, not_applicable
+from worker.cases import CaseOutcome, TimingPolicy, not_applicable
 from core.text_bounds import bounded_error
 from worker.compiler import CompileError, CompileRefused
 

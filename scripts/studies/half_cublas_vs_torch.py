@@ -30,7 +30,6 @@ def main(sizes):
     handle = cp.cuda.device.get_cublas_handle()
     l2 = cp.cuda.Device().attributes["L2CacheSize"]
     flush_buf = cp.empty(2 * l2 // 4, dtype=cp.float32)
-    one, zero = cp.asnumpy(cp.float32(1)), cp.asnumpy(cp.float32(0))
     import numpy as np
     alpha, beta = np.array([1.0], np.float32), np.array([0.0], np.float32)
     # One stream for all: torch's, which CuPy joins (its events, flushes and cublasGemmEx go there).

@@ -7,7 +7,8 @@ a third argument a kernel of that folder (its gemmwatch.json, as `gemmwatch ci -
       --section Occupancy --section LaunchStats python3 scripts/studies/ncu_launch_variant.py tf32_wgmma 4096
   ... python3 scripts/studies/ncu_launch_variant.py bf16_wgmma 4096 path/to/commit/kernels
 """
-import sys, tempfile
+import sys
+import tempfile
 from pathlib import Path
 import cupy as cp
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
