@@ -5,17 +5,25 @@ JSON or UTF-8: NaN and 1e999 (Python's parser reads them; JSON has no NaN or Inf
 surrogate ("\\ud800"), a value nested hundreds of levels deep. The echo then failed and the
 client got a 500 for its own bad input (issue 20, finding 8). Here the echo is made safe first:
 small plain values are kept, anything else is shown as a short, ASCII-only repr.
+
+A person in a browser gets the same status as a page in the dashboard's layout instead
+(dashboard/error_pages.py: any dashboard route, or Accept: text/html outside /api): a missing job,
+an address a page cannot read, a server error. The API under /api keeps its JSON.
 """
 
 import math
 import reprlib
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from api.security_headers import HEADERS
 from core.errors import Unprocessable
+from dashboard.error_pages import error_page, wants_page
 
 _echo = reprlib.Repr()
 _echo.maxlevel, _echo.maxstring, _echo.maxother, _echo.maxlist, _echo.maxdict = 3, 120, 120, 6, 6
@@ -67,17 +75,46 @@ def _error(err: dict) -> dict:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        # A redirect (the login's 303) and the API keep FastAPI's own answer; a page gets a page.
+        if exc.status_code < 400 or not wants_page(request):
+            return await http_exception_handler(request, exc)
+        return error_page(request, exc.status_code, exc.detail, headers=getattr(exc, "headers", None))
+
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError):
+        if wants_page(request):
+            return error_page(request, 422, errors=exc.errors())
         return JSONResponse(status_code=422, content={"detail": [_error(e) for e in exc.errors()[:50]]})
 
     @app.exception_handler(DataError)
-    def _unstorable_value(request: Request, exc: DataError) -> JSONResponse:
+    def _unstorable_value(request: Request, exc: DataError):
         # Input that passed validation but that the database cannot hold: the request's fault,
         # and nothing was stored.
-        return JSONResponse(status_code=422, content={"detail": f"a value cannot be stored: {_ascii(str(exc.orig)[:300])}"})
+        detail = f"a value cannot be stored: {_ascii(str(exc.orig)[:300])}"
+        if wants_page(request):
+            return error_page(request, 422, detail)
+        return JSONResponse(status_code=422, content={"detail": detail})
 
     @app.exception_handler(Unprocessable)
-    def _unprocessable(request: Request, exc: Unprocessable) -> JSONResponse:
+    def _unprocessable(request: Request, exc: Unprocessable):
+        if wants_page(request):
+            return error_page(request, 422, errors=[{"loc": ["body", exc.field], "msg": exc.message}])
         return JSONResponse(status_code=422, content={"detail": [
             {"loc": ["body", exc.field], "msg": exc.message, "type": "value_error"}]})
+
+    @app.exception_handler(Exception)
+    def _server_error(request: Request, exc: Exception):
+        # Starlette's outermost middleware calls this, then raises the exception again for the
+        # server's log; the answer passes no other middleware, so it carries the security headers
+        # itself. Nothing of the exception is shown.
+        response = None
+        if wants_page(request):
+            try:
+                response = error_page(request, 500)
+            except Exception:  # the page itself failed: the plain answer below
+                response = None
+        response = response or JSONResponse(status_code=500, content={"detail": "Internal Server Error"})
+        response.headers.update({k.decode(): v.decode() for k, v in HEADERS})
+        return response

@@ -171,10 +171,11 @@ def load_comparison(db: Session, f: CompareFilter, band: float = 0.0) -> Compari
             pct if ok else None, pct_of_peak_of(env) if ok else None)
     out.rows = by_change([CompareRow(v, s, c.get("a"), c.get("b"), band) for (v, s), c in cells.items()])
     if not out.rows:
-        where_txt = {"commit": f"on {f.gpu}", "gpu": f"at commit {f.sha}" if f.sha else "",
-                     "mode": f"on {f.gpu}" + (f" at commit {f.sha}" if f.sha else "")}[f.by]
-        in_mode = f" in {f.mode} mode" if f.by != "mode" else ""
-        out.reason = f"No results for {f.a} or {f.b} {where_txt}{in_mode}.".replace("  ", " ")
+        # Only what is known is named: a GPU or mode the database has none of is left out, never "None".
+        held = [f"on {f.gpu}" if f.by != "gpu" and f.gpu else "", f"at commit {f.sha}" if f.by != "commit" and f.sha else "",
+                f"in {f.mode} mode" if f.by != "mode" and f.mode else ""]
+        kind = "results" if f.precision == "fp32" else f"{f.precision.upper()} results"
+        out.reason = " ".join([f"No {kind} for {f.a} or {f.b}"] + [h for h in held if h]) + ": choose other sides or filters."
     elif not any(r.change for r in out.rows):
         out.reason = (f"No variant and size has a verified speed on both {f.a} and {f.b}: "
                       "the table lists what each side has.")

@@ -94,20 +94,39 @@ def _failures(x: list, customdata: list[list], hover: str) -> dict:
                       customdata=customdata, hovertemplate=hover + "<extra>failed verification</extra>")
 
 
+# -- empty views: what is missing, in words (never "None"), and how to get results ----------
+
+GET_RESULTS = "run gemmwatch submit, or load the demo's measured figures with gemmwatch demo"
+
+
+def what(precision: str = "fp32", form: str = DEFAULT_KEY) -> str:
+    """"results", or "BF16 results", "results of form rcr+ab+acc16": the precision and form where not the default."""
+    words = "results" if precision == "fp32" else f"{precision.upper()} results"
+    return words if form == DEFAULT_KEY else f"{words} of form {form}"
+
+
+def scope(gpu: str | None = None, size=None, mode: str | None = None) -> str:
+    """" for the H100 at 4096×4096×4096 in cold mode": only what is known, "" when nothing is."""
+    parts = [f"for the {gpu}" if gpu else "", f"at {size_text(size)}" if size else "", f"in {mode} mode" if mode else ""]
+    text = " ".join(p for p in parts if p)
+    return f" {text}" if text else ""
+
+
 # -- history ------------------------------------------------------------------------------
 
 def history_figure(h: History) -> Figure | str:
     f = h.f
     if f.gpu is None or f.size is None:
-        who = f"on {f.gpu}" if f.gpu else "with a commit"
-        return f"No verified results {who} yet: post a job with a commit, and its points appear here."
-    where = f"GPU {f.gpu} at {size_text(f.size)} ({f.mode} mode)"
+        who = f" on {f.gpu}" if f.gpu else ""
+        return (f"No verified {what(f.precision, f.form)}{who} with a commit yet: {GET_RESULTS}. Each commit's "
+                "results then appear here as a point.")
+    where = scope(f.gpu, f.size, f.mode)
     if not h.points and h.n_unverified:
-        return (f"No verified results for {where}: all {h.n_unverified} results there failed verification, "
-                "and a wrong kernel has no speed to chart. The jobs page shows their errors.")
+        return (f"No verified {what(f.precision, f.form)}{where}: all {h.n_unverified} results there failed "
+                "verification, and a wrong kernel has no speed to chart. The jobs page shows their errors.")
     if not h.points:
-        return (f"No verified results for {where} that carry a commit: post a job with a commit, "
-                "or pick another GPU, size or mode.")
+        return (f"No verified {what(f.precision, f.form)}{where} that carry a commit: choose another GPU, size, mode "
+                "or precision. The history draws only results that name their commit, as gemmwatch ci's do.")
 
     fig = Figure()
     x_of = {sha: _t(sha[:10]) for sha in h.commits}
@@ -225,11 +244,24 @@ def _held_text(f: SweepFilter) -> str:
     return ", ".join(f"{d.upper()}={v}" for d, v in f.held().items())
 
 
+def sweep_reason(f: SweepFilter) -> str:
+    """Why a sweep has no points, naming only what the filters hold."""
+    if f.mode is None:  # no result at all in this precision and form, so no mode to open on
+        other = "" if what(f.precision, f.form) == "results" else " Or choose another precision or form."
+        return f"No {what(f.precision, f.form)} yet: {GET_RESULTS}.{other}"
+    unheld = [d.upper() for d, v in f.held().items() if v is None]
+    if unheld:
+        dims = " and ".join(unheld)
+        return (f"Nothing measured in {f.mode} mode to hold {dims} at while {f.vary.upper()} varies: choose {dims} in "
+                "the menus, or vary every size.")
+    at = f" at {_held_text(f)}" if f.axis is not None else ""
+    return (f"No {what(f.precision, f.form)}{at} in {f.mode} mode for the chosen GPUs, variants and commit: "
+            f"choose other filters, or {GET_RESULTS}.")
+
+
 def sweep_figure(points: list[SweepPoint], f: SweepFilter) -> Figure | str:
     if not points:
-        at = f" at {_held_text(f)}" if f.axis is not None else ""
-        return (f"No results{at} in {f.mode} mode for the chosen GPUs, variants and commit: "
-                "pick other filters, or post a job.")
+        return sweep_reason(f)
     ok = [p for p in points if p.verified and p.gflops is not None]
     failed = [p for p in points if not p.verified]
     if not ok:

@@ -96,11 +96,12 @@ def overview_page(request: Request, db: SessionDep, size: SizeDep, form: FormDep
     charts = [chart(f"ladder-{i}", figures.ladder_figure(lad, size, mode, precision, form))
               for i, lad in enumerate(ladders)]
     if not cat.modes:
-        reason = "No results yet: post a job (gemmwatch submit --variants naive,smem_tiled --size 4096) and its ladder appears here."
+        reason = ("No results yet: run gemmwatch submit (e.g. gemmwatch submit --variants naive,smem_tiled --size 4096) "
+                  "on a server with a GPU worker, or load the demo's measured figures with gemmwatch demo. Each GPU's "
+                  "ladder then appears here.")
     elif not ladders:
-        at = size_text(size) if size else "any size"
-        reason = (f"No {precision} results of form {form} at {at} in {mode or 'any'} mode" + (f" on {gpu}" if gpu else "")
-                  + ": pick another size, mode, precision, form or GPU.")
+        reason = (f"No {figures.what(precision, form)} yet{figures.scope(gpu, size, mode)}: choose another GPU, size, "
+                  f"mode, precision or form. To add results, {figures.GET_RESULTS}.")
     else:
         reason = None
     filters = {"gpu": gpu, "size": size_label(size) if size else None, "mode": mode, "precision": precision,
@@ -178,6 +179,10 @@ def compare_page(request: Request, db: SessionDep, cfg: SettingsDep, form: FormD
         a, b = (options[1], options[0]) if by == "commit" else (options[0], options[1])
     f = compare.CompareFilter(by, a or None, b or None, gpu, sha or None, mode, precision, form)
     comp = compare.load_comparison(db, f, cfg.confirm_min_change)
+    if not (f.a and f.b) and len(options) < 2:  # nothing to choose from yet: say so, and how to get some
+        there = "is only one" if options else "are none"
+        comp.reason = (f"A comparison needs two {compare.WHAT[by]} with results, and there {there} yet: "
+                       f"{figures.GET_RESULTS}.")
     c = chart("compare-chart", figures.compare_figure(comp))
     return render(request, format, "compare", "compare.html",
                   {"cat": cat, "f": f, "comp": comp, "options": options, "chart": c, "precisions": PRECISIONS,

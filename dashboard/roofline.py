@@ -70,9 +70,9 @@ class Roofline:
 def load_roofline(db: Session, f: RooflineFilter, commit_ids: list[int] | None = None) -> Roofline:
     out = Roofline(f)
     if not (f.gpu and f.mode):
-        on = f" on {f.gpu}" if f.gpu else ""
-        out.reason = (f"No verified results{on} yet: post a job (gemmwatch submit --variants naive,smem_tiled "
-                      "--size 4096) and its points appear here under the GPU's roofs.")
+        on = (f" on {f.gpu}" if f.gpu else "") + (f" at {f.size[0]}×{f.size[1]}×{f.size[2]}" if f.size else "")
+        out.reason = (f"No verified results{on} yet: run gemmwatch submit, or load the demo's measured figures with "
+                      "gemmwatch demo. Its points then appear here under the GPU's roofs.")
         return out
     where = [Result.gpu_id.in_(gpu_ids(db, f.gpu)), Result.mode == f.mode, Result.mode != AB_MODE, of_form(f.form)]
     if commit_ids is not None:

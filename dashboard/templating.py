@@ -14,6 +14,9 @@ from core.result_env import resources_of
 from dashboard.filters import size_label, size_options, size_text
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
+# A value a template prints that is absent reads as a dash, never as the word None (issue 38); a cell
+# that should be empty says so with `blank`. Set before any template is compiled: Jinja bakes it in.
+templates.env.finalize = lambda value: "—" if value is None else value
 
 
 def with_resources(results) -> list[tuple]:
