@@ -25,7 +25,7 @@ from dashboard import (commit_view, compare, export, figures, history, job_cance
                        sweep)
 from dashboard.roofline_figure import roofline_figure
 from dashboard.filters import (PRECISIONS, Dim, Format, Name, Names, PrecisionParam, Size, clean, form_options,
-                               form_param, size_label, size_param, size_text)
+                               form_param, size_label, size_param)
 from dashboard.templating import templates
 
 router = APIRouter(tags=["dashboard"], include_in_schema=False)

@@ -237,7 +237,7 @@ def addresses(pages, db: dict) -> list[str]:
     for vary in ("m", "n", "k"):
         urls += [f"/sweep?vary={vary}", f"/sweep?vary={vary}&m=3&n=5&k=7", f"/sweep?vary={vary}&mode={mode}&gpu={gpu}"]
     urls += [f"/history?gpu={gpu}&mode={mode}&size=4096x4096x4096", f"/history?gpu={gpu}&size=1x1x1",
-             f"/?gpu={gpu}&mode=hot", f"/?precision=fp8&form=rcr%2Bab%2Bacc16", f"/roofline?gpu={gpu}&sha=abc1234",
+             f"/?gpu={gpu}&mode=hot", "/?precision=fp8&form=rcr%2Bab%2Bacc16", f"/roofline?gpu={gpu}&sha=abc1234",
              "/jobs/1?cancel=denied", "/jobs/1?cancel=zz"]
     return list(dict.fromkeys(urls))
 
