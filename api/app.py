@@ -15,11 +15,11 @@ from api.routes import catalog, fleet, health, jobs, results
 from api.same_origin import SameOriginWrites
 from api.security_headers import SecurityHeaders
 from api.warm_up import lifespan
-from core.settings import Settings, settings
+from core.settings import Settings
 from dashboard.pages import mount_dashboard
 
 
-def create_app(cfg: Settings = settings, with_dashboard: bool = True) -> FastAPI:
+def create_app(cfg: Settings, with_dashboard: bool = True) -> FastAPI:
     app = FastAPI(
         title="gemmwatch",
         summary="Benchmark SGEMM kernel variants against cuBLAS, commit by commit and GPU by GPU",

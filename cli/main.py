@@ -56,11 +56,12 @@ def ensure_local_token() -> None:
 
     from core.tokens import create_token
     from core.db import session_factory
+    from core.settings import settings
 
     path = local_token_path()
     if path.exists():
         return
-    with session_factory()() as db:
+    with session_factory(settings)() as db:
         # The machine's owner: every scope (docs/SECURITY.md), as before scopes existed.
         token = create_token(db, f"local-{socket.gethostname()}-{int(time.time())}", scopes=("admin",))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,9 +25,10 @@ def token_create(
     """Create a token and print it (the only time it is shown). Any token may read."""
     from core.tokens import DEFAULT_SCOPES, create_token
     from core.db import session_factory, upgrade_database
+    from core.settings import settings
 
-    upgrade_database()
-    with session_factory()() as db:
+    upgrade_database(settings)
+    with session_factory(settings)() as db:
         try:
             token = create_token(db, name, scopes=tuple(scope or DEFAULT_SCOPES), repos=tuple(repo or ()))
         except ValueError as exc:
@@ -41,8 +42,9 @@ def token_revoke(name: str):
     """Revoke a token by name: it stops working at once."""
     from core.tokens import revoke_token
     from core.db import session_factory
+    from core.settings import settings
 
-    with session_factory()() as db:
+    with session_factory(settings)() as db:
         if not revoke_token(db, name):
             console.print(f"[red]no active token named {name!r}[/red]")
             raise typer.Exit(2)
@@ -56,9 +58,10 @@ def token_list():
 
     from core.db import session_factory
     from core.models import ApiToken
+    from core.settings import settings
 
     table = Table("name", "scopes", "repositories", "created", "last used", "state")
-    with session_factory()() as db:
+    with session_factory(settings)() as db:
         for t in db.scalars(select(ApiToken).order_by(ApiToken.id)):
             table.add_row(t.name, t.scopes, " ".join(t.repos or []), f"{t.created_at:%Y-%m-%d %H:%M}",
                           f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "",

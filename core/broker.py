@@ -7,7 +7,7 @@ to run, and still a real Celery worker on the other end.
 
 from celery import Celery
 
-from core.settings import Settings, settings
+from core.settings import Settings
 
 RUN_JOB_TASK = "gemmwatch.run_job"
 ANY_GPU_QUEUE = "gpu.any"
@@ -18,7 +18,7 @@ def queue_for(gpu_model: str | None) -> str:
     return f"gpu.{gpu_model}" if gpu_model else ANY_GPU_QUEUE
 
 
-def make_celery(cfg: Settings = settings) -> Celery:
+def make_celery(cfg: Settings) -> Celery:
     app = Celery("gemmwatch")
     if cfg.embedded_broker:
         folder = cfg.broker_folder
@@ -54,7 +54,7 @@ def make_celery(cfg: Settings = settings) -> Celery:
 _publishers: dict[tuple[str | None, str | None], Celery] = {}
 
 
-def publisher(cfg: Settings = settings) -> Celery:
+def publisher(cfg: Settings) -> Celery:
     # broker_folder resolves a path (a filesystem call): only the embedded broker needs it.
     key = (cfg.broker_url, None if cfg.broker_url else str(cfg.broker_folder))
     if key not in _publishers:
@@ -62,7 +62,7 @@ def publisher(cfg: Settings = settings) -> Celery:
     return _publishers[key]
 
 
-def enqueue_job(job_id: int, queue: str, cfg: Settings = settings) -> None:
+def enqueue_job(job_id: int, queue: str, cfg: Settings) -> None:
     # declare=[]: a direct queue is published to by name (Redis: a push onto its list), and the
     # worker declares the queues it consumes; declaring it again on every publish copied and
     # re-bound kombu's Queue each time, 60 % of the publish's CPU under load (py-spy).

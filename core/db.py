@@ -6,7 +6,7 @@ from pathlib import Path
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.settings import Settings, settings
+from core.settings import Settings
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -38,11 +38,11 @@ def engine_for(url: str, connections: int = 15) -> Engine:
     return create_engine(url, pool_pre_ping=True, **pool)
 
 
-def engine_of(cfg: Settings = settings) -> Engine:
+def engine_of(cfg: Settings) -> Engine:
     return engine_for(cfg.resolved_database_url, cfg.db_connections)
 
 
-def session_factory(cfg: Settings = settings) -> sessionmaker[Session]:
+def session_factory(cfg: Settings) -> sessionmaker[Session]:
     return _sessionmaker_for(engine_of(cfg))
 
 
@@ -64,7 +64,7 @@ def alembic_config(url: str):
     return cfg
 
 
-def upgrade_database(cfg: Settings = settings) -> None:
+def upgrade_database(cfg: Settings) -> None:
     url = cfg.resolved_database_url
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from celery.signals import celeryd_init, worker_ready, worker_shutdown
 from core.broker import make_celery
 from core.settings import settings
 
-app = make_celery()
+app = make_celery(settings)  # the worker process's one Settings (core/settings.py)
 app.conf.include = ["worker.tasks"]
 
 
