@@ -14,8 +14,18 @@ import signal
 import socket
 
 import uvicorn
+from fastapi import FastAPI
 
-APP = "api.app:create_app"
+from api.app import create_app
+from core.settings import Settings
+
+# uvicorn imports the app by name in each server process (spawned, below), so the factory it
+# calls takes no argument: each process reads its settings from its environment once, here.
+APP = "api.serve:app_of_this_process"
+
+
+def app_of_this_process() -> FastAPI:
+    return create_app(Settings())
 
 
 def serve(host: str, port: int, processes: int = 1, log_level: str = "warning") -> None:
