@@ -15,6 +15,7 @@ line with an NN one:
     ccc+alpha+batch32   all column-major, C = alpha·A·B, a batch of 32 per call
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,7 +30,7 @@ _EPILOGUE_TEXT = {"alpha_beta": "C = alpha·A·B + beta·C", "ab_only": "C = A·
 DEFAULT_KEY = "rrr"
 
 
-def epilogue_of_args(args: tuple[str, ...] | list[str]) -> str:
+def epilogue_of_args(args: Sequence[str]) -> str:
     """The epilogue a kernel's parameters imply: alpha and beta among them, alpha alone, or neither.
     beta without alpha is no epilogue gemmwatch knows (ValueError)."""
     has_alpha, has_beta = "alpha" in args, "beta" in args
@@ -139,7 +140,7 @@ def cublas_gemm(form: GemmForm, m: int, n: int, k: int) -> CublasGemm:
                       stride[first], stride[second], stride["C"])
 
 
-def form_of(layout, epilogue: str | None, accumulate: str, args: list[str], compute_mode: str, output: str,
+def form_of(layout, epilogue: str | None, accumulate: str, args: Sequence[str], compute_mode: str, output: str,
             has_tensor_maps: bool) -> GemmForm:
     """A description's form, checked against the rest of it; a ValueError says what does not fit.
 
@@ -149,7 +150,7 @@ def form_of(layout, epilogue: str | None, accumulate: str, args: list[str], comp
         layouts: tuple[str, ...] = (layout,) * 3
     else:
         layouts = tuple(getattr(layout, x) for x in MATRICES)
-    layouts = tuple("column" if x in ("col", "column") else "row" for x in layouts)
+    a, b, c = ("column" if x in ("col", "column") else "row" for x in layouts)
     implied = epilogue_of_args(args)
     if epilogue is not None and epilogue != implied:
         wanted = {"alpha_beta": "alpha and beta", "alpha_only": "alpha and not beta", "ab_only": "neither alpha nor beta"}
@@ -158,7 +159,7 @@ def form_of(layout, epilogue: str | None, accumulate: str, args: list[str], comp
     if accumulate == "fp16" and (compute_mode != "fp16" or output != "input"):
         raise ValueError(f'accumulate "fp16" is for fp16 kernels writing an FP16 C (compute_mode fp16, output '
                          f'"input"); this one is {compute_mode} with output {output!r}')
-    form = GemmForm(*layouts, epilogue=epilogue or implied, accumulate=accumulate)
+    form = GemmForm(a, b, c, epilogue=epilogue or implied, accumulate=accumulate)
     if compute_mode == "fp8" and (form.uniform_layout != "row" or form.epilogue != "alpha_beta"):
         raise ValueError("fp8 kernels take the default form (A, B, C row-major, alpha and beta) for now: their "
                          "cuBLASLt baseline is made for that form only")

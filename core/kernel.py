@@ -77,11 +77,12 @@ class Launch:
             tiles_n = -(-n // kernel_expr.evaluate(cols, scope))
             grid = (tiles_n, tiles_m, batch) if order == "n_first" else (tiles_m, tiles_n, batch)
         else:
-            grid = tuple(kernel_expr.evaluate(e, scope) for e in self.grid_exprs[1:])
+            x, y, z = (kernel_expr.evaluate(e, scope) for e in self.grid_exprs[1:])
+            grid = (x, y, z)
         if not (1 <= grid[0] < 2**31 and 1 <= grid[1] <= 65535 and 1 <= grid[2] <= 65535):
             raise ValueError(f"{self.variant}: grid {grid} at {m}x{n}x{k} is outside what CUDA launches "
                              "(x 1..2^31-1, y and z 1..65535)")
-        return grid  # type: ignore[return-value]
+        return grid
 
     def dynamic_smem(self, m: int, n: int, k: int, batch: int = 1) -> int:
         smem = kernel_expr.evaluate(self.dynamic_smem_expr, {**self.scope, "M": m, "N": n, "K": k, "BATCH": batch})
@@ -141,7 +142,7 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
     grid = (("tile", *desc.grid.tile, desc.grid.order) if isinstance(desc.grid, TileGrid)
             else ("xyz", desc.grid.x, desc.grid.y, desc.grid.z))
     defines = {name: scope[name] for name in desc.defines} | values
-    maps = {matrix: tensor_map_box(desc.name, matrix, t, scope, desc.precision.input_type)
+    maps: dict[str, tuple[int, int, int]] = {matrix: tensor_map_box(desc.name, matrix, t, scope, desc.precision.input_type)
             for matrix, t in desc.tensor_maps.items()}
     return Launch(
         variant=desc.name, files=dict(desc.files), source=desc.source, include_dirs=tuple(desc.include_dirs),

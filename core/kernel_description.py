@@ -35,7 +35,7 @@ RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
 # between one matrix of the batch and the next (packed: rows x cols).
 ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map", "stream",
                   "batch", "stride_a", "stride_b", "stride_c"]
-DEFAULT_ARGS = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
+DEFAULT_ARGS: tuple[ArgName, ...] = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 # A file of the kernel, by its path inside the kernels folder: plain components, no '.' or '..'
