@@ -27,7 +27,7 @@ from typing import Annotated
 import httpx
 import typer
 
-from cli.server import SERVER_HELP, find_server
+from cli.server import SERVER_HELP, api_client, find_server
 
 FIGURES = Path(__file__).resolve().parent / "demo_figures"
 PROVENANCE = "cli/demo_figures/PROVENANCE.md"
@@ -124,8 +124,6 @@ def demo(
     cli/demo_figures/PROVENANCE.md) into a running gemmwatch through POST /api/results, so the
     dashboard has charts without a GPU. Run it again: it adds nothing. Exit 2 if the server refused
     a run, 3 if it cannot be reached."""
-    from cli.main import api_client
-
     server = find_server(server)
     jobs, extra = load_figures(figures)
     shown = "cli/demo_figures" if figures == FIGURES else str(figures)

@@ -18,7 +18,8 @@ from cli.demo import demo
 from cli.progress import wait_for_job
 from cli.token_commands import token_app
 from cli.variants import variants
-from cli.server import LOCAL_HELP, SERVER_HELP, find_server, forget_server, local_url, record_server, trusted_server
+from cli.server import (LOCAL_HELP, SERVER_HELP, api_client, find_server, forget_server, local_token_path, local_url,
+                        record_server, trusted_server)
 
 # Plain click help (rich_markup_mode=None): it wraps to the terminal and never cuts an option name,
 # where rich's panels squeezed `--no-always-confirm` into `--no-always-conf…` at 80 columns.
@@ -29,26 +30,6 @@ app.command()(demo)  # cli/demo.py: real figures for a machine without a GPU
 app.command()(variants)
 console = make_console()  # no 80-column limit where output is not a terminal (cli/messages.py)
 errors = make_console(stderr=True)  # what a script or CI log must see apart from the results
-
-LOCAL_TOKEN_FILE = "token"  # in the data folder: the token `gemmwatch up` made for this machine
-
-
-def local_token_path():
-    from core.settings import settings
-
-    return settings.data_dir / LOCAL_TOKEN_FILE
-
-
-def find_token(explicit: str | None, from_data_dir: bool = True) -> str | None:
-    """--token, else $GEMMWATCH_TOKEN, else (unless told not to) the token `gemmwatch up` left in
-    the data folder."""
-    if explicit:
-        return explicit
-    if os.environ.get("GEMMWATCH_TOKEN"):
-        return os.environ["GEMMWATCH_TOKEN"]
-    path = local_token_path()
-    return path.read_text().strip() if from_data_dir and path.exists() else None
-
 
 def ensure_local_token() -> None:
     """Give the embedded install a write token once, readable only by its owner."""
@@ -190,12 +171,6 @@ def parse_size(text: str) -> list[int]:
         raise typer.BadParameter(f"{text!r}: give MxNxK (e.g. 4096x4096x4096), MxNxKxBATCH for a batch of "
                                  "matrices (1024x1024x1024x32), or one number for a cube")
     return size
-
-
-def api_client(server: str, token: str | None, from_data_dir: bool = True) -> httpx.Client:
-    found = find_token(token, from_data_dir)
-    headers = {"Authorization": f"Bearer {found}"} if found else {}
-    return httpx.Client(base_url=server, timeout=30, headers=headers)
 
 
 def print_results(job: dict) -> None:

@@ -1,4 +1,5 @@
-"""Which gemmwatch server a command talks to, and the record `gemmwatch up` leaves of where it serves.
+"""Which gemmwatch server a command talks to, the record `gemmwatch up` leaves of where it serves,
+and a client to it with the command's token (`api_client`).
 
 The order: --server, then $GEMMWATCH_SERVER, then the URL that a running `gemmwatch up` wrote
 to the data folder (so `make up PORT=8801` then `gemmwatch submit` reaches port 8801), then
@@ -9,6 +10,7 @@ data folder, `.gemmwatch` of the working directory, is the checked-out tree's, a
 import os
 from pathlib import Path
 
+import httpx
 import typer
 from rich.console import Console
 
@@ -91,3 +93,29 @@ def forget_server(url: str) -> None:
             path.unlink()
     except FileNotFoundError:
         pass
+
+
+LOCAL_TOKEN_FILE = "token"  # in the data folder: the token `gemmwatch up` made for this machine
+
+
+def local_token_path():
+    from core.settings import settings
+
+    return settings.data_dir / LOCAL_TOKEN_FILE
+
+
+def find_token(explicit: str | None, from_data_dir: bool = True) -> str | None:
+    """--token, else $GEMMWATCH_TOKEN, else (unless told not to) the token `gemmwatch up` left in
+    the data folder."""
+    if explicit:
+        return explicit
+    if os.environ.get("GEMMWATCH_TOKEN"):
+        return os.environ["GEMMWATCH_TOKEN"]
+    path = local_token_path()
+    return path.read_text().strip() if from_data_dir and path.exists() else None
+
+
+def api_client(server: str, token: str | None, from_data_dir: bool = True) -> httpx.Client:
+    found = find_token(token, from_data_dir)
+    headers = {"Authorization": f"Bearer {found}"} if found else {}
+    return httpx.Client(base_url=server, timeout=30, headers=headers)

@@ -7,7 +7,7 @@ import typer
 from rich.table import Table
 
 from cli.messages import console as make_console, unreachable
-from cli.server import SERVER_HELP, find_server
+from cli.server import SERVER_HELP, api_client, find_server
 
 
 def variants(
@@ -18,8 +18,6 @@ def variants(
 ):
     """List the variants (built-in kernels and cuBLAS) a job may name, with each one's precision
     and technique. Exits 3 if the server cannot be reached."""
-    from cli.main import api_client
-
     server = find_server(server)
     out = make_console()
     try:
