@@ -24,6 +24,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+import numpy as np
+
 # The mode of a confirmation's results (its paired A/B samples, judged by judge_paired): kept apart
 # from every history, baseline and chart by it. Here, in a module without SQL, because the GPU
 # process stores results under it and should not import the database layer to do so.
@@ -194,8 +196,6 @@ def paired_ratio_interval(base_ms: list[float], head_ms: list[float], confidence
                           resamples: int, seed: int = 0) -> tuple[float, float, float]:
     """Median of head/base per pair, with its percentile-bootstrap interval (pairs resampled whole).
     Seeded, so the same samples always give the same verdict."""
-    import numpy as np
-
     ratios = np.asarray(head_ms, dtype=float) / np.asarray(base_ms, dtype=float)
     rng = np.random.default_rng(seed)
     chunk = max(1, 2_000_000 // len(ratios))  # bounded memory however many pairs a long run took

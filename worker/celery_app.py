@@ -9,10 +9,14 @@ which a prefork pool's daemonic children may not do):
 import logging
 import warnings
 
+from celery.exceptions import SecurityWarning
 from celery.signals import celeryd_init, worker_ready, worker_shutdown
 
 from core.broker import make_celery
 from core.settings import settings
+from worker.compiler import probe
+from worker.fleet import node_name, sign_off, start_heartbeat_thread
+from worker.reaper import start_reaper_thread
 
 app = make_celery(settings)  # the worker process's one Settings (core/settings.py)
 app.conf.include = ["worker.tasks"]
@@ -37,31 +41,23 @@ def _quiet_start(instance, **_):
     lines of its warning about running as root, which `up` on one's own machine as root meets.
     A worker started without --quiet (`gemmwatch worker`, compose) warns as before."""
     if getattr(instance, "quiet", False):
-        from celery.exceptions import SecurityWarning
-
         warnings.filterwarnings("ignore", category=SecurityWarning)
 
 
 @worker_ready.connect
 def _start_reaper(**_):
-    from worker.reaper import start_reaper_thread
-
     start_reaper_thread(settings)
 
 
 @worker_ready.connect
 def _join_fleet(sender, **_):
     """Register this worker (its GPU, queues, version) and beat while it lives (worker/fleet.py)."""
-    from worker.fleet import start_heartbeat_thread
-
     queues = [q.name for q in sender.task_consumer.queues]
     start_heartbeat_thread(settings, sender.hostname, queues)
 
 
 @worker_shutdown.connect
 def _leave_fleet(**_):
-    from worker.fleet import node_name, sign_off
-
     if node_name():
         try:
             sign_off(settings, node_name())
@@ -72,10 +68,6 @@ def _leave_fleet(**_):
 @worker_ready.connect
 def _report_compile_confinement(**_):
     """Say at start-up whether a job's own sources can be compiled here (worker/compiler.py)."""
-    import logging
-
-    from worker.compiler import probe
-
     found = probe(settings)
     log = logging.getLogger("gemmwatch.worker")
     if found.available:  # all is well: said at INFO (`gemmwatch worker`'s level), not in `up`'s warnings-only log
