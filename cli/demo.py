@@ -56,6 +56,7 @@ def as_batch(job: dict, commit_extra: dict | None = None, source: str | None = N
 
     commit_extra: identity fields the job's commit lacks (message, committed_at), filled in where
     the job has none; source: noted in each result's env.extra.demo_source."""
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from api.posted_schemas import CommitIn, GpuIn, ResultIn
 
     if not job.get("results"):

@@ -1,8 +1,10 @@
 """`gemmwatch up | worker | submit | cancel`: run the whole thing, run one GPU worker, post or cancel a job."""
 
 import ctypes  # imported here, not in _die_with_parent: that runs between fork and exec
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -33,8 +35,7 @@ errors = make_console(stderr=True)  # what a script or CI log must see apart fro
 
 def ensure_local_token() -> None:
     """Give the embedded install a write token once, readable only by its owner."""
-    import socket
-
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from core.tokens import create_token
     from core.db import session_factory
     from core.settings import settings
@@ -67,6 +68,7 @@ def worker_command(queues: list[str], name: str, loglevel: str = "INFO", host: s
 
 def gpu_worker_plan() -> list[tuple[dict[str, str], list[str], str]]:
     """(extra env, queues, name) per worker: one per visible GPU, or one that answers 'no CUDA device'."""
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from core.broker import ANY_GPU_QUEUE, queue_for
     from worker.gpu_identity import visible_gpus
 
@@ -98,6 +100,7 @@ def serve(
                                            help="server processes, each on its own SO_REUSEPORT socket")] = 1,
 ):
     """Run the API and dashboard only (no worker), as docker compose's api service does."""
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from api.serve import serve as run_server
 
     run_server(host, port, processes)
@@ -110,6 +113,7 @@ def up(
 ):
     """Run the API, the dashboard and one Celery worker per visible GPU (SQLite and a
     server-less broker unless DATABASE_URL / BROKER_URL say otherwise)."""
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     import uvicorn
 
     from api.app import create_app
@@ -258,6 +262,7 @@ def ci(
     --no-confirm. Exit 0: no regression; 1: regression; 2: a failed or unverified result;
     3: server unreachable or timed out. Its server and token: flags and environment only, unless --local."""
     server = trusted_server(server, local)
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from cli.ci import FAILED, build_job, git_parents, run_ci
     from core.kernel_folder import FolderError
 
@@ -293,8 +298,7 @@ def run_local(
     results to a server (idempotent: posting the same run twice adds nothing). Exit 2 if a
     case failed, 3 if the server could not be reached. Its server and token, as `ci`'s."""
     server = trusted_server(server, local) if post else None
-    import json
-
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from cli.local_run import batch, measure
     from core.kernel_folder import FolderError, load_folder
 
@@ -359,6 +363,7 @@ def cancel(
 def reap():
     """Queue again the jobs whose worker died or whose broker message was lost (workers do
     this every GEMMWATCH_REAPER_INTERVAL_S seconds by themselves)."""
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from core.settings import settings
     from worker.reaper import reap as reap_once
 

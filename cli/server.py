@@ -21,6 +21,7 @@ SERVER_HELP = ("base URL of the gemmwatch API (default: $GEMMWATCH_SERVER, else 
 
 
 def server_record_path() -> Path:
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from core.settings import settings
 
     return settings.data_dir / SERVER_RECORD_FILE
@@ -99,6 +100,7 @@ LOCAL_TOKEN_FILE = "token"  # in the data folder: the token `gemmwatch up` made 
 
 
 def local_token_path():
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from core.settings import settings
 
     return settings.data_dir / LOCAL_TOKEN_FILE

@@ -23,6 +23,7 @@ def token_create(
              " token recorded them first, repeatable")] = None,
 ):
     """Create a token and print it (the only time it is shown). Any token may read."""
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from core.tokens import DEFAULT_SCOPES, create_token
     from core.db import session_factory, upgrade_database
     from core.settings import settings
@@ -40,6 +41,7 @@ def token_create(
 @token_app.command("revoke")
 def token_revoke(name: str):
     """Revoke a token by name: it stops working at once."""
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from core.tokens import revoke_token
     from core.db import session_factory
     from core.settings import settings
@@ -54,6 +56,7 @@ def token_revoke(name: str):
 @token_app.command("list")
 def token_list():
     """Names, creation times and states of all tokens (never the tokens themselves)."""
+    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from sqlalchemy import select
 
     from core.db import session_factory
