@@ -6,7 +6,7 @@ import re
 from typing import Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import select
+from sqlalchemy import and_, case, select
 from sqlalchemy.orm import Session
 
 from core.ancestry import COMMIT_TIME as _COMMIT_TIME, chain, commit_time, first_parent
@@ -102,6 +102,9 @@ def _find(db: Session, sha_prefix: str, job: Job) -> Commit | None:
     return db.scalar(query.order_by(Commit.id.desc()))
 
 
+IQR_PER_SIGMA = 1.349  # a normal distribution's interquartile range, in standard deviations
+
+
 def robust_noise(noise: float | None, q1: float | None, q3: float | None, median: float | None) -> float | None:
     """Relative spread from the interquartile range (IQR / 1.349 estimates a normal sigma).
 
@@ -109,7 +112,14 @@ def robust_noise(noise: float | None, q1: float | None, q3: float | None, median
     verdict blind to real changes; the quartiles barely move."""
     if q1 is None or q3 is None or not median:
         return noise
-    return (q3 - q1) / 1.349 / median
+    return (q3 - q1) / IQR_PER_SIGMA / median
+
+
+def robust_noise_column():
+    """robust_noise as SQL over a result's columns, for a query that averages it (the dashboard's
+    history): the history chart and the CI's verdicts judge one history with one noise."""
+    spread = and_(Result.q1_ms.is_not(None), Result.q3_ms.is_not(None), Result.median_ms > 0)
+    return case((spread, (Result.q3_ms - Result.q1_ms) / IQR_PER_SIGMA / Result.median_ms), else_=Result.noise)
 
 
 def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | None, th: Thresholds) -> list[VerdictOut]:

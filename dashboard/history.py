@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.ancestry import ordered
+from core.baselines import robust_noise_column
 from core.models import Commit, Result
 from core.regression import Point, Thresholds, Verdict, judge
 from dashboard.filters import Size
@@ -98,7 +99,7 @@ def load_history(db: Session, f: HistoryFilter, th: Thresholds) -> History:
         select(
             Result.variant, Commit.sha, Commit.message, Commit.id,
             func.avg(Result.gflops), func.avg(Result.cublas_gflops), func.avg(Result.pct_of_cublas),
-            func.avg(Result.noise), func.sum(Result.n_samples), func.count(Result.id),
+            func.avg(robust_noise_column()), func.sum(Result.n_samples), func.count(Result.id),
         )
         .join(Commit, Result.commit_id == Commit.id)
         .where(*where, Result.commit_id.in_(list(recent)), Result.gflops.is_not(None))
