@@ -2,7 +2,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from api.auth import Credentials, authorize_write, write_token
 from core.broker import queue_for
@@ -74,7 +74,10 @@ def list_jobs(
     status_: Annotated[JobStatus | None, Query(alias="status")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ):
-    query = select(Job).order_by(Job.id.desc()).limit(limit)
+    # A job's sources and plan (its kernels, every file) are no part of a listed job, and were most
+    # of each list's time: read by every poller of the job list (issue 37, the flood readers).
+    query = (select(Job).options(defer(Job.sources, raiseload=True), defer(Job.plan, raiseload=True))
+             .order_by(Job.id.desc()).limit(limit))
     if status_:
         query = query.where(Job.status == status_)
     jobs = db.scalars(query).unique().all()

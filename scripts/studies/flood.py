@@ -16,6 +16,7 @@ machine the clients share the cores with the server.
 
 import argparse
 import asyncio
+import multiprocessing
 import json
 import os
 import subprocess
@@ -30,13 +31,16 @@ from raw_http import RawConnection  # noqa: E402
 
 
 def rss_bytes(pid: int) -> int:
+    """The resident memory of a process and its children (`serve --processes N` spawns N)."""
+    total = 0
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
+                total += int(line.split()[1]) * 1024
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except FileNotFoundError:
-        pass
-    return 0
+        return total
+    return total + sum(rss_bytes(int(child)) for child in children)
 
 
 async def poster(base: str, body: bytes, until: float, answers: list) -> None:
@@ -49,8 +53,22 @@ async def poster(base: str, body: bytes, until: float, answers: list) -> None:
             answers.append(type(exc).__name__)
 
 
-async def reader_client(base: str, until: float, every_s: float, latencies: list, statuses: list) -> None:
-    """Polls the job list and /healthz in turn, one request every `every_s` (0: as fast as answered)."""
+def posters_process(base: str, body: bytes, posters: int, seconds: float, started: float, out) -> None:
+    """The posters on an event loop of their own, in a process of their own: on one loop with the
+    readers, the readers' latencies counted the posters' turns on that loop as the server's."""
+    async def run() -> list:
+        answers: list = []
+        until = started + seconds
+        await asyncio.gather(*(poster(base, body, until, answers) for _ in range(posters)))
+        return answers
+
+    out.put(asyncio.run(run()))
+
+
+async def reader_client(base: str, until: float, every_s: float, phase: float, latencies: list, statuses: list) -> None:
+    """Polls the job list and /healthz in turn, one request every `every_s` (0: as fast as answered),
+    starting `phase` of a period in: readers that poll on their own clocks, not in lockstep."""
+    await asyncio.sleep(phase * every_s)
     async with RawConnection(base) as connection:
         requests = [connection.encode("GET", "/api/jobs?limit=20"), connection.encode("GET", "/healthz")]
         i = 0
@@ -75,6 +93,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--poll-every", type=float, default=0.5, help="seconds between a reader's requests (0: closed loop)")
     parser.add_argument("--port", type=int, default=8791)
+    parser.add_argument("--processes", type=int, default=1, help="`gemmwatch serve --processes`")
     parser.add_argument("--body-bytes", type=int, default=4_000_000)
     args = parser.parse_args()
 
@@ -84,7 +103,8 @@ def main() -> None:
     from core.settings import Settings
 
     upgrade_database(Settings(GEMMWATCH_DATA_DIR=data))  # `serve` serves a database it is given
-    server = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(args.port)], cwd=ROOT,
+    server = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(args.port),
+                               "--processes", str(args.processes)], cwd=ROOT,
                               env=env, stdout=subprocess.DEVNULL, stderr=open(f"{data}/serve.log", "w"))
     try:
         import httpx
@@ -110,15 +130,23 @@ def main() -> None:
         body = json.dumps(job).encode()
         idle = rss_bytes(server.pid)
 
-        async def flood():
-            until = time.monotonic() + args.seconds
-            answers, latencies, statuses, memory = [], [], [], []
+        async def flood(started: float):
+            until = started + args.seconds
+            latencies, statuses, memory = [], [], []
             await asyncio.gather(memory_sampler(server.pid, until, memory),
-                                 *(poster(base, body, until, answers) for _ in range(args.posters)),
-                                 *(reader_client(base, until, args.poll_every, latencies, statuses) for _ in range(args.readers)))
-            return answers, latencies, statuses, memory
+                                 *(reader_client(base, until, args.poll_every, i / args.readers, latencies, statuses)
+                                   for i in range(args.readers)))
+            return latencies, statuses, memory
 
-        answers, latencies, statuses, memory = asyncio.run(flood())
+        spawn = multiprocessing.get_context("spawn")
+        out = spawn.Queue()
+        started = time.monotonic() + 2.0  # both sides start together, after the posters' process is up
+        attack = spawn.Process(target=posters_process, args=(base, body, args.posters, args.seconds, started, out))
+        attack.start()
+        time.sleep(max(0.0, started - time.monotonic()))
+        latencies, statuses, memory = asyncio.run(flood(started))
+        answers = out.get(timeout=120)
+        attack.join(30)
         latencies.sort()
 
         def pct(p):
@@ -126,7 +154,8 @@ def main() -> None:
 
         counts = {a: answers.count(a) for a in sorted(set(map(str, answers)))}
         print(f"{args.posters} posters of {len(body) / 1e6:.1f} MB without a token, {args.readers} readers, "
-              f"each polling every {args.poll_every:g} s, {args.seconds:g} s, one server process (SQLite), {os.cpu_count()} cores")
+              f"each polling every {args.poll_every:g} s, {args.seconds:g} s, {args.processes} server process(es) "
+              f"(SQLite), {os.cpu_count()} cores; posters in a process of their own")
         print(f"posts answered: {counts}")
         print(f"reads: {len(latencies)}, statuses {sorted(set(statuses))}; latency ms p50 {pct(50):.1f}, "
               f"p90 {pct(90):.1f}, p99 {pct(99):.1f}, max {1000 * latencies[-1]:.1f}")
