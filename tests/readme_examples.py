@@ -61,7 +61,7 @@ def runnable(readme: str) -> list[Block]:
 
 def front_page_hint(html: str) -> str:
     """The command the empty front page suggests."""
-    found = re.search(r"\((gemmwatch submit [^)<]*)\)", html)
+    found = re.search(r"\((?:e\.g\. )?(gemmwatch submit [^)<]*)\)", html)
     if not found:
         raise AssertionError("the front page suggests no `gemmwatch submit` command")
     return found.group(1)
