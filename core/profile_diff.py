@@ -2,34 +2,13 @@
 
 Inputs, any of which may be missing: each side's Nsight Compute record (core/ncu_metrics.py),
 its SASS function and its resource usage (core/sass_stats.py). Output: one row per compared
-quantity, the changed ones ranked, a one-line summary and a JSON-ready dict.
+quantity (core/profile_changes.py: a Change and its score), the changed ones ranked, a one-line
+summary and a JSON-ready dict.
 
 The effect is the kernel's duration (ncu's gpu__time_duration); it is always named first and never
-ranked. Every other row is a candidate cause, scored
-
-    score = weight × magnitude × direction
-
-- magnitude: how much of the kernel the change touches, as a fraction, per kind of row:
-  `relative`  |head − base| / |base| (registers, occupancy, clocks, instruction counts, bytes);
-  `points`    |head − base| / 100 for a rate already in % (cache hit rates);
-  `stall`     |Δ| / base warp cycles per issued instruction: a stall reason's share of a warp's
-              time per instruction (so 0.16 → 0.21 of 2.41 is 2 %, not the 31 % it is relatively);
-  `share`     |Δ| / a named total (an executed instruction class over all instructions executed,
-              bank conflicts over shared wavefronts, a main-loop class over the loop's length);
-  `appear`    local memory (spills) going from none to some, or back, is 1 (saturated): its cost
-              is latency on the critical path, which no share of instruction counts shows.
-  Every magnitude is capped at 1; under NOISE (0.2 %) a row counts as unchanged.
-- weight (WEIGHTS): how directly the row can cost time. Spills 3; clocks, occupancy and stall
-  reasons 2 (time = cycles / clock; stalls are cycles); instruction counts, the main loop's
-  contents and its barrier placement 1.5; registers, shared memory, caches, DRAM bytes, bank
-  conflicts 1; static whole-function counts 0.5 (not weighted by execution); throughputs and pipe
-  shares 0.25 (symptoms: they fall with any slowdown); a warp "not selected" 0.5 (it had a
-  ready warp beside it: not a cause of waiting).
-- direction: 1 when the row moved the way that explains the effect (worse for a slower head,
-  better for a faster one), 0.25 when it moved the other way (kept, but ranked low), 1 when the
-  row has no better direction or the effect is unknown.
-
-The summary names each group (spills, registers, one stall reason, ...) once, by its best row.
+ranked. Every other row is a candidate cause, scored weight × magnitude × direction
+(core/profile_changes.py says how). The summary names each group (spills, registers, one stall
+reason, ...) once, by its best row.
 """
 
 from __future__ import annotations
@@ -37,141 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.ncu_metrics import METRICS, MIX, KernelProfile
+from core.profile_changes import (COUNTER_EVIDENCE, NCU_ROLES, NOISE, SPILL_CLASSES, SPILL_EVIDENCE, SUMMARY_CAUSES, WEIGHTS, Change, both_numbers, magnitude)
 from core.sass_stats import CLASS_ORDER, FunctionSass, LoopDiff, ResUsage, diff_loops
-
-NOISE = 0.002
-COUNTER_EVIDENCE = 0.25
-SUMMARY_CAUSES = 3
-
-WEIGHTS = {
-    "spill": 3.0, "clock": 2.0, "occupancy": 2.0, "stall": 2.0, "instructions": 1.5,
-    "main_loop": 1.5, "barrier_placement": 1.5, "registers": 1.0, "shared_memory": 1.0,
-    "cache": 1.0, "dram": 1.0, "bank_conflicts": 1.0, "static_counts": 0.5,
-    "not_selected": 0.5, "throughput": 0.25,
-}
-
-# ncu METRICS key -> (group, weight key, magnitude kind); "effect" and "context" rows are not ranked.
-NCU_ROLES: dict[str, tuple[str, str, str]] = {
-    "duration": ("duration", "effect", "relative"),
-    "gpc_cycles": ("cycles", "context", "relative"),
-    "sm_cycles_active": ("cycles", "context", "relative"),
-    "sm_clock": ("SM clock", "clock", "relative"),
-    "dram_clock": ("DRAM clock", "clock", "relative"),
-    "sm_throughput": ("SM throughput", "throughput", "relative"),
-    "memory_throughput": ("memory throughput", "throughput", "relative"),
-    "dram_throughput": ("DRAM throughput", "throughput", "relative"),
-    "issue_active": ("issue active", "throughput", "relative"),
-    "achieved_occupancy": ("occupancy", "occupancy", "relative"),
-    "theoretical_occupancy": ("occupancy", "occupancy", "relative"),
-    "registers": ("registers", "registers", "relative"),
-    "shared_mem_per_block": ("shared memory", "shared_memory", "relative"),
-    "spill_instructions": ("spills", "spill", "appear"),
-    "l1_hit_rate": ("L1 hit rate", "cache", "points"),
-    "l2_hit_rate": ("L2 hit rate", "cache", "points"),
-    "dram_read_bytes": ("DRAM bytes", "dram", "relative"),
-    "dram_write_bytes": ("DRAM bytes", "dram", "relative"),
-    "bank_conflicts": ("bank conflicts", "bank_conflicts", "share"),
-    "shared_wavefronts": ("shared wavefronts", "throughput", "relative"),
-    "instructions": ("instructions executed", "instructions", "relative"),
-    "warp_latency": ("warp latency", "throughput", "relative"),
-    "fma_pipe": ("FMA pipe", "throughput", "relative"),
-    "hmma_pipe": ("HMMA pipe", "throughput", "relative"),
-    "gmma_pipe": ("GMMA pipe", "throughput", "relative"),
-}
-SPILL_CLASSES = ("LDL", "STL")
-# The spill rows the summary quotes, in this order (one per source where it can).
-SPILL_EVIDENCE = ("ncu.spill_instructions", "res.stack", "res.local", "loop.LDL", "loop.STL",
-                  "sass.LDL", "sass.STL", "mix.LDL", "mix.STL")
-
-
-@dataclass
-class Change:
-    key: str  # unique: "ncu.registers", "stall.long_scoreboard", "loop.LDL", ...
-    group: str  # the summary names a group once
-    label: str
-    source: str  # "ncu", "res", "sass"
-    base: float | str | None
-    head: float | str | None
-    unit: str = ""
-    higher_is_better: bool | None = None
-    role: str = "cause"  # "effect", "context" or "cause"
-    weight_key: str = ""
-    magnitude: float = 0.0
-    score: float = 0.0
-
-    @property
-    def changed(self) -> bool:
-        if isinstance(self.base, str) or isinstance(self.head, str):
-            return self.base != self.head
-        return self.magnitude >= NOISE
-
-    @property
-    def relative(self) -> float | None:
-        if not _both_numbers(self.base, self.head) or self.base == 0:
-            return None
-        return (self.head - self.base) / abs(self.base)
-
-    def text(self) -> str:
-        """"registers 128 → 168 (+31 %)"."""
-        if self.base is None or self.head is None:
-            return f"{self.label} {_fmt(self.base, self.unit)} → {_fmt(self.head, self.unit)}"
-        rel = self.relative
-        if self.unit == "%" and _both_numbers(self.base, self.head):
-            tail = f" ({self.head - self.base:+.1f} points)"  # a % of a % reads badly
-        else:
-            tail = f" ({rel * 100:+.1f} %)" if rel is not None else ""
-        return f"{self.label} {_fmt(self.base, self.unit)} → {_fmt(self.head, self.unit)}{tail}"
-
-    def to_json(self) -> dict:
-        return {
-            "key": self.key, "group": self.group, "label": self.label, "source": self.source,
-            "base": self.base, "head": self.head, "unit": self.unit, "role": self.role,
-            "higher_is_better": self.higher_is_better, "relative": self.relative,
-            "magnitude": round(self.magnitude, 6), "score": round(self.score, 6),
-            "changed": self.changed, "text": self.text(),
-        }
-
-
-def _both_numbers(a, b) -> bool:
-    return isinstance(a, (int, float)) and isinstance(b, (int, float))
-
-
-def _fmt(value, unit: str) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, str):
-        return value
-    if unit == "Hz":
-        return f"{value / 1e6:,.0f} MHz"
-    if unit == "%":
-        return f"{value:.1f} %"
-    if float(value).is_integer():
-        text = f"{int(value):,}"
-    elif abs(value) >= 100:
-        text = f"{value:,.0f}"
-    else:
-        text = f"{value:.2f}"
-    if unit in ("byte", "bytes"):
-        return f"{text} bytes"
-    return f"{text} {unit}" if unit in ("ns", "cycle") else text
-
-
-def _magnitude(kind: str, base, head, total: float | None = None) -> float:
-    if not _both_numbers(base, head) or base == head:
-        return 0.0
-    delta = abs(head - base)
-    if kind == "appear":
-        if base == 0 or head == 0:
-            return 1.0
-        kind = "relative"
-    if kind == "relative":
-        return min(1.0, delta / abs(base)) if base else 1.0
-    if kind == "points":
-        return min(1.0, delta / 100)
-    if kind in ("stall", "share"):
-        return min(1.0, delta / total) if total else 0.0
-    raise ValueError(kind)
-
 
 @dataclass
 class ProfileDiff:
@@ -248,7 +94,7 @@ def _ncu_rows(base: KernelProfile, head: KernelProfile) -> list[Change]:
         role = weight_key if weight_key in ("effect", "context") else "cause"
         rows.append(Change(
             f"ncu.{spec.key}", group, spec.label, "ncu", b, h, spec.unit, spec.higher_is_better,
-            role, weight_key, _magnitude(kind, b, h, wavefronts)))
+            role, weight_key, magnitude(kind, b, h, wavefronts)))
     limiter_b, limiter_h = base.occupancy_limiter, head.occupancy_limiter
     rows.append(Change(
         "ncu.occupancy_limiter", "occupancy", "occupancy limiter", "ncu", limiter_b, limiter_h,
@@ -260,7 +106,7 @@ def _ncu_rows(base: KernelProfile, head: KernelProfile) -> list[Change]:
         rows.append(Change(
             f"stall.{reason}", f"stall {reason}", f"stall '{reason.replace('_', ' ')}'", "ncu", b, h,
             "cycles/inst", None if not_selected else False, "cause",
-            "not_selected" if not_selected else "stall", _magnitude("stall", b, h, latency)))
+            "not_selected" if not_selected else "stall", magnitude("stall", b, h, latency)))
     total = base.value("instructions")
     for spec in MIX:
         b, h = base.mix.get(spec.key), head.mix.get(spec.key)
@@ -268,20 +114,20 @@ def _ncu_rows(base: KernelProfile, head: KernelProfile) -> list[Change]:
         rows.append(Change(
             f"mix.{spec.key}", "spills" if spill else f"executed {spec.key}", spec.label, "ncu", b, h,
             spec.unit, False, "cause", "spill" if spill else "instructions",
-            _magnitude("appear" if spill else "share", b, h, total)))
+            magnitude("appear" if spill else "share", b, h, total)))
     return rows
 
 
 def _res_rows(base: ResUsage, head: ResUsage) -> list[Change]:
     return [
         Change("res.registers", "registers", "registers (cuobjdump)", "res", base.registers, head.registers,
-               "", None, "cause", "registers", _magnitude("relative", base.registers, head.registers)),
+               "", None, "cause", "registers", magnitude("relative", base.registers, head.registers)),
         Change("res.stack", "spills", "stack frame", "res", base.stack, head.stack,
-               "bytes", False, "cause", "spill", _magnitude("appear", base.stack, head.stack)),
+               "bytes", False, "cause", "spill", magnitude("appear", base.stack, head.stack)),
         Change("res.local", "spills", "local memory", "res", base.local, head.local,
-               "bytes", False, "cause", "spill", _magnitude("appear", base.local, head.local)),
+               "bytes", False, "cause", "spill", magnitude("appear", base.local, head.local)),
         Change("res.shared", "shared memory", "static shared memory", "res", base.shared, head.shared,
-               "bytes", None, "cause", "shared_memory", _magnitude("relative", base.shared, head.shared)),
+               "bytes", None, "cause", "shared_memory", magnitude("relative", base.shared, head.shared)),
     ]
 
 
@@ -294,19 +140,19 @@ def _sass_rows(base: FunctionSass, head: FunctionSass, loop: LoopDiff) -> list[C
         rows.append(Change(
             f"sass.{cls}", "spills" if spill else f"static {cls}", f"{cls} in the SASS", "sass",
             cb[cls], ch[cls], "", False, "cause", "spill" if spill else "static_counts",
-            _magnitude("appear" if spill else "share", cb[cls], ch[cls], total)))
+            magnitude("appear" if spill else "share", cb[cls], ch[cls], total)))
     lb, lh = base.main_loop_counts, head.main_loop_counts
     if lb is not None and lh is not None:
         length = loop.base_length or 1
         rows.append(Change(
             "loop.length", "main loop", "main-loop instructions", "sass", loop.base_length, loop.head_length,
-            "", False, "cause", "main_loop", _magnitude("relative", loop.base_length, loop.head_length)))
+            "", False, "cause", "main_loop", magnitude("relative", loop.base_length, loop.head_length)))
         for cls in CLASS_ORDER:
             spill = cls in SPILL_CLASSES
             rows.append(Change(
                 f"loop.{cls}", "spills" if spill else ("main loop" if cls == "OTHER" else f"main-loop {cls}"), f"{cls} in the main loop", "sass",
                 lb[cls], lh[cls], "", False, "cause", "spill" if spill else "main_loop",
-                _magnitude("appear" if spill else "share", lb[cls], lh[cls], length)))
+                magnitude("appear" if spill else "share", lb[cls], lh[cls], length)))
         if loop.base_barriers and len(loop.base_barriers) == len(loop.head_barriers):
             after_b = sum(a for _, a in loop.base_barriers)
             after_h = sum(a for _, a in loop.head_barriers)
@@ -314,14 +160,14 @@ def _sass_rows(base: FunctionSass, head: FunctionSass, loop: LoopDiff) -> list[C
             rows.append(Change(
                 "loop.barrier_placement", "barrier placement", "main-loop math (FFMA/MMA) after the barrier", "sass",
                 after_b, after_h, "", True, "cause", "barrier_placement",
-                _magnitude("share", after_b, after_h, math_total)))
+                magnitude("share", after_b, after_h, math_total)))
     return rows
 
 
 def _direction(change: Change, effect: Change | None) -> float:
-    if effect is None or not _both_numbers(effect.base, effect.head) or effect.base == effect.head:
+    if effect is None or not both_numbers(effect.base, effect.head) or effect.base == effect.head:
         return 1.0
-    if change.higher_is_better is None or not _both_numbers(change.base, change.head):
+    if change.higher_is_better is None or not both_numbers(change.base, change.head):
         return 1.0
     slower = effect.head > effect.base
     got_worse = (change.head < change.base) if change.higher_is_better else (change.head > change.base)
