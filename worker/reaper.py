@@ -1,7 +1,7 @@
 """Finds jobs that lost their worker or their broker message, and queues them again.
 
-- running, heartbeat older than heartbeat_stale_s: the worker died without a trace (kill -9,
-  node lost). Back to queued and published again; the next worker resumes it and skips the
+- running, heartbeat older than heartbeat_stale_s and its worker's last beat too: the worker died
+  without a trace (kill -9, node lost). Back to queued and published again; the next worker resumes it and skips the
   cases already stored (result rows are unique per job and case).
 - queued for longer than requeue_after_s while the broker holds no message in its queue: the
   broker lost it (Redis restarted; it keeps nothing on disk). Published again. A job that is
@@ -41,7 +41,11 @@ def reap(cfg: Settings) -> list[int]:
     with session_factory(cfg)() as db:
         mark_silent_workers_offline(db, cfg, now)
         stale = now - timedelta(seconds=cfg.heartbeat_stale_s)
-        for job in db.scalars(select(Job).where(Job.status == "running", Job.heartbeat_at < stale)).all():
+        # Gone means silent twice: the job's heartbeat and its worker's beat (worker/fleet.py) both
+        # stale. On a loaded machine a job's heartbeat fell 11 s behind while its worker, alive and
+        # beating, ran it, and the reaper queued it again under that worker (issue 38's load runs).
+        worker_alive = select(Worker.id).where(Worker.name == Job.worker, Worker.last_beat_at >= stale).exists()
+        for job in db.scalars(select(Job).where(Job.status == "running", Job.heartbeat_at < stale, ~worker_alive)).all():
             # Conditional, as the cancel (core/cancel.py) is: a job cancelled since the SELECT stays cancelled.
             if db.execute(update(Job).where(Job.id == job.id, Job.status == "running", Job.heartbeat_at < stale)
                           .values(status="queued", current_case=None)).rowcount:
