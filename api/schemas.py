@@ -12,7 +12,7 @@ from core.result_status import MEANING, ResultStatus
 from api.wire_words import CommitIn, GpuModel, Identifier, Sha  # noqa: F401 (part of the wire contract)
 from core.wire_types import Int32, Integer
 from core.baselines import VerdictOut  # noqa: F401 (part of the wire contract)
-from core.confirm import ConfirmationOut, ConfirmIn  # noqa: F401 (part of the wire contract)
+from core.confirm import MAX_SOURCES_PER_JOB, ConfirmationOut, ConfirmIn  # noqa: F401 (part of the wire contract)
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 JobKind = Literal["bench", "autotune"]
@@ -30,9 +30,6 @@ MAX_DIM = 1 << 20
 MAX_BATCH = 65535  # CUDA's largest grid z
 
 
-# As many kernels as a job may have cases by default (GEMMWATCH_MAX_CASES), since each source is
-# at least one case; a kernels folder of this project's size (33) fits in one job.
-MAX_SOURCES_PER_JOB = 64
 
 
 class LimitsOut(BaseModel):

@@ -27,6 +27,10 @@ from core.regression import PairedThresholds, judge_paired
 
 
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
+# As many kernels as a job may have cases by default (GEMMWATCH_MAX_CASES), since each source is
+# at least one case; a kernels folder of this project's size (34) fits in one job, and so in one
+# confirmation of it (at 32, `gemmwatch ci --always-confirm` on this project's folder was refused).
+MAX_SOURCES_PER_JOB = 64
 
 
 class ConfirmIn(BaseModel):
@@ -37,7 +41,7 @@ class ConfirmIn(BaseModel):
     base: Sha | None = Field(default=None, description="base commit sha (or prefix); default: the head commit's"
                              " first parent, else the previous commit on its branch")
     variants: list[Text(120)] | None = Field(
-        default=None, max_length=32, description="default: every verified variant of the head job")
+        default=None, max_length=MAX_SOURCES_PER_JOB, description="default: every verified variant of the head job")
     sizes: list[list[Integer()]] | None = Field(
         default=None, max_length=64, description="[[M, N, K], ...]; default: all")
 
