@@ -216,13 +216,18 @@ def nvcc_main(request: dict) -> None:
         return
     executable = [d for d in request.get("executable", []) if os.path.isdir(d)]
     confined, how = _confine([d for d in request.get("readable", []) if os.path.isdir(d)], executable, [os.getcwd()])
-    reply = {"confined": confined, "confinement": how, "nvcc": version}
+    _answer(request, {"confined": confined, "confinement": how, "nvcc": version}, lambda: _run_nvcc(request))
+
+
+def _answer(request: dict, reply: dict, build) -> None:
+    """Either compiler's reply: a probe's, a refusal where confinement was required and not had,
+    or the build's (`build()`, run only then)."""
     if request.get("probe"):
         reply["ok"] = True
-    elif not confined and request.get("require_confinement"):
-        reply.update(ok=False, error=f"refused: the compiler could not be confined ({how})")
+    elif not reply["confined"] and request.get("require_confinement"):
+        reply.update(ok=False, error=f"refused: the compiler could not be confined ({reply['confinement']})")
     else:
-        reply.update(_run_nvcc(request))
+        reply.update(build())
     json.dump(_log_bounded(reply, request), sys.stdout)
 
 
@@ -248,15 +253,9 @@ def main() -> None:
     # Only folders that exist and are folders: a request names them, and Landlock needs an open path.
     readable = [d for d in request.get("readable", []) if os.path.isdir(d)]
     confined, how = _confine(readable)
-    reply = {"confined": confined, "confinement": how, "nvrtc": version}
-    if request.get("probe"):
-        reply["ok"] = True
-    elif not confined and request.get("require_confinement"):
-        reply.update(ok=False, error=f"refused: the compiler could not be confined ({how})")
-    else:
-        reply.update(_compile(request["source"], request["name"], request["options"], request["name_expressions"],
-                              request.get("headers")))
-    json.dump(_log_bounded(reply, request), sys.stdout)
+    _answer(request, {"confined": confined, "confinement": how, "nvrtc": version},
+            lambda: _compile(request["source"], request["name"], request["options"], request["name_expressions"],
+                             request.get("headers")))
 
 
 def _log_bounded(reply: dict, request: dict) -> dict:
