@@ -49,6 +49,7 @@ class ResultIn(BaseModel):
     tunables: dict[Identifier, Int32] = Field(default_factory=dict, max_length=32)
     verified: StrictBool
     rel_error: Annotated[Finite, Field(ge=0, le=1e30)] | None = None
+    # these, cublas_median_ms and noise (below): core/timing_stats.py RESULT_STATISTICS
     median_ms: Annotated[Millis, Field(gt=0)] | None = None
     mean_ms: Millis | None = None
     stddev_ms: Millis | None = None

@@ -207,6 +207,7 @@ class ResultOut(BaseModel):
     verified: bool
     status: ResultStatus = Field(description=" / ".join(f"{k}: {v}" for k, v in MEANING.items()))
     n_samples: int
+    # median_ms, cublas_median_ms (above) and these: core/timing_stats.py RESULT_STATISTICS
     mean_ms: float | None
     stddev_ms: float | None
     min_ms: float | None

@@ -169,6 +169,7 @@ class Result(Base):
     pct_of_cublas: Mapped[float | None] = mapped_column(Float)
     tunables: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
     n_samples: Mapped[int] = mapped_column(Integer, default=0)
+    # median_ms, cublas_median_ms (above) and these: core/timing_stats.py RESULT_STATISTICS
     mean_ms: Mapped[float | None] = mapped_column(Float)
     stddev_ms: Mapped[float | None] = mapped_column(Float)
     min_ms: Mapped[float | None] = mapped_column(Float)

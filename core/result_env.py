@@ -34,6 +34,7 @@ class _Record(BaseModel):
 class Stats(_Record):
     """worker/stats.py summarise()."""
 
+    # core/timing_stats.py STATISTICS, with their bounds
     median_ms: Millis | None = None
     mean_ms: Millis | None = None
     stddev_ms: Millis | None = None

@@ -14,6 +14,7 @@ from core.gemm_form import DEFAULT_KEY, GemmForm
 from core.kernel import target_compute_capability
 from core.kernel_description import KernelDescription, explain
 from core.kernel_store import description_from_stored, freeze
+from core.timing_stats import TimingStats
 from worker import stats
 
 
@@ -160,6 +161,7 @@ class CaseOutcome:
     cublas_gflops: float | None = None
     pct_of_cublas: float | None = None
     n_samples: int = 0
+    # median_ms, cublas_median_ms (above) and these: core/timing_stats.py RESULT_STATISTICS
     mean_ms: float | None = None
     stddev_ms: float | None = None
     min_ms: float | None = None
@@ -195,8 +197,9 @@ class CaseOutcome:
     def not_applicable(self) -> bool:
         return bool(self.env.get("not_applicable"))
 
-    def add_timing(self, samples_ms: list[float], summary: dict[str, float]) -> None:
-        """Copy a summary from worker.stats.summarise (same key names) and keep the raw samples."""
+    def add_timing(self, samples_ms: list[float], summary: TimingStats) -> None:
+        """Copy a summary from worker.stats.summarise (its keys are fields here: core/timing_stats.py)
+        and keep the raw samples."""
         self.samples_ms = samples_ms
         self.n_samples = len(samples_ms)
         for key, value in summary.items():

@@ -16,6 +16,7 @@ import math
 import statistics
 
 from core.sample_stats import median_ci
+from core.timing_stats import TimingStats
 
 
 def noise(samples: list[float]) -> float:
@@ -46,7 +47,8 @@ def has_converged(samples: list[float], min_samples: int, max_noise: float, max_
     return c["median_ci_rel"] <= max_noise and c["drift_rel"] <= max_drift
 
 
-def summarise(samples: list[float]) -> dict[str, float]:
+def summarise(samples: list[float]) -> TimingStats:
+    """The statistics core/timing_stats.py declares, each under its name there."""
     q1, _, q3 = statistics.quantiles(samples, n=4) if len(samples) >= 2 else (samples[0],) * 3
     return {
         "median_ms": statistics.median(samples),
