@@ -358,3 +358,19 @@ class TunedConfigOut(BaseModel):
     job_id: int
     updated_at: datetime
 
+
+
+class ProfileOut(BaseModel):
+    """A confirmation result's profile diff (issue 39; docs/ARCHITECTURE.md, "Why it got slower")."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    result_id: int
+    job_id: int
+    status: Literal["profiled", "sass only", "failed"]
+    reason: str | None = Field(description="why there is no Nsight Compute profile (or no diff at all), where none")
+    summary: str = Field(description="one line per kernel: the effect (duration) and what moved most")
+    data: dict[str, Any] = Field(description="kernels: each kernel's ranked rows, the main loop's SASS diff and "
+                                             "instruction counts; the tools' versions; the profiler's wall time")
+    started_at: datetime
+    finished_at: datetime

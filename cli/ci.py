@@ -169,7 +169,19 @@ def confirmation_lines(confirmation: list[dict]) -> list[str]:
         lines.append(f"| {c['variant']} | {size_of(c)} | {ratio} | {interval} | {c['pairs']} |"
                      f" {CONFIRM_ICONS[c['status']]} |")
     lines += ["", *(f"- {c['variant']} {size_of(c)}: {c['reason']}" for c in confirmation)]
-    return lines + resource_lines(confirmation)
+    return lines + resource_lines(confirmation) + profile_lines(confirmation)
+
+
+def profile_lines(rows: list[dict]) -> list[str]:
+    """Why each profiled case changed: the profile's line per kernel (what moved most), with the
+    link to the whole diff; where Nsight Compute could not run, its reason is in the line."""
+    found = [c for c in rows if c.get("profile_status")]
+    lines = []
+    for c in found:
+        said = (c.get("profile") or "").splitlines() or [f"no profile: {c.get('profile_reason')}"]
+        lines += [f"- {c['variant']} {size_of(c)}: {line}" for line in said]
+        lines.append(f"  (the whole diff: /api/results/{c['result_id']}/profile)")
+    return ["", "Why it changed (profile, base vs head):", *lines] if lines else []
 
 
 def resource_lines(rows: list[dict]) -> list[str]:
@@ -182,11 +194,14 @@ def looks_changed(verdicts: list[dict]) -> list[dict]:
     return [v for v in verdicts if v["status"] in ("regression", "faster")]
 
 
-def confirm(client: httpx.Client, job: dict, base: str | None, changed: list[dict], timeout: float) -> list[dict] | None:
-    """Ask the server to time the base and head kernels of the changed cases in one job; None
-    (with the reason printed) when it cannot, and the history verdict stands."""
+def confirm(client: httpx.Client, job: dict, base: str | None, changed: list[dict], timeout: float,
+            profile: bool = False) -> list[dict] | None:
+    """Ask the server to time the base and head kernels of the changed cases in one job (and, with
+    `profile`, to profile each whatever its verdict); None (with the reason printed) when it
+    cannot, and the history verdict stands."""
     body = {"base": base, "variants": sorted({v["variant"] for v in changed}),
-            "sizes": [list(s) for s in sorted({(v["m"], v["n"], v["k"]) for v in changed})]}
+            "sizes": [list(s) for s in sorted({(v["m"], v["n"], v["k"]) for v in changed})],
+            **({"profile": True} if profile else {})}
     resp = client.post(f"/api/jobs/{job['id']}/confirm", json=body)
     if resp.status_code != 202:
         console.print(f"[yellow]no confirmation ({resp.status_code}): {resp.text}; the history verdict stands[/yellow]")
@@ -222,7 +237,7 @@ def one_as_reported(jobs: list[dict]) -> dict:
 
 
 def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str | None, timeout: float,
-           with_confirmation: bool = True, always_confirm: bool = False) -> int:
+           with_confirmation: bool = True, always_confirm: bool = False, profile: bool = False) -> int:
     jobs, verdicts, confirmations = [], [], []
     params = {k: v for k, v in (("base", base), ("base_branch", base_branch)) if v}
     try:
@@ -243,7 +258,7 @@ def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str 
             if job["status"] == "succeeded":
                 changed = [v for v in these if v["delta"] is not None] if always_confirm else looks_changed(these)
             if with_confirmation and changed:
-                confirmations.append(confirm(client, job, base, changed, timeout))
+                confirmations.append(confirm(client, job, base, changed, timeout, profile))
             jobs.append(job)
             verdicts += these
     except (httpx.HTTPError, TimeoutError) as exc:

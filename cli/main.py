@@ -256,6 +256,8 @@ def ci(
                                                 " (default: `git rev-parse COMMIT^@` here)")] = None,
     confirm: Annotated[bool, typer.Option(help="confirm a change by timing base and head kernels in one job")] = True,
     always_confirm: Annotated[bool, typer.Option(help="confirm every compared result, changed or not")] = False,
+    profile: Annotated[bool, typer.Option(help="profile every confirmed case, base and head (a confirmed change "
+                                               "is profiled anyway)")] = False,
     local: Annotated[bool, typer.Option("--local", help=LOCAL_HELP)] = False,
 ):
     """Benchmark a commit and compare with its base; a change is confirmed by an A/B job unless
@@ -277,7 +279,7 @@ def ci(
         errors.print(f"[red]{kernels_dir}: its kernels cannot be posted:[/red]\n{exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(FAILED)
     with api_client(server, token, from_data_dir=local) as client:
-        raise typer.Exit(run_ci(client, body, base, base_branch, timeout, confirm, always_confirm))
+        raise typer.Exit(run_ci(client, body, base, base_branch, timeout, confirm, always_confirm, profile))
 
 
 @app.command("run")

@@ -19,7 +19,7 @@ from core.ancestry import by_time_before, first_parent
 from core.form_keys import batch_of
 from core.kernel_store import kernel_of
 from core.cancel import NotYours
-from core.models import ApiToken, Commit, Job
+from core.models import ApiToken, Commit, Job, Profile
 from core.tokens import has_scope
 from core.result_env import ab_of, resources_of
 from core.wire_types import Integer, Text
@@ -44,6 +44,8 @@ class ConfirmIn(BaseModel):
         default=None, max_length=MAX_SOURCES_PER_JOB, description="default: every verified variant of the head job")
     sizes: list[list[Integer()]] | None = Field(
         default=None, max_length=64, description="[[M, N, K], ...]; default: all")
+    profile: bool = Field(default=False, description="profile every confirmed case, base and head, whatever its "
+                          "verdict (a confirmed regression or improvement is profiled anyway; issue 39)")
 
 
 class ConfirmationOut(BaseModel):
@@ -64,6 +66,11 @@ class ConfirmationOut(BaseModel):
     base_resources: dict[str, Any] | None
     resource_changes: list[str]
     reason: str
+    profile_status: Literal["profiled", "sass only", "failed"] | None = Field(
+        default=None, description="None: not profiled (no change confirmed, or not yet)")
+    profile: str | None = Field(default=None, description="what moved most between base and head, a line per kernel"
+                                " (GET /api/results/{result_id}/profile: the whole diff)")
+    profile_reason: str | None = Field(default=None, description="why there is no Nsight Compute profile, where none")
 
 
 KIND = "confirm"
@@ -162,18 +169,22 @@ def plan_confirmation(db: Session, head_job: Job, body: ConfirmIn, token: ApiTok
         tunables={}, sources=[], plan=entries, gpu_model=head_job.gpu_model, queue=head_job.queue,
         progress_total=len(entries),
         confirm={"head_job": head_job.id, "head_sha": head_job.commit.sha, "base_sha": base.sha,
-                 "base_jobs": sorted({e["base_job"] for e in entries})},
+                 "base_jobs": sorted({e["base_job"] for e in entries}), "profile": body.profile},
     )
 
 
-def confirmation(job: Job, th: PairedThresholds) -> list[ConfirmationOut]:
+def confirmation(job: Job, th: PairedThresholds, profiles: dict[int, Profile] | None = None) -> list[ConfirmationOut]:
+    """Each case's verdict from its pairs; with `profiles` (by result id), each one's profile line."""
     out = []
     for r in job.results:
         ab = ab_of(r.env) or {}
         head_res, base_res = resources_of(r.env), resources_of(r.env, "base_resources")
+        profile = (profiles or {}).get(r.id)
         common = {"result_id": r.id, "variant": r.variant, "m": r.m, "n": r.n, "k": r.k, "form": r.form,
                   "head_gflops": r.gflops, "base_gflops": ab.get("base_gflops"), "head_resources": head_res,
-                  "base_resources": base_res, "resource_changes": resource_changes(base_res, head_res)}
+                  "base_resources": base_res, "resource_changes": resource_changes(base_res, head_res),
+                  **({"profile_status": profile.status, "profile": profile.summary or None,
+                      "profile_reason": profile.reason} if profile is not None else {})}
         if not r.verified or not ab:
             out.append(ConfirmationOut(**common, status="failed", ratio=None, low=None, high=None, pairs=0,
                                        reason=r.error or "not measured"))
@@ -182,6 +193,11 @@ def confirmation(job: Job, th: PairedThresholds) -> list[ConfirmationOut]:
         out.append(ConfirmationOut(**common, status=v.status, ratio=v.ratio, low=v.low, high=v.high, pairs=v.pairs,
                                    reason=v.reason))
     return out
+
+
+def profiles_of(db: Session, job_id: int) -> dict[int, Profile]:
+    """A job's stored profiles, by result id."""
+    return {p.result_id: p for p in db.scalars(select(Profile).where(Profile.job_id == job_id))}
 
 
 def resource_changes(base: dict | None, head: dict | None) -> list[str]:

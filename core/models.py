@@ -275,3 +275,24 @@ class Worker(Base):
 
     gpu: Mapped[Gpu | None] = relationship(lazy="joined")
 
+
+
+class Profile(Base):
+    """The profile diff of one confirmation result (issue 39): its base and head kernels profiled
+    with Nsight Compute in the job that timed them, after its timed samples, and their SASS
+    compared (worker/profile_step.py makes it, core/profile_diff.py ranks it). One per result: a
+    profile asked again replaces it."""
+
+    __tablename__ = "profile"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    result_id: Mapped[int] = mapped_column(ForeignKey("result.id", ondelete="CASCADE"), unique=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"), index=True)
+    # "profiled": Nsight Compute and the SASS; "sass only": the SASS, `reason` says why no profile;
+    # "failed": neither, `reason` says why.
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+    summary: Mapped[str] = mapped_column(Text, default="")  # one line per kernel: what moved most
+    # Each kernel's ProfileDiff.to_json(), the tools' versions and the profile's wall time.
+    data: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

@@ -163,6 +163,15 @@ class Settings(BaseSettings):
     webhook_branches: str = Field(default="main", validation_alias="GEMMWATCH_WEBHOOK_BRANCHES")
     webhook_attempts: int = Field(default=5, ge=1, le=20, validation_alias="GEMMWATCH_WEBHOOK_ATTEMPTS")
 
+    # -- Profiles of a confirmation (issue 39; worker/profile_step.py, docs/ARCHITECTURE.md) --
+    # Nsight Compute's command (a name on PATH or a path); "" for none: the SASS diff alone.
+    ncu: str = Field(default="ncu", validation_alias="GEMMWATCH_NCU")
+    # Every confirmed regression or improvement is profiled, base and head, after the job's timed
+    # samples; a confirmation asked with "profile": true is profiled whatever its verdict.
+    profile_confirmed: bool = Field(default=True, validation_alias="GEMMWATCH_PROFILE_CONFIRMED")
+    # One profile (the profiler, its process and the kernels' compile) may take this long.
+    profile_timeout_s: float = Field(default=300.0, gt=0, validation_alias="GEMMWATCH_PROFILE_TIMEOUT_S")
+
     # -- Cancelling jobs (core/cancel.py, worker/gpu_process.py) --
     # A cancelled job's case still running this long after the worker saw the cancel is stopped
     # by replacing the GPU process (a kernel that never ends); a case ending sooner keeps its result.

@@ -19,7 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from core.web_deps import SessionDep, SettingsDep
 from core.fleet import load_fleet
 from core.models import Job
-from core.confirm import confirmation
+from core.confirm import confirmation, profiles_of
 from core.regression import PairedThresholds, Thresholds
 from dashboard import (commit_view, compare, export, figures, history, job_cancel, login, overview, queries, roofline,
                        sweep)
@@ -238,9 +238,12 @@ def job_page(request: Request, db: SessionDep, cfg: SettingsDep, job_id: int, fo
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id}")
     c = chart("job-chart", figures.job_figure(job.results, job.status))
-    confirmed = confirmation(job, PairedThresholds.from_settings(cfg)) if job.kind == "confirm" else None
+    profiles = profiles_of(db, job.id) if job.kind == "confirm" else {}
+    confirmed = confirmation(job, PairedThresholds.from_settings(cfg), profiles) if job.kind == "confirm" else None
     waiting = load_fleet(db, cfg).waiting_reason(job) if job.status == "queued" else None
     return render(request, format, "job", "job.html", {"job": job, "chart": c, "confirmation": confirmed,
+                                                       "profiles": sorted(profiles.values(), key=lambda p: p.result_id),
+                                                       "results_by_id": {r.id: r for r in job.results},
                                                        "waiting": waiting,
                                                        "cancel": job_cancel.form_state(request, db, job)},
                   filters={"id": job_id}, columns=queries.RESULT_COLUMNS,

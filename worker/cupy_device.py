@@ -220,6 +220,13 @@ class CupyDevice:
     def measuring(self):
         return gpu_identity.nvml()  # the timing loop reads throttle reasons between batches
 
+    @staticmethod
+    def profile_range(name: str):
+        """An NVTX range around the launches a profiler is to see (worker/profile_launch.py)."""
+        from cupyx.profiler import time_range  # CuPy is optional (gemmwatch[gpu]): imported on a GPU only
+
+        return time_range(name)
+
     def warm_up(self, calls, warmup_ms: float) -> None:
         stream = self.cp.cuda.get_current_stream()
         warm_end = time.perf_counter() + warmup_ms / 1000.0

@@ -14,13 +14,14 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from core.confirm import KIND as CONFIRM
 from core.db import session_factory
 from core.kernel_store import identity_of, kernel_hash
 from core.models import Job, Result, TunedConfig, utcnow
 from core.settings import Settings
 from core.store import upsert_gpu
 from worker.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, kernels_of_job, plan
-from worker import fleet, gpu_process, webhook
+from worker import fleet, gpu_process, profile_step, webhook
 from worker.job_end import end_job, is_cancelled
 
 log = logging.getLogger(__name__)
@@ -197,7 +198,18 @@ class JobRun:
         self._drive_child()
         with self.Session() as db:
             kind = db.get(Job, self.job_id).kind
+        if kind == CONFIRM and not self.cancel_requested():
+            self.profile()
         return self.finish(kind)
+
+    def profile(self) -> None:
+        """A confirmation's profiles, after its last timed sample (worker/profile_step.py); a
+        profile that fails is said in its row and never fails the job."""
+        self.update(current_case="profiling base and head")
+        try:
+            profile_step.profile_job(self.job_id, self.cfg, self.Session)
+        except Exception:  # the verdicts stand without a profile; the log says what broke
+            log.exception("job %s: profiling failed", self.job_id)
 
     def _drive_child(self) -> None:
         def on_identity(ident: dict) -> list[Case]:

@@ -21,18 +21,23 @@ from core.kernel import Launch
 
 
 def nvcc_path(cfg) -> str | None:
-    """GEMMWATCH_NVCC, else the nvidia-cuda-nvcc wheel's (the same release as the NVRTC wheel),
-    else CUDA_HOME's, else the first on PATH."""
+    """GEMMWATCH_NVCC, else the toolkit's nvcc (toolkit_program)."""
     if getattr(cfg, "nvcc", None):
         return str(cfg.nvcc)
+    return toolkit_program("nvcc")
+
+
+def toolkit_program(name: str) -> str | None:
+    """A CUDA toolkit program (nvcc, cuobjdump): the nvidia-cuda-* wheel's (the same release as the
+    NVRTC wheel), else CUDA_HOME's, else the first on PATH."""
     spec = importlib.util.find_spec("nvidia")
     for location in (spec.submodule_search_locations or []) if spec else []:
-        for candidate in sorted(Path(location).glob("cu*/bin/nvcc"), reverse=True):
+        for candidate in sorted(Path(location).glob(f"cu*/bin/{name}"), reverse=True):
             return str(candidate)
     for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
-        if home and (Path(home) / "bin" / "nvcc").is_file():
-            return str(Path(home) / "bin" / "nvcc")
-    return shutil.which("nvcc")
+        if home and (Path(home) / "bin" / name).is_file():
+            return str(Path(home) / "bin" / name)
+    return shutil.which(name)
 
 
 def toolkit_root(nvcc: str) -> str:

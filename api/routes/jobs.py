@@ -13,7 +13,7 @@ from api.intake import job_intake
 from api.job_body import INVALID, JOB_BODY_OPENAPI, job_from
 from core.models import Job
 from core.baselines import verdicts
-from core.confirm import confirmation, plan_confirmation
+from core.confirm import confirmation, plan_confirmation, profiles_of
 from core.regression import PairedThresholds, Thresholds
 from api.schemas import ConfirmationOut, ConfirmIn, JobOut, JobStatus, VerdictOut
 from core.commit_records import CommitConflict, claim_commit
@@ -147,4 +147,4 @@ def get_confirmation(job_id: JobId, db: SessionDep, cfg: SettingsDep):
         raise HTTPException(status_code=404, detail=f"no job {job_id}")
     if job.kind != "confirm":
         raise HTTPException(status_code=422, detail=f"job {job_id} is a {job.kind} job, not a confirmation")
-    return confirmation(job, PairedThresholds.from_settings(cfg))
+    return confirmation(job, PairedThresholds.from_settings(cfg), profiles_of(db, job.id))

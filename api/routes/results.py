@@ -6,9 +6,9 @@ from sqlalchemy.exc import IntegrityError
 
 from api.auth import Credentials, authorize_write
 from core.web_deps import SessionDep, SettingsDep
-from core.models import Commit, Gpu, Job, Result, utcnow
+from core.models import Commit, Gpu, Job, Profile, Result, utcnow
 from api.posted_schemas import ResultBatchIn, ResultBatchOut
-from api.schemas import ResultDetailOut, ResultOut
+from api.schemas import ProfileOut, ResultDetailOut, ResultOut
 from core.form_keys import PATTERN as FORM_KEY
 from core.gpu_records import IdentityConflict, claim_gpu
 from core.commit_records import CommitConflict, claim_commit
@@ -54,6 +54,18 @@ def get_result(result_id: Annotated[int, Path(ge=1, le=2**31 - 1)], db: SessionD
     if row is None:
         raise HTTPException(status_code=404, detail=f"no result {result_id}")
     return ResultDetailOut.from_row(row)
+
+
+@router.get("/{result_id}/profile", response_model=ProfileOut,
+            responses={404: {"description": "no such result, or it has no profile"}})
+def get_profile(result_id: Annotated[int, Path(ge=1, le=2**31 - 1)], db: SessionDep):
+    """A confirmation result's profile diff, base against head: what moved most, every compared
+    row, the main loop's SASS diff (the whole of what the job and commit pages show)."""
+    row = db.scalar(select(Profile).where(Profile.result_id == result_id))
+    if row is None:
+        why = "no result" if db.get(Result, result_id) is None else "no profile of result"
+        raise HTTPException(status_code=404, detail=f"{why} {result_id}")
+    return row
 
 
 # OpenAPI links: what a client (and schemathesis's stateful runs) can do next with the job made.
