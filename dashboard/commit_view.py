@@ -9,8 +9,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.baselines import result_anchor, verdicts
-from core.confirm import KIND as CONFIRM, confirmation
-from core.models import Commit, Job
+from core.confirm import KIND as CONFIRM, confirmation, profiles_of
+from core.models import Commit, Job, Profile, Result
 from core.regression import PairedThresholds, Thresholds
 
 MIN_PREFIX = 7  # like git's short sha: a shorter prefix would match too much to be a permalink
@@ -48,6 +48,7 @@ class CommitRow:
     low: float | None = None
     high: float | None = None
     history_status: str | None = None
+    profile_id: int | None = None  # the confirmation's result whose profile explains this row, where profiled
 
     @property
     def anchor(self) -> str:
@@ -61,6 +62,8 @@ class CommitView:
     rows: list[CommitRow]
     pending: list[Job]  # the commit's jobs that have not ended, or ended without results
     reason: str | None
+    profiles: list[Profile] = field(default_factory=list)  # the confirmations' profiles (issue 39)
+    profiled: dict[int, Result] = field(default_factory=dict)  # their results, by id
 
 
 def find_commits(db: Session, sha: str) -> tuple[list[Commit], str | None]:
@@ -100,8 +103,13 @@ def load_commit(db: Session, sha: str, th: Thresholds, pth: PairedThresholds) ->
             if j.kind != CONFIRM]
     rows: list[CommitRow] = []
     confirmed: dict[tuple, tuple] = {}  # (head job, variant, m, n, k, form) -> the confirmation's verdict
+    profiles: list[Profile] = []
+    profiled: dict[int, Result] = {}
     for job in _confirmations_of(db, jobs):
-        for c in confirmation(job, pth):
+        found = profiles_of(db, job.id)
+        profiles += sorted(found.values(), key=lambda p: p.result_id)
+        profiled.update({r.id: r for r in job.results if r.id in found})
+        for c in confirmation(job, pth, found):
             confirmed[(job.confirm.get("head_job"), c.variant, c.m, c.n, c.k, c.form)] = c
     for job in jobs:
         by_id = {r.id: r for r in job.results}
@@ -117,13 +125,14 @@ def load_commit(db: Session, sha: str, th: Thresholds, pth: PairedThresholds) ->
                 row.confirmed, row.ratio, row.low, row.high = c.status, c.ratio, c.low, c.high
                 row.status, row.reason = CONFIRMED_AS[c.status], c.reason
                 row.resource_changes = c.resource_changes or row.resource_changes
+                row.profile_id = c.result_id if c.profile_status else None
             rows.append(row)
     rows.sort(key=lambda r: (RANK.get(r.status, 9), r.confirmed is None, r.gpu, r.variant, r.m * r.n * r.k, r.job_id))
     pending = [j for j in jobs if j.status in ("queued", "running") or not j.results]
     if not rows:
         reason = (f"No results for {commits[0].sha[:12]} yet: " + ", ".join(f"job #{j.id} {j.status}" for j in pending)
                   if pending else f"No results for {commits[0].sha[:12]}.")
-    return CommitView(commits[0].sha, commits, rows, pending, reason)
+    return CommitView(commits[0].sha, commits, rows, pending, reason, profiles, profiled)
 
 
 def export_rows(view: CommitView) -> list[dict]:

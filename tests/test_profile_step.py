@@ -32,6 +32,14 @@ extern "C" __global__ void my_gemm(int M, int N, int K, float alpha, const float
 """
 
 
+def recorded_split_diff():
+    from tests.test_profile_diff import _load, diff_launch
+
+    base, head = _load("split_base"), _load("split_head")
+    [diff] = diff_launch(base[0], head[0], base[1], head[1], base[2], head[2])
+    return diff
+
+
 def _as_time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
@@ -70,10 +78,27 @@ def test_a_confirmed_regression_is_profiled_after_its_samples_and_says_why_there
         stored = list(db.scalars(select(Result.created_at).where(Result.job_id == confirm_job["id"])))
     assert len(stored) == 2 and max(stored) <= _as_time(body["started_at"]) <= _as_time(body["finished_at"])
 
-    # The job page shows the line and links the whole diff.
+    # The job page shows the line and links the whole diff; the commit page links the row to it.
     page = client.get(f"/jobs/{confirm_job['id']}").text
     assert 'id="profiles"' in page and "local-memory spills" in page
     assert f"/api/results/{mine['result_id']}/profile" in page
+    commit_page = client.get("/commits/bbbb0102").text
+    assert f'<a href="#profile-{mine["result_id"]}">why</a>' in commit_page and "local-memory spills" in commit_page
+
+    # The pages as a GPU worker's profile makes them: the H100 recordings of the reverted
+    # optimisation (Nsight Compute and SASS), stored in place of this one.
+    recorded = recorded_split_diff()
+    with session_factory(cfg)() as db:
+        row = db.scalar(select(Profile).where(Profile.result_id == mine["result_id"]))
+        row.status, row.reason, row.summary = "profiled", None, recorded.summary_line()
+        row.data = {"kernels": [recorded.to_json()], "ncu_version": "recorded", "ncu_wall_s": 9.0}
+        db.commit()
+    for url in (f"/jobs/{confirm_job['id']}", "/commits/bbbb0102"):
+        page = client.get(url).text
+        assert "sgemm_tail_split_k: duration 2,745,376 ns → 2,855,424 ns (+4.0 %)" in page, url
+        assert "main-loop math (FFMA/MMA) after the barrier" in page and "No Nsight Compute profile" not in page
+        ranked = page.index("main-loop math (FFMA/MMA) after the barrier</td>")
+        assert ranked < page.index("L1 hit rate</td>"), "the ranked cause comes before the unchanged rows"
 
 
 def test_a_profile_asked_for_comes_whatever_the_verdict_and_none_otherwise(cfg, start_worker):
