@@ -10,6 +10,7 @@ from pathlib import Path
 from fastapi.templating import Jinja2Templates
 
 from core.form_keys import label as form_label
+from core.profile_changes import formatted
 from core.result_env import resources_of
 from dashboard.filters import size_label, size_options, size_text
 
@@ -42,4 +43,5 @@ templates.env.filters.update(
     with_resources=with_resources,
     blank=blank,
     form_label=form_label,  # a GEMM form key as a person reads it
+    profile_value=formatted,  # a profile row's value in its unit: "2,759,680 ns", "1,987 MHz"
 )

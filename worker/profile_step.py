@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sqlalchemy import select
@@ -79,7 +80,9 @@ def measure(cfg, job_id: int, indexes: list[int], entries: list[dict]) -> list[d
                 return [_made("failed", ncu.reason or why, [], {"sass_reason": why}) for _ in indexes]
         report = json.loads(report_path.read_text())
         kernels, ncu_reason = _ncu_kernels(ncu, report)
-        sass = {key: _sass_of(cubin["path"]) for key, cubin in report["cubins"].items()}
+        # The cubins disassembled side by side: each cuobjdump is a process of its own.
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            sass = dict(zip(report["cubins"], pool.map(_sass_of, (c["path"] for c in report["cubins"].values()))))
         out = []
         for index in indexes:
             base, head = (sass[f"{index}:{side}"] for side in SIDES)
@@ -121,8 +124,8 @@ def _ncu_kernels(ncu: profiler.NcuRun, report: dict) -> tuple[dict[tuple[int, st
 
 def _sass_of(cubin: str) -> tuple[dict[str, FunctionSass] | None, dict[str, ResUsage] | None, str | None]:
     """A cubin's functions and resource usage, or why there are none."""
-    text, why = profiler.cuobjdump(cubin, "sass")
-    res_text, res_why = profiler.cuobjdump(cubin, "res-usage")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        (text, why), (res_text, res_why) = pool.map(lambda what: profiler.cuobjdump(cubin, what), ("sass", "res-usage"))
     try:
         functions = parse_sass(text) if text is not None else None
         res = parse_res_usage(res_text) if res_text is not None else None
