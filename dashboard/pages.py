@@ -21,7 +21,7 @@ from core.fleet import load_fleet
 from core.models import Job
 from core.confirm import confirmation, profiles_of
 from core.regression import PairedThresholds, Thresholds
-from dashboard import (commit_view, compare, export, figures, history, job_cancel, login, overview, queries, roofline,
+from dashboard import (commit_view, compare, export, figures, history, job_cancel, job_profile, login, overview, queries, roofline,
                        sweep)
 from dashboard.roofline_figure import roofline_figure
 from dashboard.filters import (PRECISIONS, Dim, Format, Name, Names, PrecisionParam, Size, clean, form_options,
@@ -245,7 +245,8 @@ def job_page(request: Request, db: SessionDep, cfg: SettingsDep, job_id: int, fo
                                                        "profiles": sorted(profiles.values(), key=lambda p: p.result_id),
                                                        "results_by_id": {r.id: r for r in job.results},
                                                        "waiting": waiting,
-                                                       "cancel": job_cancel.form_state(request, db, job)},
+                                                       "cancel": job_cancel.form_state(request, db, job),
+                                                       "profile_form": job_profile.form_state(request, db, job)},
                   filters={"id": job_id}, columns=queries.RESULT_COLUMNS,
                   rows=[queries.result_row(r) for r in job.results], reason=c.reason,
                   job={**queries.job_row(job), "waiting": waiting})
@@ -273,3 +274,4 @@ def mount_dashboard(app: FastAPI) -> None:
     # Pages and their CSV/JSON exports: behind the login when GEMMWATCH_AUTH_READS is on.
     app.include_router(router, dependencies=[Depends(login.require_dashboard_reader)])
     app.include_router(job_cancel.router, dependencies=[Depends(login.require_dashboard_reader)])
+    app.include_router(job_profile.router, dependencies=[Depends(login.require_dashboard_reader)])

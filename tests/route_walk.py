@@ -14,7 +14,7 @@ from starlette.routing import Mount
 
 from core.builtins import builtin_kernels
 from core.db import session_factory
-from core.models import Commit, Gpu, Job, Result
+from core.models import Commit, Gpu, Job, Profile, Result
 
 # Open to anyone, by design: the API's description, health, the login page, static files.
 PUBLIC = {("GET", "/healthz"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/login"),
@@ -22,6 +22,7 @@ PUBLIC = {("GET", "/healthz"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET
 # Reads that need a token when GEMMWATCH_AUTH_READS is on: 401 without one.
 API_READS = {("GET", p) for p in ("/api/jobs", "/api/jobs/{job_id}", "/api/jobs/{job_id}/verdicts",
                                   "/api/jobs/{job_id}/confirmation", "/api/results", "/api/results/{result_id}",
+                                  "/api/results/{result_id}/profile",
                                   "/api/variants", "/api/gpus", "/api/tuned", "/api/workers", "/api/queues",
                                   "/metrics", "/api/kernels/schema", "/api/kernels/{name}", "/api/limits")}
 # Dashboard pages and their exports: a login (303 to /login) without a session or token.
@@ -30,7 +31,8 @@ PAGES = {("GET", p) for p in ("/", "/history", "/sweep", "/compare", "/roofline"
 # Everything that changes state: a token (and its scope), and this site's own origin for forms.
 API_WRITES = {("POST", "/api/jobs"), ("POST", "/api/results"), ("POST", "/api/jobs/{job_id}/cancel"),
               ("POST", "/api/jobs/{job_id}/confirm")}
-FORM_WRITES = {("POST", "/jobs/{job_id}/cancel"), ("POST", "/login"), ("POST", "/logout")}
+FORM_WRITES = {("POST", "/jobs/{job_id}/cancel"), ("POST", "/jobs/{job_id}/profile"), ("POST", "/login"),
+               ("POST", "/logout")}
 CLASSES = {"public": PUBLIC, "api read": API_READS, "page": PAGES, "api write": API_WRITES, "form write": FORM_WRITES}
 
 
@@ -74,12 +76,14 @@ def stored(cfg) -> dict:
                 # Every result is read inside its job (GET /api/jobs/{id} lists them all); alone, with
                 # its samples, the first and last of each job.
                 "results": sorted(set(db.scalars(select(func.min(Result.id)).group_by(Result.job_id)))
-                                  | set(db.scalars(select(func.max(Result.id)).group_by(Result.job_id))))}
+                                  | set(db.scalars(select(func.max(Result.id)).group_by(Result.job_id)))),
+                "profiled": set(db.scalars(select(Profile.result_id)))}
 
 
 def route_of(path: str) -> str:
     """The route a concrete read path is served by: /api/jobs/7/verdicts -> /api/jobs/{job_id}/verdicts."""
     path = re.sub(r"^/api/results/\d+$", "/api/results/{result_id}", path)
+    path = re.sub(r"^/api/results/\d+/profile$", "/api/results/{result_id}/profile", path)
     path = re.sub(r"^/api/kernels/(?!schema$)[^/]+$", "/api/kernels/{name}", path)
     path = re.sub(r"^/commits/[0-9a-fA-F]+$", "/commits/{sha}", path)
     return re.sub(r"/jobs/\d+", "/jobs/{job_id}", path)
@@ -111,6 +115,9 @@ def read_urls(have: dict) -> list[tuple[str, dict, set[int]]]:
                  (f"/api/jobs/{job_id}/confirmation", {}, ok if kind == "confirm" else {422})]
         page(f"/jobs/{job_id}")
     urls += [(f"/api/results/{rid}", {}, ok) for rid in have["results"]]
+    # A result's profile: 200 where a confirmation made one, else a 404 that says so.
+    urls += [(f"/api/results/{rid}/profile", {}, ok if rid in have["profiled"] else {404})
+             for rid in sorted(set(have["results"]) | have["profiled"])]
     for sha in have["commits"]:
         page(f"/commits/{sha}")
     page("/commits/0123456789abcdef")  # a commit never measured: the page says so

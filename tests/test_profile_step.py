@@ -7,10 +7,11 @@ import re
 from datetime import datetime
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from core.db import session_factory
-from core.models import Profile, Result
+from core.models import Job, Profile, Result
 from tests.conftest import make_client, wait_for_job
 from tests.test_ci_hook import KERNEL
 from tests.test_confirm import bench, confirmed
@@ -120,6 +121,28 @@ def test_a_profile_asked_for_comes_whatever_the_verdict_and_none_otherwise(cfg, 
     with session_factory(cfg)() as db:
         assert db.scalar(select(Profile).where(Profile.result_id == unasked["result_id"])) is None
     assert base["status"] == "succeeded"
+
+    # The job page's button asks the same: a new confirmation of the same cases, profiled.
+    confirm_id = client.get(f"/api/results/{unasked['result_id']}").json()["job_id"]
+    page = client.get(f"/jobs/{confirm_id}").text
+    assert 'id="profile-form"' in page and 'id="profile-token"' not in page  # a jobs token's request: just press
+    form = TestClient(client.app, follow_redirects=False, headers={"Origin": "http://testserver"})
+    assert 'id="profile-token"' in form.get(f"/jobs/{confirm_id}").text  # no session: a token is typed in
+    denied = form.post(f"/jobs/{confirm_id}/profile", data={"token": "gw_not-a-token"})
+    assert denied.status_code == 303 and denied.headers["location"] == f"/jobs/{confirm_id}?profile=denied"
+    assert "Not profiled: a valid write token is needed" in client.get(denied.headers["location"]).text
+    token = client.headers["Authorization"].removeprefix("Bearer ")
+    pressed = form.post(f"/jobs/{confirm_id}/profile", data={"token": token})
+    assert pressed.status_code == 303 and pressed.headers["location"].endswith("?profile=queued"), pressed.text
+    new_id = int(pressed.headers["location"].split("/")[2].split("?")[0])
+    assert new_id > confirm_id and "Queued: base and head timed again" in client.get(pressed.headers["location"]).text
+    job = wait_for_job(client, new_id, timeout=180)
+    assert job["status"] == "succeeded" and job["kind"] == "confirm", job["error"]
+    [again] = client.get(f"/api/jobs/{new_id}/confirmation").json()
+    assert again["variant"] == "my_gemm" and again["profile_status"] == "sass only", again
+    with session_factory(cfg)() as db:
+        assert db.get(Job, new_id).confirm["profile"] is True
+    assert form.post("/jobs/424242/profile", data={"token": token}).status_code == 404
 
 
 @pytest.mark.parametrize("returncode, text, words", [
