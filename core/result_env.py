@@ -178,6 +178,30 @@ class CublasPlan(_Record):
     padded_n_k: Annotated[list[Integer(1, 1 << 21)], Field(min_length=2, max_length=2)] | None = None
 
 
+class CublasCandidate(_Record):
+    """One call timed when cuBLAS's best was chosen: the default call (index -1) or one of
+    cuBLASLt's heuristic candidates, with its selection median (or why it could not run)."""
+
+    index: Integer(-1, 64)
+    call: Name(40)
+    algo: CublasAlgo | None = None
+    median_ms: Millis | None = None
+    error: Text(200) | None = None
+
+
+class CublasBest(_Record):
+    """Which cuBLAS the kernel was timed beside (worker/cublas_best.py): `against` "best" (the
+    fastest of the candidates) or "default" (cuBLAS's own call, where it was the fastest or no
+    candidates were offered, `why`)."""
+
+    against: Literal["best", "default"]
+    default: CublasCandidate | None = None
+    best: CublasCandidate | None = None
+    candidates: Annotated[list[CublasCandidate], Field(max_length=65)] = Field(default_factory=list)
+    cached: StrictBool = False
+    why: Text(200) | None = None
+
+
 class Peak(_Record):
     """The GPU's peak for the result's precision and the share of it reached (worker/runner.py peak())."""
 
@@ -233,6 +257,7 @@ class ResultEnv(_Record):
     not_applicable: StrictBool | None = None
     precision: PrecisionRecord | None = None
     cublas_plan: CublasPlan | None = None
+    cublas_best: CublasBest | None = None
     form: FormRecord | None = None
     # The cuBLAS call of a form other than the default, and its C's error against the reference.
     cublas_call: Text(300) | None = None

@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     # Drop samples taken while NVML reports the clocks held down (power cap, thermal, HW slowdown).
     discard_throttled: bool = Field(default=True, validation_alias="GEMMWATCH_DISCARD_THROTTLED")
     case_time_cap_s: float = Field(default=3.0, validation_alias="GEMMWATCH_CASE_TIME_CAP_S")
+    # The call a kernel is timed beside: "best", the fastest of cuBLAS's default and cuBLASLt's
+    # heuristic candidates for the case (worker/cublas_best.py; chosen once per GPU, library
+    # version, shape, precision and mode, cached), or "default", cuBLAS's own first choice.
+    cublas_baseline: Literal["best", "default"] = Field(default="best", validation_alias="GEMMWATCH_CUBLAS_BASELINE")
     max_rel_error: float = Field(default=1e-4, validation_alias="GEMMWATCH_MAX_REL_ERROR")
     # TF32 keeps 10 mantissa bits: its products land near 3e-4 from FP32, so it gets its own bound.
     max_rel_error_tf32: float = Field(default=2e-3, validation_alias="GEMMWATCH_MAX_REL_ERROR_TF32")

@@ -35,6 +35,17 @@ def blank(value) -> object:
     return "" if value is None else value
 
 
+def cublas_against(env) -> dict:
+    """Which cuBLAS a result's % is against (env.cublas_best, worker/cublas_best.py): "best" or
+    "default" (results from before the choice were all against the default), and the selection's
+    medians where it made one."""
+    chosen = (env or {}).get("cublas_best") or {}
+    default, best = (chosen.get(k) or {} for k in ("default", "best"))
+    medians = (f"cuBLAS default {default['median_ms']:.4g} ms, best {best['median_ms']:.4g} ms"
+               if default.get("median_ms") and best.get("median_ms") else chosen.get("why") or "")
+    return {"against": chosen.get("against", "default"), "medians": medians}
+
+
 templates.env.filters.update(
     size=size_label,  # the URL form, for <option> values
     size_text=size_text,  # the shown form
@@ -43,5 +54,6 @@ templates.env.filters.update(
     with_resources=with_resources,
     blank=blank,
     form_label=form_label,  # a GEMM form key as a person reads it
+    cublas_against=cublas_against,  # what a result's % of cuBLAS is against
     profile_value=formatted,  # a profile row's value in its unit: "2,759,680 ns", "1,987 MHz"
 )

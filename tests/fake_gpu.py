@@ -113,6 +113,34 @@ class Call:
         self.run()
 
 
+class FakeLtGemm:
+    """cuBLASLt's heuristic candidates as worker/cublas_best.py sees them: `use(i)` picks one, the
+    call writes the right product into its own C, and each candidate's time is the default call's
+    times its factor (FAKE_GPU_CUBLAS_CANDIDATES); a factor of 0 is a candidate that fails to run."""
+
+    library_version = 130000
+
+    def __init__(self, default: Call, factors: list[float], out):
+        self.default, self.factors, self.out = default, factors, out
+        self.candidates = list(range(len(factors)))
+        self.use(0)
+
+    def use(self, index: int) -> None:
+        self.index = index
+        self.plan = {"call": "cublasLtMatmul", "compute_type": "CUBLAS_COMPUTE_32F", "scale_type": "CUDA_R_32F",
+                     "a_b_type": "CUDA_R_32F", "c_type": "CUDA_R_32F", "trans": "NN",
+                     "algo": {"id": 100 + index, "tile_id": index, "splitk": 1, "stages_id": 0}}
+
+    @property
+    def model_ms(self) -> float:
+        return self.default.model_ms * self.factors[self.index]
+
+    def __call__(self) -> None:
+        if self.factors[self.index] == 0:
+            raise RuntimeError(f"candidate {self.index}: cublasLtMatmul failed with cublasStatus_t 15")
+        self.default.run()  # the product, into this call's own C
+
+
 class FakeDevice:
     xp = np
     launcher_hook = "tests.fake_launcher:CpuLauncherCase"  # a launcher case's confined process, on the CPU
@@ -251,6 +279,15 @@ class FakeDevice:
         smem = 4 * bk * (tile[0] + tile[1]) if outputs > 1 else 0
         return {**resources.describe({"num_regs": regs, "shared_size_bytes": smem, "local_size_bytes": 0,
                                       "max_threads_per_block": 1024}, launch.block), "compiler": kernel.compiler}
+
+    def cublas_candidates(self, problem, count: int):
+        """cuBLASLt's candidates, where FAKE_GPU_CUBLAS_CANDIDATES lists each one's time relative
+        to the default call ("1.02,0.95": the second 5 % faster); otherwise none are offered."""
+        listed = os.environ.get("FAKE_GPU_CUBLAS_CANDIDATES")
+        if not listed or not (problem.form.default and problem.batch == 1):
+            return None
+        out = problem.new_c()
+        return FakeLtGemm(problem.cublas_call(out), [float(x) for x in listed.split(",")][:count], out)
 
     def cublas_call(self, a, b, out, precision, form: GemmForm = GemmForm(), batch: int = 1) -> Call:
         m, k = a.shape[-2:]

@@ -151,6 +151,20 @@ def test_a_launcher_case_is_verified_and_timed_by_the_runner_in_its_own_process(
 
 
 @needs_confinement
+def test_a_launcher_case_chooses_no_cublas_for_others_and_writes_no_cache(runner, monkeypatch, tmp_path):
+    # cuBLASLt's candidates offered, as on a GPU: the confined process still times the default
+    # call, and nothing of its making lands in the data folder for other jobs' cases.
+    monkeypatch.setenv("FAKE_GPU_CUBLAS_CANDIDATES", "1.0,0.8")
+    monkeypatch.setenv("GEMMWATCH_DATA_DIR", str(tmp_path / "data"))
+    assert POLICY.cublas_baseline == "best"
+    out = runner.run_case(case(described(HOST, "host_gemm")), POLICY)
+    assert out.verified and out.error is None, out.error
+    assert out.env["cublas_best"]["against"] == "default"
+    assert out.env["cublas_best"]["why"].startswith("a launcher's case runs in its confined process")
+    assert not (tmp_path / "data" / "cublas-best").exists()
+
+
+@needs_confinement
 def test_a_wrong_launcher_is_not_verified(runner):
     out = runner.run_case(case(described(HOST, "host_wrong")), POLICY)
     assert not out.verified and "wrong result" in out.error and out.median_ms is None

@@ -42,12 +42,13 @@ class TimingPolicy:
     isolate_samples: bool = True  # cold: each sample behind its own stream hold, synchronised before the next
     sustained_warmup_s: float = 1.0
     burst_rest_s: float = 0.1  # "burst": the card idle this long before each batch
+    cublas_baseline: str = "best"  # "best" or "default": worker/cublas_best.py
 
     @classmethod
     def from_settings(cls, s) -> "TimingPolicy":
         return cls(s.warmup_ms, s.min_samples, s.max_noise, s.case_time_cap_s, s.max_rel_error, s.timing_mode,
                    s.min_time_s, s.discard_throttled, s.max_rel_error_tf32, s.hold_stream, s.l2_flush, s.max_drift,
-                   s.interleave, s.isolate_samples, s.sustained_warmup_s, s.burst_rest_ms / 1000.0)
+                   s.interleave, s.isolate_samples, s.sustained_warmup_s, s.burst_rest_ms / 1000.0, s.cublas_baseline)
 
     # A tensor-core GEMM at 4096^3 and up runs an H100 into its power cap, and from then on its
     # clock follows how busy the card is kept (docs/BENCHMARKS.md, issue 23). "cold" takes each

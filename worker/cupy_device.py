@@ -14,7 +14,7 @@ from core.kernel import DeviceFigures, Launch
 from core.precision import Precision
 from core.settings import Settings
 from core.gemm_form import GemmForm
-from worker import (compiler, cublas_forms, cublas_half, cublaslt_fp8, gpu_identity, kernel_args, launcher_library, resources,
+from worker import (compiler, cublas_forms, cublas_half, cublaslt, cublaslt_fp8, gpu_identity, kernel_args, launcher_library, resources,
                     tensor_maps)
 from worker.stream_hold import StreamHold
 from worker.timing import Batch
@@ -179,6 +179,20 @@ class CupyDevice:
     def resources(self, kernel: kernel_args.LoadedKernel, launch: Launch, m: int, n: int, k: int) -> dict:
         found = resources.for_function(kernel.function, launch.block, self.device, launch.dynamic_smem(m, n, k))
         return {**found, "compiler": kernel.compiler}
+
+    def cublas_candidates(self, problem, count: int):
+        """cuBLASLt's heuristic candidates for the problem's GEMM, as one call that `use(i)` sets
+        to the i-th (worker/cublas_best.py times them); None for a form other than the default or
+        a batch, which reach cuBLAS through calls of their own (worker/cublas_forms.py)."""
+        if not (problem.form.uniform_layout == "row" and problem.form.accumulate == "fp32" and problem.batch == 1):
+            return None
+        out = problem.new_c()
+        if problem.precision.fp8:
+            gemm = cublaslt_fp8.call(self.cp, problem.a_in, problem.b_in, out, problem.precision, count)
+        else:
+            gemm = cublaslt.LtGemm(self.cp, problem.a_in, problem.b_in, out, problem.precision, count)
+        gemm.library_version = cublaslt.version()
+        return gemm
 
     def cublas_call(self, a, b, out, precision: Precision, form: GemmForm = GemmForm(), batch: int = 1):
         """cuBLAS over A, B and C in the precision's types and the form's layouts (a batch: one

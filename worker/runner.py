@@ -13,7 +13,7 @@ from core.gemm_form import cublas_gemm
 from core.kernel import Launch, resolve
 from core.precision import peak_tflops
 from core.settings import Settings
-from worker import ab, launcher_case, stats, timing, verify
+from worker import ab, cublas_best, launcher_case, stats, timing, verify
 from worker.cases import Case, CaseOutcome, KernelChoice, TimingPolicy, gflops, not_applicable
 from worker.cupy_device import CupyDevice, NoCudaDevice  # noqa: F401 (NoCudaDevice: part of this module's API)
 from worker.problem import Problem
@@ -104,8 +104,8 @@ class Runner:
             out.verified, out.rel_error = True, 0.0
 
         c = problem.new_c()
-        run_cublas = problem.cublas_call()
-        if getattr(run_cublas, "plan", None):  # cuBLASLt's choice, where the baseline makes one (FP8)
+        run_cublas = self.baseline(problem, case, policy, out, ref) if out.verified else problem.cublas_call()
+        if getattr(run_cublas, "plan", None):  # cuBLASLt's choice, where the baseline makes one
             out.env["cublas_plan"] = run_cublas.plan
         if not (case.form.default and case.batch == 1):
             # The call that gives this form's product, and proof that it does: a baseline of
@@ -140,6 +140,50 @@ class Runner:
                                     if launch.tensor_maps else {})}
         return out
 
+
+    def baseline(self, problem: Problem, case: Case, policy: TimingPolicy, out: CaseOutcome, ref):
+        """The cuBLAS call the kernel is timed beside: cuBLAS's best where the policy asks for it
+        and the device offers cuBLASLt's candidates for this GEMM, else cuBLAS's default call; what
+        was chosen, and from what, in env.cublas_best (worker/cublas_best.py)."""
+        default = problem.cublas_call()
+        if policy.cublas_baseline != "best":
+            return default
+        dev = self.device
+        if getattr(dev, "calls_launcher_itself", False):
+            # This process runs the job's host code: it keeps no cache and chooses nothing that
+            # other jobs would inherit (nor may it write the data folder: worker/host_jail.py).
+            out.env["cublas_best"] = {"against": "default", "why": "a launcher's case runs in its confined process, "
+                                      "which chooses nothing for other jobs: timed against cuBLAS's default call"}
+            return default
+        try:
+            gemm = dev.cublas_candidates(problem, cublas_best.CANDIDATES)
+        except Exception as exc:  # cuBLASLt has no algorithm for this shape (an odd leading dimension, say)
+            gemm, why = None, f"cuBLASLt offers no candidates here: {str(exc)[:150]}"
+        else:
+            why = "no cuBLASLt candidates for this GEMM on this device (a form other than the default, or a batch)"
+        if gemm is None:
+            out.env["cublas_best"] = {"against": "default", "why": why}
+            return default
+
+        def median_ms(call) -> float:
+            dev.warm_up([call], 0.0)  # one launch: its module loaded, its workspace touched
+            return cublas_best.median_of(dev.sample([call] * cublas_best.SELECTION_SAMPLES, policy).times_ms)
+
+        key = {"gpu": dev.identity().get("name"), "library": gemm.library_version, "m": case.m, "n": case.n,
+               "k": case.k, "precision": problem.precision.describe(), "mode": policy.mode, "flush": policy.flush}
+        plan = cublas_best.choose(default, gemm, median_ms, dev.cfg.data_dir / "cublas-best", key)
+        if plan["against"] == "best":  # the bar must be a right product too: the chosen call's C checked once
+            gemm()
+            dev.synchronize()
+            error = verify.rel_error(dev.xp, problem.read(gemm.out), ref) if gemm.out.shape == ref.shape else 0.0
+            mode = problem.precision.compute_mode
+            bound = {"fp32": policy.max_rel_error, "tf32": policy.max_rel_error_tf32}.get(
+                mode, problem.precision.default_tolerance(case.k))
+            if error > bound:
+                plan = {**plan, "against": "default",
+                        "why": f"cuBLASLt's fastest candidate gave a C off by {error:.3g}: timed against the default"}
+        out.env["cublas_best"] = plan
+        return gemm if plan["against"] == "best" else default
 
     def cublas_disagrees(self, problem: Problem, ref, launch: Launch | None, policy: TimingPolicy, k: int,
                          out: CaseOutcome) -> str | None:
