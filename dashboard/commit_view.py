@@ -49,6 +49,7 @@ class CommitRow:
     high: float | None = None
     history_status: str | None = None
     profile_id: int | None = None  # the confirmation's result whose profile explains this row, where profiled
+    confirm_job_id: int | None = None  # the confirmation that measured this row (its page's Profile button)
 
     @property
     def anchor(self) -> str:
@@ -110,7 +111,7 @@ def load_commit(db: Session, sha: str, th: Thresholds, pth: PairedThresholds) ->
         profiles += sorted(found.values(), key=lambda p: p.result_id)
         profiled.update({r.id: r for r in job.results if r.id in found})
         for c in confirmation(job, pth, found):
-            confirmed[(job.confirm.get("head_job"), c.variant, c.m, c.n, c.k, c.form)] = c
+            confirmed[(job.confirm.get("head_job"), c.variant, c.m, c.n, c.k, c.form)] = (c, job.id)
     for job in jobs:
         by_id = {r.id: r for r in job.results}
         for v in verdicts(db, job, None, None, th):
@@ -120,8 +121,9 @@ def load_commit(db: Session, sha: str, th: Thresholds, pth: PairedThresholds) ->
                             pct_of_cublas=v.pct_of_cublas,
                             delta=v.delta, status=v.status, reason=v.reason, resource_changes=v.resource_changes,
                             history_status=v.status)
-            c = confirmed.get((job.id, v.variant, v.m, v.n, v.k, r.form))
+            c, confirm_job_id = confirmed.get((job.id, v.variant, v.m, v.n, v.k, r.form), (None, None))
             if c is not None and v.status != "unverified":
+                row.confirm_job_id = confirm_job_id
                 row.confirmed, row.ratio, row.low, row.high = c.status, c.ratio, c.low, c.high
                 row.status, row.reason = CONFIRMED_AS[c.status], c.reason
                 row.resource_changes = c.resource_changes or row.resource_changes

@@ -31,12 +31,13 @@ MESSAGES = {
 }
 
 
-def form_state(request: Request, db, job: Job) -> dict:
+def form_state(request: Request, db, job: Job | None) -> dict:
     """What the job page shows: the button on an ended confirmation, with a token field unless
-    the visitor's session is of a token that may submit jobs."""
+    the visitor's session is of a token that may submit jobs (without a job: that last only)."""
     session = login.session_token(request, db)
     return {
-        "offered": job.kind == CONFIRM and bool(job.confirm) and job.status not in ("queued", "running"),
+        "offered": job is not None and job.kind == CONFIRM and bool(job.confirm)
+                   and job.status not in ("queued", "running"),
         "needs_token": settings_of(request).auth_writes and (session is None or not has_scope(session, "jobs")),
         "message": MESSAGES.get(request.query_params.get("profile", "")),
     }

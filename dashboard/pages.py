@@ -216,7 +216,10 @@ def commit_page(request: Request, db: SessionDep, cfg: SettingsDep,
                 sha: Annotated[str, PathParam(min_length=1, max_length=64, pattern=r"^[0-9a-fA-F]+$")],
                 format: Format = "html"):
     view = commit_view.load_commit(db, sha, Thresholds.from_settings(cfg), PairedThresholds.from_settings(cfg))
-    return render(request, format, "commit", "commit.html", {"c": view},
+    # Each confirmed row's Profile button, for a visitor whose session may submit jobs (anyone
+    # else presses it on the confirmation's job page, where a token can be typed in).
+    can_profile = not job_profile.form_state(request, db, None)["needs_token"]
+    return render(request, format, "commit", "commit.html", {"c": view, "can_profile": can_profile},
                   filters={"sha": view.sha}, columns=commit_view.COLUMNS, rows=commit_view.export_rows(view),
                   reason=view.reason)
 

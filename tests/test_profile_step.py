@@ -85,6 +85,10 @@ def test_a_confirmed_regression_is_profiled_after_its_samples_and_says_why_there
     assert f"/api/results/{mine['result_id']}/profile" in page
     commit_page = client.get("/commits/bbbb0102").text
     assert f'<a href="#profile-{mine["result_id"]}">why</a>' in commit_page and "local-memory spills" in commit_page
+    # A visitor whose token may submit jobs gets each confirmed row's Profile button there too.
+    assert f'action="/jobs/{confirm_job["id"]}/profile"' in commit_page
+    anonymous = TestClient(client.app).get("/commits/bbbb0102").text
+    assert "local-memory spills" in anonymous and 'class="profile-row"' not in anonymous
 
     # The pages as a GPU worker's profile makes them: the H100 recordings of the reverted
     # optimisation (Nsight Compute and SASS), stored in place of this one.
