@@ -133,7 +133,34 @@ def algo_config(algo: Algo) -> dict:
     return got
 
 
-class LtGemm:
+class LtCall:
+    """What every cuBLASLt GEMM here shares once its descriptor, layouts and candidates are made:
+    `use(i)` runs the i-th candidate from then on (its configuration in `plan`), and a call
+    multiplies on the current stream. cuBLAS's first operand is `first` (our B, or a copy of it),
+    its second our A (`a`)."""
+
+    candidates: list
+    plan_base: dict
+
+    def use(self, index: int) -> None:
+        chosen = self.candidates[index]
+        self.index, self.algo = index, chosen.algo
+        self.plan = {**self.plan_base, "algo": algo_config(chosen.algo), "waves": round(chosen.wavesCount, 3),
+                     "workspace_bytes": chosen.workspaceSize}
+
+    def __del__(self) -> None:
+        destroy(self)
+
+    def __call__(self) -> None:
+        out = self.out.data.ptr
+        check(library().cublasLtMatmul(
+            handle(), self.desc, ctypes.byref(self.alpha), ctypes.c_void_p(self.first.data.ptr), self.a_desc,
+            ctypes.c_void_p(self.a.data.ptr), self.b_desc, ctypes.byref(self.beta), ctypes.c_void_p(out), self.c_desc,
+            ctypes.c_void_p(out), self.c_desc, ctypes.byref(self.algo), ctypes.c_void_p(self.workspace.data.ptr),
+            ctypes.c_size_t(WORKSPACE_BYTES), ctypes.c_void_p(self.cp.cuda.get_current_stream().ptr)), "cublasLtMatmul")
+
+
+class LtGemm(LtCall):
     """C = A B for row-major A (M x K), B (K x N), C (M x N) in the precision's types, FP32
     accumulate (TF32 tensor cores where the precision is TF32), on the current stream when
     called, with the candidate chosen by `use` (the heuristic's first until then)."""
@@ -142,7 +169,7 @@ class LtGemm:
         lt = library()
         m, k = a.shape
         n = b.shape[1]
-        self.cp, self.a, self.b, self.out = cp, a, b, out
+        self.cp, self.a, self.first, self.out = cp, a, b, out
         self.alpha, self.beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
         self.workspace = cp.empty(WORKSPACE_BYTES, dtype=cp.uint8)
         in_type, out_type = CUDA_TYPE[precision.input_type], CUDA_TYPE[precision.output_type]
@@ -162,22 +189,6 @@ class LtGemm:
                           "trans": "NN"}
         self.use(0)
 
-    def use(self, index: int) -> None:
-        chosen = self.candidates[index]
-        self.index, self.algo = index, chosen.algo
-        self.plan = {**self.plan_base, "algo": algo_config(chosen.algo), "waves": round(chosen.wavesCount, 3),
-                     "workspace_bytes": chosen.workspaceSize}
-
-    def __del__(self) -> None:
-        destroy(self)
-
-    def __call__(self) -> None:
-        out = self.out.data.ptr
-        check(library().cublasLtMatmul(
-            handle(), self.desc, ctypes.byref(self.alpha), ctypes.c_void_p(self.b.data.ptr), self.a_desc,
-            ctypes.c_void_p(self.a.data.ptr), self.b_desc, ctypes.byref(self.beta), ctypes.c_void_p(out), self.c_desc,
-            ctypes.c_void_p(out), self.c_desc, ctypes.byref(self.algo), ctypes.c_void_p(self.workspace.data.ptr),
-            ctypes.c_size_t(WORKSPACE_BYTES), ctypes.c_void_p(self.cp.cuda.get_current_stream().ptr)), "cublasLtMatmul")
 
 
 def destroy(gemm) -> None:

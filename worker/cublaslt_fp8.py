@@ -22,8 +22,8 @@ import ctypes
 from core.precision import Precision
 from worker.cublaslt import (CUBLAS_COMPUTE_32F, CUBLAS_OP_N, CUBLAS_OP_T, CUDA_R_8F_E4M3, CUDA_R_16BF, CUDA_R_32F,
                              DESC_A_SCALE_POINTER, DESC_B_SCALE_POINTER, DESC_TRANSA, DESC_TRANSB, TYPE_NAME,
-                             WORKSPACE_BYTES, CublasLtError, algo_config, candidates, check, destroy, handle, layout,
-                             library, set_attribute)
+                             WORKSPACE_BYTES, CublasLtError, LtCall, candidates, check, layout, library,
+                             set_attribute)
 
 OUTPUT_TYPE = {"bfloat16": CUDA_R_16BF, "float32": CUDA_R_32F}
 
@@ -34,7 +34,7 @@ def describe(precision: Precision) -> str:
             f"C {d['output']}, CUBLAS_COMPUTE_32F (FP32 accumulate), cuBLASLt's first heuristic algorithm")
 
 
-class Fp8Gemm:
+class Fp8Gemm(LtCall):
     """C = scale_A scale_B (A B) for row-major E4M3 A (M x K) and B (K x N) held as uint8, into a
     row-major C of the precision's output type, on the current stream when called."""
 
@@ -50,6 +50,7 @@ class Fp8Gemm:
         # N x K, K contiguous: cuBLASLt's FP8 operands are K-major
         self.b_t = cp.zeros((np_, kp), dtype=cp.uint8)
         self.b_t[:n, :k] = b.T
+        self.first = self.b_t  # cuBLAS's first operand
         if np_ != n:
             self.out = cp.empty((m, np_), dtype=out.dtype)
         padded = (np_, kp) != (n, k)
@@ -81,23 +82,6 @@ class Fp8Gemm:
                           "a_b_type": "CUDA_R_8F_E4M3", "c_type": TYPE_NAME[out_type], "trans": "TN",
                           **({"padded_n_k": [n, k]} if padded else {})}
         self.use(0)
-
-    def use(self, index: int) -> None:
-        chosen = self.candidates[index]
-        self.index, self.algo = index, chosen.algo
-        self.plan = {**self.plan_base, "algo": algo_config(chosen.algo), "waves": round(chosen.wavesCount, 3),
-                     "workspace_bytes": chosen.workspaceSize}
-
-    def __del__(self) -> None:
-        destroy(self)
-
-    def __call__(self) -> None:
-        out = self.out.data.ptr
-        check(library().cublasLtMatmul(
-            handle(), self.desc, ctypes.byref(self.alpha), ctypes.c_void_p(self.b_t.data.ptr), self.a_desc,
-            ctypes.c_void_p(self.a.data.ptr), self.b_desc, ctypes.byref(self.beta), ctypes.c_void_p(out), self.c_desc,
-            ctypes.c_void_p(out), self.c_desc, ctypes.byref(self.algo), ctypes.c_void_p(self.workspace.data.ptr),
-            ctypes.c_size_t(WORKSPACE_BYTES), ctypes.c_void_p(self.cp.cuda.get_current_stream().ptr)), "cublasLtMatmul")
 
 
 def call(cp, a, b, out, precision: Precision, count: int = 1) -> Fp8Gemm:
