@@ -7,13 +7,14 @@ cannot render, sum or serialise.
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
 from api.wire_words import CommitIn, GpuModel, Identifier
 from core.form_keys import DEFAULT_KEY, FormKey, is_key
 from core.precision import INPUT_TYPE, ComputeMode
 from core.result_env import ResultEnv
 from core.result_status import ResultStatus, status_of
+from core.timing_stats import timing_fields
 from core.wire_types import Count, Finite, Gflops, Int32, Integer, Millis, Name, Percent, Ratio, StrictBool, Text
 
 
@@ -30,11 +31,8 @@ class GpuIn(BaseModel):
     driver: Name(40) | None = None
 
 
-class ResultIn(BaseModel):
-    """One case measured by `gemmwatch run` on a machine of its own; names as in ResultOut.
-
-    Strict and bounded (core/wire_types.py): what a reader computes from these (sums, ratios, the
-    FP32 peak) stays finite, and every value renders on every page."""
+class _ResultInFields(BaseModel):
+    """ResultIn but its timing statistics, which core/timing_stats.py declares (below)."""
 
     variant: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
     m: Integer(1, 1 << 20)
@@ -49,20 +47,10 @@ class ResultIn(BaseModel):
     tunables: dict[Identifier, Int32] = Field(default_factory=dict, max_length=32)
     verified: StrictBool
     rel_error: Annotated[Finite, Field(ge=0, le=1e30)] | None = None
-    # these, cublas_median_ms and noise (below): core/timing_stats.py RESULT_STATISTICS
-    median_ms: Annotated[Millis, Field(gt=0)] | None = None
-    mean_ms: Millis | None = None
-    stddev_ms: Millis | None = None
-    min_ms: Millis | None = None
-    max_ms: Millis | None = None
-    q1_ms: Millis | None = None
-    q3_ms: Millis | None = None
     gflops: Gflops | None = None
-    cublas_median_ms: Annotated[Millis, Field(gt=0)] | None = None
     cublas_gflops: Gflops | None = None
     pct_of_cublas: Percent | None = None
     n_samples: Integer(0, 10_000_000) = 0
-    noise: Ratio | None = None
     converged: StrictBool = False
     error: Text(100_000) | None = None
     status: ResultStatus | None = Field(default=None, description="passed / incorrect / not applicable / failed /"
@@ -100,6 +88,17 @@ class ResultIn(BaseModel):
     def stored(self) -> dict[str, Any]:
         """The columns of its Result row."""
         return {**self.model_dump(exclude={"env"}), "env": self.env.stored()}
+
+
+# Its statistics (core/timing_stats.py RESULT_STATISTICS) last, each bounded: times in milliseconds,
+# noise a fraction, and a median, where given, above 0 (the figure every reader divides by).
+ResultIn = create_model(
+    "ResultIn", __base__=_ResultInFields,
+    __doc__="""One case measured by `gemmwatch run` on a machine of its own; names as in ResultOut.
+
+    Strict and bounded (core/wire_types.py): what a reader computes from these (sums, ratios, the
+    FP32 peak) stays finite, and every value renders on every page.""",
+    **timing_fields(Millis, Ratio, median=Annotated[Millis, Field(gt=0)]))
 
 
 class ResultBatchIn(BaseModel):

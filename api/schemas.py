@@ -4,13 +4,14 @@ import math
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_validator
 
 from core.builtins import builtin_kernels, variant_names
 from core.kernel_description import KernelDescription
 from core.result_status import MEANING, ResultStatus
 from api.wire_words import CommitIn, GpuModel, Identifier, Sha  # noqa: F401 (part of the wire contract)
 from core.wire_types import Int32, Integer
+from core.timing_stats import timing_fields
 from core.baselines import VerdictOut  # noqa: F401 (part of the wire contract)
 from core.confirm import MAX_SOURCES_PER_JOB, ConfirmationOut, ConfirmIn  # noqa: F401 (part of the wire contract)
 
@@ -183,7 +184,9 @@ class GpuOut(BaseModel):
     last_seen: datetime
 
 
-class ResultOut(BaseModel):
+class _ResultFields(BaseModel):
+    """ResultOut but its timing statistics, which core/timing_stats.py declares (below)."""
+
     id: int
     job_id: int
     variant: str
@@ -197,9 +200,7 @@ class ResultOut(BaseModel):
                                   'C = alpha·A·B + beta·C, FP32 sums; "rcr+ab+acc16" B column-major, C = A·B, FP16 sums')
     gpu: str | None
     commit: str | None
-    median_ms: float | None
     gflops: float | None
-    cublas_median_ms: float | None
     cublas_gflops: float | None
     pct_of_cublas: float | None
     tunables: dict[str, int]
@@ -207,14 +208,6 @@ class ResultOut(BaseModel):
     verified: bool
     status: ResultStatus = Field(description=" / ".join(f"{k}: {v}" for k, v in MEANING.items()))
     n_samples: int
-    # median_ms, cublas_median_ms (above) and these: core/timing_stats.py RESULT_STATISTICS
-    mean_ms: float | None
-    stddev_ms: float | None
-    min_ms: float | None
-    max_ms: float | None
-    q1_ms: float | None
-    q3_ms: float | None
-    noise: float | None
     converged: bool = Field(description=CONVERGED)
     error: str | None
     env: dict[str, Any]
@@ -232,6 +225,12 @@ class ResultOut(BaseModel):
             if isinstance(env.get("ab"), dict):
                 env["ab"] = {key: value for key, value in env["ab"].items() if key != "base_ms"}
         return cls(**fields, env=env, gpu=r.gpu.name if r.gpu else None, commit=r.commit.sha if r.commit else None)
+
+
+# Every field of a result row, its statistics (core/timing_stats.py RESULT_STATISTICS) last: each
+# one said, null where the case has none.
+ResultOut = create_model("ResultOut", __base__=_ResultFields, __doc__="One result: a case's verdict and its timing.",
+                         **timing_fields(float, float, required=True))
 
 
 class ResultDetailOut(ResultOut):

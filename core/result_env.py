@@ -13,9 +13,10 @@ import json
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, create_model, model_validator
 
 from core.wire_types import Count, Finite, finite_or_null, Gflops, Int32, Integer, Mask, Millis, Name, Percent, Ratio, StrictBool, Text
+from core.timing_stats import STATISTICS, timing_fields
 
 Key = Name(100)  # a key of extra ("launch.swizzle"), or of a record's limits ("shared memory")
 Macro = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -31,18 +32,9 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Stats(_Record):
-    """worker/stats.py summarise()."""
-
-    # core/timing_stats.py STATISTICS, with their bounds
-    median_ms: Millis | None = None
-    mean_ms: Millis | None = None
-    stddev_ms: Millis | None = None
-    min_ms: Millis | None = None
-    max_ms: Millis | None = None
-    q1_ms: Millis | None = None
-    q3_ms: Millis | None = None
-    noise: Ratio | None = None
+# worker/stats.py summarise(): core/timing_stats.py STATISTICS, each with its bounds.
+Stats = create_model("Stats", __base__=_Record, __doc__="worker/stats.py summarise() of one side's samples.",
+                     **timing_fields(Millis, Ratio, names=STATISTICS))
 
 
 class Convergence(_Record):

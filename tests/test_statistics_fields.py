@@ -5,6 +5,7 @@ the posted schema or the API's answer (or the other way round) fails here, not i
 import dataclasses
 
 import pytest
+from pydantic import ValidationError
 
 from api.posted_schemas import ResultIn
 from api.schemas import ResultDetailOut, ResultOut
@@ -62,3 +63,39 @@ def test_a_summary_fills_every_statistic_of_a_case():
     row = out.as_row()
     assert all(row[name] is not None for name in STATISTICS) and row["n_samples"] == 3
     Stats.model_validate({name: row[name] for name in STATISTICS})  # the env's record takes a summary as it is
+
+
+# The records made from the declaration keep each statistic's bounds: a time in milliseconds, a
+# fraction, and a posted median above 0 (every reader divides by it).
+POSTED = {"variant": "naive", "m": 64, "n": 64, "k": 64, "verified": True}
+
+
+@pytest.mark.parametrize("median", ["median_ms", "cublas_median_ms"])
+def test_a_posted_median_of_zero_is_refused_but_another_statistic_may_be_zero(median):
+    with pytest.raises(ValidationError, match=median):
+        ResultIn.model_validate({**POSTED, median: 0.0})
+    assert ResultIn.model_validate({**POSTED, median: 0.5, "min_ms": 0.0, "stddev_ms": 0.0}).min_ms == 0.0
+
+
+@pytest.mark.parametrize("record", [ResultIn, Stats], ids=["ResultIn", "Stats"])
+def test_times_and_fractions_keep_their_own_bounds(record):
+    base = POSTED if record is ResultIn else {}
+    # A time may be 5e6 ms (Millis: up to 1e7); a fraction may not (Ratio: up to 1e6), and the other way round.
+    assert record.model_validate({**base, "max_ms": 5e6}).max_ms == 5e6
+    with pytest.raises(ValidationError, match="noise"):
+        record.model_validate({**base, "noise": 5e6})
+    with pytest.raises(ValidationError, match="mean_ms"):
+        record.model_validate({**base, "mean_ms": 2e7})
+    with pytest.raises(ValidationError, match="q1_ms"):
+        record.model_validate({**base, "q1_ms": -1.0})
+
+
+def test_an_answer_says_every_statistic_even_when_unknown():
+    """ResultOut names each one (null where the case has none): a reader never meets a missing key."""
+    required = {name for name, f in ResultOut.model_fields.items() if f.is_required()}
+    assert set(RESULT_STATISTICS) <= required
+    assert all(ResultOut.model_fields[name].annotation == (float | None) for name in RESULT_STATISTICS)
+
+
+def test_a_case_starts_with_no_statistic():
+    assert all(getattr(CaseOutcome(), name) is None for name in RESULT_STATISTICS)

@@ -14,7 +14,7 @@ from core.gemm_form import DEFAULT_KEY, GemmForm
 from core.kernel import target_compute_capability
 from core.kernel_description import KernelDescription, explain
 from core.kernel_store import description_from_stored, freeze
-from core.timing_stats import TimingStats
+from core.timing_stats import TimingStats, timing_dataclass
 from worker import stats
 
 
@@ -150,26 +150,21 @@ class Case:
         return f"{self.variant} {self.m}x{self.n}x{self.k}{batch}{params}" + (" head vs base" if self.base else "")
 
 
+# The statistics a case fills from summarise() (core/timing_stats.py RESULT_STATISTICS), each None
+# until timed.
+CaseTiming = timing_dataclass("CaseTiming", __name__)
+
+
 @dataclass
-class CaseOutcome:
-    """What one case produced; field names match the result row."""
+class CaseOutcome(CaseTiming):
+    """What one case produced; field names match the result row (its statistics: CaseTiming)."""
 
     verified: bool = False
     rel_error: float | None = None
-    median_ms: float | None = None
     gflops: float | None = None
-    cublas_median_ms: float | None = None
     cublas_gflops: float | None = None
     pct_of_cublas: float | None = None
     n_samples: int = 0
-    # median_ms, cublas_median_ms (above) and these: core/timing_stats.py RESULT_STATISTICS
-    mean_ms: float | None = None
-    stddev_ms: float | None = None
-    min_ms: float | None = None
-    max_ms: float | None = None
-    q1_ms: float | None = None
-    q3_ms: float | None = None
-    noise: float | None = None
     converged: bool = False
     mode: str = "cold"
     compute_mode: str = "fp32"
