@@ -164,6 +164,7 @@ def test_nsight_compute_runs_with_the_clocks_left_alone_and_only_the_profiled_ra
     command = profiler.ncu_command("ncu", ["python", "-m", "worker.profile_launch", "s", "r"])
     assert command[command.index("--clock-control") + 1] == "none"
     assert command[command.index("--nvtx-include") + 1] == "gemmwatch_profile/"
+    assert command[command.index("--target-processes") + 1] == "application-only"  # not the compile's probe
     assert command[-5:] == ["python", "-m", "worker.profile_launch", "s", "r"]
     # Every metric the diff reads is asked for, the stall reasons through ncu's own expression.
     asked = command[command.index("--metrics") + 1].split(",")

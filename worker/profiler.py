@@ -51,7 +51,10 @@ def ncu_command(ncu: str, program: list[str], metrics_only: bool = True) -> list
     the sections the recordings were made with. The same figures either way; the metrics alone
     take fewer replay passes: 8.5-9.1 s a pair at 4096^3 on the H100 against 10.8-11.0 s
     (scripts/studies/profile_cost.py, docs/BENCHMARKS.md)."""
-    command = [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{PROFILE_RANGE}/"]
+    command = [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{PROFILE_RANGE}/",
+               # Only the profile process: ncu would otherwise inject itself into every process it
+               # starts too (the confined compile's probe), which launches no kernel of interest.
+               "--target-processes", "application-only"]
     if metrics_only:
         command += ["--metrics", ",".join(read_metrics())]
     else:
@@ -107,12 +110,21 @@ def _ncu_line(text: str, marker: str) -> str:
     return next((line.strip() for line in text.splitlines() if marker in line), "")
 
 
+_NCU_VERSIONS: dict[str, str] = {}  # path -> version line: asked once per worker process
+
+
 def ncu_version(ncu: str) -> str | None:
+    """`ncu --version`'s version line (an answer is remembered; a failure is asked again next time)."""
+    if ncu in _NCU_VERSIONS:
+        return _NCU_VERSIONS[ncu]
     try:
         out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return next((line.strip() for line in out.splitlines() if "Version" in line), out.strip() or None)
+    found = next((line.strip() for line in out.splitlines() if "Version" in line), out.strip() or None)
+    if found:
+        _NCU_VERSIONS[ncu] = found
+    return found
 
 
 def run_program(spec: Path, report: Path, timeout_s: float) -> str | None:
