@@ -104,6 +104,17 @@ def test_a_kernel_is_timed_beside_cublass_best_and_says_so(runner, monkeypatch):
     assert again.env["cublas_best"]["cached"] and again.env["cublas_best"]["best"]["index"] == 1
 
 
+def test_the_gpu_is_named_once_for_the_cache_however_many_cases(runner, monkeypatch):
+    """The cache's key names the GPU: read once per process, not from NVML at every case."""
+    monkeypatch.setenv("FAKE_GPU_CUBLAS_CANDIDATES", "1.04,0.90")
+    asked = []
+    identity = runner.device.identity
+    monkeypatch.setattr(runner.device, "identity", lambda: asked.append(1) or identity())
+    for size in (64, 96, 128):
+        assert runner.run_case(builtin_case("smem_tiled", size, size, size, seed=5), policy("best")).verified
+    assert len(asked) == 1
+
+
 def test_without_candidates_the_default_is_the_baseline_and_the_result_says_why(runner, monkeypatch):
     monkeypatch.delenv("FAKE_GPU_CUBLAS_CANDIDATES", raising=False)
     out = runner.run_case(builtin_case("smem_tiled", 64, 64, 64, seed=5), policy("best"))

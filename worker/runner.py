@@ -22,9 +22,16 @@ from worker.problem import Problem
 class Runner:
     def __init__(self, device):
         self.device = device
+        self._gpu_name: str | None = None
 
     def identity(self) -> dict:
         return self.device.identity()
+
+    def gpu_name(self) -> str | None:
+        """The GPU's name, read once (identity() asks NVML for clocks and temperatures too)."""
+        if self._gpu_name is None:
+            self._gpu_name = self.device.identity().get("name")
+        return self._gpu_name
 
     def healthy(self) -> bool:
         return self.device.healthy()
@@ -169,7 +176,7 @@ class Runner:
             dev.warm_up([call], 0.0)  # one launch: its module loaded, its workspace touched
             return cublas_best.median_of(dev.sample([call] * cublas_best.SELECTION_SAMPLES, policy).times_ms)
 
-        key = {"gpu": dev.identity().get("name"), "library": gemm.library_version, "m": case.m, "n": case.n,
+        key = {"gpu": self.gpu_name(), "library": gemm.library_version, "m": case.m, "n": case.n,
                "k": case.k, "precision": problem.precision.describe(), "mode": policy.mode, "flush": policy.flush}
         plan = cublas_best.choose(default, gemm, median_ms, dev.cfg.data_dir / "cublas-best", key)
         if plan["against"] == "best":  # the bar must be a right product too: the chosen call's C checked once
