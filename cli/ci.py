@@ -237,7 +237,9 @@ def one_as_reported(jobs: list[dict]) -> dict:
 
 
 def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str | None, timeout: float,
-           with_confirmation: bool = True, always_confirm: bool = False, profile: bool = False) -> int:
+           with_confirmation: bool = True, always_confirm: bool = False, profile: bool = False,
+           start_hint: bool = False) -> int:
+    """start_hint: the server is this machine's own (`--local`), so an unreachable one is told how to start it."""
     jobs, verdicts, confirmations = [], [], []
     params = {k: v for k, v in (("base", base), ("base_branch", base_branch)) if v}
     try:
@@ -263,7 +265,7 @@ def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str 
             verdicts += these
     except (httpx.HTTPError, TimeoutError) as exc:
         server = str(client.base_url).rstrip("/")
-        said = unreachable(server, exc, start_hint=False) if isinstance(exc, httpx.HTTPError) else str(exc)
+        said = unreachable(server, exc, start_hint=start_hint) if isinstance(exc, httpx.HTTPError) else str(exc)
         console.print(said, style="red", markup=False, highlight=False)
         return UNREACHABLE
     job = one_as_reported(jobs)

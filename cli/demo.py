@@ -27,6 +27,7 @@ from typing import Annotated
 import httpx
 import typer
 
+from cli.messages import unreachable
 from cli.server import SERVER_HELP, api_client, find_server
 
 FIGURES = Path(__file__).resolve().parent / "demo_figures"
@@ -161,8 +162,7 @@ def demo(
                 typer.echo(f"  {name}: {gpu['name']}, {where}, {len(body['results'])} results -> "
                            f"{server}/jobs/{out['job_id']} ({state})")
     except httpx.HTTPError as exc:
-        typer.echo(f"cannot reach {server}: {exc}. Start gemmwatch first (`make up`, then this command in "
-                   "another terminal), or give --server", err=True)
+        typer.echo(unreachable(server, exc), err=True)
         raise typer.Exit(UNREACHABLE)
     typer.echo(f"{posted} runs loaded ({added} results added, {already} runs there already)")
     for why, names in skipped.items():

@@ -21,7 +21,7 @@ from cli.progress import wait_for_job
 from cli.token_commands import token_app
 from cli.variants import variants
 from cli.server import (LOCAL_HELP, SERVER_HELP, api_client, find_server, forget_server, local_token_path, local_url,
-                        record_server, trusted_server)
+                        port_taken, record_server, trusted_server)
 
 # Plain click help (rich_markup_mode=None): it wraps to the terminal and never cuts an option name,
 # where rich's panels squeezed `--no-always-confirm` into `--no-always-conf…` at 80 columns.
@@ -113,6 +113,13 @@ def up(
 ):
     """Run the API, the dashboard and one Celery worker per visible GPU (SQLite and a
     server-less broker unless DATABASE_URL / BROKER_URL say otherwise)."""
+    if port_taken(host, port):
+        # Before anything starts or the record of where gemmwatch serves is touched: the stack that
+        # holds the port (if it is one) keeps its record, and its users' commands still find it.
+        console.print(f"port {port} on {host} is taken (a gemmwatch already running, or another program): nothing "
+                      f"was started. Choose another port: `make up PORT=9000` or `gemmwatch up --port 9000`.",
+                      style="red", markup=False, highlight=False)
+        raise typer.Exit(1)
     # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     import uvicorn
 
@@ -279,7 +286,8 @@ def ci(
         errors.print(f"[red]{kernels_dir}: its kernels cannot be posted:[/red]\n{exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(FAILED)
     with api_client(server, token, from_data_dir=local) as client:
-        raise typer.Exit(run_ci(client, body, base, base_branch, timeout, confirm, always_confirm, profile))
+        raise typer.Exit(run_ci(client, body, base, base_branch, timeout, confirm, always_confirm, profile,
+                                start_hint=local))
 
 
 @app.command("run")

@@ -9,6 +9,8 @@ import re
 import httpx
 from rich.console import Console
 
+from cli.server import DEFAULT_SERVER, server_record_path
+
 # Where output is not a terminal (a pipe, a file, a CI log) rich assumes 80 columns and squeezes
 # a wider table, cutting its cells to "…". A line there may be as long as it needs to be.
 UNBOUNDED_WIDTH = 100_000
@@ -34,7 +36,15 @@ def unreachable(server: str, exc: httpx.HTTPError, start_hint: bool = True) -> s
     else:
         why = str(exc) or type(exc).__name__
     start = "Start gemmwatch with `make up` (or `gemmwatch up`), or point" if start_hint else "Point"
-    return f"cannot reach {server}: {why}. {start} at a running server with --server URL or $GEMMWATCH_SERVER."
+    return f"cannot reach {server}{_default_note(server)}: {why}. {start} at a running server with --server URL or $GEMMWATCH_SERVER."
+
+
+def _default_note(server: str) -> str:
+    """Where `server` is only the default: no `make up` here has recorded where it serves (a stack
+    started with PORT=9000 and stopped since, say), which is what a person needs to know."""
+    if server != DEFAULT_SERVER or os.environ.get("GEMMWATCH_SERVER") or server_record_path().exists():
+        return ""
+    return " (the default address: no running `make up` is recorded in this folder)"
 
 
 _UNKNOWN = re.compile(r"unknown variant\(s\) \[(?P<unknown>[^\]]*)\]; known variants: (?P<known>[^;]*)"

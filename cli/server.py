@@ -8,6 +8,7 @@ data folder, `.gemmwatch` of the working directory, is the checked-out tree's, a
 """
 
 import os
+import socket
 from pathlib import Path
 
 import httpx
@@ -77,6 +78,19 @@ def local_url(host: str, port: int) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"http://{host}:{port}"
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Whether something listens on host:port already (another `gemmwatch up`, another program):
+    bound as uvicorn binds (SO_REUSEADDR, so a port a stopped server left in TIME_WAIT is free)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
 
 
 def record_server(url: str) -> Path:

@@ -323,3 +323,35 @@ def test_a_table_is_not_cut_when_the_output_is_not_a_terminal(tmp_path):
     assert listed.returncode == 0, listed.stderr
     assert any(name in line and "active" in line for line in listed.stdout.splitlines()), listed.stdout
     assert "…" not in listed.stdout
+
+
+def test_a_second_up_on_a_taken_port_starts_nothing_and_leaves_the_running_ones_record(tmp_path):
+    """A second `make up` on the port a stack serves on: it said it served, failed to bind, and
+    removed the running stack's record on the way out, so every command then went to the default."""
+    import socket
+
+    record = tmp_path / ".gemmwatch" / "server"
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        record.parent.mkdir()
+        record.write_text(f"http://127.0.0.1:{port}\n")  # as the running stack wrote it
+        run = _cli("up", "--port", str(port), cwd=tmp_path, GEMMWATCH_DATA_DIR=str(tmp_path / ".gemmwatch"))
+    said = run.stdout + run.stderr
+    assert run.returncode == 1, said
+    assert f"port {port} on 127.0.0.1 is taken" in said and "nothing was started" in said, said
+    assert "gemmwatch at" not in said and "Errno" not in said and "Traceback" not in said, said
+    assert record.read_text() == f"http://127.0.0.1:{port}\n"
+    assert not (tmp_path / ".gemmwatch" / "gemmwatch.db").exists()  # nothing was set up either
+
+
+def test_the_default_address_is_said_to_be_only_the_default(tmp_path):
+    """After a `make up PORT=9137` has stopped, commands fall back to :8000: the message says that
+    address is a default, not where a stack was seen."""
+    run = _cli("variants", cwd=tmp_path, GEMMWATCH_DATA_DIR=str(tmp_path / ".gemmwatch"))
+    said = run.stdout + run.stderr
+    if "nothing is listening there" not in said:
+        pytest.skip("something listens on this machine's 127.0.0.1:8000")
+    assert run.returncode == 3, said
+    assert f"cannot reach {DEFAULT_SERVER} (the default address: no running `make up` is recorded" in said, said
