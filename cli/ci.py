@@ -93,10 +93,10 @@ def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list
         *(["", f"Every result of this commit, on every GPU: {page}"] if page else []),
         *(["", f"Measured in {job['jobs']} jobs (jobs {job['job_ids']}): more cases than one job may hold "
                "on this server"] if job.get("jobs", 1) > 1 else []),
-        "",
-        "| variant | size | GFLOPS | % of cuBLAS | Δ vs base | verdict |" + link_head,
-        "| --- | --- | ---: | ---: | ---: | --- |" + link_rule,
     ]
+    if verdicts:  # a job that failed before its first result has no table, only its error below
+        lines += ["", "| variant | size | GFLOPS | % of cuBLAS | Δ vs base | verdict |" + link_head,
+                  "| --- | --- | ---: | ---: | ---: | --- |" + link_rule]
     final = final_verdicts(verdicts, confirmation)
     for v, f in zip(verdicts, final):
         gf = f"{v['gflops']:,.0f}" if v["gflops"] is not None else "—"

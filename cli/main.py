@@ -195,9 +195,12 @@ def print_results(job: dict) -> None:
             fmt(r["gflops"], ",.0f"), fmt(r["cublas_gflops"], ",.0f"), fmt(r["pct_of_cublas"], ".1f"),
             fmt(r["noise"] and 100 * r["noise"], ".2f") + ("%" if r["noise"] is not None else ""),
         )
-    console.print(table)
+    if job["results"]:  # a job that failed before its first result: its error alone, no empty table
+        console.print(table)
+    else:
+        console.print(f"job {job['id']}: {job['status']}, no results", markup=False, highlight=False)
     if job.get("error"):
-        console.print(f"[red]{job['error']}[/red]")
+        console.print(job["error"], style="red", markup=False, highlight=False)
 
 
 @app.command()

@@ -85,3 +85,13 @@ def test_a_confirmation_speaks_for_its_own_gemm_form_only():
     assert alone.startswith("| v | 1×1×1 | 100") and alone.endswith("| 🚀 faster |")
     assert batch.startswith("| v | 1×1×1 rrr+batch8 | 100") and "✅ ok (same-job A/B; history said regression)" in batch
     assert exit_code(job, rows, confirmed) == 0
+
+
+def test_a_job_that_failed_before_its_first_result_shows_its_error_and_no_empty_table():
+    job = {"status": "failed", "commit": {"sha": "c" * 40}, "queue": "gpu.any", "ran_on": None,
+           "error": "no CUDA device: CuPy is not usable here"}
+    text = summary(job, [], "base")
+    assert "| variant |" not in text and "| --- |" not in text
+    assert "Job failed:" in text and "no CUDA device: CuPy is not usable here" in text
+    with_rows = summary({**job, "status": "succeeded", "error": None}, [_history("ok", 0.0)], "base")
+    assert "| variant | size | GFLOPS |" in with_rows

@@ -355,3 +355,12 @@ def test_the_default_address_is_said_to_be_only_the_default(tmp_path):
         pytest.skip("something listens on this machine's 127.0.0.1:8000")
     assert run.returncode == 3, said
     assert f"cannot reach {DEFAULT_SERVER} (the default address: no running `make up` is recorded" in said, said
+
+
+def test_a_job_without_results_prints_its_error_not_an_empty_table(capsys):
+    from cli.main import print_results
+
+    print_results({"id": 7, "status": "failed", "results": [], "error": "no CUDA device: [no GPU] here"})
+    said = capsys.readouterr().out
+    assert "job 7: failed, no results" in said and "no CUDA device: [no GPU] here" in said, said
+    assert "variant" not in said and "GFLOPS" not in said, said  # no header of an empty table
