@@ -89,7 +89,7 @@ def _sentences(request: Request, status: int, detail, problems: list[Problem]) -
         missing = _missing_thing(request)
         if missing:
             thing, name = missing
-            where = {"job": "The jobs list below shows the recent ones.",
+            where = {"job": "The jobs list (the link below) shows the recent ones.",
                      "commit": "The overview and the history list the commits measured.",
                      "result": "Each job's page lists its results."}[thing]
             return (f"No {thing} {_shown(name)}",

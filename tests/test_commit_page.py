@@ -74,7 +74,9 @@ def test_a_commit_whose_job_waits_says_so(cfg):
     client = make_client(cfg)
     got = rows(client, "feed0042")
     assert got["rows"] == [] and "No results for feed0042 yet: job #1 queued" in got["reason"]
-    assert 'href="/jobs/1"' in client.get("/commits/feed0042").text
+    page = client.get("/commits/feed0042").text
+    assert 'href="/jobs/1"' in page
+    assert page.count("job #1") == 1  # said once, linked (the reason repeated it beside the note)
 
 
 def test_a_confirmation_decides_its_rows_and_comes_first(demo, cfg):
