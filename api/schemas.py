@@ -103,7 +103,8 @@ class JobCreate(BaseModel):
             if len(size) not in (3, 4):
                 raise ValueError(f"sizes[{i}] must be [M, N, K] or [M, N, K, batch], got {size}")
             if min(size) < 1:
-                raise ValueError(f"sizes[{i}] = {size}: each of M, N, K (and batch) must be at least 1")
+                named = "M, N, K and the batch" if len(size) == 4 else "M, N, K"
+                raise ValueError(f"sizes[{i}] = {size}: each of {named} must be at least 1")
             if max(size[:3]) > MAX_DIM:
                 raise ValueError(f"sizes[{i}] = {size}: each of M, N, K must be in 1..{MAX_DIM}")
             if len(size) == 4 and size[3] > MAX_BATCH:

@@ -25,7 +25,7 @@ from cli.server import (LOCAL_HELP, SERVER_HELP, api_client, find_server, forget
 
 # Plain click help (rich_markup_mode=None): it wraps to the terminal and never cuts an option name,
 # where rich's panels squeezed `--no-always-confirm` into `--no-always-conf…` at 80 columns.
-app = typer.Typer(help="gemmwatch: SGEMM kernels against cuBLAS, commit by commit, GPU by GPU.", no_args_is_help=True,
+app = typer.Typer(help="gemmwatch: GEMM kernels (FP32, TF32, FP16, BF16, FP8) against cuBLAS, commit by commit, GPU by GPU.", no_args_is_help=True,
                   rich_markup_mode=None)
 app.add_typer(token_app, name="token")
 app.command()(demo)  # cli/demo.py: real figures for a machine without a GPU

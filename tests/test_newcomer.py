@@ -364,3 +364,14 @@ def test_a_job_without_results_prints_its_error_not_an_empty_table(capsys):
     said = capsys.readouterr().out
     assert "job 7: failed, no results" in said and "no CUDA device: [no GPU] here" in said, said
     assert "variant" not in said and "GFLOPS" not in said, said  # no header of an empty table
+
+
+@pytest.mark.parametrize("size, named", [([0, 64, 64], "each of M, N, K must be at least 1"),
+                                         ([64, 64, 64, 0], "each of M, N, K and the batch must be at least 1")])
+def test_a_zero_size_names_what_was_given(size, named):
+    from pydantic import ValidationError
+
+    from api.schemas import JobCreate
+
+    with pytest.raises(ValidationError, match=named):
+        JobCreate.model_validate({"variants": ["naive"], "sizes": [size]})
