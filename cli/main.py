@@ -154,6 +154,9 @@ def up(
                 w.wait(15)
             except subprocess.TimeoutExpired:
                 w.kill()
+        # The last word after Ctrl-C (Celery's own "Hitting Ctrl+C again ..." may come before it).
+        console.print(f"gemmwatch stopped: the API and {len(workers)} worker(s); the data stays in "
+                      f"{settings.data_dir.resolve()}", markup=False, highlight=False)
 
 
 @app.command()

@@ -238,6 +238,9 @@ def test_up_prints_where_it_serves_where_the_data_lives_and_how_to_stop_and_no_n
     for noise in NOISE:
         assert noise not in said, f"{noise!r} in gemmwatch up's output:\n{said}"
     assert token not in said
+    last = log.read_text().strip().splitlines()[-1]
+    assert last == f"gemmwatch stopped: the API and {len(workers)} worker(s); the data stays in " \
+                   f"{(tmp_path / '.gemmwatch').resolve()}", log.read_text()
 
 
 def test_up_still_shows_a_real_error(tmp_path):
