@@ -14,10 +14,8 @@ out=$1; size=${2:-4096}; demo=${DEMO_DIR:-.devkit/demo}
 mkdir -p "$out"
 export GEMMWATCH_DATA_DIR=${GEMMWATCH_DATA_DIR:-/tmp/gw-profile-pairs}
 mkdir -p "$GEMMWATCH_DATA_DIR"
-python3 -m cli.main up --port 8000 > "$out/up.log" 2>&1 &
-up=$!
-trap 'kill $up 2>/dev/null || true' EXIT
-for _ in $(seq 120); do curl -sf http://127.0.0.1:8000/healthz >/dev/null && break; sleep 1; done
+source scripts/studies/stack.sh
+start_stack 8000 "$out/up.log" 120
 
 ci() {  # label side sha parents kernels_dir variant [more ci options]
   local branch=$1 label=$1-$2 sha=$3 parents=$4 dir=$5 variant=$6; shift 6

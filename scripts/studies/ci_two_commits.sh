@@ -11,10 +11,8 @@ sizes=("${@:-2048 4096}")
 export GEMMWATCH_DATA_DIR=${GEMMWATCH_DATA_DIR:-/tmp/gw-two-commits}
 mkdir -p "$GEMMWATCH_DATA_DIR"
 if [ -n "${START_DB:-}" ]; then cp "$START_DB" "$GEMMWATCH_DATA_DIR/gemmwatch.db"; fi
-python3 -m cli.main up --port 8000 > "$out/up.log" 2>&1 &
-up=$!
-trap 'kill $up 2>/dev/null || true' EXIT
-for _ in $(seq 60); do curl -sf http://127.0.0.1:8000/healthz >/dev/null && break; sleep 1; done
+source scripts/studies/stack.sh
+start_stack 8000 "$out/up.log" 60
 base=$(mktemp -d); head=$(mktemp -d)
 cp -r kernels/. "$base"; cp -r kernels/. "$head"
 python3 - "$head/gemmwatch.json" <<'PY'

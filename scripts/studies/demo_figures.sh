@@ -16,10 +16,8 @@ COMMITS=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); OUT=$2; mkdir -p "$OUT/
 VARIANTS=${VARIANTS:-"naive smem_tiled warp_tile_large tf32_mma_sync tf32_wgmma tf32_wgmma_pairs bf16_mma_sync bf16_wgmma bf16_wgmma_ss fp16_wgmma fp16_wgmma_ss fp8_mma_sync"}
 PORT=${PORT:-8766}
 export GEMMWATCH_DATA_DIR=$(mktemp -d) GEMMWATCH_COMPILE_TIMEOUT_S=300
-python3 -m cli.main up --port "$PORT" > "$OUT/up.log" 2>&1 &
-up_pid=$!
-trap 'kill $up_pid 2>/dev/null || true' EXIT
-for _ in $(seq 180); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 1; done
+source scripts/studies/stack.sh
+start_stack "$PORT" "$OUT/up.log" 180
 
 while read -r sha parents sizes; do
   [ -n "$sha" ] || continue

@@ -39,8 +39,8 @@ PY
 
 # gemmwatch, hot, on this machine's embedded stack.
 export GEMMWATCH_DATA_DIR=$(mktemp -d) GEMMWATCH_TIMING_MODE=hot
-python3 -m cli.main up --port 8765 > "$OUT/up.log" 2>&1 &
-for _ in $(seq 120); do curl -sf http://127.0.0.1:8765/healthz >/dev/null && break; sleep 1; done
+source scripts/studies/stack.sh
+start_stack 8765 "$OUT/up.log" 120
 python3 -m cli.main ci --server http://127.0.0.1:8765 --kernels-dir "$work" --size 4096 --commit 747e49b \
   --branch main --parents "" --no-confirm --local --timeout 500 > "$OUT/ci.log" 2>&1 || true
 curl -s "http://127.0.0.1:8765/api/results?limit=100" > "$OUT/results.json"
