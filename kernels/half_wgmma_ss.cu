@@ -9,6 +9,13 @@
 // had to be consumed before they were reloaded), so the tensor cores idled at every slab boundary.
 // -DB_K_MAJOR=1 (bf16_wgmma_tn): the TN form, B column-major (x * W^T): each column's 64 k of a
 // slab is one 128-byte row, copied and swizzled as A's rows are and read K-major (trans-b 0).
+// -DTMA=1 (bf16_wgmma_tma, fp16_wgmma_tma): each slab of A and of B comes by TMA through the
+// tensor maps the runner passes (A_map, B_map), already in the 128-byte swizzle, issued by one
+// producer thread: an A slab is one box of 128 rows x 64 k, a B slab four boxes of 64 k-rows x 64
+// columns (B_K_MAJOR: one box of 256 columns x 64 k), and the full barrier counts their bytes
+// (expect_tx) instead of 128 threads' cp.async arrivals. Where the TMA cannot describe a matrix (K
+// or N not a multiple of 8: a line not a multiple of 16 bytes) the runner passes 0 for its map and
+// the kernel copies both operands by cp.async as without TMA, so every size still runs.
 // Seed: Past the seeds; builds on half_wgmma and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation).
 #ifndef INPUT_BF16
@@ -25,6 +32,14 @@
 #endif
 #ifndef B_K_MAJOR
 #define B_K_MAJOR 0
+#endif
+#ifndef TMA
+#define TMA 0
+#endif
+#if TMA
+#define GW_MAP_PARAMS , const void* A_map, const void* B_map
+#else
+#define GW_MAP_PARAMS
 #endif
 
 #include "common.cuh"
@@ -72,7 +87,7 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[kAcc], unsigned long long d
 // loads starved the consumers) to the consumers (224).
 extern "C" __global__ void __launch_bounds__(hss::kThreads, 1)
 gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A, const in_t* __restrict__ B,
-                   float beta, out_t* __restrict__ C) {
+                   float beta, out_t* __restrict__ C GW_MAP_PARAMS) {
     using namespace hss;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
 
@@ -92,9 +107,18 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     auto full = [&](int s) { return bars + 8u * s; };
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
+#if TMA
+    // Both maps or neither: a map of 0 (the runner's word for "the TMA cannot describe this
+    // matrix") sends both operands the cp.async way, whose pieces and swizzle are the same.
+    const bool by_tma = A_map != nullptr && B_map != nullptr;
+#else
+    constexpr bool by_tma = false;
+#endif
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full(s), 128);  // each producer thread, once its copies of the slab are in
+            // TMA: the one producer thread's arrival, which also announces the slab's bytes; else
+            // each producer thread, once its copies of the slab are in.
+            mbar_init(full(s), by_tma ? 1 : 128);
             mbar_init(empty(s), 8);   // each consumer warp, after its wgmmas on the slab are done
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -110,6 +134,29 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     if (role == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
         const int tid = threadIdx.x;
+#if TMA
+        if (by_tma) {
+            if (tid != 0) return;  // one thread issues every copy; the other 127 have nothing to do
+            tensormap_acquire(A_map);
+            tensormap_acquire(B_map);
+            for (int s = 0; s < slabs; ++s) {
+                const int stage = s % STAGES;
+                if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
+                const int k0 = s * kBK;
+                // The whole boxes' bytes, zeros past the matrices' edges included (the TMA counts them).
+                mbar_arrive_expect_tx(full(stage), kAStage + kBStage);
+                tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, full(stage));
+#if B_K_MAJOR
+                tma_load_2d(b_ring + stage * kBStage, B_map, k0, bn0, full(stage));
+#else
+#pragma unroll
+                for (int j = 0; j < kBN / 64; ++j)
+                    tma_load_2d(b_ring + stage * kBStage + j * kBBlock, B_map, bn0 + 64 * j, k0, full(stage));
+#endif
+            }
+            return;
+        }
+#endif
         const bool vec_a = (K % 8 == 0) && aligned16(A);
 #if B_K_MAJOR
         const bool vec_b = (K % 8 == 0) && aligned16(B);  // B's columns start 16-byte aligned
