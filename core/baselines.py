@@ -15,6 +15,8 @@ from core.models import Commit, Gpu, Job, Result
 from core.regression import Point, Thresholds, judge
 from core.result_env import resources_of
 
+VerdictStatus = Literal["regression", "ok", "faster", "no baseline", "unverified"]
+
 
 class VerdictOut(BaseModel):
     result_id: int
@@ -26,7 +28,7 @@ class VerdictOut(BaseModel):
     gflops: float | None
     pct_of_cublas: float | None
     verified: bool
-    status: Literal["regression", "ok", "faster", "no baseline", "unverified"]
+    status: VerdictStatus
     delta: float | None = Field(description="(gflops - baseline mean) / baseline mean")
     baseline_mean: float | None
     baseline_points: int
@@ -43,7 +45,8 @@ def result_anchor(job_id: int, variant: str, m: int, n: int, k: int, form: str =
     return "r-" + re.sub(r"[^A-Za-z0-9_.-]", "_", case)
 
 
-def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None, window: int) -> list[Point]:
+def _baseline(db: Session, r: Result, gpu_model: str, job: Job, base_sha: str | None, base_branch: str | None,
+              window: int) -> list[Point]:
     query = (
         select(Result.gflops, Result.noise, Result.n_samples, Result.q1_ms, Result.q3_ms, Result.median_ms)
         .join(Commit, Result.commit_id == Commit.id)
@@ -51,7 +54,7 @@ def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branc
         .where(
             Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k,
             Result.mode == r.mode, Result.compute_mode == r.compute_mode, Result.form == r.form,
-            Gpu.model == r.gpu.model, Result.verified.is_(True), Result.gflops.is_not(None),
+            Gpu.model == gpu_model, Result.verified.is_(True), Result.gflops.is_not(None),
             Result.job_id != job.id,
         )
     )
@@ -61,9 +64,9 @@ def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branc
     if anchor is not None:
         # First-parent ancestry: the anchor and its ancestors, nearest last, whatever their dates.
         position = {c.id: i for i, c in enumerate(chain(db, anchor, window))}
-        rows = db.execute(query.add_columns(Result.commit_id, Result.id).where(Result.commit_id.in_(list(position)))).all()
-        rows.sort(key=lambda row: (-position[row[6]], row[7]))
-        return [Point(g, robust_noise(noise, q1, q3, med), n) for g, noise, n, q1, q3, med, _, _ in rows[-window:]]
+        found = db.execute(query.add_columns(Result.commit_id, Result.id).where(Result.commit_id.in_(list(position)))).all()
+        ordered = sorted(found, key=lambda row: (-position[row[6]], row[7]))
+        return [_point(g, noise, n, q1, q3, med) for g, noise, n, q1, q3, med, _, _ in ordered[-window:]]
     if base_sha:
         base = _find(db, base_sha, job)
         if base is None:
@@ -78,7 +81,15 @@ def _baseline(db: Session, r: Result, job: Job, base_sha: str | None, base_branc
         if job.commit is not None:
             query = query.where(Commit.id != job.commit_id)
     rows = db.execute(query.order_by(_COMMIT_TIME.desc(), Result.id.desc()).limit(window)).all()
-    return [Point(g, robust_noise(noise, q1, q3, med), n) for g, noise, n, q1, q3, med in reversed(rows)]
+    return [_point(g, noise, n, q1, q3, med) for g, noise, n, q1, q3, med in reversed(rows)]
+
+
+def _point(gflops: float | None, noise: float | None, n_samples: int, q1: float | None, q3: float | None,
+           median: float | None) -> Point:
+    """A baseline row as a Point. Its gflops is never None: the query keeps only results with one,
+    which the column's type cannot say."""
+    assert gflops is not None
+    return Point(gflops, robust_noise(noise, q1, q3, median), n_samples)
 
 
 def _ancestry_anchor(db: Session, job: Job, base_sha: str | None, base_branch: str | None) -> Commit | None:
@@ -125,14 +136,13 @@ def robust_noise_column():
 def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | None, th: Thresholds) -> list[VerdictOut]:
     out = []
     for r in job.results:
-        common = {"result_id": r.id, "variant": r.variant, "m": r.m, "n": r.n, "k": r.k, "form": r.form,
-                  "gflops": r.gflops, "pct_of_cublas": r.pct_of_cublas, "verified": r.verified}
         if not r.verified or r.gflops is None or r.gpu is None:
-            out.append(VerdictOut(**common, status="unverified", delta=None, baseline_mean=None, baseline_points=0,
-                                  reason=r.error or "not verified"))
+            out.append(_verdict(r, status="unverified", delta=None, baseline_mean=None, baseline_points=0,
+                                reason=r.error or "not verified", resource_changes=[]))
             continue
-        history = _baseline(db, r, job, base_sha, base_branch, th.window)
+        history = _baseline(db, r, r.gpu.model, job, base_sha, base_branch, th.window)
         v = judge(history, Point(r.gflops, robust_noise(r.noise, r.q1_ms, r.q3_ms, r.median_ms), r.n_samples), th)
+        status: VerdictStatus
         if v.delta is None:
             status = "no baseline"
         elif v.regression:
@@ -141,10 +151,19 @@ def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | Non
             status = "faster"
         else:
             status = "ok"
-        out.append(VerdictOut(**common, status=status, delta=v.delta, baseline_mean=v.baseline_mean,
-                              baseline_points=len(history), reason=v.reason,
-                              resource_changes=_resource_changes(db, r, job, base_sha, base_branch)))
+        out.append(_verdict(r, status=status, delta=v.delta, baseline_mean=v.baseline_mean,
+                            baseline_points=len(history), reason=v.reason,
+                            resource_changes=_resource_changes(db, r, job, base_sha, base_branch)))
     return out
+
+
+def _verdict(r: Result, *, status: VerdictStatus, delta: float | None, baseline_mean: float | None,
+             baseline_points: int, reason: str, resource_changes: list[str]) -> VerdictOut:
+    """A result's verdict: its own fields, and the judgement's."""
+    return VerdictOut(result_id=r.id, variant=r.variant, m=r.m, n=r.n, k=r.k, form=r.form, gflops=r.gflops,
+                      pct_of_cublas=r.pct_of_cublas, verified=r.verified, status=status, delta=delta,
+                      baseline_mean=baseline_mean, baseline_points=baseline_points, reason=reason,
+                      resource_changes=resource_changes)
 
 
 def _resource_changes(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None) -> list[str]:

@@ -8,7 +8,9 @@ the results it stored and stamps the real end time (worker/job_end.py). finished
 here as well, so a job whose worker is gone still has an end.
 """
 
-from sqlalchemy import update
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, update
 from sqlalchemy.orm import Session
 
 from core.models import ApiToken, Job, utcnow
@@ -43,11 +45,13 @@ def cancel_job(db: Session, job_id: int, by: ApiToken | None = None) -> Job:
         if asked is not None and asked.submitted_by_token_id != by.id:
             raise NotYours(f"job {job_id} was submitted by another token; this one (scopes: {by.scopes}) "
                            "may cancel only the jobs it submitted, an admin token any job")
-    changed = db.execute(
+    # Session.execute() of an UPDATE returns a CursorResult, but SQLAlchemy types it as a plain
+    # Result (a session cannot promise it for every statement), which has no rowcount.
+    changed = cast(CursorResult[Any], db.execute(
         update(Job)
         .where(Job.id == job_id, Job.status.in_(CANCELLABLE))
         .values(status="cancelled", finished_at=utcnow())
-    ).rowcount
+    )).rowcount
     db.commit()
     job = db.get(Job, job_id, populate_existing=True)
     if job is None:

@@ -154,7 +154,7 @@ def plan_confirmation(db: Session, head_job: Job, body: ConfirmIn, token: ApiTok
         head_kernel = kernel_of(db, head_job, variant, m, n, k)
         base_job = _latest_job_with(db, base, variant, m, n, k, model, form, head_job.submitted_by_token_id)
         base_kernel = kernel_of(db, base_job, variant, m, n, k) if base_job else None
-        if head_kernel is None or base_kernel is None:
+        if head_kernel is None or base_job is None or base_kernel is None:
             side = "head" if head_kernel is None else f"base {base.sha[:12]}"
             whose = "" if head_kernel is None else " by a job of the head job's submitter (or an admin token)"
             raise Unprocessable("variants", f"{variant} {m}x{n}x{k} ({form}): the {side} kernel was not kept in "
@@ -185,13 +185,15 @@ def confirmation(job: Job, th: PairedThresholds, profiles: dict[int, Profile] | 
                   "base_resources": base_res, "resource_changes": resource_changes(base_res, head_res),
                   **({"profile_status": profile.status, "profile": profile.summary or None,
                       "profile_reason": profile.reason} if profile is not None else {})}
+        # Validated from a dict, not typed keywords: the profile's status (a String column) and
+        # judge_paired's are plain str, which pydantic checks against the Literals here.
         if not r.verified or not ab:
-            out.append(ConfirmationOut(**common, status="failed", ratio=None, low=None, high=None, pairs=0,
-                                       reason=r.error or "not measured"))
+            out.append(ConfirmationOut.model_validate({**common, "status": "failed", "ratio": None, "low": None,
+                                                       "high": None, "pairs": 0, "reason": r.error or "not measured"}))
             continue
         v = judge_paired(ab["base_ms"], r.samples_ms or [], th)
-        out.append(ConfirmationOut(**common, status=v.status, ratio=v.ratio, low=v.low, high=v.high, pairs=v.pairs,
-                                   reason=v.reason))
+        out.append(ConfirmationOut.model_validate({**common, "status": v.status, "ratio": v.ratio, "low": v.low,
+                                                   "high": v.high, "pairs": v.pairs, "reason": v.reason}))
     return out
 
 

@@ -81,14 +81,16 @@ def load_fleet(db: Session, cfg: Settings, with_history: bool = False) -> Fleet:
     running: dict[str, Job] = {}
     done: dict[str, int] = {}
     names = [r.name for r in rows]
+    # Job.worker is nullable, but `IN names` never matches a NULL: the `is not None` tests only
+    # tell the type checker so.
     if rows:
         running = {j.worker: j for j in db.scalars(
-            select(Job).where(Job.status == "running", Job.worker.in_(names))).unique()}
+            select(Job).where(Job.status == "running", Job.worker.in_(names))).unique() if j.worker is not None}
     if with_history and rows:
-        done = dict(db.execute(
+        done = {worker: count for worker, count in db.execute(
             select(Job.worker, func.count()).where(Job.worker.in_(names), Job.status.in_(ENDED),
                                                    Job.finished_at >= now - timedelta(days=1))
-            .group_by(Job.worker)).all())
+            .group_by(Job.worker)) if worker is not None}
     views = []
     for row in rows:
         state, since = state_of(row, now, cfg)

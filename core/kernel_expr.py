@@ -56,8 +56,9 @@ _COMPARE = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: la
             ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
 
 
-def parse(text: str) -> ast.expr:
-    """The expression's tree; an ExprError for anything outside the small language."""
+def parse(text: object) -> ast.expr:
+    """The expression's tree; an ExprError for anything outside the small language. `text` may be
+    any JSON value from a description: all but a non-empty string is refused here."""
     if not isinstance(text, str) or not text.strip():
         raise ExprError("an expression must be a non-empty string")
     if len(text) > MAX_LENGTH:
@@ -82,8 +83,9 @@ def parse(text: str) -> ast.expr:
     return tree
 
 
-def names(text: str) -> set[str]:
-    """The names an expression reads (not its functions)."""
+def names(text: object) -> set[str]:
+    """The names an expression reads (not its functions); an ExprError where `text` is not an
+    expression (parse)."""
     tree = parse(text)
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called}
@@ -97,6 +99,7 @@ def evaluate(text: str | int, scope: Mapping[str, int]) -> int:
 
     def value(node: ast.expr) -> int:
         if isinstance(node, ast.Constant):
+            assert type(node.value) is int  # parse admits no other literal
             out = node.value
         elif isinstance(node, ast.Name):
             if node.id not in scope:
@@ -127,7 +130,8 @@ def evaluate(text: str | int, scope: Mapping[str, int]) -> int:
                     break
         elif isinstance(node, ast.IfExp):
             out = value(node.body) if value(node.test) else value(node.orelse)
-        else:  # ast.Call, checked by parse
+        else:
+            assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)  # parse admits no other node
             out = FUNCTIONS[node.func.id](*(value(a) for a in node.args))
         out = int(out)
         if not -LIMIT < out < LIMIT:

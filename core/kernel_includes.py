@@ -296,9 +296,11 @@ def cuda_release(include_dir: Path) -> tuple[int, int] | None:
 
 def _fitness(root: Path, wanted: tuple[int, int] | None) -> tuple[bool, ...]:
     release = cuda_release(root)
-    same_major = bool(wanted and release and release[0] == wanted[0])
-    return (bool(wanted) and release == wanted, same_major, same_major and release <= wanted,
-            (root / "crt" / "mma.h").is_file())
+    has_mma = (root / "crt" / "mma.h").is_file()
+    if wanted is None or release is None:
+        return False, False, False, has_mma
+    same_major = release[0] == wanted[0]
+    return release == wanted, same_major, same_major and release <= wanted, has_mma
 
 
 def nvcc_include_dirs(nvcc_path: str) -> tuple[str, ...]:

@@ -95,17 +95,20 @@ class Change:
 
     @property
     def relative(self) -> float | None:
-        if not both_numbers(self.base, self.head) or self.base == 0:
+        pair = numbers(self.base, self.head)
+        if pair is None or pair[0] == 0:
             return None
-        return (self.head - self.base) / abs(self.base)
+        base, head = pair
+        return (head - base) / abs(base)
 
     def text(self) -> str:
         """"registers 128 → 168 (+31 %)"."""
         if self.base is None or self.head is None:
             return f"{self.label} {formatted(self.base, self.unit)} → {formatted(self.head, self.unit)}"
         rel = self.relative
-        if self.unit == "%" and both_numbers(self.base, self.head):
-            tail = f" ({self.head - self.base:+.1f} points)"  # a % of a % reads badly
+        pair = numbers(self.base, self.head)
+        if self.unit == "%" and pair is not None:
+            tail = f" ({pair[1] - pair[0]:+.1f} points)"  # a % of a % reads badly
         else:
             tail = f" ({rel * 100:+.1f} %)" if rel is not None else ""
         return f"{self.label} {formatted(self.base, self.unit)} → {formatted(self.head, self.unit)}{tail}"
@@ -122,6 +125,14 @@ class Change:
 
 def both_numbers(a, b) -> bool:
     return isinstance(a, (int, float)) and isinstance(b, (int, float))
+
+
+def numbers(a: object, b: object) -> tuple[float, float] | None:
+    """(a, b) where both are numbers, else None: both_numbers as a value the type checker follows
+    (a row's sides may also be text or missing)."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a, b
+    return None
 
 
 def formatted(value, unit: str) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.ncu_metrics import METRICS, MIX, KernelProfile
-from core.profile_changes import (COUNTER_EVIDENCE, NCU_ROLES, NOISE, SPILL_CLASSES, SPILL_EVIDENCE, SUMMARY_CAUSES, WEIGHTS, Change, both_numbers, magnitude)
+from core.profile_changes import (COUNTER_EVIDENCE, NCU_ROLES, NOISE, SPILL_CLASSES, SPILL_EVIDENCE, SUMMARY_CAUSES, WEIGHTS, Change, magnitude, numbers)
 from core.sass_stats import CLASS_ORDER, FunctionSass, LoopDiff, ResUsage, diff_loops
 
 @dataclass
@@ -165,12 +165,15 @@ def _sass_rows(base: FunctionSass, head: FunctionSass, loop: LoopDiff) -> list[C
 
 
 def _direction(change: Change, effect: Change | None) -> float:
-    if effect is None or not both_numbers(effect.base, effect.head) or effect.base == effect.head:
+    effect_pair = numbers(effect.base, effect.head) if effect is not None else None
+    if effect_pair is None or effect_pair[0] == effect_pair[1]:
         return 1.0
-    if change.higher_is_better is None or not both_numbers(change.base, change.head):
+    change_pair = numbers(change.base, change.head)
+    if change.higher_is_better is None or change_pair is None:
         return 1.0
-    slower = effect.head > effect.base
-    got_worse = (change.head < change.base) if change.higher_is_better else (change.head > change.base)
+    (effect_base, effect_head), (base, head) = effect_pair, change_pair
+    slower = effect_head > effect_base
+    got_worse = (head < base) if change.higher_is_better else (head > base)
     return 1.0 if got_worse == slower else COUNTER_EVIDENCE
 
 
@@ -252,9 +255,10 @@ def diff_launch(
                 None if other else f"head has no launch of {k.name} #{nth + 1}"))
         return out
     reason = ncu_reason or "no Nsight Compute record"
-    for name in sorted(set(base_functions or {}) & set(head_functions or {})):
+    base_fns, head_fns = base_functions or {}, head_functions or {}
+    for name in sorted(set(base_fns) & set(head_fns)):
         out.append(diff_profiles(
-            name, None, None, base_functions[name], head_functions[name],
+            name, None, None, base_fns[name], head_fns[name],
             (base_res or {}).get(name), (head_res or {}).get(name), reason))
     return out
 

@@ -34,7 +34,7 @@ class SpeedRatio:
     def direction(self) -> str:
         """"faster" or "slower" when the interval leaves 1 behind by more than the band; "within
         noise" when it holds 1; "under the band" when it is clear but smaller than the band."""
-        if self.low is None or self.low <= 1 <= self.high:
+        if self.low is None or self.high is None or self.low <= 1 <= self.high:
             return "within noise"
         if abs(self.ratio - 1) < self.band:
             return "under the band"

@@ -190,6 +190,7 @@ def _tokens(text: str, newlines: list[int], splices: list[int], refuse):
     at_line_start = True
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         if kind == "newline":
             at_line_start = True
             yield _Token("newline", "\n", line_of(m.start()), False, m.start())
