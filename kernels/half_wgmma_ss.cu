@@ -16,6 +16,10 @@
 // (expect_tx) instead of 128 threads' cp.async arrivals. Where the TMA cannot describe a matrix (K
 // or N not a multiple of 8: a line not a multiple of 16 bytes) the runner passes 0 for its map and
 // the kernel copies both operands by cp.async as without TMA, so every size still runs.
+// -DPAIRS=1 (bf16_wgmma_pairs, fp16_wgmma_pairs; with TMA) launches the blocks in clusters of two
+// that compute horizontally adjacent tiles, the same 128 rows of C, as tf32_wgmma_pairs does: the
+// pair runs on two SMs of one GPC at the same time and reads the same A slabs at about the same
+// moment. Nothing passes between the two blocks; a cluster barrier starts and ends the pair.
 // Seed: Past the seeds; builds on half_wgmma and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation).
 #ifndef INPUT_BF16
@@ -40,6 +44,14 @@
 #define GW_MAP_PARAMS , const void* A_map, const void* B_map
 #else
 #define GW_MAP_PARAMS
+#endif
+#ifndef PAIRS
+#define PAIRS 0
+#endif
+#if PAIRS
+#define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
+#else
+#define GW_CLUSTER_DIMS
 #endif
 
 #include "common.cuh"
@@ -85,7 +97,7 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[kAcc], unsigned long long d
 // One block per SM: the ring takes most of shared memory. setmaxnreg moves registers from the
 // producer (56: at 40 its 24 copies' addresses spilled to local memory, and the stalls on those
 // loads starved the consumers) to the consumers (224).
-extern "C" __global__ void __launch_bounds__(hss::kThreads, 1)
+extern "C" __global__ void __launch_bounds__(hss::kThreads, 1) GW_CLUSTER_DIMS
 gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A, const in_t* __restrict__ B,
                    float beta, out_t* __restrict__ C GW_MAP_PARAMS) {
     using namespace hss;
@@ -123,10 +135,23 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+#if PAIRS
+    cluster_sync();  // the barriers set up, and the pair's two blocks start their slabs together
+#else
     __syncthreads();
+#endif
 
     int tile_m, tile_n;
+#if PAIRS
+    // The grid's width is even (the description's grid): pairs of blocks are rastered as one
+    // block is otherwise, and each block of a pair takes one of its two tile-columns (a block past
+    // N reads zeros and stores nothing).
+    int pair_n;
+    raster_grouped_id(GROUP_M, blockIdx.y * (gridDim.x / 2) + blockIdx.x / 2, gridDim.x / 2, gridDim.y, tile_m, pair_n);
+    tile_n = 2 * pair_n + (blockIdx.x & 1);
+#else
     raster_grouped(GROUP_M, tile_m, tile_n);
+#endif
     const int bm0 = tile_m * kBM, bn0 = tile_n * kBN;
     const int slabs = (K + kBK - 1) / kBK;  // >= 1
     const int role = threadIdx.x / 128;     // 0: producer, 1 and 2: consumers
@@ -136,24 +161,30 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         const int tid = threadIdx.x;
 #if TMA
         if (by_tma) {
-            if (tid != 0) return;  // one thread issues every copy; the other 127 have nothing to do
-            tensormap_acquire(A_map);
-            tensormap_acquire(B_map);
-            for (int s = 0; s < slabs; ++s) {
-                const int stage = s % STAGES;
-                if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
-                const int k0 = s * kBK;
-                // The whole boxes' bytes, zeros past the matrices' edges included (the TMA counts them).
-                mbar_arrive_expect_tx(full(stage), kAStage + kBStage);
-                tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, full(stage));
+            // One thread issues every copy; the other 127 have nothing to do but end with it.
+            if (tid == 0) {
+                tensormap_acquire(A_map);
+                tensormap_acquire(B_map);
+                for (int s = 0; s < slabs; ++s) {
+                    const int stage = s % STAGES;
+                    if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
+                    const int k0 = s * kBK;
+                    // The whole boxes' bytes, zeros past the matrices' edges included (the TMA counts them).
+                    mbar_arrive_expect_tx(full(stage), kAStage + kBStage);
+                    tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, full(stage));
 #if B_K_MAJOR
-                tma_load_2d(b_ring + stage * kBStage, B_map, k0, bn0, full(stage));
+                    tma_load_2d(b_ring + stage * kBStage, B_map, k0, bn0, full(stage));
 #else
 #pragma unroll
-                for (int j = 0; j < kBN / 64; ++j)
-                    tma_load_2d(b_ring + stage * kBStage + j * kBBlock, B_map, bn0 + 64 * j, k0, full(stage));
+                    for (int j = 0; j < kBN / 64; ++j)
+                        tma_load_2d(b_ring + stage * kBStage + j * kBBlock, B_map, bn0 + 64 * j, k0, full(stage));
 #endif
+                }
             }
+            __syncwarp();  // warp 0 whole again before the cluster barrier (an aligned instruction)
+#if PAIRS
+            cluster_sync();  // the consumers' barrier at the end (every thread of the pair takes part)
+#endif
             return;
         }
 #endif
@@ -232,6 +263,9 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
+#if PAIRS
+        cluster_sync();  // the consumers' barrier at the end (every thread of the pair takes part)
+#endif
         return;
     }
 
@@ -289,4 +323,8 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
             if (m < M && n < N) store_half_axpby(C + (size_t)m * N + n, acc[4 * j + e], alpha, beta);
         }
     }
+#if PAIRS
+    // The pair leaves together: its two SMs come free at the same moment for the next pair.
+    cluster_sync();
+#endif
 }
