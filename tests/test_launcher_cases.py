@@ -88,6 +88,16 @@ def test_nvcc_builds_the_library_and_its_symbols_say_the_launchers_types(name, p
 
 
 @needs_confinement
+def test_a_launcher_of_an_sm90a_kernel_builds(shared_kernel_cache):
+    """nvcc's -arch=sm_90a for anything but a cubin also makes compute_90 PTX, where wgmma is no
+    instruction: every Hopper repository's launcher failed to build ("'wgmma.fence' not supported
+    on .target 'sm_90'"). The library is built for sm_90a alone."""
+    library = built(described(REPO, "launcher_sgemm_tiled_hopper"), shared_kernel_cache)
+    assert library.path.read_bytes()[:4] == b"\x7fELF"
+    assert [how for _role, how in library.plan.passing] == ["u64", "u64", "u64", "f32", "ptr", "ptr", "f32", "ptr", "ptr"]
+
+
+@needs_confinement
 def test_a_description_that_does_not_fit_the_launcher_is_refused_by_name(shared_kernel_cache):
     no_stream = described(REPO, "launcher_run_sgemm_tiled", args=["M", "N", "K", "alpha", "A", "B", "beta", "C"])
     with pytest.raises(kernel_args.ArgumentMismatch, match=r"run_sgemm_tiled takes 9 parameter\(s\).*name 8"):

@@ -130,7 +130,10 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
     if confinement.version is None:
         probe_nvcc.cache_clear()  # only an answer is remembered (as for NVRTC)
         raise CompileRefused(confinement.detail)
-    request = nvcc.request(launch, path, arch, cfg.compile_timeout_s)
+    # A library's build takes its target as one -gencode: for anything but a cubin, nvcc turns
+    # -arch=sm_90a into sm_90a's code plus compute_90's PTX, which a wgmma kernel cannot be.
+    target = nvcc.library_target(arch) if library else arch
+    request = nvcc.request(launch, path, target, cfg.compile_timeout_s)
     if library:
         request["launcher"] = launch.launcher
     # nvcc names the kernel's files as src/<path>, and the unit it compiles as gemmwatch_entry.cu.

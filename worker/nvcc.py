@@ -71,6 +71,14 @@ def host_compiler_dirs() -> tuple[str, ...]:
     return tuple(sorted(d for d in found if os.path.isdir(d)))
 
 
+def library_target(arch: str) -> str:
+    """-arch=sm_90a as a shared library's build is given it: -gencode=arch=compute_90a,code=sm_90a,
+    the GPU's code and nothing else. (With -arch=sm_90a, nvcc 13 also embeds compute_90's PTX in
+    anything but a cubin, and sm_90a-only instructions, wgmma's, fail to assemble for it.)"""
+    sm = arch.removeprefix("-arch=")
+    return f"-gencode=arch={sm.replace('sm_', 'compute_', 1)},code={sm}"
+
+
 def options(launch: Launch, arch: str) -> list[str]:
     """nvcc's command line but the input and output: the target, the repository's flags, the
     kernel's defines, and its include folders (as paths under the build folder's src/)."""
