@@ -238,8 +238,14 @@ class KernelDescription(BaseModel):
         if self.output == "fp32" and self.compute_mode not in NARROW_MODES:
             raise ValueError(f'output "fp32" is for fp16, bf16 and fp8 kernels; a {self.compute_mode} kernel writes '
                              'FP32 already (leave output as "input")')
-        if len(set(self.args)) != len(self.args) or not {"A", "B", "C"} <= set(self.args):
-            raise ValueError(f"args {self.args}: each name once, A, B and C among them")
+        # A and B each by its pointer, its tensor map or both (a TMA kernel may read an operand
+        # through its map alone); C by its pointer.
+        if len(set(self.args)) != len(self.args):
+            raise ValueError(f"args {self.args}: each name once")
+        missing = [x for x in ("A", "B") if x not in self.args and f"{x}_map" not in self.args]
+        if missing or "C" not in self.args:
+            raise ValueError(f"args {self.args}: C among them, and A and B each as its pointer (A, B) or its tensor "
+                             f"map (A_map, B_map, with tensor_maps); missing {', '.join(missing + ['C'] * ('C' not in self.args))}")
         maps_in_args = {a.removesuffix("_map") for a in self.args if a.endswith("_map")}
         if maps_in_args != set(self.tensor_maps):
             raise ValueError(f"args name the tensor maps of {sorted(maps_in_args) or 'no matrix'} and tensor_maps "

@@ -2,6 +2,8 @@
 may say, what the runner asks the driver for, and where it passes no map. The driver's encoding
 itself and the kernels that read the maps are tested on the GPU (tests/test_gpu.py)."""
 
+import re
+
 import pytest
 from pydantic import ValidationError
 
@@ -10,7 +12,7 @@ from core.kernel import resolve
 from core.kernel_description import KernelDescription
 from tests.descriptions import one_file
 from tests.test_kernel_compile import H100_FIGURES
-from worker import tensor_maps
+from worker import kernel_args, tensor_maps
 
 SOURCE = 'extern "C" __global__ void k(int M, int N, int K, float alpha, const float* A, const float* B, float beta, ' \
          'float* C, const void* A_map) {}'
@@ -80,3 +82,18 @@ def test_the_tma_builtin_describes_the_map_its_kernel_reads():
     assert launch.args[-1] == "A_map" and launch.tensor_maps == {"A": (32, 256, 128)}  # one copy: the whole A slab
     pairs = resolve(builtin_kernels()["tf32_wgmma_pairs"], {}, H100_FIGURES, "builtin")
     assert pairs.grid(4096, 8, 4096) == (2, 16, 1) and pairs.grid(1000, 1100, 1000) == (10, 4, 1)  # clusters of two
+
+
+@pytest.mark.parametrize(("role", "spelled", "size", "words"), [
+    ("A", "CUtensorMap_st const*", 8, "A is a tensor map, not a matrix: name it A_map in args"),
+    ("A_map", "CUtensorMap_st", 128, "A_map is a CUtensorMap by value (__grid_constant__)"),
+])
+def test_a_tensor_map_parameter_named_otherwise_is_refused_by_name(role, spelled, size, words):
+    """A map named A would be handed the matrix itself (a fault on the GPU, and nothing said); a map
+    by value would be handed an address."""
+    roles = ("M", "N", "K", role)
+    params = [["int", 4], ["int", 4], ["int", 4], [spelled, size]]
+    with pytest.raises(kernel_args.ArgumentMismatch, match=re.escape(words)):
+        kernel_args.plan("k", roles, params, "bfloat16", "bfloat16")
+    assert kernel_args.plan("k", ("M", "N", "K", "A_map"), [*params[:3], ["CUtensorMap_st const*", 8]],
+                            "bfloat16", "bfloat16").passing[-1] == ("A_map", "ptr")

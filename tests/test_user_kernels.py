@@ -55,6 +55,26 @@ def test_a_jobs_kernel_that_takes_a_tensor_map_gets_in_as_it_is(stack):
     assert job["results"][0]["env"]["launch"]["tensor_maps"] == {"A": [32, 16, 128]}
 
 
+# A kernel that reads A through its tensor map alone, as Hopper repositories write them (no A
+# pointer among its parameters). Its body is the GPU's business; the CPU double models the product.
+MAP_ONLY = ('extern "C" __global__ void my_gemm(int M, int N, int K, float alpha, const float* B, float beta, '
+            'float* C, const void* A_map) {}')
+
+
+def test_a_kernel_that_reads_a_through_its_map_alone_gets_in_and_is_refused_where_no_map_can_be_made(stack):
+    mapped = source(text=MAP_ONLY, args=["M", "N", "K", "alpha", "B", "beta", "C", "A_map"],
+                    tensor_maps={"A": {"box": [32, 16], "swizzle": 128}})
+    # K = 33 floats: A's rows are 132 bytes, which no tensor map describes; K = 32: 128 bytes.
+    resp = stack.post("/api/jobs", json={"sources": [mapped], "sizes": [[33, 17, 33], [33, 17, 32]]})
+    assert resp.status_code == 202, resp.text
+    job = wait_for_job(stack, resp.json()["id"])
+    odd, even = sorted(job["results"], key=lambda r: r["k"], reverse=True)
+    assert not odd["verified"] and odd["status"] == "failed", odd
+    assert ("my_gemm reads A through its tensor map alone (A_map, no A among its args), and the TMA cannot describe "
+            "A at 33x17x33: a line of 33 elements is 132 bytes, not a multiple of 16") in odd["error"], odd["error"]
+    assert even["error"] is None and even["env"]["launch"]["tensor_maps"] == {"A": [32, 16, 128]}, even
+
+
 def test_variants_default_to_the_sources(stack):
     job = stack.post("/api/jobs", json={"sources": [source("a"), source("b")], "sizes": [[8, 8, 8]]}).json()
     assert job["variants"] == ["a", "b"]
@@ -81,6 +101,8 @@ def test_a_compile_error_comes_back_with_the_compiler_log(stack):
     (source(defines={"A B": 1}), ["pattern"]),
     (source(text="x" * 200_001), ["at most 200000"]),
     (source(text=MAPPED, args=MAP_ARGS), ["each map in both"]),
+    (source(text=MAP_ONLY, args=["M", "N", "K", "alpha", "beta", "C", "A_map"], tensor_maps={"A": {"box": [32, 16]}}),
+     ["A and B each as its pointer (A, B) or its tensor map", "missing B"]),
     (source(text=MAPPED, args=MAP_ARGS, tensor_maps={"A": {"box": [32, 16], "swizzle": 16}}), ["0, 32, 64 or 128"]),
 ])
 def test_bad_sources_are_422_and_echo_no_file(client, src, words):

@@ -95,8 +95,13 @@ def _passing(role: str, spelling: str | None, size: int, input_type: str, output
         return ("*" if pointer else "") + _FLOATS[base]
     if role == "stream":
         return "ptr" if spelling == "CUstream_st*" else "!stream must be a cudaStream_t"
+    if role.endswith("_map") and not pointer and base.startswith("CUtensorMap"):
+        return (f"!{role} is a CUtensorMap by value (__grid_constant__); gemmwatch passes a tensor map by address "
+                f"for now: take it as `const CUtensorMap*` (or `const void*`)")
     if not pointer and size != 8:
         return f"!{role} must be a pointer"
+    if role in MATRIX_ROLES and base.startswith("CUtensorMap"):
+        return f"!{role} is a tensor map, not a matrix: name it {role}_map in args (and describe it in tensor_maps)"
     if role in MATRIX_ROLES:
         wanted = input_type if role in ("A", "B") else output_type
         family = next((t for t, names in _FAMILIES.items() if base in names), None)

@@ -5,7 +5,7 @@ runner (worker/runner.py) for a case, and by a confirmation for each of its side
 from core.gemm_form import GemmForm
 from core.kernel import Launch
 from core.precision import Precision
-from worker import half_arrays
+from worker import half_arrays, tensor_maps
 from worker.cases import Case
 
 FP32 = Precision("fp32")
@@ -72,6 +72,9 @@ class Problem:
         return self.device.cublas_call(self.a_in, self.b_in, out, self.precision, self.form, self.batch)
 
     def kernel_call(self, function, launch: Launch, c, alpha: float, beta: float):
+        refused = tensor_maps.unreadable(launch, self.m, self.n, self.k)
+        if refused:
+            raise ValueError(refused)
         # FP8: the kernel multiplies the stored numbers; the two scales reach it folded into alpha.
         alpha *= self.precision.tensor_scale**2
         return self.device.kernel_call(function, launch, self.m, self.n, self.k, self.a_in, self.b_in, c, alpha, beta,

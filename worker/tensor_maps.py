@@ -9,7 +9,9 @@ written through the ordinary memory path).
 
 The TMA needs the matrix's base 16-byte aligned and its line (row of a row-major matrix) a
 multiple of 16 bytes. Where either fails (odd K or N) there is no map: the kernel gets address 0
-and must copy another way, so every size still runs.
+and must copy another way, so every size still runs. A kernel that takes a matrix through its map
+alone (no A or B pointer among its args) has no other way: such a case is refused, saying why
+(`unreadable`).
 """
 
 import ctypes
@@ -70,3 +72,20 @@ def encode(req: MapRequest) -> bytes:
     if code != 0:
         raise RuntimeError(f"cuTensorMapEncodeTiled refused the map of {req} (CUresult {code})")
     return ctypes.string_at(at, MAP_BYTES)
+
+
+def unreadable(launch, m: int, n: int, k: int) -> str | None:
+    """Why this case cannot run where the kernel reads a matrix through its tensor map alone (its
+    pointer not among the args) and the TMA cannot describe that matrix at this size; else None."""
+    for matrix, box in launch.tensor_maps.items():
+        if matrix in launch.args:
+            continue  # the kernel has the pointer too: it copies another way where there is no map
+        data_type = launch.precision.input_type
+        # Device allocations are aligned far past 16 bytes: only the line can fail here.
+        if request(matrix, launch.form.layout(matrix), m, n, k, 0, data_type, box) is None:
+            rows, cols = (m, k) if matrix == "A" else (k, n)
+            line = cols if launch.form.layout(matrix) == "row" else rows
+            return (f"{launch.entry} reads {matrix} through its tensor map alone ({matrix}_map, no {matrix} among its "
+                    f"args), and the TMA cannot describe {matrix} at {m}x{n}x{k}: a line of {line} elements is "
+                    f"{line * TYPE_BYTES[data_type]} bytes, not a multiple of 16")
+    return None
