@@ -27,15 +27,25 @@ _FLAG_PATTERNS = (
 _ALLOWED = re.compile("|".join(f"(?:{p})" for p in _FLAG_PATTERNS))
 
 
+ALLOWED_TEXT = ("-O0..-O3, -std=c++11..20, --use_fast_math, -lineinfo, -maxrregcount=N, "
+                "-ftz/-prec-div/-prec-sqrt/-fmad=true|false, --extra-device-vectorization, --expt-relaxed-constexpr, "
+                "--expt-extended-lambda, -restrict, -Xptxas=-v|-O3|-dlcm=ca|cg|cs|--warn-on-spills, -w (the target "
+                "and -D have fields of their own: `target`, `defines`)")
+
+
 def check_flag(flag: str) -> str:
     """The flag as given, or a ValueError saying which flags are allowed."""
-    if not _ALLOWED.fullmatch(flag):
-        raise ValueError(f"nvcc flag {flag!r} is not allowed; allowed: -O0..-O3, -std=c++11..20, --use_fast_math, "
-                         "-lineinfo, -maxrregcount=N, -ftz/-prec-div/-prec-sqrt/-fmad=true|false, "
-                         "--extra-device-vectorization, --expt-relaxed-constexpr, --expt-extended-lambda, -restrict, "
-                         "-Xptxas=-v|-O3|-dlcm=ca|cg|cs|--warn-on-spills, -w (the target and -D have fields of "
-                         "their own)")
+    check_flags([flag])
     return flag
+
+
+def check_flags(flags: list[str]) -> None:
+    """A ValueError naming every flag that is not allowed, and what is."""
+    refused = [flag for flag in flags if not _ALLOWED.fullmatch(flag)]
+    if refused:
+        named = ", ".join(repr(f) for f in refused)
+        raise ValueError(f"nvcc flag{'s' if len(refused) > 1 else ''} {named} {'are' if len(refused) > 1 else 'is'} "
+                         f"not allowed; allowed: {ALLOWED_TEXT}")
 
 
 def split(flags: list[str]) -> list[str]:

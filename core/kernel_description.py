@@ -208,6 +208,13 @@ class KernelDescription(BaseModel):
         so what the guard judges is what NVRTC compiles."""
         return {path: text.removeprefix("\ufeff") for path, text in files.items()}
 
+    @field_validator("flags")
+    @classmethod
+    def _flags_allowed(cls, flags: list) -> list:
+        """Every refused flag named at once (a Makefile's line often holds several)."""
+        compile_flags.check_flags(flags)
+        return flags
+
     @field_validator("block")
     @classmethod
     def _block_ints_in_range(cls, block: list) -> list:
@@ -232,8 +239,6 @@ class KernelDescription(BaseModel):
             raise ValueError(f"{', '.join(sorted(both))}: both a define and a tunable")
         if self.flags and self.compiler != "nvcc":
             raise ValueError('flags are nvcc\'s: set "compiler": "nvcc" (an NVRTC build takes `defines`)')
-        for flag in self.flags:
-            compile_flags.check_flag(flag)
         _check_launcher(self)
         if self.output == "fp32" and self.compute_mode not in NARROW_MODES:
             raise ValueError(f'output "fp32" is for fp16, bf16 and fp8 kernels; a {self.compute_mode} kernel writes '

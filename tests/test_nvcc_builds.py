@@ -101,6 +101,20 @@ def test_flags_outside_the_allow_list_are_refused(flag):
         described("launcher_sgemm_tiled", flags=["-O3", flag])
 
 
+def test_every_refused_flag_is_named_at_once_under_flags():
+    """A Makefile's line often holds several flags gemmwatch does not take: all of them, in one
+    message, under the field's name (not "(the kernel)")."""
+    from core.kernel_description import explain
+
+    with pytest.raises(ValidationError) as refused:
+        described("launcher_sgemm_tiled", flags=["-O3", "-U__CUDA_NO_HALF_OPERATORS__", "-diag-suppress 177",
+                                                 "-gencode arch=compute_90a,code=sm_90a"])
+    said = explain(refused.value, "mine")
+    assert said.startswith("mine: flags: nvcc flags '-U__CUDA_NO_HALF_OPERATORS__', '-diag-suppress 177', "
+                           "'-gencode arch=compute_90a,code=sm_90a' are not allowed; allowed: -O0..-O3"), said
+    assert "`target`" in said and "'-O3'" not in said
+
+
 def test_flags_need_nvcc():
     with pytest.raises(ValidationError, match="flags are nvcc's"):
         described("launcher_sgemm_tiled", compiler="nvrtc")
