@@ -162,6 +162,12 @@ def _nowhere(path: str, inc: Include, include_dirs, compiler: str) -> str:
     if compiler == "nvcc":
         return (f"#include {_shown(inc)} is not a file of the kernel (looked for {looked}), and a system header's "
                 "name may not climb with '..'")
+    if inc.angled and not inc.name.endswith((".cuh", ".cu")):
+        # A host header (<vector>, <torch/extension.h>, <cublas_v2.h>): what nvcc builds take.
+        return (f"#include {_shown(inc)} is neither a file of the kernel (looked for {looked}) nor a header NVRTC "
+                f"takes; set \"compiler\": \"nvcc\" to build the file as the repository does, host headers "
+                f"included (docs/KERNELS.md, \"Building as the repository does\"). NVRTC takes: "
+                f"{allowed_system_headers()}")
     return (f"#include {_shown(inc)} is neither a file of the kernel (looked for {looked}) nor an allowed system "
             f"header ({allowed_system_headers()})")
 

@@ -43,6 +43,9 @@ def test_nvrtc_keeps_its_allow_list():
     assert [(p.line, p.reason.split(" is ")[0]) for p in refused.value.problems] == [
         (1, "#include <vector>"), (3, "#include <unistd.h>")]
     assert kernel_includes.resolve({"k.cu": source}, "k.cu", compiler="nvcc").system == frozenset(SYSTEM)
+    # What to do about it comes first: a host header is what an nvcc build takes.
+    assert all(' set "compiler": "nvcc" to build the file as the repository does' in p.reason
+               for p in refused.value.problems), refused.value.problems
 
 
 def test_a_kernel_refusal_is_caught_as_either_old_name():
