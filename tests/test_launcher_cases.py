@@ -98,6 +98,18 @@ def test_a_launcher_of_an_sm90a_kernel_builds(shared_kernel_cache):
 
 
 @needs_confinement
+def test_a_launcher_that_calls_the_driver_builds_without_linking_it(shared_kernel_cache):
+    """The driver's symbol stays undefined in the library (no -lcuda: no wheel holds a stub to link
+    against); the launcher's process makes libcuda's symbols global before loading it (on the GPU:
+    tests/test_gpu_nvcc.py verifies this launcher with the rest of the repository)."""
+    import subprocess
+
+    library = built(described(REPO, "launcher_sgemm_driver"), shared_kernel_cache)
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(library.path)], capture_output=True, text=True)
+    assert "cuDriverGetVersion" in undefined.stdout, undefined.stdout + undefined.stderr
+
+
+@needs_confinement
 def test_a_description_that_does_not_fit_the_launcher_is_refused_by_name(shared_kernel_cache):
     no_stream = described(REPO, "launcher_run_sgemm_tiled", args=["M", "N", "K", "alpha", "A", "B", "beta", "C"])
     with pytest.raises(kernel_args.ArgumentMismatch, match=r"run_sgemm_tiled takes 9 parameter\(s\).*name 8"):

@@ -66,6 +66,15 @@ def preload_system_libraries(library: str) -> list[str]:
     to be readable. Only plain sonames, found as any program would (not through the library's own
     RUNPATH): what runs here is the system's libraries' constructors, not the job's."""
     loaded = []
+    # The CUDA driver's symbols made global: a launcher that calls the driver API (Hopper kernels'
+    # launchers make their tensor maps with cuTensorMapEncodeTiled) is built without -lcuda (no
+    # wheel carries a stub to link against) and finds those symbols here at dlopen. The process
+    # holds the driver already, through the runtime; this only lets the job's library see it.
+    try:
+        ctypes.CDLL("libcuda.so.1", mode=os.RTLD_GLOBAL)
+        loaded.append("libcuda.so.1")
+    except OSError:
+        pass  # no driver (a machine without a GPU): a launcher that needs it says so when loaded
     for name in needed_libraries(library):
         if "/" in name:
             continue
