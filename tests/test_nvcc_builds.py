@@ -95,7 +95,11 @@ def test_an_entry_the_build_did_not_make_is_named_with_those_it_did(tmp_path):
 
 
 @pytest.mark.parametrize("flag", ["-I/etc", "-Xcompiler -fplugin=/tmp/x.so", "--run", "-o /tmp/x", "-ccbin=/tmp/cc",
-                                  "-O3 -I/etc", "--include-path=/", "-maxrregcount=64 --keep"])
+                                  "-O3 -I/etc", "--include-path=/", "-maxrregcount=64 --keep",
+                                  # other separators a Makefile line or a hand could carry an extra word with
+                                  "-O3\t-I/etc", "-O3\n-I/etc", "-O3  -I/etc", "-maxrregcount=64\u00a0-I/etc",
+                                  "-Xptxas=-v,-I/etc", "-Xptxas=-v -Xcompiler=-fplugin=x", " -O3", "-O3 ",
+                                  "-lcuda", "-gencode=arch=compute_90a,code=sm_90a"])
 def test_flags_outside_the_allow_list_are_refused(flag):
     with pytest.raises(ValidationError, match="nvcc flag .* is not allowed"):
         described("launcher_sgemm_tiled", flags=["-O3", flag])
@@ -173,3 +177,14 @@ def test_the_repository_through_a_worker(cfg, start_worker):
     assert tiled["launch"]["params"][0] == "M: unsigned long"
     assert tiled["resources"]["compiler"].startswith("nvcc 13.")
     assert got["launcher_hgemm_half_scalars"]["env"]["launch"]["params"][3] == "alpha: __half"
+
+
+@pytest.mark.parametrize("target", ["sm_90a,code=compute_90", "sm_90a -I/etc", "compute_90a", "sm_90a\n"])
+def test_a_target_cannot_carry_more_into_the_librarys_gencode(target):
+    """A launcher's library is built with -gencode made from the target: only a target's own
+    spelling gets there."""
+    with pytest.raises(ValidationError, match="target"):
+        described("launcher_sgemm_tiled", target=target)
+    from worker.nvcc import library_target
+
+    assert library_target("-arch=sm_90a") == "-gencode=arch=compute_90a,code=sm_90a"

@@ -97,3 +97,14 @@ def test_a_tensor_map_parameter_named_otherwise_is_refused_by_name(role, spelled
         kernel_args.plan("k", roles, params, "bfloat16", "bfloat16")
     assert kernel_args.plan("k", ("M", "N", "K", "A_map"), [*params[:3], ["CUtensorMap_st const*", 8]],
                             "bfloat16", "bfloat16").passing[-1] == ("A_map", "ptr")
+
+
+@pytest.mark.parametrize("args", [
+    ["M", "N", "K", "C", "A_map", "A_map", "B"],  # A's map twice, no pointer: still each name once
+    ["M", "N", "K", "C", "B_map"],  # neither A nor its map
+    ["M", "N", "K", "A_map", "B_map"],  # no C: C has no map
+    ["M", "N", "K", "C", "a_map", "B"],  # a spelling the names do not have
+])
+def test_a_map_only_kernel_still_names_each_operand_once(args):
+    with pytest.raises(ValidationError):
+        described(args=args, tensor_maps={"A": {"box": [32, 64]}, "B": {"box": [32, 64]}})
