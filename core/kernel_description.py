@@ -247,10 +247,10 @@ class KernelDescription(BaseModel):
         # through its map alone); C by its pointer.
         if len(set(self.args)) != len(self.args):
             raise ValueError(f"args {self.args}: each name once")
-        missing = [x for x in ("A", "B") if x not in self.args and f"{x}_map" not in self.args]
-        if missing or "C" not in self.args:
+        missing = [x for x in ("A", "B", "C") if x not in self.args and f"{x}_map" not in self.args]
+        if missing:
             raise ValueError(f"args {self.args}: C among them, and A and B each as its pointer (A, B) or its tensor "
-                             f"map (A_map, B_map, with tensor_maps); missing {', '.join(missing + ['C'] * ('C' not in self.args))}")
+                             f"map (A_map, B_map, with tensor_maps); missing {', '.join(missing)}")
         maps_in_args = {a.removesuffix("_map") for a in self.args if a.endswith("_map")}
         if maps_in_args != set(self.tensor_maps):
             raise ValueError(f"args name the tensor maps of {sorted(maps_in_args) or 'no matrix'} and tensor_maps "

@@ -193,3 +193,12 @@ __device__ __forceinline__ void raster_grouped_id(int group, int id, int tiles_n
 __device__ __forceinline__ void raster_grouped(int group, int& tile_m, int& tile_n) {
     raster_grouped_id(group, blockIdx.y * gridDim.x + blockIdx.x, gridDim.x, gridDim.y, tile_m, tile_n);
 }
+
+// The same for a block of a grid launched in horizontal pairs (clusters of two, gridDim.x even):
+// the pairs are rastered as blocks are otherwise, and each block of a pair takes one of its two
+// adjacent tile-columns, the same tile-row (a block past N reads zeros and stores nothing).
+__device__ __forceinline__ void raster_grouped_pairs(int group, int& tile_m, int& tile_n) {
+    int pair_n;
+    raster_grouped_id(group, blockIdx.y * (gridDim.x / 2) + blockIdx.x / 2, gridDim.x / 2, gridDim.y, tile_m, pair_n);
+    tile_n = 2 * pair_n + (blockIdx.x & 1);
+}

@@ -127,11 +127,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
 
     int tile_m, tile_n;
 #if PAIRS
-    // The grid's width is even (the description's grid): pairs of blocks are rastered as one
-    // block is otherwise, and each block of a pair takes one of its two tile-columns.
-    int pair_n;
-    raster_grouped_id(GROUP_M, blockIdx.y * (gridDim.x / 2) + blockIdx.x / 2, gridDim.x / 2, gridDim.y, tile_m, pair_n);
-    tile_n = 2 * pair_n + (blockIdx.x & 1);
+    raster_grouped_pairs(GROUP_M, tile_m, tile_n);  // the grid's width is even (the description's grid)
 #else
     raster_grouped(GROUP_M, tile_m, tile_n);
 #endif
