@@ -12,11 +12,12 @@ Only a fixed, documented set of metrics is kept (METRICS below, the one table th
 a metric the recording lacks is None, never an error. Input that is not ncu's CSV at all is an
 NcuParseError that says what was missing.
 
-Per-opcode counts: with `--print-metric-instances values` ncu prints the instances' values only,
-sorted by size, without the opcodes they belong to (see the recordings), so the executed
-instruction mix by class is taken from the named per-operation metrics in MIX; the unlabelled
-per-opcode values are kept as they are (`opcode_counts`), and where a cell does carry labels
-("FFMA: 12; IMAD: 3", as `details` may print) they are kept by name.
+Every metric is a hardware counter. Nsight Compute's `sass__*` and `smsp__sass_*` metrics are
+counted by patching the kernel's SASS, which costs a replay of its own and a slower kernel: on the
+H100 they took a confirmed pair's profile from 6.0-6.9 s to 9.7-11.6 s at 4096^3
+(docs/BENCHMARKS.md). The executed instruction mix by class comes from the counters of the same
+names without `sass` (MIX); spills are read as local-memory instructions executed (LDL/STL in MIX)
+beside the cubin's stack frame and the main loop's LDL/STL (core/sass_stats.py).
 """
 
 from __future__ import annotations
@@ -57,7 +58,6 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("theoretical_occupancy", "theoretical occupancy", "sm__maximum_warps_per_active_cycle_pct", "%", True),
     MetricSpec("registers", "registers", "launch__registers_per_thread", "register/thread", None),
     MetricSpec("shared_mem_per_block", "shared memory per block", "launch__shared_mem_per_block_allocated", "byte", None),
-    MetricSpec("spill_instructions", "spill instructions", "sass__inst_executed_register_spilling", "inst", False),
     MetricSpec("l1_hit_rate", "L1 hit rate", "l1tex__t_sector_hit_rate.pct", "%", True),
     MetricSpec("l2_hit_rate", "L2 hit rate", "lts__t_sector_hit_rate.pct", "%", True),
     MetricSpec("dram_read_bytes", "DRAM bytes read", "dram__bytes_read.sum", "byte", False),
@@ -74,19 +74,19 @@ METRICS: tuple[MetricSpec, ...] = (
                "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active", "%", None),
 )
 
-# The executed instruction mix by class: warp-level instruction counts of the named per-operation
-# metrics (FFMA/HMMA/GMMA have no count of their own in the recorded set: their pipes' shares are
-# in METRICS above, their static counts in the SASS).
+# The executed instruction mix by class: warp-level instruction counts of the per-operation hardware
+# counters (FFMA/HMMA/GMMA: their pipes' shares are in METRICS above, their static counts in the
+# SASS). LDL and STL executed are where a spill shows at run time.
 MIX: tuple[MetricSpec, ...] = (
-    MetricSpec("LDS", "shared loads (LDS)", "smsp__sass_inst_executed_op_shared_ld.sum", "inst", False),
+    MetricSpec("LDS", "shared loads (LDS)", "smsp__inst_executed_op_shared_ld.sum", "inst", False),
     MetricSpec("LDSM", "shared matrix loads (LDSM)", "smsp__inst_executed_op_ldsm.sum", "inst", False),
-    MetricSpec("STS", "shared stores (STS)", "smsp__sass_inst_executed_op_shared_st.sum", "inst", False),
-    MetricSpec("LDG", "global loads (LDG)", "smsp__sass_inst_executed_op_global_ld.sum", "inst", False),
-    MetricSpec("STG", "global stores (STG)", "smsp__sass_inst_executed_op_global_st.sum", "inst", False),
+    MetricSpec("STS", "shared stores (STS)", "smsp__inst_executed_op_shared_st.sum", "inst", False),
+    MetricSpec("LDG", "global loads (LDG)", "smsp__inst_executed_op_global_ld.sum", "inst", False),
+    MetricSpec("STG", "global stores (STG)", "smsp__inst_executed_op_global_st.sum", "inst", False),
     MetricSpec("LDGSTS", "async copies (LDGSTS)", "smsp__inst_executed_op_ldgsts.sum", "inst", False),
-    MetricSpec("LDL", "local loads (LDL)", "smsp__sass_inst_executed_op_local_ld.sum", "inst", False),
-    MetricSpec("STL", "local stores (STL)", "smsp__sass_inst_executed_op_local_st.sum", "inst", False),
-    MetricSpec("TMA", "TMA loads", "smsp__sass_inst_executed_op_tma_ld.sum", "inst", False),
+    MetricSpec("LDL", "local loads (LDL)", "smsp__inst_executed_op_local_ld.sum", "inst", False),
+    MetricSpec("STL", "local stores (STL)", "smsp__inst_executed_op_local_st.sum", "inst", False),
+    MetricSpec("TMA", "TMA loads", "smsp__inst_executed_op_tma_ld.sum", "inst", False),
 )
 
 # Which resource bounds the blocks per SM: the smallest of these launch limits is the limiter.
@@ -101,7 +101,6 @@ OCCUPANCY_LIMITS: dict[str, str] = {
 STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 # "selected" is the cycle a warp issues in, not a stall: kept out of the reasons.
 NOT_A_STALL = frozenset({"selected"})
-OPCODE_METRIC = "sass__inst_executed_per_opcode"
 
 _NUMBER = re.compile(r"^[+-]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?([eE][+-]?\d+)?$")
 
@@ -118,20 +117,6 @@ def parse_number(cell: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def parse_instances(cell: str) -> list[tuple[str | None, float]]:
-    """The bracketed instances of a cell, as (label or None, value)."""
-    match = re.search(r"\((.*)\)\s*$", cell.strip())
-    if not match:
-        return []
-    out = []
-    for part in match.group(1).split(";"):
-        label, sep, value = part.rpartition(":")
-        number = parse_number(value if sep else part)
-        if number is not None:
-            out.append(((label.strip() or None) if sep else None, number))
-    return out
-
-
 @dataclass
 class KernelProfile:
     """One profiled kernel launch: the fixed metric set, stall reasons, mix and limiter."""
@@ -144,7 +129,6 @@ class KernelProfile:
     stalls: dict[str, float]  # reason -> warp cycles stalled per issued instruction
     mix: dict[str, float | None]  # MIX key -> executed warp instructions
     occupancy_limits: dict[str, float | None]
-    opcode_counts: list[tuple[str | None, float]] = field(default_factory=list)
     raw: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -215,7 +199,6 @@ def _profile(index: int, cells: dict[str, str]) -> KernelProfile:
         stalls=stalls,
         mix={s.key: parse_number(cells.get(s.metric)) for s in MIX},
         occupancy_limits={k: parse_number(cells.get(m)) for k, m in OCCUPANCY_LIMITS.items()},
-        opcode_counts=parse_instances(cells.get(OPCODE_METRIC, "")),
         raw=cells,
     )
 

@@ -55,7 +55,7 @@ class ProfileDiff:
 
     def _group_text(self, best: Change) -> str:
         """A group's words in the summary: its best row; for spills, the evidence of each source
-        together (executed spill instructions, the stack frame, LDL/STL in the main loop)."""
+        together (local loads and stores executed, the stack frame, LDL/STL in the main loop)."""
         if best.group != "spills":
             return best.text()
         by_key = {c.key: c for c in self.rows if c.group == "spills" and c.changed}

@@ -100,7 +100,7 @@ def test_a_confirmed_regression_is_profiled_after_its_samples_and_says_why_there
         db.commit()
     for url in (f"/jobs/{confirm_job['id']}", "/commits/bbbb0102"):
         page = client.get(url).text
-        assert "sgemm_tail_split_k: duration 2,745,376 ns → 2,855,424 ns (+4.0 %)" in page, url
+        assert "sgemm_tail_split_k: duration 2,771,936 ns → 2,835,552 ns (+2.3 %)" in page, url
         assert "main-loop math (FFMA/MMA) after the barrier" in page and "No Nsight Compute profile" not in page
         ranked = page.index("main-loop math (FFMA/MMA) after the barrier</td>")
         assert ranked < page.index("L1 hit rate</td>"), "the ranked cause comes before the unchanged rows"
@@ -168,7 +168,10 @@ def test_nsight_compute_runs_with_the_clocks_left_alone_and_only_the_profiled_ra
     assert command[-5:] == ["python", "-m", "worker.profile_launch", "s", "r"]
     # Every metric the diff reads is asked for, the stall reasons through ncu's own expression.
     asked = command[command.index("--metrics") + 1].split(",")
-    assert {"gpu__time_duration.sum", "launch__registers_per_thread", "sass__inst_executed_register_spilling",
+    assert {"gpu__time_duration.sum", "launch__registers_per_thread", "smsp__inst_executed_op_local_ld.sum",
             "launch__occupancy_limit_registers"} <= set(asked)
+    # None patched into the kernel's SASS: each such metric costs a replay of its own and a slower
+    # kernel (a pair at 4096^3 took 9.7-11.6 s with them on the H100, 6.0-6.9 s without).
+    assert not [m for m in asked if m.startswith("sass__") or "__sass_" in m]
     stalls = re.compile(asked[-1].removeprefix("regex:"))
     assert stalls.match("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio")

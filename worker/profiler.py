@@ -18,14 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.ncu_metrics import METRICS, MIX, OCCUPANCY_LIMITS, OPCODE_METRIC
+from core.ncu_metrics import METRICS, MIX, OCCUPANCY_LIMITS
 from worker.nvcc import toolkit_program
 from worker.profile_launch import PROFILE_RANGE
-
-# The sections whose metrics core/ncu_metrics.py reads (METRICS, MIX, the stall reasons, the
-# occupancy limits), as the recordings in tests/fixtures/profiles/ were made.
-SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "MemoryWorkloadAnalysis",
-            "MemoryWorkloadAnalysis_Tables", "ComputeWorkloadAnalysis", "InstructionStats", "SchedulerStats")
 
 # ncu's own expression for every stall reason core/ncu_metrics.py's STALL_RE reads.
 STALL_METRICS = r"regex:^smsp__average_warps_issue_stalled_\w+_per_issue_active\.ratio$"
@@ -46,27 +41,20 @@ def ncu_path(cfg) -> str | None:
     return shutil.which(cfg.ncu) if os.sep not in cfg.ncu else (cfg.ncu if Path(cfg.ncu).is_file() else None)
 
 
-def ncu_command(ncu: str, program: list[str], metrics_only: bool = True) -> list[str]:
-    """ncu over `program`: just the metrics core/ncu_metrics.py reads, or (`metrics_only` off)
-    the sections the recordings were made with. The same figures either way; the metrics alone
-    take fewer replay passes: 8.5-9.1 s a pair at 4096^3 on the H100 against 10.8-11.0 s
-    (scripts/studies/profile_cost.py, docs/BENCHMARKS.md)."""
-    command = [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{PROFILE_RANGE}/",
-               # Only the profile process: ncu would otherwise inject itself into every process it
-               # starts too (the confined compile's probe), which launches no kernel of interest.
-               "--target-processes", "application-only"]
-    if metrics_only:
-        command += ["--metrics", ",".join(read_metrics())]
-    else:
-        for section in SECTIONS:
-            command += ["--section", section]
-    return command + ["--print-metric-instances", "values", "--csv", "--page", "raw", "--print-units", "base",
-                      *program]
+def ncu_command(ncu: str, program: list[str]) -> list[str]:
+    """ncu over `program`, asking for just the metrics core/ncu_metrics.py reads: fewer replay
+    passes than ncu's sections, and no SASS-patched metric (each costs a replay of its own)."""
+    return [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{PROFILE_RANGE}/",
+            # Only the profile process: ncu would otherwise inject itself into every process it
+            # starts too (the confined compile's probe), which launches no kernel of interest.
+            "--target-processes", "application-only",
+            "--metrics", ",".join(read_metrics()),
+            "--print-metric-instances", "values", "--csv", "--page", "raw", "--print-units", "base", *program]
 
 
 def read_metrics() -> list[str]:
     """Every metric core/ncu_metrics.py reads, the stall reasons by a regular expression."""
-    names = [m.metric for m in (*METRICS, *MIX)] + list(OCCUPANCY_LIMITS.values()) + [OPCODE_METRIC]
+    names = [m.metric for m in (*METRICS, *MIX)] + list(OCCUPANCY_LIMITS.values())
     return [*dict.fromkeys(names), STALL_METRICS]
 
 

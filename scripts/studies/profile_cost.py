@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Study (issue 39): where a confirmed pair's profile spends its time, at SIZE^3 on this GPU, for
 tail_split_k_overlap against its reverted head: the profile process alone (start, CuPy, runner,
-compile from the cache, the launches), then under Nsight Compute with the sections the recordings
-used, then with only the metrics core/ncu_metrics.py reads (`--metrics`). Each three times.
+compile from the cache, the launches), then under Nsight Compute with the worker's metrics
+(worker/profiler.py), then with the SASS-patched metrics it used to ask for added. Each three times.
   python3 scripts/studies/profile_cost.py OUT [SIZE]
 """
 import json
@@ -28,9 +28,16 @@ tmp = Path(tempfile.mkdtemp())
 spec, report = tmp / "spec.json", tmp / "report.json"
 spec.write_text(json.dumps({"job_id": 1, "indexes": [0], "entries": [entry], "launch": True}))
 program = profiler.profile_program(spec, report)
-ways = {"process alone": program,
-        "ncu, sections": profiler.ncu_command("ncu", program, metrics_only=False),
-        "ncu, metrics": profiler.ncu_command("ncu", program, metrics_only=True)}
+# The metrics ncu counts by patching the kernel's SASS, which the worker asked for until
+# 2026-11-26 (executed spills, per-opcode counts, the instruction mix): what they cost, beside.
+PATCHED = ["sass__inst_executed_register_spilling", "sass__inst_executed_per_opcode"] + [
+    f"smsp__sass_inst_executed_op_{op}.sum" for op in ("shared_ld", "shared_st", "global_ld", "global_st", "local_ld",
+                                                       "local_st", "tma_ld")]
+worker_ncu = profiler.ncu_command("ncu", program)
+with_patched = list(worker_ncu)
+with_patched[with_patched.index("--metrics") + 1] += "," + ",".join(PATCHED)
+ways = {"process alone": program, "ncu worker metrics": worker_ncu,
+        "ncu plus SASS-patched metrics": with_patched}
 for label, command in ways.items():
     for attempt in range(3):
         started = time.monotonic()

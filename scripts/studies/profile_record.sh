@@ -8,18 +8,15 @@
 # and OUT_DIR/timings.log (each ncu run's wall time).
 set -uo pipefail
 OUT=$1; shift; mkdir -p "$OUT"
-SECTIONS=(SpeedOfLight Occupancy LaunchStats WarpStateStats MemoryWorkloadAnalysis MemoryWorkloadAnalysis_Tables
-          ComputeWorkloadAnalysis InstructionStats SchedulerStats)
-section_args=(); for s in "${SECTIONS[@]}"; do section_args+=(--section "$s"); done
+# The worker's own ncu arguments (worker/profiler.py: clocks left alone, the NVTX range, its metrics).
+mapfile -t ncu_args < <(python3 -c "from worker.profiler import ncu_command; print(*ncu_command('ncu', [])[1:], sep='\n')")
 while [ $# -gt 0 ]; do
   label=$1 name=$2 size=$3; shift 3; dir=""
   if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi
   [ "${1:-}" = "--" ] && shift
   cache=$(mktemp -d)
   started=$(date +%s.%N)
-  GEMMWATCH_KERNEL_CACHE_DIR=$cache ncu --clock-control none --nvtx --nvtx-include "gemmwatch_profile/" \
-    "${section_args[@]}" --print-metric-instances values --csv --page raw --print-units base \
-    python3 scripts/studies/ncu_launch_variant.py "$name" "$size" $dir > "$OUT/$label.ncu.csv" 2> "$OUT/$label.ncu.err"
+  GEMMWATCH_KERNEL_CACHE_DIR=$cache ncu "${ncu_args[@]}" python3 scripts/studies/ncu_launch_variant.py "$name" "$size" $dir > "$OUT/$label.ncu.csv" 2> "$OUT/$label.ncu.err"
   rc=$?
   echo "$label $name ${size}^3 ${dir:-builtin}: ncu rc $rc, $(python3 -c "import time; print(round(time.time() - $started, 2))") s" \
     | tee -a "$OUT/timings.log"
