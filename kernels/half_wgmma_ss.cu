@@ -48,7 +48,13 @@
 #ifndef PAIRS
 #define PAIRS 0
 #endif
-#if PAIRS
+#ifndef PERSISTENT
+#define PERSISTENT 0
+#endif
+#ifndef MULTICAST
+#define MULTICAST 0
+#endif
+#if PAIRS || MULTICAST
 #define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
 #else
 #define GW_CLUSTER_DIMS
@@ -76,6 +82,8 @@ constexpr int kAcc = kBN / 2;            // FP32 accumulators per consumer threa
 constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
+static_assert(!MULTICAST || (PERSISTENT && TMA && !PAIRS && !B_K_MAJOR),
+              "MULTICAST is a persistent TMA kernel in vertical pairs, B N-major");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
@@ -93,6 +101,28 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[kAcc], unsigned long long d
 }
 
 }  // namespace hss
+
+// Two adjacent elements of a row of C (n even) at p: one 4-byte store (8 for an FP32 C) where both
+// are inside C and the pair is aligned (`paired`), else each alone; C unread when beta == 0.
+__device__ __forceinline__ void store_pair_axpby(out_t* p, float a0, float a1, float alpha, float beta, bool paired,
+                                                 bool second_in) {
+    struct alignas(2 * sizeof(out_t)) Pair { out_t x, y; };
+    if (paired) {
+        Pair v;
+        if (beta == 0.0f) {
+            v.x = from_float<out_t>(alpha * a0);
+            v.y = from_float<out_t>(alpha * a1);
+        } else {
+            const Pair old = *reinterpret_cast<const Pair*>(p);
+            v.x = from_float<out_t>(alpha * a0 + beta * to_float(old.x));
+            v.y = from_float<out_t>(alpha * a1 + beta * to_float(old.y));
+        }
+        *reinterpret_cast<Pair*>(p) = v;
+        return;
+    }
+    store_half_axpby(p, a0, alpha, beta);
+    if (second_in) store_half_axpby(p + 1, a1, alpha, beta);
+}
 
 // One block per SM: the ring takes most of shared memory. setmaxnreg moves registers from the
 // producer (56: at 40 its 24 copies' addresses spilled to local memory, and the stalls on those
@@ -131,53 +161,92 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
             // TMA: the one producer thread's arrival, which also announces the slab's bytes; else
             // each producer thread, once its copies of the slab are in.
             mbar_init(full(s), by_tma ? 1 : 128);
-            mbar_init(empty(s), 8);   // each consumer warp, after its wgmmas on the slab are done
+            // Each consumer warp, after its wgmmas on the slab are done (MULTICAST: the pair's 16,
+            // since the other block's producer writes half of B into this block's slab too).
+            mbar_init(empty(s), MULTICAST ? 16 : 8);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-#if PAIRS
+#if PAIRS || MULTICAST
     cluster_sync();  // the barriers set up, and the pair's two blocks start their slabs together
 #else
     __syncthreads();
 #endif
 
-    int tile_m, tile_n;
-#if PAIRS
-    raster_grouped_pairs(GROUP_M, tile_m, tile_n);  // the grid's width is even (the description's grid)
+    // The tiles of C this block computes, in order: its own (one block per tile), or (PERSISTENT)
+    // every gridDim.x-th of all tiles in grouped order (MULTICAST: every pair of vertically
+    // adjacent tiles, the same columns, one each, the pair walking the pairs of tiles).
+#if MULTICAST
+    const unsigned rank = blockIdx.x & 1;  // in the cluster of two (__cluster_dims__(2, 1, 1))
+    const int tiles_n = (N + kBN - 1) / kBN, pairs_m = ((M + kBM - 1) / kBM + 1) / 2;
+    const int tile_first = blockIdx.x / 2, tile_step = gridDim.x / 2, tile_end = pairs_m * tiles_n;
+#elif PERSISTENT
+    const int tiles_n = (N + kBN - 1) / kBN, tiles_m = (M + kBM - 1) / kBM;
+    const int tile_first = blockIdx.x, tile_step = gridDim.x, tile_end = tiles_m * tiles_n;
 #else
-    raster_grouped(GROUP_M, tile_m, tile_n);
+    const int tile_first = 0, tile_step = 1, tile_end = 1;
 #endif
-    const int bm0 = tile_m * kBM, bn0 = tile_n * kBN;
+    auto tile_origin = [&](int tile, int& bm0, int& bn0) {
+        int tile_m, tile_n;
+#if MULTICAST
+        raster_grouped_id(GROUP_M / 2, tile, tiles_n, pairs_m, tile_m, tile_n);
+        tile_m = 2 * tile_m + rank;  // past M: zeros read, nothing stored, its half of B still sent
+#elif PERSISTENT
+        raster_grouped_id(GROUP_M, tile, tiles_n, tiles_m, tile_m, tile_n);
+#elif PAIRS
+        (void)tile;
+        raster_grouped_pairs(GROUP_M, tile_m, tile_n);  // the grid's width is even (the description's grid)
+#else
+        (void)tile;
+        raster_grouped(GROUP_M, tile_m, tile_n);
+#endif
+        bm0 = tile_m * kBM;
+        bn0 = tile_n * kBN;
+    };
     const int slabs = (K + kBK - 1) / kBK;  // >= 1
     const int role = threadIdx.x / 128;     // 0: producer, 1 and 2: consumers
 
     if (role == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
         const int tid = threadIdx.x;
+        int it = 0;  // slabs this block has filled so far, over all its tiles: the ring's position
 #if TMA
         if (by_tma) {
             // One thread issues every copy; the other 127 have nothing to do but end with it.
             if (tid == 0) {
                 tensormap_acquire(A_map);
                 tensormap_acquire(B_map);
-                for (int s = 0; s < slabs; ++s) {
-                    const int stage = s % STAGES;
-                    if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
-                    const int k0 = s * kBK;
-                    // The whole boxes' bytes, zeros past the matrices' edges included (the TMA counts them).
-                    mbar_arrive_expect_tx(full(stage), kAStage + kBStage);
-                    tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, full(stage));
+                for (int tile = tile_first; tile < tile_end; tile += tile_step) {
+                    int bm0, bn0;
+                    tile_origin(tile, bm0, bn0);
+                    for (int s = 0; s < slabs; ++s, ++it) {
+                        const int stage = it % STAGES;
+                        if (it >= STAGES) mbar_wait(empty(stage), ((it / STAGES) + 1) & 1);
+                        const int k0 = s * kBK;
+                        // The whole boxes' bytes, zeros past the matrices' edges included (the TMA
+                        // counts them); MULTICAST: half of B comes from the other block's copies.
+                        mbar_arrive_expect_tx(full(stage), kAStage + kBStage);
+                        tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, full(stage));
 #if B_K_MAJOR
-                    tma_load_2d(b_ring + stage * kBStage, B_map, k0, bn0, full(stage));
+                        tma_load_2d(b_ring + stage * kBStage, B_map, k0, bn0, full(stage));
+#elif MULTICAST
+                        // This block's two of the four 64-column boxes, into both blocks' slabs.
+#pragma unroll
+                        for (int h = 0; h < kBN / 128; ++h) {
+                            const int j = rank * (kBN / 128) + h;
+                            tma_load_2d_multicast(b_ring + stage * kBStage + j * kBBlock, B_map, bn0 + 64 * j, k0,
+                                                  full(stage), 0x3);
+                        }
 #else
 #pragma unroll
-                    for (int j = 0; j < kBN / 64; ++j)
-                        tma_load_2d(b_ring + stage * kBStage + j * kBBlock, B_map, bn0 + 64 * j, k0, full(stage));
+                        for (int j = 0; j < kBN / 64; ++j)
+                            tma_load_2d(b_ring + stage * kBStage + j * kBBlock, B_map, bn0 + 64 * j, k0, full(stage));
 #endif
+                    }
                 }
             }
             __syncwarp();  // warp 0 whole again before the cluster barrier (an aligned instruction)
-#if PAIRS
+#if PAIRS || MULTICAST
             cluster_sync();  // the consumers' barrier at the end (every thread of the pair takes part)
 #endif
             return;
@@ -189,76 +258,81 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
 #else
         const bool vec_b = (N % 8 == 0) && aligned16(B);
 #endif
-        // A block and B block wholly inside their matrices: each slab but a partial last one is
-        // copied with no bounds checks, from two pointers.
-        const bool inside = vec_a && vec_b && bm0 + kBM <= M && bn0 + kBN <= N;
         // A piece: 16-byte chunk a_c (8 k) of rows a_r + 16 j, stored at chunk a_c ^ (row % 8) of its
         // 128-byte row; (a_r + 16 j) % 8 == a_r % 8, so the swizzled chunk is the same for all j.
         const int a_c = tid & 7, a_r = tid >> 3;
         const int a_dst0 = a_r * kBK + ((a_c ^ (a_r & 7)) * 8);  // elements
-        const in_t* a_src = A + (size_t)(bm0 + a_r) * K + 8 * a_c;
-#if B_K_MAJOR
-        // B piece (K-major, B[k][n] at B[n K + k]): as A's, chunk a_c of columns bn0 + a_r + 16 j.
-        const in_t* b_src = B + (size_t)(bn0 + a_r) * K + 8 * a_c;
-#else
+#if !B_K_MAJOR
         // B piece: chunk b_q (8 n) of k-rows b_r + 4 j; 64 columns of N per 128-byte row, so chunk
         // b_q lies in column block b_q / 8, at chunk (b_q % 8) ^ (k-row % 8) of its row, and
         // (b_r + 4 j) % 8 is b_r for even j, b_r + 4 for odd j.
         const int b_q = tid & 31, b_r = tid >> 5;
         const int b_block = (b_q >> 3) * (kBBlock / 2), b_c = b_q & 7;
         const unsigned b_swz[2] = {(unsigned)((b_c ^ b_r) * 16), (unsigned)((b_c ^ (b_r + 4)) * 16)};
-        const in_t* b_src = B + (size_t)b_r * N + bn0 + 8 * b_q;
 #endif
-
-        for (int s = 0; s < slabs; ++s) {
-            const int stage = s % STAGES;
-            if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
-            const int k0 = s * kBK;
-            if (inside && k0 + kBK <= K) {
-                const unsigned a_s = a_ring + stage * kAStage + 2 * a_dst0;
-                const in_t* ap = a_src + k0;
-#pragma unroll
-                for (int j = 0; j < kBM / 16; ++j) cp_async16(a_s + j * 16 * 128, ap + (size_t)j * 16 * K);
+        for (int tile = tile_first; tile < tile_end; tile += tile_step) {
+            int bm0, bn0;
+            tile_origin(tile, bm0, bn0);
+            // A block and B block wholly inside their matrices: each slab but a partial last one is
+            // copied with no bounds checks, from two pointers.
+            const bool inside = vec_a && vec_b && bm0 + kBM <= M && bn0 + kBN <= N;
+            const in_t* a_src = A + (size_t)(bm0 + a_r) * K + 8 * a_c;
 #if B_K_MAJOR
-                const unsigned b_s = b_ring + stage * kBStage + 2 * a_dst0;
-                const in_t* bp = b_src + k0;
-#pragma unroll
-                for (int j = 0; j < kBN / 16; ++j) cp_async16(b_s + j * 16 * 128, bp + (size_t)j * 16 * K);
+            // B piece (K-major, B[k][n] at B[n K + k]): as A's, chunk a_c of columns bn0 + a_r + 16 j.
+            const in_t* b_src = B + (size_t)(bn0 + a_r) * K + 8 * a_c;
 #else
-                const unsigned b_s = b_ring + stage * kBStage + 2 * b_block + b_r * 128;
-                const in_t* bp = b_src + (size_t)k0 * N;
-#pragma unroll
-                for (int j = 0; j < kBK / 4; ++j) cp_async16(b_s + j * 4 * 128 + b_swz[j & 1], bp + (size_t)j * 4 * N);
+            const in_t* b_src = B + (size_t)b_r * N + bn0 + 8 * b_q;
 #endif
-                mbar_arrive_on_copies(full(stage));
-                continue;
-            }
-            in_t* a_dst = a_ring_ptr + stage * (kAStage / 2) + a_dst0;
-#pragma unroll 1
-            for (int j = 0; j < kBM / 16; ++j) copy8(a_dst + j * 16 * kBK, A, M, K, bm0 + a_r + 16 * j, k0 + 8 * a_c, vec_a);
+            for (int s = 0; s < slabs; ++s, ++it) {
+                const int stage = it % STAGES;
+                if (it >= STAGES) mbar_wait(empty(stage), ((it / STAGES) + 1) & 1);
+                const int k0 = s * kBK;
+                if (inside && k0 + kBK <= K) {
+                    const unsigned a_s = a_ring + stage * kAStage + 2 * a_dst0;
+                    const in_t* ap = a_src + k0;
+#pragma unroll
+                    for (int j = 0; j < kBM / 16; ++j) cp_async16(a_s + j * 16 * 128, ap + (size_t)j * 16 * K);
 #if B_K_MAJOR
-            // B as the N x K row-major matrix it is: zeros past column N - 1 and past K, as A's.
-            in_t* b_dst = b_ring_ptr + stage * (kBStage / 2) + a_dst0;
-#pragma unroll 1
-            for (int j = 0; j < kBN / 16; ++j) copy8(b_dst + j * 16 * kBK, B, N, K, bn0 + a_r + 16 * j, k0 + 8 * a_c, vec_b);
+                    const unsigned b_s = b_ring + stage * kBStage + 2 * a_dst0;
+                    const in_t* bp = b_src + k0;
+#pragma unroll
+                    for (int j = 0; j < kBN / 16; ++j) cp_async16(b_s + j * 16 * 128, bp + (size_t)j * 16 * K);
 #else
-            in_t* b_dst = b_ring_ptr + stage * (kBStage / 2) + b_block;
-#pragma unroll 1
-            for (int j = 0; j < kBK / 4; ++j) {
-                const int r = b_r + 4 * j;
-                copy8(b_dst + r * 64 + ((b_c ^ (r & 7)) * 8), B, K, N, k0 + r, bn0 + 8 * b_q, vec_b);
-            }
+                    const unsigned b_s = b_ring + stage * kBStage + 2 * b_block + b_r * 128;
+                    const in_t* bp = b_src + (size_t)k0 * N;
+#pragma unroll
+                    for (int j = 0; j < kBK / 4; ++j) cp_async16(b_s + j * 4 * 128 + b_swz[j & 1], bp + (size_t)j * 4 * N);
 #endif
-            if (vec_a && vec_b) {
-                mbar_arrive_on_copies(full(stage));
-            } else {  // some pieces were stored synchronously: arrive (a release) once all are in
-                asm volatile("cp.async.wait_all;\n" ::: "memory");
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                mbar_arrive(full(stage));
+                    mbar_arrive_on_copies(full(stage));
+                    continue;
+                }
+                in_t* a_dst = a_ring_ptr + stage * (kAStage / 2) + a_dst0;
+#pragma unroll 1
+                for (int j = 0; j < kBM / 16; ++j) copy8(a_dst + j * 16 * kBK, A, M, K, bm0 + a_r + 16 * j, k0 + 8 * a_c, vec_a);
+#if B_K_MAJOR
+                // B as the N x K row-major matrix it is: zeros past column N - 1 and past K, as A's.
+                in_t* b_dst = b_ring_ptr + stage * (kBStage / 2) + a_dst0;
+#pragma unroll 1
+                for (int j = 0; j < kBN / 16; ++j) copy8(b_dst + j * 16 * kBK, B, N, K, bn0 + a_r + 16 * j, k0 + 8 * a_c, vec_b);
+#else
+                in_t* b_dst = b_ring_ptr + stage * (kBStage / 2) + b_block;
+#pragma unroll 1
+                for (int j = 0; j < kBK / 4; ++j) {
+                    const int r = b_r + 4 * j;
+                    copy8(b_dst + r * 64 + ((b_c ^ (r & 7)) * 8), B, K, N, k0 + r, bn0 + 8 * b_q, vec_b);
+                }
+#endif
+                if (vec_a && vec_b) {
+                    mbar_arrive_on_copies(full(stage));
+                } else {  // some pieces were stored synchronously: arrive (a release) once all are in
+                    asm volatile("cp.async.wait_all;\n" ::: "memory");
+                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                    mbar_arrive(full(stage));
+                }
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
-#if PAIRS
+#if PAIRS || MULTICAST
         cluster_sync();  // the consumers' barrier at the end (every thread of the pair takes part)
 #endif
         return;
@@ -267,59 +341,94 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
     const int wg = role - 1;  // which 64 rows of the block's C
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
-
-    float acc[kAcc];
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-
-    for (int s = 0; s < slabs; ++s) {
-        const int stage = s % STAGES;
-        mbar_wait(full(stage), (s / STAGES) & 1);
-        // The copies were made by the generic proxy; wgmma reads through the async proxy.
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        // A: this warpgroup's 64 rows; +32 bytes per 16 k inside the swizzled row. B: 16 k-rows of
-        // 128 bytes per 16 k, the 4 blocks of 64 columns kBBlock apart (B_K_MAJOR: as A, 256 rows).
-        const unsigned long long desc_a = k_major_sw128_desc(a_ring + stage * kAStage + wg * 64 * 128);
-#if B_K_MAJOR
-        const unsigned long long desc_b = k_major_sw128_desc(b_ring + stage * kBStage);
-        constexpr unsigned long long kBStep = 32 >> 4;
+    // A slab goes back to the producer(s) once this warp's wgmmas on it are done.
+    auto release = [&](int stage) {
+        if (lane != 0) return;
+#if MULTICAST
+        mbar_arrive_cluster(empty(stage), 0);
+        mbar_arrive_cluster(empty(stage), 1);
 #else
-        const unsigned long long desc_b = mn_major_sw128_desc(b_ring + stage * kBStage, kBBlock);
-        constexpr unsigned long long kBStep = 16 * 128 >> 4;
+        mbar_arrive(empty(stage));
 #endif
-        wgmma_fence();
-        fence_operands(acc);
-#ifdef GEMMWATCH_TEST_SKIP_SLAB
-        if (s != GEMMWATCH_TEST_SKIP_SLAB)  // a wrong kernel, for the correctness gate's tests
+    };
+#if PERSISTENT
+    // Pairs of C elements in one store where every pair is aligned: N even and C 4-byte (FP32: 8) aligned.
+    const bool paired = N % 2 == 0 && reinterpret_cast<size_t>(C) % (2 * sizeof(out_t)) == 0;
 #endif
-        {
-#pragma unroll
-            for (int kk = 0; kk < kBK / 16; ++kk) wgmma_k16(acc, desc_a + 2 * kk, desc_b + kBStep * kk);
-        }
-        wgmma_commit();
-        // The previous slab's group is done once at most this one is pending: its slab goes back
-        // to the producer while this one's wgmmas run.
-        wgmma_wait<1>();
-        fence_operands(acc);
-        if (s > 0 && lane == 0) mbar_arrive(empty((s - 1) % STAGES));
-    }
-    wgmma_wait<0>();
-    fence_operands(acc);
 
-    // acc[4 j + e] is C(row m, column n) with m = 16 warp + lane / 4 (+8 for e >= 2) in this
-    // warpgroup's 64 rows, n = 8 j + 2 (lane % 4) (+1 for odd e).
-    const int m0 = bm0 + wg * 64 + warp * 16 + (lane >> 2), t = lane & 3;
+    int it = 0;  // slabs this block has consumed so far, over all its tiles
+    float acc[kAcc];
+    for (int tile = tile_first; tile < tile_end; tile += tile_step) {
+        int bm0, bn0;
+        tile_origin(tile, bm0, bn0);
 #pragma unroll
-    for (int j = 0; j < kAcc / 4; ++j) {
+        for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+
+        for (int s = 0; s < slabs; ++s, ++it) {
+            const int stage = it % STAGES;
+            mbar_wait(full(stage), (it / STAGES) & 1);
+            // The copies were made by the generic proxy; wgmma reads through the async proxy.
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            // A: this warpgroup's 64 rows; +32 bytes per 16 k inside the swizzled row. B: 16 k-rows of
+            // 128 bytes per 16 k, the 4 blocks of 64 columns kBBlock apart (B_K_MAJOR: as A, 256 rows).
+            const unsigned long long desc_a = k_major_sw128_desc(a_ring + stage * kAStage + wg * 64 * 128);
+#if B_K_MAJOR
+            const unsigned long long desc_b = k_major_sw128_desc(b_ring + stage * kBStage);
+            constexpr unsigned long long kBStep = 32 >> 4;
+#else
+            const unsigned long long desc_b = mn_major_sw128_desc(b_ring + stage * kBStage, kBBlock);
+            constexpr unsigned long long kBStep = 16 * 128 >> 4;
+#endif
+            wgmma_fence();
+            fence_operands(acc);
+#ifdef GEMMWATCH_TEST_SKIP_SLAB
+            if (s != GEMMWATCH_TEST_SKIP_SLAB)  // a wrong kernel, for the correctness gate's tests
+#endif
+            {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int m = m0 + (e >= 2 ? 8 : 0);
-            const int n = bn0 + 8 * j + 2 * t + (e & 1);
-            if (m < M && n < N) store_half_axpby(C + (size_t)m * N + n, acc[4 * j + e], alpha, beta);
+                for (int kk = 0; kk < kBK / 16; ++kk) wgmma_k16(acc, desc_a + 2 * kk, desc_b + kBStep * kk);
+            }
+            wgmma_commit();
+            // The previous slab's group is done once at most this one is pending: its slab goes back
+            // to the producer while this one's wgmmas run.
+            wgmma_wait<1>();
+            fence_operands(acc);
+            if (s > 0) release((it - 1) % STAGES);
+        }
+        wgmma_wait<0>();
+        fence_operands(acc);
+#if PERSISTENT
+        // The tile's last slab back too: the producer is already filling the ring for the next
+        // tile while this one's C is stored.
+        release((it - 1) % STAGES);
+#endif
+
+        // acc[4 j + e] is C(row m, column n) with m = 16 warp + lane / 4 (+8 for e >= 2) in this
+        // warpgroup's 64 rows, n = 8 j + 2 (lane % 4) (+1 for odd e).
+        const int m0 = bm0 + wg * 64 + warp * 16 + (lane >> 2), t = lane & 3;
+#pragma unroll
+        for (int j = 0; j < kAcc / 4; ++j) {
+#if PERSISTENT
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int m = m0 + 8 * h, n = bn0 + 8 * j + 2 * t;
+                if (m < M && n < N)
+                    store_pair_axpby(C + (size_t)m * N + n, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], alpha, beta,
+                                     paired && n + 1 < N, n + 1 < N);
+            }
+#else
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int m = m0 + (e >= 2 ? 8 : 0);
+                const int n = bn0 + 8 * j + 2 * t + (e & 1);
+                if (m < M && n < N) store_half_axpby(C + (size_t)m * N + n, acc[4 * j + e], alpha, beta);
+            }
+#endif
         }
     }
-#if PAIRS
-    // The pair leaves together: its two SMs come free at the same moment for the next pair.
+#if PAIRS || MULTICAST
+    // The pair leaves together: its two SMs come free at the same moment for the next pair, and
+    // (MULTICAST) neither block's shared memory or barriers go while the other may still reach them.
     cluster_sync();
 #endif
 }
