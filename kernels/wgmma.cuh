@@ -49,22 +49,6 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c
                  ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
 
-// The same box into shared memory at dst of every block of the cluster in cta_mask (bit i: rank i),
-// at the same offset in each; its bytes complete_tx on the barrier at bar's offset in each of them.
-__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const void* map, int c0, int c1, unsigned bar,
-                                                      unsigned short cta_mask) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
-                 ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(cta_mask) : "memory");
-}
-// Arrives on the barrier at bar's offset in the shared memory of the cluster's block `rank` (this
-// block's own included), releasing this thread's earlier reads of shared memory to the cluster.
-__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-
 // wgmma shared-memory descriptor of a K-major operand in the 128-byte swizzle: start address,
 // leading offset unused (1), stride 1024 bytes between groups of 8 rows, layout type 1 (128B).
 __device__ __forceinline__ unsigned long long k_major_sw128_desc(unsigned addr) {
