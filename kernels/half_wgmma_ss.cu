@@ -58,6 +58,9 @@
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
+#ifndef SPLIT_K
+#define SPLIT_K 0
+#endif
 #if PAIRS
 #define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
 #else
@@ -86,6 +89,16 @@ constexpr int kAcc = kBN / 2;            // FP32 accumulators per consumer threa
 constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
+static_assert(!SPLIT_K || PERSISTENT, "SPLIT_K splits the units of a persistent kernel");
+
+#if SPLIT_K
+// Split-K's FP32 partial sums, one 128 x 256 tile per split tile, each thread's 128 accumulators
+// at [i / 4][consumer thread][i % 4]; and per tile the pieces added so far. Both start at zero
+// (static device memory) and the last piece of each tile puts them back to zero.
+constexpr int kMaxSplitTiles = 128;
+__device__ float4 hss_partial[kMaxSplitTiles * (kAcc / 4) * 256];
+__device__ unsigned int hss_pieces[kMaxSplitTiles];
+#endif
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
@@ -173,29 +186,50 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     __syncthreads();
 #endif
 
+    const int slabs = (K + kBK - 1) / kBK;  // >= 1
     // The tiles of C this block computes, in order: its own (one block per tile), or (PERSISTENT)
-    // every gridDim.x-th of all tiles in grouped order.
+    // every gridDim.x-th of all tiles in grouped order. SPLIT_K: where the tiles are at most half
+    // the blocks (the grid is one block per SM), each tile is cut along K into `split` pieces,
+    // as many as keep every SM busy with two slabs a piece at least; a unit is one piece of a tile.
 #if PERSISTENT
-    const int tiles_n = (N + kBN - 1) / kBN, tiles_m = (M + kBM - 1) / kBM;
-    const int tile_first = blockIdx.x, tile_step = gridDim.x, tile_end = tiles_m * tiles_n;
+    const int tiles_n = (N + kBN - 1) / kBN, tiles_m = (M + kBM - 1) / kBM, tiles = tiles_m * tiles_n;
+#if SPLIT_K
+    const int split = 2 * tiles <= (int)gridDim.x && tiles <= kMaxSplitTiles
+                          ? max(1, min(min((int)gridDim.x / tiles, slabs / 2), 8)) : 1;
+#else
+    constexpr int split = 1;
+#endif
+    const int tile_first = blockIdx.x, tile_step = gridDim.x, tile_end = tiles * split;
 #else
     const int tile_first = 0, tile_step = 1, tile_end = 1;
+    constexpr int split = 1;
 #endif
-    auto tile_origin = [&](int tile, int& bm0, int& bn0) {
+    // A unit's slabs, [s_begin, s_end): piece p of a tile takes [p slabs / split, (p + 1) slabs / split).
+    auto slab_span = [&](int unit, int& s_begin, int& s_end) {
+#if SPLIT_K
+        const int piece = unit / tiles;
+        s_begin = piece * slabs / split;
+        s_end = (piece + 1) * slabs / split;
+#else
+        (void)unit;
+        s_begin = 0;
+        s_end = slabs;
+#endif
+    };
+    auto tile_origin = [&](int unit, int& bm0, int& bn0) {
         int tile_m, tile_n;
 #if PERSISTENT
-        raster_grouped_id(GROUP_M, tile, tiles_n, tiles_m, tile_m, tile_n);
+        raster_grouped_id(GROUP_M, split > 1 ? unit % tiles : unit, tiles_n, tiles_m, tile_m, tile_n);
 #elif PAIRS
-        (void)tile;
+        (void)unit;
         raster_grouped_pairs(GROUP_M, tile_m, tile_n);  // the grid's width is even (the description's grid)
 #else
-        (void)tile;
+        (void)unit;
         raster_grouped(GROUP_M, tile_m, tile_n);
 #endif
         bm0 = tile_m * kBM;
         bn0 = tile_n * kBN;
     };
-    const int slabs = (K + kBK - 1) / kBK;  // >= 1
     const int role = threadIdx.x / 128;     // 0: producer, 1 and 2: consumers
 
     if (role == 0) {
@@ -209,9 +243,10 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
                 tensormap_acquire(A_map);
                 tensormap_acquire(B_map);
                 for (int tile = tile_first; tile < tile_end; tile += tile_step) {
-                    int bm0, bn0;
+                    int bm0, bn0, s_begin, s_end;
                     tile_origin(tile, bm0, bn0);
-                    for (int s = 0; s < slabs; ++s, ++it) {
+                    slab_span(tile, s_begin, s_end);
+                    for (int s = s_begin; s < s_end; ++s, ++it) {
                         const int stage = it % STAGES;
                         if (it >= STAGES) mbar_wait(empty(stage), ((it / STAGES) + 1) & 1);
                         const int k0 = s * kBK;
@@ -254,8 +289,9 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         const unsigned b_swz[2] = {(unsigned)((b_c ^ b_r) * 16), (unsigned)((b_c ^ (b_r + 4)) * 16)};
 #endif
         for (int tile = tile_first; tile < tile_end; tile += tile_step) {
-            int bm0, bn0;
+            int bm0, bn0, s_begin, s_end;
             tile_origin(tile, bm0, bn0);
+            slab_span(tile, s_begin, s_end);
             // A block and B block wholly inside their matrices: each slab but a partial last one is
             // copied with no bounds checks, from two pointers.
             const bool inside = vec_a && vec_b && bm0 + kBM <= M && bn0 + kBN <= N;
@@ -266,7 +302,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
 #else
             const in_t* b_src = B + (size_t)b_r * N + bn0 + 8 * b_q;
 #endif
-            for (int s = 0; s < slabs; ++s, ++it) {
+            for (int s = s_begin; s < s_end; ++s, ++it) {
                 const int stage = it % STAGES;
                 if (it >= STAGES) mbar_wait(empty(stage), ((it / STAGES) + 1) & 1);
                 const int k0 = s * kBK;
@@ -335,13 +371,17 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
 
     int it = 0;  // slabs this block has consumed so far, over all its tiles
     float acc[kAcc];
+#if SPLIT_K
+    __shared__ bool hss_last;  // this block's piece was its tile's last to be added
+#endif
     for (int tile = tile_first; tile < tile_end; tile += tile_step) {
-        int bm0, bn0;
+        int bm0, bn0, s_begin, s_end;
         tile_origin(tile, bm0, bn0);
+        slab_span(tile, s_begin, s_end);
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 
-        for (int s = 0; s < slabs; ++s, ++it) {
+        for (int s = s_begin; s < s_end; ++s, ++it) {
             const int stage = it % STAGES;
             mbar_wait(full(stage), (it / STAGES) & 1);
             // The copies were made by the generic proxy; wgmma reads through the async proxy.
@@ -370,7 +410,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
             // to the producer while this one's wgmmas run.
             wgmma_wait<1>();
             fence_operands(acc);
-            if (s > 0) release((it - 1) % STAGES);
+            if (s > s_begin) release((it - 1) % STAGES);
         }
         wgmma_wait<0>();
         fence_operands(acc);
@@ -378,6 +418,30 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         // The tile's last slab back too: the producer is already filling the ring for the next
         // tile while this one's C is stored.
         release((it - 1) % STAGES);
+#endif
+#if SPLIT_K
+        if (split > 1) {
+            // Every piece adds its sums into the tile's partial (FP32 vector atomics, sm_90); the
+            // last to count itself in reads the whole sum back, restores the zeros and stores C once.
+            const int ct = threadIdx.x - 128;  // 0..255: the consumer thread
+            float4* part = hss_partial + (size_t)(tile % tiles) * (kAcc / 4) * 256 + ct;
+#pragma unroll
+            for (int q = 0; q < kAcc / 4; ++q)
+                atomicAdd(part + q * 256, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
+            __threadfence();
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");  // the consumers' adds all issued and fenced
+            if (ct == 0) hss_last = atomicAdd(&hss_pieces[tile % tiles], 1u) == (unsigned)(split - 1);
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if (!hss_last) continue;
+            __threadfence();
+#pragma unroll
+            for (int q = 0; q < kAcc / 4; ++q) {
+                const float4 v = __ldcg(part + q * 256);
+                acc[4 * q] = v.x; acc[4 * q + 1] = v.y; acc[4 * q + 2] = v.z; acc[4 * q + 3] = v.w;
+                __stcg(part + q * 256, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+            }
+            if (ct == 0) hss_pieces[tile % tiles] = 0;
+        }
 #endif
 
         // acc[4 j + e] is C(row m, column n) with m = 16 warp + lane / 4 (+8 for e >= 2) in this

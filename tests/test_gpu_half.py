@@ -62,3 +62,13 @@ def test_a_half_kernel_that_rounds_toward_zero_is_still_right(runner, name):
                                        variant_of(name, GEMMWATCH_ROUND_TOWARD_ZERO=1)), POLICY)
     assert nearest.verified and toward_zero.verified, (nearest.error, toward_zero.error)
     assert toward_zero.rel_error > 1.5 * nearest.rel_error
+
+
+@pytest.mark.parametrize("name", [n for n in HALF_KERNELS if builtin_kernels()[n].defines.get("SPLIT_K")])
+def test_a_split_k_kernel_is_right_again_after_hundreds_of_launches(runner, name):
+    """Split-K's partial sums and piece counters live in the module's static memory, and the last
+    piece of each tile puts them back to zero. The module is loaded once per runner, so the second
+    case's first launch follows the first case's timed ones: left dirty, its sums would be wrong."""
+    for seed in (7, 8):
+        out = runner.run_case(Case(0, name, 1000, 1000, 1000, seed, variant_of(name)), POLICY)
+        assert out.verified, out.error
