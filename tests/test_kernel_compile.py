@@ -154,3 +154,43 @@ def test_a_builtin_carries_every_file_it_includes_and_nothing_else(name):
         assert (KERNELS_DIR / path).read_text() == text
     included = {m for t in desc.files.values() for m in re.findall(r'^#include "([^"]+)"', t, re.M)}
     assert set(desc.files) == included | {desc.source}
+
+
+def setmaxnreg_counts(name: str, tmp_path, cache_dir) -> tuple[int, int, int, int] | None:
+    """(registers a thread gets at launch, threads a block, the producer's count after setmaxnreg.dec,
+    the consumers' after setmaxnreg.inc) of a built-in, read from its cubin; None without setmaxnreg."""
+    import subprocess
+
+    from worker.nvcc import toolkit_program
+
+    built = compile_config(name, {}, tmp_path, cache_dir)
+    cuobjdump = toolkit_program("cuobjdump")
+    sass = subprocess.run([cuobjdump, "-sass", str(built.cubin_path)], capture_output=True, text=True, check=True).stdout
+    res = subprocess.run([cuobjdump, "-res-usage", str(built.cubin_path)], capture_output=True, text=True,
+                         check=True).stdout
+    dealloc = re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", sass)
+    alloc = re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, (0x[0-9a-f]+)", sass)
+    if not dealloc and not alloc:
+        return None
+    assert len(set(dealloc)) == len(set(alloc)) == 1, (dealloc, alloc)  # one producer count, one consumer count
+    launch = resolve(builtin_kernels()[name], {}, H100_FIGURES, "builtin")
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    return int(re.search(r"REG:(\d+)", res).group(1)), threads, int(dealloc[0], 16), int(alloc[0], 16)
+
+
+SETMAXNREG_KERNELS = [n for n, d in builtin_kernels().items() if d.target == "sm_90a" and "wgmma" in n]
+
+
+@pytest.mark.parametrize("name", SETMAXNREG_KERNELS)
+def test_setmaxnreg_asks_no_more_registers_than_the_producer_gives_back(name, tmp_path, shared_kernel_cache):
+    """setmaxnreg.inc waits until the block's pool holds the registers it asks for: if the producer
+    warpgroup's setmaxnreg.dec gives back fewer than the consumers take, every consumer waits for
+    ever. tf32_wgmma_persistent hung so on the H100 at 80 and 216 (launched at 168: 11,264 given
+    back, 12,288 asked)."""
+    counts = setmaxnreg_counts(name, tmp_path, shared_kernel_cache)
+    if counts is None:
+        pytest.skip(f"{name} does not use setmaxnreg")
+    at_launch, threads, producer, consumer = counts
+    given_back = 128 * (at_launch - producer)  # warpgroup 0 is the producer
+    asked = (threads - 128) * (consumer - at_launch)
+    assert asked <= given_back, f"{name}: consumers ask {asked} registers, the producer gives back {given_back}"
