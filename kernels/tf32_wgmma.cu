@@ -17,10 +17,6 @@
 // adjacent tiles, the same rows of C: the pair is placed on two SMs of one GPC at the same time,
 // starts its slabs together and leaves together (cluster barriers), so both read each A slab at
 // about the same moment. No data passes between the two.
-// -DPERSISTENT=1 (tf32_wgmma_persistent, with TMA_A): one block per SM (the description's grid)
-// walks every gridDim.x-th tile in grouped order, the ring's position running on across tiles, so
-// the producer loads the next tile's slabs while the consumers store this one's C, and no SM waits
-// for a block to end and the next to start (as half_wgmma_ss.cu's PERSISTENT).
 // Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DBM (128 or 256: rows of C per block, wgmma's N), -DSTAGES (ring depth), -DGROUP_M.
 #include "common.cuh"
@@ -45,9 +41,6 @@
 #ifndef PAIRS
 #define PAIRS 0
 #endif
-#ifndef PERSISTENT
-#define PERSISTENT 0
-#endif
 #if PAIRS
 #define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
 #else
@@ -58,17 +51,10 @@
 #else
 #define GW_A_MAP_PARAM
 #endif
-// setmaxnreg's counts (immediates): the producer's split of A needs more than its copies alone,
-// and so does its walk over tiles (PERSISTENT: at 40 to 72 its loop spilled to local memory, at
-// 80 none did). The consumers may take no more than the producer gives back of the 168 each thread
-// has at launch, or setmaxnreg.inc waits for ever: 128 x (168 - 80) = 11,264 >= 256 x (208 - 168)
-// (tests/test_kernel_compile.py checks every kernel's counts).
+// setmaxnreg's counts (immediates): the producer's split of A needs more than its copies alone.
 #if SPLIT3
 #define PRODUCER_REGS "56"
 #define CONSUMER_REGS "224"
-#elif PERSISTENT
-#define PRODUCER_REGS "80"
-#define CONSUMER_REGS "208"
 #else
 #define PRODUCER_REGS "40"
 #define CONSUMER_REGS "232"
@@ -92,7 +78,6 @@ static_assert(BM == 128 || BM == 256, "BM is wgmma's N: 128 or 256 here");
 static_assert(!SPLIT3 || BM == 128, "SPLIT3 keeps two sets of accumulators: BM = 256 would need 256 registers");
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
 static_assert(!(SPLIT3 && TMA_A), "SPLIT3 splits the A pieces its own threads copied: not with TMA_A");
-static_assert(!(PERSISTENT && (SPLIT3 || PAIRS)), "PERSISTENT walks tiles one block at a time, without SPLIT3");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
@@ -140,28 +125,13 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     __syncthreads();
 #endif
 
-    // The tiles of C this block computes, in order: its own (one block per tile), or (PERSISTENT)
-    // every gridDim.x-th of all tiles in grouped order, the ring's position running on across them.
-#if PERSISTENT
-    const int tiles_n = (N + kBN - 1) / kBN, tiles_m = (M + kBM - 1) / kBM;
-    const int tile_first = blockIdx.x, tile_step = gridDim.x, tile_end = tiles_m * tiles_n;
+    int tile_m, tile_n;
+#if PAIRS
+    raster_grouped_pairs(GROUP_M, tile_m, tile_n);  // the grid's width is even (the description's grid)
 #else
-    const int tile_first = 0, tile_step = 1, tile_end = 1;
+    raster_grouped(GROUP_M, tile_m, tile_n);
 #endif
-    auto tile_origin = [&](int tile, int& bm0, int& bn0) {
-        int tile_m, tile_n;
-#if PERSISTENT
-        raster_grouped_id(GROUP_M, tile, tiles_n, tiles_m, tile_m, tile_n);
-#elif PAIRS
-        (void)tile;
-        raster_grouped_pairs(GROUP_M, tile_m, tile_n);  // the grid's width is even (the description's grid)
-#else
-        (void)tile;
-        raster_grouped(GROUP_M, tile_m, tile_n);
-#endif
-        bm0 = tile_m * kBM;
-        bn0 = tile_n * kBN;
-    };
+    const int bm0 = tile_m * kBM, bn0 = tile_n * kBN;
     const int slabs = (K + kBK - 1) / kBK;  // >= 1
     const int role = threadIdx.x / 128;     // 0: producer, 1 and 2: consumers
 #if TMA_A
@@ -179,6 +149,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         // B piece: chunk b_c (4 n) of k-rows b_r + 4 j.
         const int b_c = tid & 31, b_r = tid >> 5;
         const unsigned b_dst0 = b_r * kBRow * 4 + b_c * 16;
+        const bool b_cols_in = bn0 + kBN <= N;
 #if TMA_A
         if (a_by_tma && tid == 0) tensormap_acquire(A_map);
 #endif
@@ -210,49 +181,43 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         };
 #endif
 
-        int it = 0;  // slabs this block has filled so far, over all its tiles: the ring's position
-        for (int tile = tile_first; tile < tile_end; tile += tile_step) {
-            int bm0, bn0;
-            tile_origin(tile, bm0, bn0);
-            const bool b_cols_in = bn0 + kBN <= N;
-            for (int s = 0; s < slabs; ++s, ++it) {
-                const int stage = it % STAGES;
-                if (it >= STAGES) mbar_wait(empty(stage), ((it / STAGES) + 1) & 1);
-                const int k0 = s * kBK;
+        for (int s = 0; s < slabs; ++s) {
+            const int stage = s % STAGES;
+            if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
+            const int k0 = s * kBK;
 #if TMA_A
-                if (a_by_tma) {
-                    if (tid == 0) {  // the whole A slab by one copy; the barrier told its bytes first
-                        mbar_arrive_expect_tx(full(stage), kAStage);
-                        tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, full(stage));
-                    }
-                } else {
-                    copy_a_slab<kBM>(a_ring + stage * kAStage, A, M, K, bm0, k0, vec_a, tid);
-                    if (tid == 0) mbar_arrive(full(stage));  // no TMA bytes this slab: the arrival alone
+            if (a_by_tma) {
+                if (tid == 0) {  // the whole A slab by one copy; the barrier told its bytes first
+                    mbar_arrive_expect_tx(full(stage), kAStage);
+                    tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, full(stage));
                 }
-#else
+            } else {
                 copy_a_slab<kBM>(a_ring + stage * kAStage, A, M, K, bm0, k0, vec_a, tid);
-#endif
-                const unsigned b_dst = b_ring + stage * kBStage + b_dst0;
-                if (vec_b && b_cols_in && k0 + kBK <= K) {
-                    const float* src = B + (size_t)(k0 + b_r) * N + bn0 + 4 * b_c;
-#pragma unroll
-                    for (int j = 0; j < kBK / 4; ++j) cp16(b_dst + j * 4 * kBRow * 4, src + (size_t)j * 4 * N, 16);
-                } else {
-#pragma unroll
-                    for (int j = 0; j < kBK / 4; ++j)
-                        copy_piece(b_dst + j * 4 * kBRow * 4, B, K, N, k0 + b_r + 4 * j, bn0 + 4 * b_c, vec_b);
-                }
-#if SPLIT3
-                // Slab s's copies stay in flight while slab s - 1, landed, is split.
-                asm volatile("cp.async.commit_group;\n" ::: "memory");
-                if (s > 0) {
-                    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-                    split_a(s - 1);
-                }
-#else
-                mbar_arrive_on_copies(full(stage));
-#endif
+                if (tid == 0) mbar_arrive(full(stage));  // no TMA bytes this slab: the arrival alone
             }
+#else
+            copy_a_slab<kBM>(a_ring + stage * kAStage, A, M, K, bm0, k0, vec_a, tid);
+#endif
+            const unsigned b_dst = b_ring + stage * kBStage + b_dst0;
+            if (vec_b && b_cols_in && k0 + kBK <= K) {
+                const float* src = B + (size_t)(k0 + b_r) * N + bn0 + 4 * b_c;
+#pragma unroll
+                for (int j = 0; j < kBK / 4; ++j) cp16(b_dst + j * 4 * kBRow * 4, src + (size_t)j * 4 * N, 16);
+            } else {
+#pragma unroll
+                for (int j = 0; j < kBK / 4; ++j)
+                    copy_piece(b_dst + j * 4 * kBRow * 4, B, K, N, k0 + b_r + 4 * j, bn0 + 4 * b_c, vec_b);
+            }
+#if SPLIT3
+            // Slab s's copies stay in flight while slab s - 1, landed, is split.
+            asm volatile("cp.async.commit_group;\n" ::: "memory");
+            if (s > 0) {
+                asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+                split_a(s - 1);
+            }
+#else
+            mbar_arrive_on_copies(full(stage));
+#endif
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
 #if SPLIT3
@@ -270,94 +235,89 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     const int g = lane >> 2, t = lane & 3;
     const int n_local = wg * 64 + warp * 16 + g;  // this lane's B^T rows: n_local and n_local + 8
 
-    int it = 0;  // slabs this block has consumed so far, over all its tiles
-    for (int tile = tile_first; tile < tile_end; tile += tile_step) {
-        int bm0, bn0;
-        tile_origin(tile, bm0, bn0);
-        float acc[kAcc];
+    float acc[kAcc];
 #pragma unroll
-        for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 #if SPLIT3
-        // The tensor cores' FP32 accumulation loses more at each add than an FADD rounded to nearest:
-        // summed over all of K in `acc`, the error grew with K (2.9e-5 of |C| at 4096^3, 5.7e-5 at
-        // 8192^3, against cuBLAS FP32's 1.2e-6). So each slab's products are summed from zero in `acc`
-        // and added into `total` here, by FADD, once per slab.
-        float total[kAcc];
+    // The tensor cores' FP32 accumulation loses more at each add than an FADD rounded to nearest:
+    // summed over all of K in `acc`, the error grew with K (2.9e-5 of |C| at 4096^3, 5.7e-5 at
+    // 8192^3, against cuBLAS FP32's 1.2e-6). So each slab's products are summed from zero in `acc`
+    // and added into `total` here, by FADD, once per slab.
+    float total[kAcc];
 #pragma unroll
-        for (int i = 0; i < kAcc; ++i) total[i] = 0.0f;
+    for (int i = 0; i < kAcc; ++i) total[i] = 0.0f;
 #endif
 
-        for (int s = 0; s < slabs; ++s, ++it) {
-            const int stage = it % STAGES;
-            mbar_wait(full(stage), (it / STAGES) & 1);
-            // The copies were made by the generic proxy; wgmma reads through the async proxy. (A TMA
-            // copy of A is the async proxy's own: no fence for it.)
-            if (!a_by_tma)
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            const float* bs = b_ring_ptr + stage * (kBStage / 4);
-            unsigned frag[kBK / 8][4];
+    for (int s = 0; s < slabs; ++s) {
+        const int stage = s % STAGES;
+        mbar_wait(full(stage), (s / STAGES) & 1);
+        // The copies were made by the generic proxy; wgmma reads through the async proxy. (A TMA
+        // copy of A is the async proxy's own: no fence for it.)
+        if (!a_by_tma)
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        const float* bs = b_ring_ptr + stage * (kBStage / 4);
+        unsigned frag[kBK / 8][4];
 #if SPLIT3
-            unsigned frag_small[kBK / 8][4];
+        unsigned frag_small[kBK / 8][4];
 #endif
 #pragma unroll
-            for (int kk = 0; kk < kBK / 8; ++kk) {
-                const float* p = bs + (kk * 8 + t) * kBRow + n_local;
-                // (row g, k t), (row g + 8, k t), (row g, k t + 4), (row g + 8, k t + 4)
-                const float x[4] = {p[0], p[8], p[4 * kBRow], p[4 * kBRow + 8]};
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-#if SPLIT3
-                    split_tf32(x[e], frag[kk][e], frag_small[kk][e]);
-#else
-                    frag[kk][e] = to_tf32(x[e]);
-#endif
-                }
-            }
-            const unsigned long long desc = k_major_sw128_desc(a_ring + stage * kAStage);
-            wgmma_fence();
-            fence_operands(acc);
-#ifdef GEMMWATCH_TEST_SKIP_SLAB
-            if (s != GEMMWATCH_TEST_SKIP_SLAB)  // a wrong kernel, for the correctness gate's tests
-#endif
-#pragma unroll
-            for (int kk = 0; kk < kBK / 8; ++kk) {  // +32 bytes of the descriptor's address per 8 k
-#if SPLIT3
-                // The small products first, so they are not added to the large one's rounding.
-                const unsigned long long desc_small = k_major_sw128_desc(a_small_ring + stage * kAStage);
-                wgmma_tf32(acc, frag_small[kk], desc + 2 * kk, kk > 0);  // the slab's first product starts from zero
-                wgmma_tf32(acc, frag[kk], desc_small + 2 * kk);
-#endif
-                wgmma_tf32(acc, frag[kk], desc + 2 * kk);
-            }
-            wgmma_commit();
-            // All of this slab's wgmmas done before the next slab's fragments are loaded: they read
-            // `frag` from registers while in flight, and ptxas serialises every wgmma when registers
-            // they read are written with a group in flight. The other consumer warpgroup keeps the
-            // tensor cores busy meanwhile.
-            wgmma_wait<0>();
-            fence_operands(acc);
-            if (lane == 0) mbar_arrive(empty(stage));
-#if SPLIT3
-#pragma unroll
-            for (int i = 0; i < kAcc; ++i) total[i] += acc[i];
-#endif
-        }
-#if SPLIT3
-        const float(&result)[kAcc] = total;
-#else
-        const float(&result)[kAcc] = acc;
-#endif
-
-        // result[4 j + e] is C^T(row n, column m) with n = n_local (+8 for e >= 2), m = 8 j + 2 t (+1 for odd e).
-        const int n0 = bn0 + n_local;
-#pragma unroll
-        for (int j = 0; j < kAcc / 4; ++j) {
+        for (int kk = 0; kk < kBK / 8; ++kk) {
+            const float* p = bs + (kk * 8 + t) * kBRow + n_local;
+            // (row g, k t), (row g + 8, k t), (row g, k t + 4), (row g + 8, k t + 4)
+            const float x[4] = {p[0], p[8], p[4 * kBRow], p[4 * kBRow + 8]};
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const int m = bm0 + 8 * j + 2 * t + (e & 1);
-                const int n = n0 + (e >= 2 ? 8 : 0);
-                if (m < M && n < N) store_axpby(C + (size_t)m * N + n, result[4 * j + e], alpha, beta);
+#if SPLIT3
+                split_tf32(x[e], frag[kk][e], frag_small[kk][e]);
+#else
+                frag[kk][e] = to_tf32(x[e]);
+#endif
             }
+        }
+        const unsigned long long desc = k_major_sw128_desc(a_ring + stage * kAStage);
+        wgmma_fence();
+        fence_operands(acc);
+#ifdef GEMMWATCH_TEST_SKIP_SLAB
+        if (s != GEMMWATCH_TEST_SKIP_SLAB)  // a wrong kernel, for the correctness gate's tests
+#endif
+#pragma unroll
+        for (int kk = 0; kk < kBK / 8; ++kk) {  // +32 bytes of the descriptor's address per 8 k
+#if SPLIT3
+            // The small products first, so they are not added to the large one's rounding.
+            const unsigned long long desc_small = k_major_sw128_desc(a_small_ring + stage * kAStage);
+            wgmma_tf32(acc, frag_small[kk], desc + 2 * kk, kk > 0);  // the slab's first product starts from zero
+            wgmma_tf32(acc, frag[kk], desc_small + 2 * kk);
+#endif
+            wgmma_tf32(acc, frag[kk], desc + 2 * kk);
+        }
+        wgmma_commit();
+        // All of this slab's wgmmas done before the next slab's fragments are loaded: they read
+        // `frag` from registers while in flight, and ptxas serialises every wgmma when registers
+        // they read are written with a group in flight. The other consumer warpgroup keeps the
+        // tensor cores busy meanwhile.
+        wgmma_wait<0>();
+        fence_operands(acc);
+        if (lane == 0) mbar_arrive(empty(stage));
+#if SPLIT3
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) total[i] += acc[i];
+#endif
+    }
+#if SPLIT3
+    const float(&result)[kAcc] = total;
+#else
+    const float(&result)[kAcc] = acc;
+#endif
+
+    // result[4 j + e] is C^T(row n, column m) with n = n_local (+8 for e >= 2), m = 8 j + 2 t (+1 for odd e).
+    const int n0 = bn0 + n_local;
+#pragma unroll
+    for (int j = 0; j < kAcc / 4; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int m = bm0 + 8 * j + 2 * t + (e & 1);
+            const int n = n0 + (e >= 2 ? 8 : 0);
+            if (m < M && n < N) store_axpby(C + (size_t)m * N + n, result[4 * j + e], alpha, beta);
         }
     }
 #if PAIRS

@@ -185,8 +185,8 @@ SETMAXNREG_KERNELS = [n for n, d in builtin_kernels().items() if d.target == "sm
 def test_setmaxnreg_asks_no_more_registers_than_the_producer_gives_back(name, tmp_path, shared_kernel_cache):
     """setmaxnreg.inc waits until the block's pool holds the registers it asks for: if the producer
     warpgroup's setmaxnreg.dec gives back fewer than the consumers take, every consumer waits for
-    ever. tf32_wgmma_persistent hung so on the H100 at 80 and 216 (launched at 168: 11,264 given
-    back, 12,288 asked)."""
+    ever. A persistent tf32_wgmma (at 1abd935) hung so on the H100 at 80 and 216 (launched at 168:
+    11,264 given back, 12,288 asked)."""
     counts = setmaxnreg_counts(name, tmp_path, shared_kernel_cache)
     if counts is None:
         pytest.skip(f"{name} does not use setmaxnreg")
