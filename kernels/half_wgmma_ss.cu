@@ -27,8 +27,13 @@
 // for a block to end, the next to start and its ring to fill. C is stored two columns at a time.
 // Why faster than _tma: at 4096^3 each SM ran 4 tiles, each paying that start and end; the step
 // took 4096^3 from 74 % to 88 % of cuBLAS, 2048^3 from 63 % to 79 %.
+// -DBN=128 (bf16_wgmma_persistent_128, fp16_wgmma_persistent_128; with PERSISTENT): 128 x 128
+// tiles, one m64n128k16 per 16 k a consumer warpgroup, B's slab two 64-column blocks, a deeper
+// ring (STAGES 6 in the same shared memory): twice the tiles, for sizes with few of them.
+// -DSPLIT_K=1 (bf16_wgmma_split_k, fp16_wgmma_split_k; with PERSISTENT): a block on every SM, and
+// where the tiles are few, each cut along K into pieces whose FP32 sums meet in global memory.
 // Seed: Past the seeds; builds on half_wgmma and the ladder of 001_adac3a76413eb491.txt.
-// Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation).
+// Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation); -DBN (256 or 128) from the description.
 #ifndef INPUT_BF16
 #define INPUT_BF16 1
 #endif
@@ -43,6 +48,9 @@
 #endif
 #ifndef B_K_MAJOR
 #define B_K_MAJOR 0
+#endif
+#ifndef BN
+#define BN 256
 #endif
 #ifndef TMA
 #define TMA 0
@@ -77,18 +85,20 @@
 namespace hss {
 
 constexpr int kBM = 128;                 // rows of C per block: 2 consumer warpgroups x wgmma M 64
-constexpr int kBN = 256;                 // columns of C per block: wgmma N
+constexpr int kBN = BN;                  // columns of C per block: wgmma N (256, or 128)
 constexpr int kBK = 64;                  // k per slab: one 128-byte swizzle row of the A slab
 constexpr int kAStage = kBM * kBK * 2;   // bytes of one A slab: kBM rows of 128 bytes
 constexpr int kBBlock = kBK * 128;       // bytes of 64 columns of the B slab: kBK k-rows of 128 bytes
 constexpr int kBStage = (kBN / 64) * kBBlock;  // B_K_MAJOR: kBN columns of 128 bytes, as many bytes
 static_assert(kBStage == kBN * kBK * 2, "either B layout fills the same slab");
 constexpr int kThreads = 384;
+constexpr int kBRowsPerPass = 128 / (kBN / 8);  // B's k-rows 128 producer threads copy at once (16 bytes each)
 constexpr int kAcc = kBN / 2;            // FP32 accumulators per consumer thread
 // Dynamic shared memory: the ring, 2 mbarriers per stage, and up to 1 KiB to align the ring.
 constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
+static_assert(BN == 256 || (BN == 128 && !B_K_MAJOR), "BN: 256, or 128 with B N-major");
 static_assert(!SPLIT_K || PERSISTENT, "SPLIT_K splits the units of a persistent kernel");
 
 #if SPLIT_K
@@ -283,12 +293,13 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         const int a_c = tid & 7, a_r = tid >> 3;
         const int a_dst0 = a_r * kBK + ((a_c ^ (a_r & 7)) * 8);  // elements
 #if !B_K_MAJOR
-        // B piece: chunk b_q (8 n) of k-rows b_r + 4 j; 64 columns of N per 128-byte row, so chunk
-        // b_q lies in column block b_q / 8, at chunk (b_q % 8) ^ (k-row % 8) of its row, and
-        // (b_r + 4 j) % 8 is b_r for even j, b_r + 4 for odd j.
-        const int b_q = tid & 31, b_r = tid >> 5;
+        // B piece: chunk b_q (8 n) of k-rows b_r + R j (R = kBRowsPerPass: 4 at BN 256, 8 at 128);
+        // 64 columns of N per 128-byte row, so chunk b_q lies in column block b_q / 8, at chunk
+        // (b_q % 8) ^ (k-row % 8) of its row, and (b_r + R j) % 8 is b_r % 8 for even j and
+        // (b_r + R) % 8 for odd j (the same at R = 8).
+        const int b_q = tid & (kBN / 8 - 1), b_r = tid >> (kBN == 256 ? 5 : 4);  // b_r < kBRowsPerPass <= 8
         const int b_block = (b_q >> 3) * (kBBlock / 2), b_c = b_q & 7;
-        const unsigned b_swz[2] = {(unsigned)((b_c ^ b_r) * 16), (unsigned)((b_c ^ (b_r + 4)) * 16)};
+        const unsigned b_swz[2] = {(unsigned)((b_c ^ b_r) * 16), (unsigned)((b_c ^ ((b_r + kBRowsPerPass) & 7)) * 16)};
 #endif
         for (int tile = tile_first; tile < tile_end; tile += tile_step) {
             int bm0, bn0, s_begin, s_end;
@@ -322,7 +333,8 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
                     const unsigned b_s = b_ring + stage * kBStage + 2 * b_block + b_r * 128;
                     const in_t* bp = b_src + (size_t)k0 * N;
 #pragma unroll
-                    for (int j = 0; j < kBK / 4; ++j) cp_async16(b_s + j * 4 * 128 + b_swz[j & 1], bp + (size_t)j * 4 * N);
+                    for (int j = 0; j < kBK / kBRowsPerPass; ++j)
+                        cp_async16(b_s + j * kBRowsPerPass * 128 + b_swz[j & 1], bp + (size_t)j * kBRowsPerPass * N);
 #endif
                     mbar_arrive_on_copies(full(stage));
                     continue;
@@ -338,8 +350,8 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
 #else
                 in_t* b_dst = b_ring_ptr + stage * (kBStage / 2) + b_block;
 #pragma unroll 1
-                for (int j = 0; j < kBK / 4; ++j) {
-                    const int r = b_r + 4 * j;
+                for (int j = 0; j < kBK / kBRowsPerPass; ++j) {
+                    const int r = b_r + kBRowsPerPass * j;
                     copy8(b_dst + r * 64 + ((b_c ^ (r & 7)) * 8), B, K, N, k0 + r, bn0 + 8 * b_q, vec_b);
                 }
 #endif

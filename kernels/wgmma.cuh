@@ -147,6 +147,20 @@ __device__ __forceinline__ void wgmma_ss_f16_nb(float (&d)[128], unsigned long l
                  : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
+// The same at N = 128 (64 accumulators a thread): a 128-column tile's B slab, two 64-column blocks.
+__device__ __forceinline__ void wgmma_ss_bf16_nb(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GW_D64 ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+                 : GW_D64_OUT
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+__device__ __forceinline__ void wgmma_ss_f16_nb(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GW_D64 ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+                 : GW_D64_OUT
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
 #undef GW_D64
 #undef GW_D64_OUT
 #undef GW_D128
