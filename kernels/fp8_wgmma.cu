@@ -2,7 +2,7 @@
 // K-major as wgmma takes 8-bit types (no transposed form): A's rows hold K contiguously as A lies
 // in memory; B's rows hold N contiguously, so the producer warpgroup turns each B slab into Bt[n][k].
 // Of 384 threads, warpgroup 0 copies each slab of A (128 rows x 128 k, in the 128-byte swizzle) and
-// of B (128 k-rows x 128 n, as it lies) by cp.async into a STAGES-deep ring; three slabs behind, it
+// of B (128 k-rows x 128 n, as it lies) by cp.async into a STAGES-deep ring; one slab behind, it
 // turns the landed B slab 4 x 4 bytes at a time (byte permutes) into the swizzled Bt slab and
 // announces both. Warpgroups 1 and 2 each own 64 rows of the block's 128 x 128 tile of C: four
 // m64n128k32 a slab.
@@ -44,15 +44,12 @@ constexpr int kRawPitch = kBN;            // bytes per raw B row (read 16 bytes 
 constexpr int kAStage = kBM * kBK;        // bytes of one A slab
 constexpr int kBtStage = kBN * kBK;       // bytes of one Bt slab
 constexpr int kRawStage = kBK * kRawPitch;
-// The producer turns slab s - kLag while slab s's copies fly: kLag + 1 raw B buffers, and kLag
-// slabs of copies in flight to cover the memory's latency.
-constexpr int kLag = 3;
 constexpr int kThreads = 384;
 constexpr int kAcc = kBN / 2;             // FP32 accumulators per consumer thread (and as many in the total)
 // Dynamic shared memory: the ring (A, Bt, raw B per stage), 2 mbarriers per stage, up to 1 KiB to align.
-constexpr int kSmemBytes = STAGES * (kAStage + kBtStage) + (kLag + 1) * kRawStage + 16 * STAGES + 1024;
+constexpr int kSmemBytes = STAGES * (kAStage + kBtStage + kRawStage) + 16 * STAGES + 1024;
 
-static_assert(STAGES > kLag, "slab s - STAGES must be announced before slab s's copies wait for its stage");
+static_assert(STAGES >= 3, "the producer works one slab behind its copies: three slabs at least");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
@@ -119,8 +116,8 @@ gemm_fp8_wgmma(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restrict
     unsigned char* ring_ptr = smem_raw + (ring - raw);
     const unsigned a_ring = ring;                                  // STAGES A slabs
     const unsigned bt_ring = a_ring + STAGES * kAStage;            // STAGES Bt slabs
-    const unsigned raw_ring = bt_ring + STAGES * kBtStage;         // kLag + 1 raw B slabs
-    const unsigned bars = raw_ring + (kLag + 1) * kRawStage;      // full[STAGES], then empty[STAGES]
+    const unsigned raw_ring = bt_ring + STAGES * kBtStage;         // STAGES raw B slabs
+    const unsigned bars = raw_ring + STAGES * kRawStage;          // full[STAGES], then empty[STAGES]
     unsigned char* a_ring_ptr = ring_ptr;
     unsigned char* raw_ring_ptr = ring_ptr + (raw_ring - ring);
     auto full = [&](int s) { return bars + 8u * s; };
@@ -159,8 +156,8 @@ gemm_fp8_wgmma(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restrict
             for (int j = 0; j < kBM / 16; ++j)
                 f8wg::copy16(a_s + a_dst0 + j * 16 * kBK, a_p + a_dst0 + j * 16 * kBK, A, M, K, bm0 + a_r + 16 * j,
                              k0 + 16 * a_c, vec_a);
-            const unsigned r_s = raw_ring + (s % (kLag + 1)) * kRawStage;
-            unsigned char* r_p = raw_ring_ptr + (s % (kLag + 1)) * kRawStage;
+            const unsigned r_s = raw_ring + stage * kRawStage;
+            unsigned char* r_p = raw_ring_ptr + stage * kRawStage;
 #pragma unroll
             for (int j = 0; j < kBK / 16; ++j) {
                 const int r = b_r + 16 * j;
@@ -181,7 +178,7 @@ gemm_fp8_wgmma(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restrict
         const unsigned rot_sel = rot | (((rot + 1) & 3) << 4) | (((rot + 2) & 3) << 8) | (((rot + 3) & 3) << 12);
         auto turn = [&](int s) {  // slab s's raw B, landed, into Bt; then the slab is announced
             const int stage = s % STAGES;
-            const unsigned r_s = raw_ring + (s % (kLag + 1)) * kRawStage + (8 * t_k) * kRawPitch + 16 * t_n;
+            const unsigned r_s = raw_ring + stage * kRawStage + (8 * t_k) * kRawPitch + 16 * t_n;
             const unsigned bt_s = bt_ring + stage * kBtStage;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {  // k-rows 8 t_k + 4 h .. + 3
@@ -219,19 +216,17 @@ gemm_fp8_wgmma(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restrict
         for (int s = 0; s < slabs; ++s) {
             if (s >= STAGES) mbar_wait(empty(s % STAGES), ((s / STAGES) + 1) & 1);
             issue(s);
-            if (s >= kLag) {
-                // Slab s - kLag's copies (this thread's) have landed; the first barrier makes every
-                // producer thread's landed before any reads them, the second every read done before
-                // the next slab's copies reuse the raw buffer.
-                asm volatile("cp.async.wait_group %0;\n" ::"n"(kLag) : "memory");
+            if (s > 0) {
+                // Slab s - 1's copies (this thread's) have landed; the barrier makes every producer
+                // thread's landed before any reads them.
+                asm volatile("cp.async.wait_group 1;\n" ::: "memory");
                 asm volatile("bar.sync 1, 128;\n" ::: "memory");
-                turn(s - kLag);
-                asm volatile("bar.sync 1, 128;\n" ::: "memory");
+                turn(s - 1);
             }
         }
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         asm volatile("bar.sync 1, 128;\n" ::: "memory");
-        for (int s = max(slabs - kLag, 0); s < slabs; ++s) turn(s);
+        turn(slabs - 1);
         return;
     }
 
