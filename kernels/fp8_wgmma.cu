@@ -14,10 +14,6 @@
 // The per-tensor scales reach the kernel folded into alpha (core/precision.py). C in BF16
 // (OUTPUT_FP32=1: FP32). For the correctness gate's tests: GEMMWATCH_TEST_SKIP_SLAB leaves out
 // k = 32..63; GEMMWATCH_ROUND_TOWARD_ZERO rounds a BF16 C toward zero (half.cuh).
-// -DTMA=1 (fp8_wgmma_tma): one producer thread copies each slab of A and of B by TMA through the
-// runner's byte maps (A in the 128-byte swizzle, B as it lies), counted by a barrier of their own
-// that the turn waits on, in place of 128 threads' 16 cp.async each; where K or N is not a multiple
-// of 16 the runner passes no maps and the copies are cp.async as without TMA.
 // Seed: Past the seeds; builds on fp8_mma_sync (B's byte permutes) and half_wgmma_ss (the ring).
 // Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation).
 #ifndef INPUT_BF16
@@ -31,14 +27,6 @@
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8
-#endif
-#ifndef TMA
-#define TMA 0
-#endif
-#if TMA
-#define GW_MAP_PARAMS , const void* A_map, const void* B_map
-#else
-#define GW_MAP_PARAMS
 #endif
 
 #include <cuda_fp8.h>
@@ -59,7 +47,7 @@ constexpr int kRawStage = kBK * kRawPitch;
 constexpr int kThreads = 384;
 constexpr int kAcc = kBN / 2;             // FP32 accumulators per consumer thread (and as many in the total)
 // Dynamic shared memory: the ring (A, Bt, raw B per stage), 2 mbarriers per stage, up to 1 KiB to align.
-constexpr int kSmemBytes = STAGES * (kAStage + kBtStage + kRawStage) + 24 * STAGES + 1024;
+constexpr int kSmemBytes = STAGES * (kAStage + kBtStage + kRawStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 3, "the producer works one slab behind its copies: three slabs at least");
 #ifdef SMEM_BYTES
@@ -112,7 +100,7 @@ __device__ __forceinline__ void copy16(unsigned dst, unsigned char* dst_ptr, con
 // 256 x (192 - 168).
 extern "C" __global__ void __launch_bounds__(f8wg::kThreads, 1)
 gemm_fp8_wgmma(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restrict__ A8,
-               const __nv_fp8_e4m3* __restrict__ B8, float beta, out_t* __restrict__ C GW_MAP_PARAMS) {
+               const __nv_fp8_e4m3* __restrict__ B8, float beta, out_t* __restrict__ C) {
     using namespace f8wg;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
 
@@ -129,24 +117,16 @@ gemm_fp8_wgmma(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restrict
     const unsigned a_ring = ring;                                  // STAGES A slabs
     const unsigned bt_ring = a_ring + STAGES * kAStage;            // STAGES Bt slabs
     const unsigned raw_ring = bt_ring + STAGES * kBtStage;         // STAGES raw B slabs
-    const unsigned bars = raw_ring + STAGES * kRawStage;          // full[STAGES], empty[STAGES], loaded[STAGES]
+    const unsigned bars = raw_ring + STAGES * kRawStage;          // full[STAGES], then empty[STAGES]
     unsigned char* a_ring_ptr = ring_ptr;
     unsigned char* raw_ring_ptr = ring_ptr + (raw_ring - ring);
     auto full = [&](int s) { return bars + 8u * s; };
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
-    auto loaded = [&](int s) { return bars + 8u * (2 * STAGES + s); };  // TMA: A's and raw B's bytes in
-#if TMA
-    // Both maps or neither: a map of 0 (the TMA cannot describe the matrix) sends both the cp.async way.
-    const bool by_tma = A_map != nullptr && B_map != nullptr;
-#else
-    constexpr bool by_tma = false;
-#endif
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full(s), 128);  // each producer thread, once its part of Bt is written
             mbar_init(empty(s), 8);   // each consumer warp, after its wgmmas on the slab are done
-            mbar_init(loaded(s), 1);  // TMA: the issuing thread's arrival, with the slab's bytes
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -170,16 +150,6 @@ gemm_fp8_wgmma(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restrict
 
         auto issue = [&](int s) {  // slab s's copies into its stage
             const int stage = s % STAGES, k0 = s * kBK;
-#if TMA
-            if (by_tma) {
-                if (tid == 0) {  // the whole boxes' bytes, zeros past the matrices' edges included
-                    mbar_arrive_expect_tx(loaded(stage), kAStage + kRawStage);
-                    tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, loaded(stage));
-                    tma_load_2d(raw_ring + stage * kRawStage, B_map, bn0, k0, loaded(stage));
-                }
-                return;
-            }
-#endif
             const unsigned a_s = a_ring + stage * kAStage;
             unsigned char* a_p = a_ring_ptr + stage * kAStage;
 #pragma unroll
@@ -243,22 +213,10 @@ gemm_fp8_wgmma(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restrict
             mbar_arrive(full(stage));
         };
 
-#if TMA
-        if (by_tma && tid == 0) {
-            tensormap_acquire(A_map);
-            tensormap_acquire(B_map);
-        }
-#endif
-        // TMA: the turn waits for the slab's bytes; no barrier among the producer threads is needed,
-        // since slab s's stage comes back (empty) only after every thread's turn of slab s - STAGES.
-        auto landed = [&](int s) { mbar_wait(loaded(s % STAGES), (s / STAGES) & 1); };
         for (int s = 0; s < slabs; ++s) {
             if (s >= STAGES) mbar_wait(empty(s % STAGES), ((s / STAGES) + 1) & 1);
             issue(s);
-            if (s > 0 && by_tma) {
-                landed(s - 1);
-                turn(s - 1);
-            } else if (s > 0) {
+            if (s > 0) {
                 // Slab s - 1's copies (this thread's) have landed; the barrier makes every producer
                 // thread's landed before any reads them.
                 asm volatile("cp.async.wait_group 1;\n" ::: "memory");
@@ -266,12 +224,8 @@ gemm_fp8_wgmma(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restrict
                 turn(s - 1);
             }
         }
-        if (by_tma) {
-            landed(slabs - 1);
-        } else {
-            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-            asm volatile("bar.sync 1, 128;\n" ::: "memory");
-        }
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        asm volatile("bar.sync 1, 128;\n" ::: "memory");
         turn(slabs - 1);
         return;
     }
