@@ -104,7 +104,9 @@ static_assert(!SPLIT_K || PERSISTENT, "SPLIT_K splits the units of a persistent 
 #if SPLIT_K
 // Split-K's FP32 partial sums, one 128 x 256 tile per split tile, each thread's 128 accumulators
 // at [i / 4][consumer thread][i % 4]; and per tile the pieces added so far. Both start at zero
-// (static device memory) and the last piece of each tile puts them back to zero.
+// (static device memory) and the last piece of each tile puts them back to zero. One workspace per
+// loaded module: launches of it must not overlap (the runner's follow one another on one stream,
+// as tail_split_k's flags need too). M, N, K >= 1 (the API refuses a zero size).
 constexpr int kMaxSplitTiles = 128;
 __device__ float4 hss_partial[kMaxSplitTiles * (kAcc / 4) * 256];
 __device__ unsigned int hss_pieces[kMaxSplitTiles];
