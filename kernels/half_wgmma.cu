@@ -82,13 +82,8 @@ gemm_half_wgmma(int M, int N, int K, float alpha, const in_t* __restrict__ A, co
     auto full = [&](int s) { return bars + 8u * s; };
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full(s), 128);  // each producer thread, once its copies of the slab are in
-            mbar_init(empty(s), 8);   // each consumer warp, after its wgmmas on the slab are done
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    // full: each producer thread, once its copies of the slab are in.
+    if (threadIdx.x == 0) mbar_init_ring(bars, STAGES, 128);
     __syncthreads();
 
     int tile_m, tile_n;

@@ -183,15 +183,9 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
 #else
     constexpr bool by_tma = false;
 #endif
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            // TMA: the one producer thread's arrival, which also announces the slab's bytes; else
-            // each producer thread, once its copies of the slab are in.
-            mbar_init(full(s), by_tma ? 1 : 128);
-            mbar_init(empty(s), 8);   // each consumer warp, after its wgmmas on the slab are done
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    // full: TMA, the one producer thread's arrival, which also announces the slab's bytes; else
+    // each producer thread, once its copies of the slab are in.
+    if (threadIdx.x == 0) mbar_init_ring(bars, STAGES, by_tma ? 1 : 128);
 #if PAIRS
     cluster_sync();  // the barriers set up, and the pair's two blocks start their slabs together
 #else

@@ -110,15 +110,9 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     auto full = [&](int s) { return bars + 8u * s; };
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            // Each producer thread's copies (SPLIT3: its split of them); TMA_A: and the arrival that
-            // announces the TMA copy's bytes.
-            mbar_init(full(s), 128 + TMA_A);
-            mbar_init(empty(s), 8);  // each consumer warp, after its wgmmas on the slab are done
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    // full: each producer thread's copies (SPLIT3: its split of them); TMA_A: and the arrival that
+    // announces the TMA copy's bytes.
+    if (threadIdx.x == 0) mbar_init_ring(bars, STAGES, 128 + TMA_A);
 #if PAIRS
     cluster_sync();  // the barriers set up, and the pair's two blocks start their slabs together
 #else

@@ -32,6 +32,17 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned byt
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 
+// A ring's barriers, set up by one thread before the block's first barrier: full[s] at bars + 8 s
+// (full_count arrivals a phase), empty[s] at bars + 8 (stages + s) (one arrival from each of the
+// two consumer warpgroups' 8 warps), then made visible to the async proxy and the cluster.
+__device__ __forceinline__ void mbar_init_ring(unsigned bars, int stages, unsigned full_count) {
+    for (int s = 0; s < stages; ++s) {
+        mbar_init(bars + 8u * s, full_count);
+        mbar_init(bars + 8u * (stages + s), 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
 // Every thread of every block of the cluster arrives, then waits for all of them (sm_90).
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
