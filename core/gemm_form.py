@@ -28,6 +28,9 @@ SHAPE = {"A": ("M", "K"), "B": ("K", "N"), "C": ("M", "N")}
 _EPILOGUE_KEY = {"alpha_beta": "", "ab_only": "+ab", "alpha_only": "+alpha"}
 _EPILOGUE_TEXT = {"alpha_beta": "C = alpha·A·B + beta·C", "ab_only": "C = A·B", "alpha_only": "C = alpha·A·B"}
 DEFAULT_KEY = "rrr"
+# The forms an FP8 kernel may take: cuBLASLt's FP8 GEMM multiplies K-major operands only, and its
+# baseline call (worker/cublaslt_fp8.py) lays B out so for either.
+FP8_FORMS = ("rrr", "rcr")
 
 
 def epilogue_of_args(args: Sequence[str]) -> str:
@@ -140,8 +143,8 @@ def cublas_gemm(form: GemmForm, m: int, n: int, k: int) -> CublasGemm:
                       stride[first], stride[second], stride["C"])
 
 
-def form_of(layout, epilogue: str | None, accumulate: str, args: Sequence[str], compute_mode: str, output: str,
-            has_tensor_maps: bool) -> GemmForm:
+def form_of(layout, epilogue: str | None, accumulate: str, args: Sequence[str], compute_mode: str,
+            output: str) -> GemmForm:
     """A description's form, checked against the rest of it; a ValueError says what does not fit.
 
     `layout` is "row", "column" or {"A": ..., "B": ..., "C": ...} ("col" for "column"); the
@@ -160,11 +163,10 @@ def form_of(layout, epilogue: str | None, accumulate: str, args: Sequence[str], 
         raise ValueError(f'accumulate "fp16" is for fp16 kernels writing an FP16 C (compute_mode fp16, output '
                          f'"input"); this one is {compute_mode} with output {output!r}')
     form = GemmForm(a, b, c, epilogue=epilogue or implied, accumulate=accumulate)
-    if compute_mode == "fp8" and (form.uniform_layout != "row" or form.epilogue != "alpha_beta"):
-        raise ValueError("fp8 kernels take the default form (A, B, C row-major, alpha and beta) for now: their "
-                         "cuBLASLt baseline is made for that form only")
-    if has_tensor_maps and form.uniform_layout is None:
-        raise ValueError("tensor_maps: for kernels whose A, B and C lie alike (one layout) for now")
+    if compute_mode == "fp8" and (form.key() not in FP8_FORMS):
+        raise ValueError("fp8 kernels take A and C row-major with alpha and beta, and B row-major (the default "
+                         "form, rrr) or column-major (rcr, the TN form cuBLASLt's FP8 GEMM itself takes): their "
+                         f"cuBLASLt baseline is made for those two; this one is {form.key()}")
     if "batch" not in args and any(a.startswith("stride_") for a in args):
         raise ValueError("args take batch strides but not the batch count (\"batch\")")
     return form

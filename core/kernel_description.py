@@ -256,9 +256,6 @@ class KernelDescription(BaseModel):
             raise ValueError(f"args name the tensor maps of {sorted(maps_in_args) or 'no matrix'} and tensor_maps "
                              f"describes {sorted(self.tensor_maps) or 'none'}: each map in both")
         self.form  # the layouts, epilogue and accumulate fit each other and the rest (core/gemm_form.py)
-        if self.tensor_maps and self.compute_mode == "fp8":
-            raise ValueError("tensor_maps: not yet for fp8 kernels (the runner makes maps of FP32, FP16 and BF16 "
-                             "matrices; an E4M3 map is untested on a GPU)")
         if math.prod(len(t.values) for t in self.tunables.values()) > 4096:
             raise ValueError("the tunables make more than 4096 combinations")
         for value, where in self.expressions():
@@ -320,7 +317,7 @@ class KernelDescription(BaseModel):
     @property
     def form(self) -> GemmForm:
         return gemm_form.form_of(self.layout, self.epilogue, self.accumulate, self.args, self.compute_mode,
-                                 self.output, bool(self.tensor_maps))
+                                 self.output)
 
     def summary(self) -> dict[str, Any]:
         """What GET /api/variants says of a kernel."""

@@ -168,6 +168,22 @@ __device__ __forceinline__ void copy_piece(unsigned dst, const float* P, int row
     }
 }
 
+// 16 bytes of a rows x cols byte matrix (FP8) at (r, c) into shared memory at dst (a shared-window
+// address; dst_ptr the same place as a pointer), zeros outside it. vec: rows start 16-byte aligned
+// (cols % 16 == 0, aligned base), so a piece is wholly in or out and one cp.async moves it;
+// otherwise byte by byte, synchronously.
+__device__ __forceinline__ void copy16_bytes(unsigned dst, unsigned char* dst_ptr, const unsigned char* P, int rows,
+                                             int cols, int r, int c, bool vec) {
+    if (vec) {
+        const bool in = r < rows && c < cols;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+                     "l"(in ? P + (size_t)r * cols + c : P), "r"(in ? 16 : 0) : "memory");
+    } else {
+#pragma unroll 1
+        for (int e = 0; e < 16; ++e) dst_ptr[e] = (r < rows && c + e < cols) ? P[(size_t)r * cols + c + e] : 0;
+    }
+}
+
 // Grouped rasterisation: which C tile (tile_m, tile_n) the id-th unit of work computes, on a grid
 // of tiles_n tiles across and tiles_m down. Blocks start roughly in launch order, x fastest; taken
 // literally, the blocks resident at one time form a few full block-rows, reading a few rows of A

@@ -54,44 +54,6 @@ static_assert(STAGES >= 3, "the producer works one slab behind its copies: three
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
 
-// d (+)= A (64 x 32 e4m3, K-major) * B (32 x 128 e4m3, K-major: Bt's rows), both from shared
-// memory; `accumulate` 0 starts d from zero.
-__device__ __forceinline__ void wgmma_e4m3(float (&d)[kAcc], unsigned long long desc_a, unsigned long long desc_b,
-                                           int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-                 "%64, %65, p, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
-                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
-                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
-                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
-                   "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
-                   "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-                   "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
-// 16 bytes of a rows x cols byte matrix at (r, c) into shared memory at dst (a shared-window
-// address), zeros outside it. vec: rows start 16-byte aligned (cols % 16 == 0, aligned base), so a
-// piece is wholly in or out and one cp.async moves it; otherwise byte by byte, synchronously.
-__device__ __forceinline__ void copy16(unsigned dst, unsigned char* dst_ptr, const unsigned char* P, int rows, int cols,
-                                       int r, int c, bool vec) {
-    if (vec) {
-        const bool in = r < rows && c < cols;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
-                     "l"(in ? P + (size_t)r * cols + c : P), "r"(in ? 16 : 0) : "memory");
-    } else {
-#pragma unroll 1
-        for (int e = 0; e < 16; ++e) dst_ptr[e] = (r < rows && c + e < cols) ? P[(size_t)r * cols + c + e] : 0;
-    }
-}
-
 }  // namespace f8wg
 
 // One block per SM: the ring takes most of shared memory. setmaxnreg moves registers from the
@@ -149,14 +111,14 @@ gemm_fp8_wgmma(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restrict
             unsigned char* a_p = a_ring_ptr + stage * kAStage;
 #pragma unroll
             for (int j = 0; j < kBM / 16; ++j)
-                f8wg::copy16(a_s + a_dst0 + j * 16 * kBK, a_p + a_dst0 + j * 16 * kBK, A, M, K, bm0 + a_r + 16 * j,
+                copy16_bytes(a_s + a_dst0 + j * 16 * kBK, a_p + a_dst0 + j * 16 * kBK, A, M, K, bm0 + a_r + 16 * j,
                              k0 + 16 * a_c, vec_a);
             const unsigned r_s = raw_ring + stage * kRawStage;
             unsigned char* r_p = raw_ring_ptr + stage * kRawStage;
 #pragma unroll
             for (int j = 0; j < kBK / 16; ++j) {
                 const int r = b_r + 16 * j;
-                f8wg::copy16(r_s + r * kRawPitch + 16 * b_c, r_p + r * kRawPitch + 16 * b_c, B, K, N, k0 + r,
+                copy16_bytes(r_s + r * kRawPitch + 16 * b_c, r_p + r * kRawPitch + 16 * b_c, B, K, N, k0 + r,
                              bn0 + 16 * b_c, vec_b);
             }
             asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -245,7 +207,7 @@ gemm_fp8_wgmma(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restrict
 #ifdef GEMMWATCH_TEST_SKIP_SLAB
             if (s == 0 && kk == 1) continue;  // a wrong kernel (k = 32..63 left out), for the gate's tests
 #endif
-            wgmma_e4m3(acc, desc_a + 2 * kk, desc_b + 2 * kk, kk > 0);
+            wgmma_ss_e4m3(acc, desc_a + 2 * kk, desc_b + 2 * kk, kk > 0);
         }
         wgmma_commit();
         wgmma_wait<0>();

@@ -46,6 +46,28 @@ __device__ __forceinline__ void store_half_axpby(out_t* p, float acc, float alph
     *p = from_float<out_t>(beta == 0.0f ? v : v + beta * to_float(*p));
 }
 
+// Two adjacent elements of a row of C (n even) at p: one 4-byte store (8 for an FP32 C) where both
+// are inside C and the pair is aligned (`paired`), else each alone; C unread when beta == 0.
+__device__ __forceinline__ void store_pair_axpby(out_t* p, float a0, float a1, float alpha, float beta, bool paired,
+                                                 bool second_in) {
+    struct alignas(2 * sizeof(out_t)) Pair { out_t x, y; };
+    if (paired) {
+        Pair v;
+        if (beta == 0.0f) {
+            v.x = from_float<out_t>(alpha * a0);
+            v.y = from_float<out_t>(alpha * a1);
+        } else {
+            const Pair old = *reinterpret_cast<const Pair*>(p);
+            v.x = from_float<out_t>(alpha * a0 + beta * to_float(old.x));
+            v.y = from_float<out_t>(alpha * a1 + beta * to_float(old.y));
+        }
+        *reinterpret_cast<Pair*>(p) = v;
+        return;
+    }
+    store_half_axpby(p, a0, alpha, beta);
+    if (second_in) store_half_axpby(p + 1, a1, alpha, beta);
+}
+
 // 16 bytes from global memory at src into shared memory at dst (a shared-window address), asynchronously.
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");

@@ -129,28 +129,6 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[kAcc], unsigned long long d
 
 }  // namespace hss
 
-// Two adjacent elements of a row of C (n even) at p: one 4-byte store (8 for an FP32 C) where both
-// are inside C and the pair is aligned (`paired`), else each alone; C unread when beta == 0.
-__device__ __forceinline__ void store_pair_axpby(out_t* p, float a0, float a1, float alpha, float beta, bool paired,
-                                                 bool second_in) {
-    struct alignas(2 * sizeof(out_t)) Pair { out_t x, y; };
-    if (paired) {
-        Pair v;
-        if (beta == 0.0f) {
-            v.x = from_float<out_t>(alpha * a0);
-            v.y = from_float<out_t>(alpha * a1);
-        } else {
-            const Pair old = *reinterpret_cast<const Pair*>(p);
-            v.x = from_float<out_t>(alpha * a0 + beta * to_float(old.x));
-            v.y = from_float<out_t>(alpha * a1 + beta * to_float(old.y));
-        }
-        *reinterpret_cast<Pair*>(p) = v;
-        return;
-    }
-    store_half_axpby(p, a0, alpha, beta);
-    if (second_in) store_half_axpby(p + 1, a1, alpha, beta);
-}
-
 // One block per SM: the ring takes most of shared memory. setmaxnreg moves registers from the
 // producer (56: at 40 its 24 copies' addresses spilled to local memory, and the stalls on those
 // loads starved the consumers) to the consumers (224).

@@ -2,7 +2,8 @@
 // rings, the shared-memory descriptor of a K-major operand in the 128-byte swizzle, and
 // wgmma.mma_async with FP32 accumulators and A from registers, for TF32 (k8), BF16 and FP16 (k16)
 // at N = 128 and 256 (chosen by the accumulator array's size: 64 or 128 floats per thread); and
-// for BF16 and FP16 with both operands in shared memory, B N-major (half_wgmma_ss).
+// for BF16 and FP16 with both operands in shared memory, B N-major (half_wgmma_ss); and for FP8
+// (E4M3) with both operands K-major in shared memory (fp8_wgmma, fp8_wgmma_tn).
 // The rules of common.cuh hold, with one exception: the operand lists of the wgmma instructions
 // are spelt once each by GW_-prefixed macros, #undef'd at the end of this header, so no kernel
 // and no -D option meets them.
@@ -170,6 +171,16 @@ __device__ __forceinline__ void wgmma_ss_f16_nb(float (&d)[64], unsigned long lo
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GW_D64 ", %64, %65, p, 1, 1, 0, 1;\n}\n"
                  : GW_D64_OUT
                  : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+// FP8: d (+)= A (64 x 32 e4m3, K-major) * B (32 x 128 e4m3, K-major: wgmma has no transposed form
+// for 8-bit types), both from shared memory; `accumulate` 0 starts d from zero (scale-d 0).
+__device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b,
+                                              int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " GW_D64 ", %64, %65, p, 1, 1;\n}\n"
+                 : GW_D64_OUT
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 #undef GW_D64

@@ -184,10 +184,6 @@ def test_a_posted_fp8_result_says_its_input_type_consistently():
     ({"compute_mode": "fp8_e5m2"}, "compute_mode"),
     ({"compute_mode": "fp8", "output": "bf16"}, "output"),
     ({"compute_mode": "fp8", "output": "input ", }, "output"),
-    # An E4M3 tensor map: the runner encodes none yet, so the description says so (it once got
-    # through validation and failed as a KeyError when the case was resolved).
-    ({"compute_mode": "fp8", "args": ["M", "N", "K", "alpha", "A", "B", "beta", "C", "A_map"],
-      "tensor_maps": {"A": {"box": [64, 128], "swizzle": 64}}}, "not yet for fp8 kernels"),
 ])
 def test_fp8_descriptions_that_try_to_slip_past_are_refused_by_name(change, refused):
     src = "#include <cuda_fp8.h>\n__global__ void k() {}"
@@ -212,3 +208,27 @@ def test_a_posted_cublas_plan_out_of_its_bounds_is_refused(plan, refused):
     assert ResultIn.model_validate({**row, "env": {"cublas_plan": good}}).env.cublas_plan.algo.id == 66
     with pytest.raises(ValidationError, match=refused):
         ResultIn.model_validate({**row, "env": {"cublas_plan": {**good, **plan}}})
+
+
+@pytest.mark.parametrize("layout", ["row", "column"])
+def test_an_e4m3_matrix_gets_a_tensor_map_of_bytes_where_its_lines_allow(layout):
+    """An E4M3 map is a map of bytes (UINT8: the TMA only moves them). Its line is K bytes for A,
+    and for a column-major B (the TN form): K must be a multiple of 16 where BF16 needs 8. (Before
+    E4M3 had a map, such a description got through validation and failed as a KeyError.)"""
+    from worker import tensor_maps
+
+    src = "#include <cuda_fp8.h>\n__global__ void k() {}"
+    desc = KernelDescription.model_validate(one_file(
+        "k", src, "k", [1], compute_mode="fp8", layout={"A": "row", "B": "col", "C": "row"},
+        args=["M", "N", "K", "alpha", "A", "B", "beta", "C", "A_map", "B_map"],
+        tensor_maps={"A": {"box": [128, 128], "swizzle": 128}, "B": {"box": [128, 128], "swizzle": 128}}))
+    assert set(desc.tensor_maps) == {"A", "B"} and desc.form.key() == "rcr"
+    matrix = "A" if layout == "row" else "B"  # both K-major: lines of K bytes
+    made = tensor_maps.request(matrix, layout, 1000, 1000, 1024, 1 << 20, "float8_e4m3", (128, 128, 128))
+    assert made is not None and made.line_bytes == 1024 and made.dims == (1024, 1000)
+    assert tensor_maps._DATA_TYPE[made.data_type] == 0  # CU_TENSOR_MAP_DATA_TYPE_UINT8
+    assert tensor_maps.request(matrix, layout, 1000, 1000, 1000, 1 << 20, "float8_e4m3", (128, 128, 128)) is None
+    assert tensor_maps.request(matrix, layout, 1000, 1000, 1000, 1 << 20, "bfloat16", (64, 128, 128)) is not None
+    # a row-major B's line is N bytes
+    assert tensor_maps.request("B", "row", 1000, 1008, 1000, 1 << 20, "float8_e4m3", (128, 128, 128)).dims == (1008, 1000)
+

@@ -125,8 +125,13 @@ def test_descriptions_that_do_not_fit_their_form_are_refused_with_why():
         kernel(epilogue="alpha_beta", args=["A", "B", "C", "M", "N", "K"])
     with pytest.raises(ValidationError, match='accumulate "fp16" is for fp16 kernels'):
         kernel(compute_mode="bf16", accumulate="fp16")
-    with pytest.raises(ValidationError, match="fp8 kernels take the default form"):
-        kernel({"A": "row", "B": "col", "C": "row"}, compute_mode="fp8")
+    # FP8 in the two forms its cuBLASLt baseline takes (rrr, and TN: rcr), no other
+    assert kernel({"A": "row", "B": "col", "C": "row"}, compute_mode="fp8").form.key() == "rcr"
+    for layout in ({"A": "col", "B": "col", "C": "row"}, {"A": "row", "B": "col", "C": "col"}, "column"):
+        with pytest.raises(ValidationError, match="fp8 kernels take A and C row-major"):
+            kernel(layout, compute_mode="fp8")
+    with pytest.raises(ValidationError, match="this one is rcr[+]ab"):
+        kernel({"A": "row", "B": "col", "C": "row"}, compute_mode="fp8", args=["M", "N", "K", "A", "B", "C"])
     with pytest.raises(ValidationError, match="args take beta but not alpha"):
         kernel(args=["M", "N", "K", "A", "B", "beta", "C"])
     assert kernel({"A": "row", "B": "column", "C": "row"}).form == kernel({"B": "col"}).form == GemmForm(b="column")

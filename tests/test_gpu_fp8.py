@@ -119,3 +119,24 @@ def test_an_fp8_kernel_that_rounds_toward_zero_is_still_right(runner, name):
                                   POLICY)
     assert nearest.verified and toward_zero.verified, (nearest.error, toward_zero.error)
     assert toward_zero.rel_error > 1.5 * nearest.rel_error
+
+
+def test_cublaslt_fp8_in_the_tn_form_reads_b_where_it_lies_and_gives_the_same_c(runner):
+    """An FP8 kernel in the TN form (B column-major) is timed beside the same cuBLASLt call as one in
+    the default form: B is already K-major, so the call reads the kernel's own B (no copy), and its C
+    is the default form's, bit for bit, for the same numbers."""
+    import cupy as cp
+
+    from core.gemm_form import GemmForm
+    from worker.runner import Problem
+
+    case = builtin_case("cublas_fp8", 512, 384, 1024, seed=11)
+    default = Problem(runner.device, case, GemmForm(), case.precision)
+    tn = Problem(runner.device, case, GemmForm(b="column"), case.precision)
+    assert tn.b_in.flags.f_contiguous and not default.b_in.flags.f_contiguous
+    calls = [p.cublas_call() for p in (default, tn)]
+    for call in calls:
+        call()
+    cp.cuda.get_current_stream().synchronize()
+    assert calls[1].b_t.data.ptr == tn.b_in.data.ptr and calls[0].b_t.data.ptr != default.b_in.data.ptr
+    assert calls[1].plan["trans"] == "TN" and bool((calls[0].out == calls[1].out).all())

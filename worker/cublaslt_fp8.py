@@ -5,8 +5,9 @@ Neither CuPy nor its cuBLAS binding has an FP8 type or cuBLASLt, and nvmath-pyth
 matrices only as torch tensors; cuBLASLt's C API is small enough to call directly for the one
 GEMM a baseline needs. Two rules of cuBLASLt's FP8 GEMM shape the call:
   - both operands K-major ("TN"): for row-major C = A B, cuBLAS (column-major) computes
-    C^T = B^T A^T, so its first operand is B^T, which must be stored with K contiguous: the call
-    gets its own transposed copy of B (N x K), made once when the call is built;
+    C^T = B^T A^T, so its first operand is B^T, which must be stored with K contiguous: for a
+    row-major B the call gets its own transposed copy (N x K), made once when the call is built;
+    a column-major B (an FP8 kernel in the TN form, core/gemm_form.py) is read as it lies;
   - A's and B's leading dimensions a multiple of 16 bytes, and C's: where K or N is not a
     multiple of 16, the call multiplies copies of A and B padded with zeros to the next multiple
     (zeros add nothing to the product) into a padded C of its own. It then does up to 15 columns
@@ -35,8 +36,8 @@ def describe(precision: Precision) -> str:
 
 
 class Fp8Gemm(LtCall):
-    """C = scale_A scale_B (A B) for row-major E4M3 A (M x K) and B (K x N) held as uint8, into a
-    row-major C of the precision's output type, on the current stream when called."""
+    """C = scale_A scale_B (A B) for E4M3 A (M x K, row-major) and B (K x N, row- or column-major)
+    held as uint8, into a row-major C of the precision's output type, on the current stream when called."""
 
     def __init__(self, cp, a, b, out, precision: Precision, count: int = 1):
         lt = library()
@@ -47,9 +48,13 @@ class Fp8Gemm(LtCall):
         if kp != k:  # E4M3 zero is the byte 0
             self.a = cp.zeros((m, kp), dtype=cp.uint8)
             self.a[:, :k] = a
-        # N x K, K contiguous: cuBLASLt's FP8 operands are K-major
-        self.b_t = cp.zeros((np_, kp), dtype=cp.uint8)
-        self.b_t[:n, :k] = b.T
+        # N x K, K contiguous: cuBLASLt's FP8 operands are K-major. A column-major B (the TN form)
+        # already is, and is read where it lies unless it must be padded.
+        if b.flags.f_contiguous and (np_, kp) == (n, k):
+            self.b_t = b.T
+        else:
+            self.b_t = cp.zeros((np_, kp), dtype=cp.uint8)
+            self.b_t[:n, :k] = b.T
         self.first = self.b_t  # cuBLAS's first operand
         if np_ != n:
             self.out = cp.empty((m, np_), dtype=out.dtype)

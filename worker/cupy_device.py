@@ -182,9 +182,9 @@ class CupyDevice:
 
     def cublas_candidates(self, problem, count: int):
         """cuBLASLt's heuristic candidates for the problem's GEMM, as one call that `use(i)` sets
-        to the i-th (worker/cublas_best.py times them); None for a form other than the default or
-        a batch, which reach cuBLAS through calls of their own (worker/cublas_forms.py)."""
-        if not (problem.form.uniform_layout == "row" and problem.form.accumulate == "fp32" and problem.batch == 1):
+        to the i-th (worker/cublas_best.py times them); None for a form other than the default (or
+        FP8's TN form) or a batch, which reach cuBLAS through calls of their own (worker/cublas_forms.py)."""
+        if not _own_lt_call(problem.form, problem.precision, problem.batch):
             return None
         out = problem.new_c()
         if problem.precision.fp8:
@@ -199,7 +199,7 @@ class CupyDevice:
         strided-batched call). The default form (row-major, FP32 sums, one matrix) keeps the calls
         its figures were first measured with; every other goes through worker/cublas_forms.py."""
         cp = self.cp
-        if not (form.uniform_layout == "row" and form.accumulate == "fp32" and batch == 1):
+        if not _own_lt_call(form, precision, batch):
             return cublas_forms.call(cp, a, b, out, precision, form, batch)
         if precision.fp8:
             return cublaslt_fp8.call(cp, a, b, out, precision)
@@ -319,3 +319,9 @@ def _check_cublas_math_mode(cp) -> int | None:
         raise RuntimeError(f"cuBLAS math mode {mode} allows reduced precision; the FP32 baseline would not be FP32")
     return mode
 
+
+def _own_lt_call(form: GemmForm, precision: Precision, batch: int) -> bool:
+    """Whether cuBLAS's product in this form is one of the baseline's own calls (row-major, FP32
+    sums, one matrix; FP8 in either of its forms, which cuBLASLt's FP8 call lays out itself), not
+    worker/cublas_forms.py's."""
+    return batch == 1 and form.accumulate == "fp32" and (form.uniform_layout == "row" or precision.fp8)

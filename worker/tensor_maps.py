@@ -21,7 +21,8 @@ from functools import cache
 from core.precision import TYPE_BYTES
 
 # CUtensorMapDataType, CUtensorMapSwizzle and CUtensorMapL2promotion (cuda.h, CUDA 12 and 13).
-_DATA_TYPE = {"float32": 7, "float16": 6, "bfloat16": 9}
+# E4M3 as bytes (UINT8): the TMA only moves them, the kernel reads them as E4M3.
+_DATA_TYPE = {"float32": 7, "float16": 6, "bfloat16": 9, "float8_e4m3": 0}
 _SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 _L2_PROMOTION_128B = 2
 MAP_BYTES = 128
