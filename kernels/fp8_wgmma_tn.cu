@@ -16,9 +16,9 @@
 // Why faster than fp8_wgmma: there the producer copied B as it lies (N contiguous) and turned every
 // slab into K-major rows with byte permutes; that turn, not the tensor cores, set the pace.
 // The per-tensor scales reach the kernel folded into alpha (core/precision.py). C in BF16
-// (OUTPUT_FP32=1: FP32), stored two columns at a time. For the correctness gate's tests:
-// GEMMWATCH_TEST_SKIP_SLAB leaves out k = 32..63; GEMMWATCH_ROUND_TOWARD_ZERO rounds a BF16 C
-// toward zero (half.cuh).
+// (OUTPUT_FP32=1: FP32), stored 16 bytes a lane where it can be (half.cuh's store_wgmma_rows).
+// For the correctness gate's tests: GEMMWATCH_TEST_SKIP_SLAB leaves out k = 32..63;
+// GEMMWATCH_ROUND_TOWARD_ZERO rounds a BF16 C toward zero (half.cuh).
 // Seed: Past the seeds; builds on fp8_wgmma (the FP8 wgmma and its promotion) and
 // half_wgmma_ss's persistent rung (the ring across tiles, TMA from one thread).
 // Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation).
@@ -166,8 +166,6 @@ gemm_fp8_wgmma_tn(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restr
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
     const int wg = role - 1;  // which 64 rows of the tile
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
-    // Pairs of C elements in one store where every pair is aligned: N even and C 4-byte (FP32: 8) aligned.
-    const bool paired = N % 2 == 0 && reinterpret_cast<size_t>(C) % (2 * sizeof(out_t)) == 0;
 
     int it = 0;  // slabs this block has consumed so far, over all its tiles
     float acc[kAcc], total[kAcc];
@@ -205,16 +203,6 @@ gemm_fp8_wgmma_tn(int M, int N, int K, float alpha, const __nv_fp8_e4m3* __restr
 
         // total[4 j + e] is C(row m, column n) with m = 16 warp + lane / 4 (+8 for e >= 2) in this
         // warpgroup's 64 rows, n = 8 j + 2 (lane % 4) (+1 for odd e).
-        const int m0 = bm0 + wg * 64 + warp * 16 + (lane >> 2), t = lane & 3;
-#pragma unroll
-        for (int j = 0; j < kAcc / 4; ++j) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int m = m0 + 8 * h, n = bn0 + 8 * j + 2 * t;
-                if (m < M && n < N)
-                    store_pair_axpby(C + (size_t)m * N + n, total[4 * j + 2 * h], total[4 * j + 2 * h + 1], alpha,
-                                     beta, paired && n + 1 < N, n + 1 < N);
-            }
-        }
+        store_wgmma_rows(C, M, N, bm0 + wg * 64 + warp * 16 + (lane >> 2), bn0, total, alpha, beta, lane & 3);
     }
 }

@@ -122,6 +122,7 @@ class FakeLtGemm:
 
     def __init__(self, default: Call, factors: list[float], out):
         self.default, self.factors, self.out = default, factors, out
+        self.c = out  # as cuBLASLt's calls name the C they leave (worker/cublaslt.py)
         self.candidates = list(range(len(factors)))
         self.use(0)
 

@@ -142,6 +142,12 @@ class LtCall:
     candidates: list
     plan_base: dict
 
+    @property
+    def c(self):
+        """The C asked for, as this call leaves it: `out`, or (FP8 at an N cuBLASLt must pad) the
+        first N columns of the padded C the call writes instead."""
+        return self.out
+
     def use(self, index: int) -> None:
         chosen = self.candidates[index]
         self.index, self.algo = index, chosen.algo

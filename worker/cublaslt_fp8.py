@@ -10,8 +10,9 @@ GEMM a baseline needs. Two rules of cuBLASLt's FP8 GEMM shape the call:
     a column-major B (an FP8 kernel in the TN form, core/gemm_form.py) is read as it lies;
   - A's and B's leading dimensions a multiple of 16 bytes, and C's: where K or N is not a
     multiple of 16, the call multiplies copies of A and B padded with zeros to the next multiple
-    (zeros add nothing to the product) into a padded C of its own. It then does up to 15 columns
-    more work than M x N x K; at the sizes FP8 is timed at (multiples of 128) it pads nothing.
+    (zeros add nothing to the product) into a padded C of its own (`c`: its first N columns). It
+    then does up to 15 columns more work than M x N x K; at the sizes FP8 is timed at (multiples
+    of 128) it pads nothing.
 The scales reach cuBLASLt by device pointer (CUBLASLT_MATMUL_DESC_{A,B}_SCALE_POINTER), and the
 algorithm is cuBLASLt's first heuristic choice for the shape with a 32 MiB workspace, or the
 candidate `use` picks (worker/cublas_best.py); what runs is the call's `plan`, recorded in the
@@ -56,6 +57,7 @@ class Fp8Gemm(LtCall):
             self.b_t = cp.zeros((np_, kp), dtype=cp.uint8)
             self.b_t[:n, :k] = b.T
         self.first = self.b_t  # cuBLAS's first operand
+        self.n = n
         if np_ != n:
             self.out = cp.empty((m, np_), dtype=out.dtype)
         padded = (np_, kp) != (n, k)
@@ -87,6 +89,11 @@ class Fp8Gemm(LtCall):
                           "a_b_type": "CUDA_R_8F_E4M3", "c_type": TYPE_NAME[out_type], "trans": "TN",
                           **({"padded_n_k": [n, k]} if padded else {})}
         self.use(0)
+
+
+    @property
+    def c(self):
+        return self.out[:, :self.n]
 
 
 def call(cp, a, b, out, precision: Precision, count: int = 1) -> Fp8Gemm:
