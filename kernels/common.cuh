@@ -184,22 +184,6 @@ __device__ __forceinline__ void copy16_bytes(unsigned dst, unsigned char* dst_pt
     }
 }
 
-// Four lanes `stride` apart (lane bits of stride and 2 stride; r = (lane / stride) % 4 each) hold
-// one 4-byte word each of 4 rows of a 4 x 4 block: w[q] is element (q, r). Afterwards lane r
-// holds row r, element u in word u. Two rounds of shuffles (xor stride swaps between lanes r and
-// r ^ 1, xor 2 stride between r and r ^ 2); every lane of the warp must take part. The wgmma
-// epilogues use it to gather 16 contiguous bytes of C in one lane for one store.
-__device__ __forceinline__ uint4 quad_transpose(const unsigned (&w)[4], int r, int stride) {
-    const bool b0 = r & 1, b1 = r & 2;
-    const unsigned r0 = __shfl_xor_sync(0xffffffffu, b0 ? w[0] : w[1], stride);
-    const unsigned r1 = __shfl_xor_sync(0xffffffffu, b0 ? w[2] : w[3], stride);
-    // a[2 g + i]: element (2 g + b0, (r & 2) + i)
-    const unsigned a0 = b0 ? r0 : w[0], a1 = b0 ? w[1] : r0, a2 = b0 ? r1 : w[2], a3 = b0 ? w[3] : r1;
-    const unsigned s0 = __shfl_xor_sync(0xffffffffu, b1 ? a0 : a2, 2 * stride);
-    const unsigned s1 = __shfl_xor_sync(0xffffffffu, b1 ? a1 : a3, 2 * stride);
-    return make_uint4(b1 ? s0 : a0, b1 ? s1 : a1, b1 ? a2 : s0, b1 ? a3 : s1);
-}
-
 // Grouped rasterisation: which C tile (tile_m, tile_n) the id-th unit of work computes, on a grid
 // of tiles_n tiles across and tiles_m down. Blocks start roughly in launch order, x fastest; taken
 // literally, the blocks resident at one time form a few full block-rows, reading a few rows of A

@@ -72,12 +72,27 @@ __device__ __forceinline__ void store_pair_axpby(out_t* p, float a0, float a1, f
 __device__ __forceinline__ unsigned short bits_of(__half x) { return __half_as_ushort(x); }
 __device__ __forceinline__ unsigned short bits_of(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
 
+// The four lanes of a quad (t = lane % 4) each hold one 4-byte word of each of 4 consecutive
+// 8-column groups of a row: w[q] is columns 2t, 2t + 1 of group q. Afterwards lane t holds the
+// whole of group t, 16 bytes: word u is columns 2u, 2u + 1. Two rounds of shuffles within the quad
+// (xor 1 swaps words between rows t and t ^ 1, xor 2 between t and t ^ 2); every lane of the warp
+// must take part.
+__device__ __forceinline__ uint4 quad_transpose(const unsigned (&w)[4], int t) {
+    const bool b0 = t & 1, b1 = t & 2;
+    const unsigned r0 = __shfl_xor_sync(0xffffffffu, b0 ? w[0] : w[1], 1);
+    const unsigned r1 = __shfl_xor_sync(0xffffffffu, b0 ? w[2] : w[3], 1);
+    // a[2 g + i]: column 2 (2 g + b0) .. + 1 of row (t & 2) + i
+    const unsigned a0 = b0 ? r0 : w[0], a1 = b0 ? w[1] : r0, a2 = b0 ? r1 : w[2], a3 = b0 ? w[3] : r1;
+    const unsigned s0 = __shfl_xor_sync(0xffffffffu, b1 ? a0 : a2, 2);
+    const unsigned s1 = __shfl_xor_sync(0xffffffffu, b1 ? a1 : a3, 2);
+    return make_uint4(b1 ? s0 : a0, b1 ? s1 : a1, b1 ? a2 : s0, b1 ? a3 : s1);
+}
+
 // The epilogue of one warp's rows of a wgmma tile: acc[4 j + e] is C(m0 + 8 (e / 2), n0 + 8 j +
 // 2 t + e % 2), wgmma's accumulator layout (t = lane % 4; the warp's 16 rows start at m0 - lane / 4).
 // Where C is 2 bytes, N a multiple of 8, C 16-byte aligned and beta 0 (what every timed call is),
-// each quad turns its pairs around (common.cuh's quad_transpose) and stores 16 bytes a lane: a
-// quarter of the stores, each filling its sectors. Otherwise two columns a store where they are
-// aligned, else one.
+// each quad turns its pairs around (quad_transpose) and stores 16 bytes a lane: a quarter of the
+// stores, each filling its sectors. Otherwise two columns a store where they are aligned, else one.
 template <int NA>
 __device__ __forceinline__ void store_wgmma_rows(out_t* C, int M, int N, int m0, int n0, const float (&acc)[NA],
                                                  float alpha, float beta, int t) {
@@ -95,7 +110,7 @@ __device__ __forceinline__ void store_wgmma_rows(out_t* C, int M, int N, int m0,
                         w[q] = bits_of(from_float<out_t>(alpha * acc[i])) |
                                ((unsigned)bits_of(from_float<out_t>(alpha * acc[i + 1])) << 16);
                     }
-                    const uint4 v = quad_transpose(w, t, 1);
+                    const uint4 v = quad_transpose(w, t);
                     const int n = n0 + 8 * (4 * g + t);
                     if (m < M && n < N) *reinterpret_cast<uint4*>(C + (size_t)m * N + n) = v;
                 }

@@ -17,8 +17,6 @@
 // adjacent tiles, the same rows of C: the pair is placed on two SMs of one GPC at the same time,
 // starts its slabs together and leaves together (cluster barriers), so both read each A slab at
 // about the same moment. No data passes between the two.
-// C is stored 16 bytes a lane where beta is 0, N a multiple of 4 and C 16-byte aligned (four lanes
-// trade their columns of C^T: quad_transpose), else element by element.
 // Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DBM (128 or 256: rows of C per block, wgmma's N), -DSTAGES (ring depth), -DGROUP_M.
 #include "common.cuh"
@@ -307,33 +305,13 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
 
     // result[4 j + e] is C^T(row n, column m) with n = n_local (+8 for e >= 2), m = 8 j + 2 t (+1 for odd e).
     const int n0 = bn0 + n_local;
-    if (beta == 0.0f && N % 4 == 0 && reinterpret_cast<size_t>(C) % 16 == 0) {
-        // What every timed call is: 16 bytes a store. The four lanes 4 apart (r = g % 4) hold
-        // consecutive n of the same m; each takes one of four m's, with its 4 n (quad_transpose).
-        const int r = g & 3, n_base = n0 - r;
 #pragma unroll
-        for (int j = 0; j < kAcc / 4; j += 2) {
+    for (int j = 0; j < kAcc / 4; ++j) {
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {  // n_base, n_base + 8
-                // element (q, r): m = 8 (j + q / 2) + 2 t + q % 2, n = n_base + 8 h + r
-                const unsigned w[4] = {__float_as_uint(alpha * result[4 * j + 2 * h]),
-                                       __float_as_uint(alpha * result[4 * j + 2 * h + 1]),
-                                       __float_as_uint(alpha * result[4 * (j + 1) + 2 * h]),
-                                       __float_as_uint(alpha * result[4 * (j + 1) + 2 * h + 1])};
-                const uint4 v = quad_transpose(w, r, 4);
-                const int m = bm0 + 8 * (j + (r >> 1)) + 2 * t + (r & 1), n = n_base + 8 * h;
-                if (m < M && n < N) *reinterpret_cast<uint4*>(C + (size_t)m * N + n) = v;
-            }
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < kAcc / 4; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int m = bm0 + 8 * j + 2 * t + (e & 1);
-                const int n = n0 + (e >= 2 ? 8 : 0);
-                if (m < M && n < N) store_axpby(C + (size_t)m * N + n, result[4 * j + e], alpha, beta);
-            }
+        for (int e = 0; e < 4; ++e) {
+            const int m = bm0 + 8 * j + 2 * t + (e & 1);
+            const int n = n0 + (e >= 2 ? 8 : 0);
+            if (m < M && n < N) store_axpby(C + (size_t)m * N + n, result[4 * j + e], alpha, beta);
         }
     }
 #if PAIRS
