@@ -3,7 +3,7 @@
 // wgmma.mma_async with FP32 accumulators and A from registers, for TF32 (k8), BF16 and FP16 (k16)
 // at N = 128 and 256 (chosen by the accumulator array's size: 64 or 128 floats per thread); and
 // for BF16 and FP16 with both operands in shared memory, B N-major (half_wgmma_ss); and for FP8
-// (E4M3) with both operands K-major in shared memory (fp8_wgmma, fp8_wgmma_tn).
+// (E4M3) and TF32 with both operands K-major in shared memory (fp8_wgmma, wgmma_tn).
 // The rules of common.cuh hold, with one exception: the operand lists of the wgmma instructions
 // are spelt once each by GW_-prefixed macros, #undef'd at the end of this header, so no kernel
 // and no -D option meets them.
@@ -180,6 +180,16 @@ __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[64], unsigned long long
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " GW_D64 ", %64, %65, p, 1, 1;\n}\n"
                  : GW_D64_OUT
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// TF32 with both operands K-major in shared memory (wgmma_tn): d (+)= A (64 x 8) * B (8 x 256);
+// `accumulate` 0 starts d from zero.
+__device__ __forceinline__ void wgmma_ss_tf32(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b,
+                                              int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 " GW_D128 ", %128, %129, p, 1, 1;\n}\n"
+                 : GW_D128_OUT
                  : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 

@@ -38,3 +38,17 @@ def test_a_kernel_is_timed_beside_the_chosen_call(runner):
     best = out.env["cublas_best"]
     # The pair loop's cuBLAS median is the chosen call's, within the two measurements' noise.
     assert out.cublas_median_ms == pytest.approx(best["best"]["median_ms"], rel=0.05)
+
+
+@pytest.mark.parametrize("name", ["bf16_wgmma_tn", "tf32_wgmma_tn", "fp8_wgmma_tn"])
+def test_a_tn_kernel_is_timed_beside_cublass_best_in_the_tn_form(runner, name):
+    """B column-major (the TN form): cuBLASLt's candidates are timed beside the default call (before,
+    a TN kernel had no candidates: "why" said so) and the chosen one is the TN call, its C checked."""
+    tn = runner.run_case(builtin_case(name, 2048, 2048, 2048, seed=3), POLICY)
+    assert tn.verified and tn.form == "rcr", tn.error
+    best = tn.env["cublas_best"]
+    assert "why" not in best, best.get("why")
+    ran = [c for c in best["candidates"] if c.get("median_ms")]
+    assert len(ran) >= 2 and best["candidates"][0]["call"] == "default"
+    if best["against"] == "best":
+        assert tn.env["cublas_plan"]["trans"] == "TN" and tn.env["cublas_plan"]["algo"] == best["best"]["algo"]

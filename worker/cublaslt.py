@@ -169,12 +169,14 @@ class LtCall:
 class LtGemm(LtCall):
     """C = A B for row-major A (M x K), B (K x N), C (M x N) in the precision's types, FP32
     accumulate (TF32 tensor cores where the precision is TF32), on the current stream when
-    called, with the candidate chosen by `use` (the heuristic's first until then)."""
+    called, with the candidate chosen by `use` (the heuristic's first until then). B may lie
+    column-major (the TN form): cuBLAS's first operand, Bᵀ, is then B's memory read transposed."""
 
     def __init__(self, cp, a, b, out, precision: Precision, count: int = 8):
         lt = library()
         m, k = a.shape
         n = b.shape[1]
+        b_column = b.flags.f_contiguous and not b.flags.c_contiguous
         self.cp, self.a, self.first, self.out = cp, a, b, out
         self.alpha, self.beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
         self.workspace = cp.empty(WORKSPACE_BYTES, dtype=cp.uint8)
@@ -183,16 +185,19 @@ class LtGemm(LtCall):
         self.desc = ctypes.c_void_p()
         check(lt.cublasLtMatmulDescCreate(ctypes.byref(self.desc), compute, CUDA_R_32F), "cublasLtMatmulDescCreate")
         setter = lt.cublasLtMatmulDescSetAttribute
-        set_attribute(setter, self.desc, DESC_TRANSA, ctypes.c_int32(CUBLAS_OP_N))
+        set_attribute(setter, self.desc, DESC_TRANSA, ctypes.c_int32(CUBLAS_OP_T if b_column else CUBLAS_OP_N))
         set_attribute(setter, self.desc, DESC_TRANSB, ctypes.c_int32(CUBLAS_OP_N))
-        self.a_desc, self.b_desc, self.c_desc = layout(in_type, n, k, n), layout(in_type, k, m, k), layout(out_type, n, m, n)
+        # cuBLAS's A as it is stored: a row-major B is Bᵀ (N x K, ld N); a column-major one is B
+        # itself (K x N, ld K), which the transpose turns into Bᵀ.
+        self.a_desc = layout(in_type, k, n, k) if b_column else layout(in_type, n, k, n)
+        self.b_desc, self.c_desc = layout(in_type, k, m, k), layout(out_type, n, m, n)
         self.candidates = candidates(self.desc, self.a_desc, self.b_desc, self.c_desc, count)
         if not self.candidates:
             raise CublasLtError(f"cuBLASLt has no algorithm for {m}x{n}x{k} in {precision.describe()['input']}")
         self.plan_base = {"call": "cublasLtMatmul", "compute_type": "CUBLAS_COMPUTE_32F_FAST_TF32"
                           if compute == CUBLAS_COMPUTE_32F_FAST_TF32 else "CUBLAS_COMPUTE_32F",
                           "scale_type": "CUDA_R_32F", "a_b_type": TYPE_NAME[in_type], "c_type": TYPE_NAME[out_type],
-                          "trans": "NN"}
+                          "trans": "TN" if b_column else "NN"}
         self.use(0)
 
 

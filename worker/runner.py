@@ -167,7 +167,7 @@ class Runner:
         except Exception as exc:  # cuBLASLt has no algorithm for this shape (an odd leading dimension, say)
             gemm, why = None, f"cuBLASLt offers no candidates here: {str(exc)[:150]}"
         else:
-            why = "no cuBLASLt candidates for this GEMM on this device (a form other than the default, or a batch)"
+            why = "no cuBLASLt candidates for this GEMM on this device (a form other than the default and TN, or a batch)"
         if gemm is None:
             out.env["cublas_best"] = {"against": "default", "why": why}
             return default
@@ -177,7 +177,8 @@ class Runner:
             return cublas_best.median_of(dev.sample([call] * cublas_best.SELECTION_SAMPLES, policy).times_ms)
 
         key = {"gpu": self.gpu_name(), "library": gemm.library_version, "m": case.m, "n": case.n,
-               "k": case.k, "precision": problem.precision.describe(), "mode": policy.mode, "flush": policy.flush}
+               "k": case.k, "precision": problem.precision.describe(), "form": problem.form.key(),
+               "mode": policy.mode, "flush": policy.flush}
         plan = cublas_best.choose(default, gemm, median_ms, dev.cfg.data_dir / "cublas-best", key)
         if plan["against"] == "best":  # the bar must be a right product too: the chosen call's C checked once
             gemm()
