@@ -54,7 +54,7 @@ import numpy as np
 from core.gemm_form import GemmForm, cublas_gemm
 from core.kernel import DeviceFigures, Launch
 from core.settings import Settings
-from worker import compiler, half_arrays, kernel_args, launcher_library, resources
+from worker import compiler, cublaslt, half_arrays, kernel_args, launcher_library, resources
 from worker.runner import Runner
 from worker.timing import Batch
 
@@ -285,7 +285,7 @@ class FakeDevice:
         """cuBLASLt's candidates, where FAKE_GPU_CUBLAS_CANDIDATES lists each one's time relative
         to the default call ("1.02,0.95": the second 5 % faster); otherwise none are offered."""
         listed = os.environ.get("FAKE_GPU_CUBLAS_CANDIDATES")
-        if not listed or not (problem.form.default and problem.batch == 1):
+        if not listed or not cublaslt.offers_candidates(problem.form, problem.batch):  # as the GPU's device
             return None
         out = problem.new_c()
         return FakeLtGemm(problem.cublas_call(out), [float(x) for x in listed.split(",")][:count], out)

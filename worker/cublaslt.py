@@ -133,6 +133,14 @@ def algo_config(algo: Algo) -> dict:
     return got
 
 
+def offers_candidates(form, batch: int) -> bool:
+    """Whether cuBLAS's best is chosen among cuBLASLt's candidates for a GEMM of this form (a
+    core/gemm_form.GemmForm): A and C row-major, B either way (the default form, and TN, the form
+    of x·Wᵀ: `LtGemm` reads a column-major B transposed), FP32 sums, one matrix. Any other is
+    timed beside cuBLAS's default call alone."""
+    return batch == 1 and form.accumulate == "fp32" and form.a == form.c == "row"
+
+
 class LtCall:
     """What every cuBLASLt GEMM here shares once its descriptor, layouts and candidates are made:
     `use(i)` runs the i-th candidate from then on (its configuration in `plan`), and a call

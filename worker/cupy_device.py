@@ -184,7 +184,7 @@ class CupyDevice:
         """cuBLASLt's heuristic candidates for the problem's GEMM, as one call that `use(i)` sets
         to the i-th (worker/cublas_best.py times them); None for a form other than the default and
         TN, or a batch, which reach cuBLAS through calls of their own only (worker/cublas_forms.py)."""
-        if not _lt_candidates_form(problem.form, problem.batch):
+        if not cublaslt.offers_candidates(problem.form, problem.batch):
             return None
         out = problem.new_c()
         if problem.precision.fp8:
@@ -325,9 +325,3 @@ def _own_lt_call(form: GemmForm, precision: Precision, batch: int) -> bool:
     sums, one matrix; FP8 in either of its forms, which cuBLASLt's FP8 call lays out itself), not
     worker/cublas_forms.py's."""
     return batch == 1 and form.accumulate == "fp32" and (form.uniform_layout == "row" or precision.fp8)
-
-
-def _lt_candidates_form(form: GemmForm, batch: int) -> bool:
-    """Whether cuBLASLt's candidates are timed for this form: A and C row-major, B either way (the
-    default form and TN, the form of x·Wᵀ), FP32 sums, one matrix (worker/cublaslt.py)."""
-    return batch == 1 and form.accumulate == "fp32" and form.a == form.c == "row"
