@@ -40,21 +40,30 @@ def build_job(commit: str, branch: str | None, repo: str, sizes: list[list[int]]
     return body
 
 
-class TooManySizes(ValueError):
-    pass
+class BeyondServerLimits(ValueError):
+    """The commit's job cannot be posted within the server's limits; says which, before anything is posted."""
 
 
 def split_job(body: dict, limits: dict | None) -> list[dict]:
     """The commit's job as jobs within the server's limits (None: an older server that does not
     say them, one job): its variants in order, as many per job as its sizes allow, each job with
-    the sources of its own variants."""
+    the sources of its own variants. BeyondServerLimits where no split fits: too many sizes for one
+    job, or a kernel's files past the server's source limit."""
     variants, sizes = body["variants"], body["sizes"]
     if limits is None or not variants:
         return [body]
+    # Measured as the server measures it (api/limits.py): a kernel past it would be refused only
+    # when its part is posted, after the parts before it had run.
+    most = limits.get("max_source_bytes")
+    for source in body.get("sources", []) if most else []:
+        size = sum(len(text.encode()) for text in source.get("files", {}).values())
+        if size > most:
+            raise BeyondServerLimits(f"{source['name']}: its files hold {size} bytes; this server takes at most {most} "
+                                     "a kernel (GEMMWATCH_MAX_SOURCE_BYTES): nothing was posted")
     per_job = min(limits["max_sources_per_job"], limits["max_cases_per_job"] // len(sizes))
     if per_job < 1:
-        raise TooManySizes(f"{len(sizes)} sizes are more cases than one job may hold on this server "
-                           f"({limits['max_cases_per_job']}, GEMMWATCH_MAX_CASES): give fewer sizes")
+        raise BeyondServerLimits(f"{len(sizes)} sizes are more cases than one job may hold on this server "
+                                 f"({limits['max_cases_per_job']}, GEMMWATCH_MAX_CASES): give fewer sizes")
     parts = []
     for start in range(0, len(variants), per_job):
         names = variants[start:start + per_job]
@@ -245,8 +254,8 @@ def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str 
     try:
         try:
             parts = split_job(body, server_limits(client))
-        except TooManySizes as exc:
-            console.print(f"[red]{exc}[/red]")
+        except BeyondServerLimits as exc:
+            console.print(str(exc), style="red", markup=False, highlight=False)  # a kernel's name is no markup
             return FAILED
         for part in parts:
             resp = client.post("/api/jobs", json=part)
