@@ -46,9 +46,6 @@
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
-#ifndef HALVES
-#define HALVES 0
-#endif
 
 #include <cuda_fp8.h>
 
@@ -78,15 +75,13 @@ constexpr int kAcc = kBN / 2;       // FP32 accumulators per consumer thread (FP
 constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
-static_assert(!HALVES || kPromote, "HALVES splits FP8's promoted sum");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
 
 // One slab's four wgmmas (+32 bytes of each descriptor's address per step); `fresh`: the first
 // starts the accumulators from zero.
-template <int NA>
-__device__ __forceinline__ void slab_wgmmas(float (&acc)[NA], unsigned long long desc_a, unsigned long long desc_b,
+__device__ __forceinline__ void slab_wgmmas(float (&acc)[kAcc], unsigned long long desc_a, unsigned long long desc_b,
                                             bool fresh, bool skip_second) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -213,17 +208,8 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
     const int wg = role - 1;  // which 64 rows of the tile
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
 
-#ifdef GEMMWATCH_TEST_SKIP_SLAB
-    constexpr bool kSkipTest = true;  // a wrong kernel: one wgmma of each tile's first slab left out
-#else
-    constexpr bool kSkipTest = false;
-#endif
     int it = 0;  // slabs this block has consumed so far, over all its tiles
-#if HALVES
-    float lo[kAcc / 2], hi[kAcc / 2];  // columns 0..63 and 64..127 of this slab's sum
-#else
     float acc[kAcc];
-#endif
     float total[kPromote ? kAcc : 1];  // FP8: the FP32 total each slab's sum is added into
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int bm0, bn0;
@@ -233,42 +219,6 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
             for (int i = 0; i < kAcc; ++i) total[i] = 0.0f;
         }
 
-#if HALVES
-        // FP8, the tile's columns in two halves of 64, each its own group of four m64n64k32: while one
-        // half's group runs, the other half's sum is promoted, so this warpgroup keeps a group in
-        // flight across the promotion (one group of the whole width left the pipe idle there).
-        for (int s = 0; s < slabs; ++s, ++it) {
-            const int stage = it % STAGES;
-            mbar_wait(full(stage), (it / STAGES) & 1);
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            const unsigned long long desc_a = k_major_sw128_desc(a_ring + stage * kAStage + wg * 64 * kRow);
-            const unsigned long long desc_b = k_major_sw128_desc(b_ring + stage * kBStage);
-            wgmma_fence();
-            fence_operands(lo);
-            slab_wgmmas(lo, desc_a, desc_b, true, kSkipTest && s == 0);
-            wgmma_commit();
-            if (s > 0) {  // the previous slab's second half is done: promoted, and its slab released
-                wgmma_wait<1>();
-                fence_operands(hi);
-                if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));
-#pragma unroll
-                for (int i = 0; i < kAcc / 2; ++i) total[kAcc / 2 + i] += hi[i];
-            }
-            wgmma_fence();
-            fence_operands(hi);
-            slab_wgmmas(hi, desc_a, desc_b + ((64 * kRow) >> 4), true, false);  // B's rows 64..127
-            wgmma_commit();
-            wgmma_wait<1>();  // this slab's first half is done
-            fence_operands(lo);
-#pragma unroll
-            for (int i = 0; i < kAcc / 2; ++i) total[i] += lo[i];
-        }
-        wgmma_wait<0>();
-        fence_operands(hi);
-        if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));
-#pragma unroll
-        for (int i = 0; i < kAcc / 2; ++i) total[kAcc / 2 + i] += hi[i];
-#else
         for (int s = 0; s < slabs; ++s, ++it) {
             const int stage = it % STAGES;
             mbar_wait(full(stage), (it / STAGES) & 1);
@@ -278,6 +228,11 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
             const unsigned long long desc_b = k_major_sw128_desc(b_ring + stage * kBStage);
             wgmma_fence();
             fence_operands(acc);
+#ifdef GEMMWATCH_TEST_SKIP_SLAB
+            constexpr bool kSkipTest = true;
+#else
+            constexpr bool kSkipTest = false;
+#endif
             // FP8: every slab from zero (then promoted); TF32: the tile's first slab only.
             slab_wgmmas(acc, desc_a, desc_b, kPromote || s == 0, kSkipTest && s == 0);
             wgmma_commit();
@@ -302,18 +257,13 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
             fence_operands(acc);
             if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));  // the tile's last slab back too
         }
-#endif
 
         // result[4 j + e] is C(row m, column n) with m = 16 warp + lane / 4 (+8 for e >= 2) in this
         // warpgroup's 64 rows, n = 8 j + 2 (lane % 4) (+1 for odd e).
         const int m0 = bm0 + wg * 64 + warp * 16 + (lane >> 2);
-#if HALVES
-        store_wgmma_rows(C, M, N, m0, bn0, total, alpha, beta, lane & 3);  // lo then hi: m64n128's layout
-#else
         if constexpr (kPromote)
             store_wgmma_rows(C, M, N, m0, bn0, total, alpha, beta, lane & 3);
         else
             store_wgmma_rows(C, M, N, m0, bn0, acc, alpha, beta, lane & 3);
-#endif
     }
 }
