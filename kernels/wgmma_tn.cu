@@ -46,9 +46,6 @@
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
-#ifndef PROMOTE_SLABS
-#define PROMOTE_SLABS 1  // FP8: slabs summed by the tensor cores between promotions into the FP32 total
-#endif
 
 #include <cuda_fp8.h>
 
@@ -78,7 +75,6 @@ constexpr int kAcc = kBN / 2;       // FP32 accumulators per consumer thread (FP
 constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
-static_assert(PROMOTE_SLABS >= 1 && PROMOTE_SLABS < STAGES, "a promotion group's slabs must fit in the ring");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
@@ -237,10 +233,10 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
 #else
             constexpr bool kSkipTest = false;
 #endif
-            // FP8: every PROMOTE_SLABS slabs from zero (then promoted); TF32: the tile's first slab only.
-            slab_wgmmas(acc, desc_a, desc_b, kPromote ? s % PROMOTE_SLABS == 0 : s == 0, kSkipTest && s == 0);
+            // FP8: every slab from zero (then promoted); TF32: the tile's first slab only.
+            slab_wgmmas(acc, desc_a, desc_b, kPromote || s == 0, kSkipTest && s == 0);
             wgmma_commit();
-            if constexpr (kPromote && PROMOTE_SLABS == 1) {
+            if constexpr (kPromote) {
                 wgmma_wait<0>();
                 fence_operands(acc);
                 // The slab goes back to the producer (one arrival a warp) before the FADDs: it is
@@ -248,17 +244,6 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
                 if (lane == 0) mbar_arrive(empty(stage));
 #pragma unroll
                 for (int i = 0; i < kAcc; ++i) total[i] += acc[i];
-            } else if constexpr (kPromote) {
-                // Promoted once a group of PROMOTE_SLABS slabs (or the tile's last) is summed: the
-                // slabs before it stay in flight meanwhile, and all of the group's go back at once.
-                if (s % PROMOTE_SLABS == PROMOTE_SLABS - 1 || s == slabs - 1) {
-                    wgmma_wait<0>();
-                    fence_operands(acc);
-                    if (lane == 0)
-                        for (int q = s % PROMOTE_SLABS; q >= 0; --q) mbar_arrive(empty((it - q) % STAGES));
-#pragma unroll
-                    for (int i = 0; i < kAcc; ++i) total[i] += acc[i];
-                }
             } else {
                 // The previous slab's group is done once at most this one is pending: its slab goes
                 // back to the producer while this one's wgmmas run.
