@@ -90,7 +90,6 @@ class Fp8Gemm(LtCall):
                           **({"padded_n_k": [n, k]} if padded else {})}
         self.use(0)
 
-
     @property
     def c(self):
         return self.out[:, :self.n]

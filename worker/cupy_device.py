@@ -197,7 +197,8 @@ class CupyDevice:
     def cublas_call(self, a, b, out, precision: Precision, form: GemmForm = GemmForm(), batch: int = 1):
         """cuBLAS over A, B and C in the precision's types and the form's layouts (a batch: one
         strided-batched call). The default form (row-major, FP32 sums, one matrix) keeps the calls
-        its figures were first measured with; every other goes through worker/cublas_forms.py."""
+        its figures were first measured with, as does FP8 in the TN form (cuBLASLt's FP8 call takes
+        either B); every other goes through worker/cublas_forms.py."""
         cp = self.cp
         if not _own_lt_call(form, precision, batch):
             return cublas_forms.call(cp, a, b, out, precision, form, batch)
