@@ -167,6 +167,9 @@ def form_of(layout, epilogue: str | None, accumulate: str, args: Sequence[str], 
         raise ValueError("fp8 kernels take A and C row-major with alpha and beta, and B row-major (the default "
                          "form, rrr) or column-major (rcr, the TN form cuBLASLt's FP8 GEMM itself takes): their "
                          f"cuBLASLt baseline is made for those two; this one is {form.key()}")
+    if compute_mode == "fp8" and "batch" in args:
+        raise ValueError('fp8 kernels multiply one matrix a call: "batch" among the args has no FP8 cuBLASLt '
+                         "baseline to be timed beside (it would fail at every batched case)")
     if "batch" not in args and any(a.startswith("stride_") for a in args):
         raise ValueError("args take batch strides but not the batch count (\"batch\")")
     return form

@@ -132,6 +132,11 @@ def test_descriptions_that_do_not_fit_their_form_are_refused_with_why():
             kernel(layout, compute_mode="fp8")
     with pytest.raises(ValidationError, match="this one is rcr[+]ab"):
         kernel({"A": "row", "B": "col", "C": "row"}, compute_mode="fp8", args=["M", "N", "K", "A", "B", "C"])
+    # a spelling that once got past: the form's key says nothing of a batch, so a batched FP8
+    # kernel passed as "rcr" and failed only on the GPU, at its cuBLAS call
+    with pytest.raises(ValidationError, match="fp8 kernels multiply one matrix a call"):
+        kernel({"A": "row", "B": "col", "C": "row"}, compute_mode="fp8",
+               args=["M", "N", "K", "alpha", "A", "B", "beta", "C", "batch", "stride_a", "stride_b", "stride_c"])
     with pytest.raises(ValidationError, match="args take beta but not alpha"):
         kernel(args=["M", "N", "K", "A", "B", "beta", "C"])
     assert kernel({"A": "row", "B": "column", "C": "row"}).form == kernel({"B": "col"}).form == GemmForm(b="column")
