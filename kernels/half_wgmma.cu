@@ -115,13 +115,7 @@ gemm_half_wgmma(int M, int N, int K, float alpha, const in_t* __restrict__ A, co
             for (int j = 0; j < kBM / 16; ++j) copy8(a_dst + j * 16 * kBK, A, M, K, bm0 + a_r + 16 * j, k0 + 8 * a_c, vec_a);
 #pragma unroll
             for (int j = 0; j < kBK / 8; ++j) copy8(b_dst + j * 8 * kBRow, B, K, N, k0 + b_r + 8 * j, bn0 + 8 * b_c, vec_b);
-            if (vec_a && vec_b) {
-                mbar_arrive_on_copies(full(stage));
-            } else {  // some pieces were stored synchronously: arrive (a release) once all are in
-                asm volatile("cp.async.wait_all;\n" ::: "memory");
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                mbar_arrive(full(stage));
-            }
+            mbar_arrive_when_copied(full(stage), vec_a && vec_b);
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
         return;

@@ -330,13 +330,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
                     copy8(b_dst + r * 64 + ((b_c ^ (r & 7)) * 8), B, K, N, k0 + r, bn0 + 8 * b_q, vec_b);
                 }
 #endif
-                if (vec_a && vec_b) {
-                    mbar_arrive_on_copies(full(stage));
-                } else {  // some pieces were stored synchronously: arrive (a release) once all are in
-                    asm volatile("cp.async.wait_all;\n" ::: "memory");
-                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                    mbar_arrive(full(stage));
-                }
+                mbar_arrive_when_copied(full(stage), vec_a && vec_b);
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight

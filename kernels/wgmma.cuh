@@ -28,6 +28,20 @@ __device__ __forceinline__ void mbar_arrive_on_copies(unsigned bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
+// A producer thread's arrival once its pieces of a slab are in: where every piece went by cp.async
+// (all_async), cp.async arrives for it as they land; otherwise some were stored synchronously, so it
+// waits for its copies, makes its stores visible to the async proxy (wgmma reads through it) and
+// arrives itself (an arrive is a release).
+__device__ __forceinline__ void mbar_arrive_when_copied(unsigned bar, bool all_async) {
+    if (all_async) {
+        mbar_arrive_on_copies(bar);
+    } else {
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        mbar_arrive(bar);
+    }
+}
+
 // Arrives on bar and tells it `bytes` more will land this phase by TMA copies (complete_tx).
 __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");

@@ -191,13 +191,7 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
                 for (int j = 0; j < kBN / 16; ++j)
                     copy16_bytes(b_s + j * 16 * kRow, b_p + j * 16 * kRow, B, N, K_bytes, bn0 + r + 16 * j, k0 + 16 * c,
                                  vec_b);
-                if (vec_a && vec_b) {
-                    mbar_arrive_on_copies(full(stage));
-                } else {  // some pieces were stored synchronously: arrive (a release) once all are in
-                    asm volatile("cp.async.wait_all;\n" ::: "memory");
-                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                    mbar_arrive(full(stage));
-                }
+                mbar_arrive_when_copied(full(stage), vec_a && vec_b);
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
