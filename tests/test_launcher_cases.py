@@ -121,11 +121,18 @@ def test_a_description_that_does_not_fit_the_launcher_is_refused_by_name(shared_
     with pytest.raises(compiler.CompileError,
                        match=r"\(the unit that names the launcher\).*\"run_sgemm\" is undefined"):
         built(described(REPO, "launcher_run_sgemm_tiled", launcher="run_sgemm"), shared_kernel_cache)
-    with pytest.raises(compiler.CompileRefused, match=r"launcher 'internal_launcher' is not among the functions the "
-                                                      r"build made \(.*host_gemm,"):
-        built(described(HOST, "host_gemm", launcher="internal_launcher"), shared_kernel_cache)
-    with pytest.raises(kernel_args.ArgumentMismatch, match=r'c_launcher is extern "C"'):
-        built(described(HOST, "host_gemm", launcher="c_launcher"), shared_kernel_cache)
+    with pytest.raises(compiler.CompileRefused, match=r"non-static member function: it needs an object"):
+        built(described(HOST, "host_gemm", launcher="HostGemm::run"), shared_kernel_cache)
+
+
+@needs_confinement
+@pytest.mark.parametrize("launcher", ["internal_launcher", "c_launcher", "::c_launcher"])
+def test_a_launcher_the_library_does_not_export_under_a_cpp_name_is_planned_all_the_same(launcher, shared_kernel_cache):
+    """The launcher is reached through its address, and its types through the launcher unit's
+    signature function: an internal or an extern "C" function spells its types there too."""
+    library = built(described(HOST, "host_gemm", launcher=launcher), shared_kernel_cache)
+    assert library.symbol == "gemmwatch_launcher_address"
+    assert library.plan.describe()[0] == "M: unsigned long" and library.plan.describe()[-1] == "stream: CUstream_st*"
 
 
 def test_arguments_are_marshalled_in_the_launchers_own_types():
@@ -190,6 +197,17 @@ def test_a_launcher_case_chooses_no_cublas_for_others_and_writes_no_cache(runner
 def test_a_wrong_launcher_is_not_verified(runner):
     out = runner.run_case(case(described(HOST, "host_wrong")), POLICY)
     assert not out.verified and "wrong result" in out.error and out.median_ms is None
+
+
+@needs_confinement
+@pytest.mark.parametrize(("launcher", "words"), [
+    ("nothing_on_host", "no element of C was written"),
+    # right on its 1st, 3rd ... call: the 2nd check (over a random C) meets the other kernel
+    ("alternate_on_host", "wrong result: relative error"),
+])
+def test_a_launcher_that_launches_nothing_or_another_kernel_each_call_gets_a_clear_verdict(runner, launcher, words):
+    out = runner.run_case(case(described(HOST, "host_gemm", launcher=launcher)), POLICY)
+    assert not out.verified and out.gflops is None and words in out.error, out.error
 
 
 @needs_confinement

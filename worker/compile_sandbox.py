@@ -106,24 +106,34 @@ def _built(cubin: bytes, log: str, lowered: dict[str, str]) -> dict:
     return {"ok": True, "log": log, "cubin": base64.b64encode(cubin).decode(), "lowered": lowered, "kernels": kernels}
 
 
-def _built_library(library: bytes, log: str) -> dict:
+def _built_library(library: bytes, log: str, launcher_name: str) -> dict:
     """A launcher build's reply, shaped as a cubin's (worker/compiler.build stores either): the
-    library, the log, and its exported functions with their C++ signatures (worker/cubin_info.py)."""
+    library, the log, and the launcher: called through gemmwatch_launcher_address, its parameter types
+    read from the signature function (worker/cubin_info.py)."""
     try:
-        functions = cubin_info.host_functions(library)
+        params = cubin_info.launcher_parameters(library)
+    except cubin_info.NotAFunction as exc:
+        return {"ok": False, "error": f"the launcher cannot be called: {exc}"}
     except Exception as exc:
         return {"ok": False, "error": f"the built library could not be read: {exc}"}
-    return {"ok": True, "log": log, "cubin": base64.b64encode(library).decode(), "lowered": {}, "kernels": functions}
+    launcher = {"symbol": LAUNCHER_ADDRESS, "name": launcher_name, "params": [[t, None] for t in params]}
+    return {"ok": True, "log": log, "cubin": base64.b64encode(library).decode(), "lowered": {}, "kernels": [launcher]}
 
 
 # The file nvcc compiles: the kernel's source, and the entry's address taken in host code, which
 # makes nvcc emit that instantiation of a template kernel whether or not a launcher in the file does.
 _ENTRY_UNIT = '#include "src/{source}"\nvoid *gemmwatch_entry_address = (void *)&{entry};\n'
 ENTRY_UNIT_NAME = "gemmwatch_entry.cu"
-# A launcher's library: the source, and the launcher's address returned by a function the library
-# exports, which makes nvcc emit that instantiation of a template launcher ("launch_gemm<float>").
+# A launcher's library: the source; the launcher's address returned by a function the library
+# exports, which makes nvcc emit that instantiation of a template launcher ("launch_gemm<float>");
+# and a function whose one parameter has the type of that address, so its mangled name spells the
+# launcher's parameter types whatever name reached it (worker/cubin_info.launcher_parameters). The
+# launcher is called through the address, so a name the library does not export (a using-declaration,
+# a static member, an inline or extern "C" function) is called all the same.
+LAUNCHER_ADDRESS = "gemmwatch_launcher_address"
 _LAUNCHER_UNIT = ('#include "src/{source}"\n'
-                  'extern "C" void *gemmwatch_launcher_address(void) {{ return (void *)&{launcher}; }}\n')
+                  'extern "C" void *' + LAUNCHER_ADDRESS + '(void) {{ return (void *)&{launcher}; }}\n'
+                  'void ' + cubin_info.SIGNATURE_FUNCTION + '(decltype(&{launcher})) {{}}\n')
 
 
 def _write_kernel_files(request: dict) -> None:
@@ -169,7 +179,7 @@ def _run_nvcc(request: dict) -> dict:
     if proc.returncode != 0 or not os.path.exists(output):
         return {"ok": False, "log": log.strip() or f"nvcc failed (exit {proc.returncode})"}
     with open(output, "rb") as f:
-        return _built_library(f.read(), log.strip()) if shared else _built(f.read(), log.strip(), {})
+        return _built_library(f.read(), log.strip(), request["launcher"]) if shared else _built(f.read(), log.strip(), {})
 
 
 def _confine(readable: list[str], executable: list[str] = (), writable: list[str] = ()) -> tuple[bool, str]:

@@ -12,6 +12,7 @@ path and run it over what they built, so a compiler's output is read before it r
 
 import ctypes
 import ctypes.util
+import re
 import struct
 
 _SHT_SYMTAB = 2
@@ -112,8 +113,10 @@ def demangle(symbol: str) -> str | None:
 def split_signature(demangled: str) -> tuple[str, list[str]]:
     """'void ns::f<16, float>(unsigned long, float const*)' -> ('ns::f<16, float>', ['unsigned long',
     'float const*']): the name as written with its template arguments, and each parameter's type."""
-    depth, close = 0, len(demangled) - 1
-    if not demangled.endswith(")"):
+    depth = 0
+    # A member function's qualifiers follow its parameters ("std::ctype<char>::do_widen(char) const").
+    close = len(_QUALIFIED_END.sub("", demangled)) - 1
+    if close < 0 or demangled[close] != ")":
         raise CubinError(f"not a function signature: {demangled!r}")
     # The parameter list is the last parenthesised group at the top level.
     for i in range(close, -1, -1):
@@ -134,6 +137,10 @@ def split_signature(demangled: str) -> tuple[str, list[str]]:
         if ch == " " and depth == 0:
             name_start = i + 1
     return head[name_start:], _split_top_level(params)
+
+
+# What may follow a function's parameter list: cv- and ref-qualifiers, noexcept.
+_QUALIFIED_END = re.compile(r"(?:\s*(?:const|volatile|&&|&|noexcept))+$")
 
 
 def _split_top_level(params: str) -> list[str]:
@@ -182,6 +189,43 @@ def host_functions(elf: bytes) -> list[dict]:
                 continue
             symbol = strtab[st_name: strtab.index(b"\0", st_name)].decode()
             demangled = demangle(symbol)
-            name, types = split_signature(demangled) if demangled else (None, [])
+            try:
+                name, types = split_signature(demangled) if demangled else (None, [])
+            except CubinError:  # a function of the C++ library a unit linked in, not one a launcher can be
+                continue
             out.append({"symbol": symbol, "name": name, "params": [[t, None] for t in types]})
     return out
+
+
+# The launcher unit (worker/compile_sandbox.py) declares this function with one parameter, of the
+# type of the launcher's address: its mangled name then spells the launcher's own parameter types,
+# whatever C++ name reached it (a namespace, a using-declaration, a static member of a class
+# template, an extern "C" function, which spells none of its own).
+SIGNATURE_FUNCTION = "gemmwatch_launcher_signature"
+
+
+class NotAFunction(CubinError):
+    """The launcher names something no plain call reaches (a non-static member function)."""
+
+
+def launcher_parameters(elf: bytes) -> list[str]:
+    """The launcher's parameter types, read from the signature function the launcher unit exports."""
+    for function in host_functions(elf):
+        if function["name"] != SIGNATURE_FUNCTION or len(function["params"]) != 1:
+            continue
+        pointer = function["params"][0][0]
+        return function_pointer_parameters(pointer)
+    raise CubinError(f"the library exports no {SIGNATURE_FUNCTION}: the launcher unit was not built")
+
+
+def function_pointer_parameters(spelling: str) -> list[str]:
+    """'void (*)(int, float*)' -> ['int', 'float*']; a pointer to a member function
+    ('void (Gemm::*)(int)') is a NotAFunction: it needs an object to be called on."""
+    spelling = _QUALIFIED_END.sub("", spelling.strip())
+    if "(*)(" not in spelling:
+        if "::*)(" in spelling:
+            raise NotAFunction(f"{spelling} is a non-static member function: it needs an object to be called on; "
+                               "name a free function or a static member")
+        raise CubinError(f"not a function pointer: {spelling!r}")
+    _name, params = split_signature("f" + spelling[spelling.index("(*)(") + 3:])
+    return params

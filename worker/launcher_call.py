@@ -104,7 +104,7 @@ def run_confined_call(library: str | os.PathLike, symbol: str = "launch", *,
                       hook: str = "worker.launcher_call:CpuGemm", hook_args: dict | None = None,
                       readable: tuple[str, ...] = (), devices: tuple[str, ...] = (), scratch: bool = False,
                       timeout_s: float = 10.0, setup_timeout_s: float = 60.0, require: bool = True,
-                      extra_env: dict[str, str] | None = None) -> CallOutcome:
+                      extra_env: dict[str, str] | None = None, through_address: bool = False) -> CallOutcome:
     """Call `symbol` of `library` once, in a fresh confined process; what happened comes back.
 
     hook: the set-up (see CpuGemm for what it provides), named "module:Class" or "/file.py:Class".
@@ -114,10 +114,12 @@ def run_confined_call(library: str | os.PathLike, symbol: str = "launch", *,
     timeout_s: from the library's loading to the child's end (constructors, the call, reading
     the results); setup_timeout_s: before that. At the deadline the process group is killed.
     require: refuse to load the library where Landlock or seccomp cannot be applied (else go on,
-    and say what is missing in `confinement`).
+    and say what is missing in `confinement`). through_address: `symbol` returns the address of the
+    function to call (a launcher library's gemmwatch_launcher_address) rather than being it.
     """
     library = Path(library).resolve()
-    request = {"library": str(library), "symbol": symbol, "hook": hook, "hook_args": hook_args or {},
+    request = {"library": str(library), "symbol": symbol, "through_address": through_address, "hook": hook,
+               "hook_args": hook_args or {},
                "allowance": Allowance(readable=(str(library.parent), *readable), devices=tuple(devices)).as_dict(),
                "setup_readable": [str(library.parent)], "require": require,
                "cpu_seconds": int(setup_timeout_s + timeout_s) + 2, "file_bytes": FILE_LIMIT}

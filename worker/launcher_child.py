@@ -75,6 +75,15 @@ def preload_system_libraries(library: str) -> list[str]:
         loaded.append("libcuda.so.1")
     except OSError:
         pass  # no driver (a machine without a GPU): a launcher that needs it says so when loaded
+    # Likewise the CUDA libraries the set-up loaded (cuBLAS and cuBLASLt for the reference, cuRAND):
+    # a repository's runner that calls them (its own cuBLAS check, "-lcublas" in its Makefile) is
+    # built without linking them and finds the worker's own here, the release every result records.
+    for path in loaded_cuda_libraries():
+        try:
+            ctypes.CDLL(path, mode=os.RTLD_GLOBAL | os.RTLD_NOLOAD)
+            loaded.append(os.path.basename(path))
+        except OSError:
+            continue
     for name in needed_libraries(library):
         if "/" in name:
             continue
@@ -84,6 +93,19 @@ def preload_system_libraries(library: str) -> list[str]:
             continue  # one of the job's own, beside it: loaded from its folder at dlopen
         loaded.append(name)
     return loaded
+
+
+CUDA_LIBRARIES = ("libcublas.so", "libcublasLt.so", "libcurand.so")
+
+
+def loaded_cuda_libraries() -> list[str]:
+    """The paths of the CUDA math libraries this process has loaded (/proc/self/maps)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            paths = {line.split(None, 5)[5].strip() for line in maps if len(line.split(None, 5)) == 6}
+    except OSError:
+        return []
+    return sorted(p for p in paths if os.path.basename(p).startswith(CUDA_LIBRARIES))
 
 
 def python_installation() -> tuple[str, ...]:
@@ -173,6 +195,9 @@ def child_main(report_fd: int, parent_pid: int) -> None:
     report.say("loading")
     try:
         function = getattr(ctypes.CDLL(request["library"], mode=os.RTLD_NOW | os.RTLD_LOCAL), request["symbol"])
+        if request.get("through_address"):  # the symbol returns the launcher's address (worker/launcher_library.py)
+            function.restype = ctypes.c_void_p
+            function = ctypes.CFUNCTYPE(None)(function())
     except OSError as exc:
         report.say("load_failed", message=f"the library could not be loaded: {exc}")
         return

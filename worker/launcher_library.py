@@ -4,7 +4,10 @@ and planned: which exported function it is, and how each of its arguments is pas
 The build is nvcc's `-shared -Xcompiler -fPIC` (cudart static, nvcc's default) of the kernel's files
 in the confined compile process (worker/compiler.py, worker/compile_sandbox.py), cached by content
 like a cubin. The launcher's parameter types are read from the library's .dynsym, as a kernel's
-are read from its cubin (worker/cubin_info.py): a C++ function's mangled name spells them. Nothing
+are read from its cubin (worker/cubin_info.py): the launcher unit exports a function whose one
+parameter is the launcher's address, and its mangled name spells the launcher's types, whatever
+C++ name the description used (a namespace, a using-declaration, a class template's static member,
+an extern "C" function). It is called through that address. Nothing
 of the library runs here: it is only ever loaded in a confined process of its case's own
 (worker/launcher_case.py).
 """
@@ -22,7 +25,7 @@ from worker import compiler, half_arrays, kernel_args
 @dataclass(frozen=True)
 class LauncherLibrary:
     path: Path  # the library in the kernel cache (copied to a folder of its case's own before it is called)
-    symbol: str  # the launcher's mangled name, what dlsym finds
+    symbol: str  # the exported function that returns the launcher's address (the launcher unit's)
     plan: kernel_args.ArgPlan
     compiler: str  # "nvcc 13.5.37"
 
@@ -31,11 +34,7 @@ def build(launch: Launch, compute_capability: str, cfg) -> LauncherLibrary:
     """The launch's launcher, built and planned; CompileRefused where the library exports no such
     function, ArgumentMismatch where its parameters do not fit the description's args."""
     built = compiler.compile_launch(launch, compute_capability, cfg, library=True)
-    function = built.entry(launch.launcher, launch.defines, role="launcher", made="functions")
-    if function["name"] is None:
-        raise kernel_args.ArgumentMismatch(
-            f'launcher {launch.launcher} is extern "C": a host function\'s binary records no parameter types '
-            "(only a C++ name spells them), so its arguments cannot be passed safely; name a C++ launcher")
+    function, = built.kernels  # the launcher, as the launcher unit spelled its type (worker/compile_sandbox.py)
     precision = launch.precision
     arg_plan = kernel_args.plan(launch.launcher, launch.args, function["params"], precision.input_type,
                                 precision.output_type, host=True)
@@ -43,6 +42,7 @@ def build(launch: Launch, compute_capability: str, cfg) -> LauncherLibrary:
 
 
 _CTYPES = {"i32": ctypes.c_int32, "u32": ctypes.c_uint32, "i64": ctypes.c_int64, "u64": ctypes.c_uint64,
+           "u16": ctypes.c_uint16,
            "f32": ctypes.c_float, "f64": ctypes.c_double,
            # __half and __nv_bfloat16 are 2-byte structs: passed (and read through a pointer) as their bits
            "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16}
@@ -69,15 +69,19 @@ def arguments(arg_plan: kernel_args.ArgPlan, named: dict, address) -> CallArgume
     the stream's) address as an int: device memory on the GPU, host memory on the CPU double."""
     argtypes, values, cells = [], [], []
     for role, how in arg_plan.passing:
+        x = kernel_args.role_value(role, named)
         if how == "ptr":
             argtypes.append(ctypes.c_void_p)
-            values.append(address(named[role]))
+            values.append(address(x))
+        elif how == "null":
+            argtypes.append(ctypes.c_void_p)
+            values.append(None)
         elif how.startswith("&"):  # a host pointer to a scalar of the parameter's type
-            cell = _scalar(how[1:], named[role])
+            cell = _scalar(how[1:], x)
             cells.append(cell)
             argtypes.append(ctypes.c_void_p)
             values.append(ctypes.addressof(cell))
         else:
             argtypes.append(_CTYPES[how])
-            values.append(_scalar(how, named[role]))
+            values.append(_scalar(how, x))
     return CallArguments(tuple(argtypes), tuple(values), tuple(cells))
