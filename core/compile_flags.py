@@ -1,53 +1,156 @@
-"""The nvcc flags a kernel description may ask for: those that change the code a repository's own
-build makes, and nothing that names a file, a program or the host compiler.
+"""The nvcc flags a kernel description may carry, as a repository's Makefile or CMake file spells
+them, and what gemmwatch does with each.
 
-A repository's figure comes from its own build (`nvcc -O3 --use_fast_math -maxrregcount=128 ...`),
-so a description carries its flags and the worker passes them on; each is matched whole against
-this list, since nvcc would read `-I/etc`, `-Xcompiler -fplugin=...`, `--run` or `-o /x` as
-readily as `-O3`. Architecture and defines have fields of their own (`target`, `defines`).
+A repository's figure comes from its own build (`nvcc -std=c++17 -O3 -DNDEBUG -arch=sm_90a
+-Xcompiler=-fno-strict-aliasing -lcublas ...`), so a description carries its flags as written and
+the worker builds with them. Each flag is matched whole against this list, since nvcc would read
+`-I/etc`, `-Xcompiler -fplugin=...`, `--run` or `-o /x` as readily as `-O3`; a flag that takes a
+value may be one entry ("-Xptxas -v", one ASCII space) or two entries ("-gencode",
+"arch=compute_90a,code=sm_90a"), as a Makefile's words split.
+
+What each kind becomes (`parse`):
+- code generation (-O3, --use_fast_math, -maxrregcount=N, -Xptxas ..., -lineinfo, ...): passed on;
+- `-DNAME` / `-DNAME=value`: passed on (a value of letters, digits and `_ . + -` only);
+- `-std=` / `--std=`: passed on as `-std=`;
+- `-Xcompiler` host flags from a short list of harmless ones (warnings, strict aliasing, -O, -g):
+  passed on; `-fPIC`/`-fPIE` dropped (a launcher's library is always built -fPIC);
+- `-arch=sm_90a`, `-gencode arch=compute_90a,code=sm_90a`: the kernel's target (`target`), since
+  the worker builds for the GPU it runs on; `-arch=sm_80` (no `a`): "sm_80+", any GPU from 8.0 on;
+- `-lcublas`, `-lcublasLt`, `-lcurand`, `-lcuda`, `-lcudart`: not linked; a launcher's process
+  holds the worker's own (worker/launcher_child.py), so a runner's cuBLAS check still loads.
+Anything else is refused, by name, with the field to use where there is one.
 """
 
 import re
+from dataclasses import dataclass, field
 
-_FLAG_PATTERNS = (
+# Flags whose value may come as the next word.
+_TAKES_VALUE = ("-Xptxas", "-Xcompiler", "--compiler-options", "-gencode", "--generate-code", "-arch",
+                "--gpu-architecture", "-code", "--gpu-code", "-l", "--library", "-D", "--define-macro", "-std",
+                "--std", "-maxrregcount", "--maxrregcount", "--ptxas-options")
+_SEP = "(?:=| )"  # a flag and its value: '=' or one ASCII space
+
+_CODEGEN = (
     r"-O[0-3]",
-    r"-std=c\+\+(?:11|14|17|20)",
     r"--?use_fast_math",
     r"-lineinfo|--generate-line-info",
-    r"--?maxrregcount[= ]?\d{1,3}",
+    rf"--?maxrregcount{_SEP}?\d{{1,3}}",
     r"-(?:ftz|prec-div|prec-sqrt|fmad)=(?:true|false)",
     r"--extra-device-vectorization",
     r"--?expt-relaxed-constexpr",
     r"--?expt-extended-lambda|--extended-lambda",
     r"--?restrict",
-    r"-Xptxas[= ](?:-v|-O[0-3]|-dlcm=c[ags]|--warn-on-spills|-warn-spills|--allow-expensive-optimizations=(?:true|false))",
-    r"--ptxas-options=(?:-v|-O[0-3]|-dlcm=c[ags])",
+    rf"-Xptxas{_SEP}(?:-v|-O[0-3]|-dlcm=c[ags]|--warn-on-spills|-warn-spills|--verbose"
+    r"|--allow-expensive-optimizations=(?:true|false))",
+    r"--ptxas-options=(?:-v|-O[0-3]|-dlcm=c[ags]|--verbose)",
     r"-(?:w|Wno-deprecated-gpu-targets)",
 )
-_ALLOWED = re.compile("|".join(f"(?:{p})" for p in _FLAG_PATTERNS))
+_CODEGEN_RE = re.compile("|".join(f"(?:{p})" for p in _CODEGEN))
+_DEFINE = re.compile(rf"(?:-D|--define-macro{_SEP})([A-Za-z_][A-Za-z0-9_]{{0,63}})(?:=([A-Za-z0-9_.+-]{{0,64}}))?")
+_DEFINE_SPACED = re.compile(r"-D ([A-Za-z_][A-Za-z0-9_]{0,63})(?:=([A-Za-z0-9_.+-]{0,64}))?")
+_STD = re.compile(rf"--?std{_SEP}(c\+\+(?:11|14|17|20))")
+_ARCH = re.compile(rf"(?:-arch|--gpu-architecture){_SEP}sm_(\d{{2,3}})(a?)")
+_GENCODE = re.compile(rf"(?:-gencode|--generate-code){_SEP}arch=compute_(\d{{2,3}})(a?),code=(?:\[[a-z0-9_,]+\]|[a-z0-9_]+)")
+_GPU_CODE = re.compile(rf"(?:-code|--gpu-code){_SEP}(?:\[[a-z0-9_,]+\]|[a-z0-9_,]+)")
+_LIBRARY = re.compile(rf"(?:-l ?|--library{_SEP})(cublas|cublasLt|curand|cuda|cudart|cudart_static)")
+# -Wl, -Wa and -Wp alone pass what follows them to another program: not among these.
+_HOST_FLAG = re.compile(r"-W(?![lap]$)[A-Za-z0-9_=+-]{1,60}|-w|-O[0-3s]|-g|-f(?:no-)?(?:strict-aliasing|omit-frame-pointer)"
+                        r"|-fPIC|-fPIE|-fpic|-fpie|-march=(?:native|x86-64(?:-v[234])?)|-std=c\+\+(?:11|14|17|20)")
+_XCOMPILER = re.compile(rf"(?:-Xcompiler|--compiler-options){_SEP}(.+)")
 
-
-ALLOWED_TEXT = ("-O0..-O3, -std=c++11..20, --use_fast_math, -lineinfo, -maxrregcount=N, "
+ALLOWED_TEXT = ("-O0..-O3, -std=/--std=c++11..20, --use_fast_math, -lineinfo, -maxrregcount=N, "
                 "-ftz/-prec-div/-prec-sqrt/-fmad=true|false, --extra-device-vectorization, --expt-relaxed-constexpr, "
-                "--expt-extended-lambda, -restrict, -Xptxas=-v|-O3|-dlcm=ca|cg|cs|--warn-on-spills, -w (the target "
-                "and -D have fields of their own: `target`, `defines`)")
+                "--expt-extended-lambda, -restrict, -Xptxas=-v|-O3|-dlcm=ca|cg|cs|--warn-on-spills, -w, -DNAME[=value], "
+                "-arch=sm_XX[a] and -gencode arch=compute_XX[a],code=... (the kernel's target), -Xcompiler= with "
+                "-W..., -fno-strict-aliasing, -O, -g, -fPIC/-fPIE, -l cublas|cublasLt|curand|cuda|cudart (the worker's "
+                "own are used); include folders are `include_dirs`")
+_FIELD_FOR = (("-I", "include folders are the description's `include_dirs`"),
+              ("--include-path", "include folders are the description's `include_dirs`"),
+              ("-L", "libraries are the worker's own: name them with -l (cublas, cublasLt, curand, cuda, cudart)"),
+              ("-o", "gemmwatch names the output itself"))
+
+
+class FlagRefused(ValueError):
+    """Flags that are not allowed, every one named."""
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The flags as the worker builds with them."""
+
+    nvcc: tuple[str, ...] = ()  # what is passed on to nvcc
+    target: str | None = None  # from -arch/-gencode: "sm_90a", or "sm_80+" for a plain sm_80
+    libraries: tuple[str, ...] = ()  # from -l: the worker's own are loaded for the launcher
+    defines: dict[str, str] = field(default_factory=dict)  # from -D: passed on as they are
+    dropped: tuple[str, ...] = ()  # host flags with no effect on a library built -fPIC
+
+
+def words(flags: list[str]) -> list[str]:
+    """The flags with a value-taking flag joined to its value where they came as two entries."""
+    out: list[str] = []
+    for flag in flags:
+        if out and out[-1] in _TAKES_VALUE:
+            out[-1] = f"{out[-1]} {flag}"
+        else:
+            out.append(flag)
+    return out
+
+
+def parse(flags: list[str]) -> Flags:
+    """What the worker does with each flag (module docstring); FlagRefused names every flag it refuses."""
+    nvcc: list[str] = []
+    archs: list[tuple[int, str]] = []
+    libraries: list[str] = []
+    defines: dict[str, str] = {}
+    dropped: list[str] = []
+    refused: list[str] = []
+    for flag in words(flags):
+        if _CODEGEN_RE.fullmatch(flag):
+            nvcc += flag.split(" ")
+        elif (m := _DEFINE.fullmatch(flag) or _DEFINE_SPACED.fullmatch(flag)):
+            defines[m.group(1)] = m.group(2) if m.group(2) is not None else "1"
+            nvcc.append(f"-D{m.group(1)}" + (f"={m.group(2)}" if m.group(2) is not None else ""))
+        elif (m := _STD.fullmatch(flag)):
+            nvcc.append(f"-std={m.group(1)}")
+        elif (m := _ARCH.fullmatch(flag) or _GENCODE.fullmatch(flag)):
+            archs.append((int(m.group(1)), m.group(2)))
+        elif _GPU_CODE.fullmatch(flag):
+            pass  # which binaries to embed: the worker builds the GPU's own
+        elif (m := _LIBRARY.fullmatch(flag)):
+            libraries.append(m.group(1))
+        elif (m := _XCOMPILER.fullmatch(flag)) and all(_HOST_FLAG.fullmatch(h) for h in m.group(1).split(",")):
+            kept = [h for h in m.group(1).split(",") if h.lower() not in ("-fpic", "-fpie")]
+            dropped += [h for h in m.group(1).split(",") if h.lower() in ("-fpic", "-fpie")]
+            if kept:
+                nvcc.append("-Xcompiler=" + ",".join(kept))
+        else:
+            refused.append(flag)
+    if refused:
+        named = ", ".join(repr(f) for f in refused)
+        hints = sorted({hint for f in refused for prefix, hint in _FIELD_FOR if f.startswith(prefix)})
+        raise FlagRefused(f"nvcc flag{'s' if len(refused) > 1 else ''} {named} {'are' if len(refused) > 1 else 'is'} "
+                          f"not allowed; allowed: {ALLOWED_TEXT}" + "".join(f"; {h}" for h in hints))
+    return Flags(tuple(nvcc), _target(archs), tuple(libraries), defines, tuple(dropped))
+
+
+def _target(archs: list[tuple[int, str]]) -> str | None:
+    """One architecture-specific target (sm_90a) where the build names one; else the oldest it names,
+    as a minimum (sm_80 -> "sm_80+": nvcc's PTX runs on every later GPU); None where it names none."""
+    specific = sorted({f"sm_{cc}a" for cc, a in archs if a})
+    if len(specific) > 1:
+        raise FlagRefused(f"the flags name {len(specific)} architecture-specific targets ({', '.join(specific)}): "
+                          "a kernel runs on one; describe each in a kernel of its own with its `target`")
+    if specific:
+        return specific[0]
+    return f"sm_{min(cc for cc, _a in archs)}+" if archs else None
 
 
 def check_flag(flag: str) -> str:
     """The flag as given, or a ValueError saying which flags are allowed."""
-    check_flags([flag])
+    parse([flag])
     return flag
 
 
 def check_flags(flags: list[str]) -> None:
     """A ValueError naming every flag that is not allowed, and what is."""
-    refused = [flag for flag in flags if not _ALLOWED.fullmatch(flag)]
-    if refused:
-        named = ", ".join(repr(f) for f in refused)
-        raise ValueError(f"nvcc flag{'s' if len(refused) > 1 else ''} {named} {'are' if len(refused) > 1 else 'is'} "
-                         f"not allowed; allowed: {ALLOWED_TEXT}")
-
-
-def split(flags: list[str]) -> list[str]:
-    """The flags as nvcc's argv: "-Xptxas -v" (one entry, as a Makefile writes it) is two words."""
-    return [word for flag in flags for word in flag.split(" ")]
+    parse(flags)

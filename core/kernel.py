@@ -47,11 +47,11 @@ class Launch:
     files: dict[str, str]
     source: str
     include_dirs: tuple[str, ...]
-    entry: str
+    entry: str | None  # None: a launcher's case that names no kernel of its
     args: tuple[str, ...]
     form: GemmForm
-    block: tuple[int, int, int]
-    grid_exprs: tuple[Any, ...]  # ("tile", rows, cols, order) or ("xyz", x, y, z)
+    block: tuple[int, int, int] | None  # None: a launcher sets its own
+    grid_exprs: tuple[Any, ...] | None  # ("tile", rows, cols, order) or ("xyz", x, y, z); None: a launcher's own
     dynamic_smem_expr: Any
     defines: dict[str, int]
     scope: dict[str, int] = field(repr=False)  # the GPU's figures and every named constant
@@ -68,9 +68,12 @@ class Launch:
     # otherwise (compiled only where the compiler is confined, its compile log filtered).
     origin: str = "job"
 
-    def grid(self, m: int, n: int, k: int, batch: int = 1) -> tuple[int, int, int]:
-        """A tile grid walks a batch along z, one matrix per z; an expression grid says where it goes (BATCH)."""
+    def grid(self, m: int, n: int, k: int, batch: int = 1) -> tuple[int, int, int] | None:
+        """A tile grid walks a batch along z, one matrix per z; an expression grid says where it goes (BATCH).
+        None: the launcher's own."""
         scope = {**self.scope, "M": m, "N": n, "K": k, "BATCH": batch}
+        if self.grid_exprs is None:
+            return None
         if self.grid_exprs[0] == "tile":
             _, rows, cols, order = self.grid_exprs
             tiles_m = -(-m // kernel_expr.evaluate(rows, scope))
@@ -93,7 +96,7 @@ class Launch:
     @property
     def tile(self) -> tuple[int, int] | None:
         """Rows and columns of C per block, where the grid is one block per tile."""
-        if self.grid_exprs[0] != "tile":
+        if self.grid_exprs is None or self.grid_exprs[0] != "tile":
             return None
         return (kernel_expr.evaluate(self.grid_exprs[1], self.scope), kernel_expr.evaluate(self.grid_exprs[2], self.scope))
 
@@ -106,22 +109,46 @@ class Launch:
 
     def not_applicable_on(self, compute_capability: str) -> str | None:
         """Why this kernel cannot run on a GPU of that compute capability ("9.0" or "90"), or None."""
-        if self.target is None:
+        return target_refusal(self.variant, self.target, compute_capability)
+
+    @property
+    def build_target(self) -> str | None:
+        """The target the compiler is given: the description's own, or the GPU's where it names a
+        minimum ("sm_80+")."""
+        if self.target is None or self.target.endswith("+"):
             return None
-        needed = target_compute_capability(self.target)
-        have = compute_capability if "." in compute_capability else f"{compute_capability[:-1]}.{compute_capability[-1:]}"
-        if have == needed:
-            return None
-        return (f"not applicable: {self.variant} is built for {self.target} and runs only on compute capability "
-                f"{needed}; this GPU has {have}")
+        return self.target
 
 
 def target_compute_capability(target: str) -> str:
-    """'sm_90a' -> '9.0', 'sm_100a' -> '10.0': the compute capability a target is built for."""
-    match = re.fullmatch(r"sm_(\d+)(\d)a?", target)
+    """'sm_90a' -> '9.0', 'sm_100a' -> '10.0', 'sm_80+' -> '8.0': the compute capability a target is
+    built for (for a minimum, the least it runs on)."""
+    match = re.fullmatch(r"sm_(\d+)(\d)(a|\+)?", target)
     if match is None:
         raise ValueError(f"not a GPU target: {target!r}")
     return f"{match.group(1)}.{match.group(2)}"
+
+
+def dotted(compute_capability: str) -> str:
+    """'90' or '9.0' -> '9.0'."""
+    cc = compute_capability
+    return cc if "." in cc else f"{cc[:-1]}.{cc[-1:]}"
+
+
+def target_refusal(variant: str, target: str | None, compute_capability: str) -> str | None:
+    """Why a kernel built for `target` cannot run on a GPU of this compute capability, or None."""
+    if target is None:
+        return None
+    needed, have = target_compute_capability(target), dotted(compute_capability)
+    if target.endswith("+"):
+        if tuple(map(int, have.split("."))) >= tuple(map(int, needed.split("."))):
+            return None
+        return (f"not applicable: {variant} needs compute capability {needed} or later ({target}); this GPU has "
+                f"{have}")
+    if have == needed:
+        return None
+    return (f"not applicable: {variant} is built for {target} and runs only on compute capability {needed}; this "
+            f"GPU has {have}")
 
 
 def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: DeviceFigures,
@@ -132,22 +159,24 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
     try:
         for name in define_order(desc.defines):
             scope[name] = kernel_expr.evaluate(desc.defines[name], scope)
-        block = [kernel_expr.evaluate(b, scope) for b in desc.block]
+        block = [kernel_expr.evaluate(b, scope) for b in desc.block] if desc.block is not None else None
     except ExprError as exc:
         raise ValueError(f"{desc.name}: {exc}") from None
-    block += [1] * (3 - len(block))
-    if min(block) < 1 or math.prod(block) > 1024:
-        raise ValueError(f"{desc.name}: block {block} with {values or 'no tunables'}: each dimension >= 1 and at "
-                         "most 1024 threads in all")
-    grid = (("tile", *desc.grid.tile, desc.grid.order) if isinstance(desc.grid, TileGrid)
-            else ("xyz", desc.grid.x, desc.grid.y, desc.grid.z))
+    if block is not None:
+        block += [1] * (3 - len(block))
+        if min(block) < 1 or math.prod(block) > 1024:
+            raise ValueError(f"{desc.name}: block {block} with {values or 'no tunables'}: each dimension >= 1 and at "
+                             "most 1024 threads in all")
+    grid = (None if desc.grid is None else ("tile", *desc.grid.tile, desc.grid.order)
+            if isinstance(desc.grid, TileGrid) else ("xyz", desc.grid.x, desc.grid.y, desc.grid.z))
     defines = {name: scope[name] for name in desc.defines} | values
     maps: dict[str, tuple[int, int, int]] = {matrix: tensor_map_box(desc.name, matrix, t, scope, desc.precision.input_type)
             for matrix, t in desc.tensor_maps.items()}
     return Launch(
         variant=desc.name, files=dict(desc.files), source=desc.source, include_dirs=tuple(desc.include_dirs),
-        entry=desc.entry, args=tuple(desc.args), form=desc.form, block=tuple(block),  # type: ignore[arg-type]
-        grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.target,
+        entry=desc.entry, args=tuple(desc.args), form=desc.form,
+        block=tuple(block) if block is not None else None,  # type: ignore[arg-type]
+        grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.effective_target,
         compiler=desc.compiler, flags=tuple(desc.flags), compute_mode=desc.compute_mode, output=desc.output, tolerance=desc.tolerance, origin=origin,
         launcher=desc.launcher,
         tensor_maps=maps,

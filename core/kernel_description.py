@@ -36,6 +36,20 @@ RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
 ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map", "stream",
                   "batch", "stride_a", "stride_b", "stride_c"]
 DEFAULT_ARGS: tuple[ArgName, ...] = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
+# A parameter that is none of the GEMM's own, said in the repository's words: "null", a pointer passed
+# as nullptr (a debug buffer a runner passes when it times); "ignored", one the kernel never reads
+# (a beta it leaves unused: zero in its type, null for a pointer; the form is then the one the other
+# args imply); "=2", "=0.5", a constant of the parameter's own type. Any of them may appear more than once.
+FILLERS = ("null", "ignored")
+CONSTANT_PATTERN = r"^=-?[0-9]{1,18}(\.[0-9]{1,18})?([eE][-+]?[0-9]{1,3})?$"
+ArgConstant = Annotated[str, StringConstraints(pattern=CONSTANT_PATTERN)]
+Arg = ArgName | Literal["null", "ignored"] | ArgConstant
+
+
+def is_filler(arg: str) -> bool:
+    """A parameter the runner passes a fixed value for (FILLERS, "=constant"): no role of the GEMM."""
+    return arg in FILLERS or arg.startswith("=")
+
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 # A file of the kernel, by its path inside the kernels folder: plain components, no '.' or '..'
@@ -44,7 +58,15 @@ FilePath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.+
                                             max_length=200)]
 Expr = Annotated[str, StringConstraints(min_length=1, max_length=kernel_expr.MAX_LENGTH)]
 Dim = StrictInt | Expr
-Target = Annotated[str, StringConstraints(pattern=r"^sm_[0-9]{2,3}a?$")]
+# "sm_90a": the kernel is built for that target and runs on that compute capability only; "sm_80+":
+# built for whichever GPU runs it, of compute capability 8.0 or later (an architecture's
+# instructions, cp.async or mma.sync, that later GPUs keep).
+Target = Annotated[str, StringConstraints(pattern=r"^sm_[0-9]{2,3}(a|\+)?$")]
+# A C++ name a user writes to reach a function: namespaces, template arguments anywhere
+# ("gemm::MMADirect<128, 64, __half>::Run"). Only these characters, so the name cannot end the
+# expression it is pasted into (no parentheses, quotes, semicolons or comments); brackets balanced.
+CALLABLE_PATTERN = r"^(::)?[A-Za-z_][A-Za-z0-9_:<>, +*-]*$"
+TimingMode = Literal["cold", "hot", "burst", "sustained"]
 # Bytes of all of one description's files together: a bound on the work a description can cause
 # before any per-deployment limit (GEMMWATCH_MAX_SOURCE_BYTES, checked by the API) applies.
 ABSOLUTE_MAX_BYTES = 4_000_000
@@ -133,22 +155,32 @@ class KernelDescription(BaseModel):
                                          description="folders of `files` searched for #include <...> and, after the "
                                                      "including file's folder, #include \"...\"")
     entry: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_:]*(<[A-Za-z0-9_, +*-]*>)?$",
-                                            max_length=200)] = Field(
-        description='the __global__ function, or a template instantiation such as "sgemm<BM, BN, 8>" '
-                    "(the kernel's defines and tunables are macros there)")
-    launcher: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_:]*(<[A-Za-z0-9_, +*-]*>)?$",
-                                               max_length=200)] | None = Field(
-        None, description='the repository\'s own host launcher, e.g. "run_sgemm_tiled" or "launch_gemm<float>" '
-                          "(nvcc only): the runner calls it, in a confined process of the case's own, and times "
-                          "every kernel it launches as one GEMM; `args` are then its parameters (stream included) "
-                          "and `entry` the kernel it launches")
-    args: list[ArgName] = Field(default_factory=lambda: list(DEFAULT_ARGS), min_length=3, max_length=18,
+                                            max_length=200)] | None = Field(
+        None, description='the __global__ function, or a template instantiation such as "sgemm<BM, BN, 8>" '
+                          "(the kernel's defines and tunables are macros there); with a launcher, optional: the "
+                          "kernel whose resources (registers, shared memory, spills) the result shows")
+    launcher: Annotated[str, StringConstraints(pattern=CALLABLE_PATTERN, max_length=200)] | None = Field(
+        None, description='the repository\'s own host launcher, any name C++ reaches a function by: "run_sgemm_tiled", '
+                          '"launch_gemm<float>", "ns::Gemm<128, __half>::Run" (a static member), a name brought in '
+                          "by a using-declaration, an extern \"C\" function (nvcc only): the runner calls it, in a "
+                          "confined process of the case's own, and times every kernel it launches as one GEMM; "
+                          "`args` are then its parameters (stream included), it sets its own grid, block, shared "
+                          "memory and cluster (no `block` or `grid`), and `entry`, where given, is the kernel whose "
+                          "resources the result shows")
+    timing: TimingMode | None = Field(
+        None, description="the timing mode that matches the runner this kernel is timed by at home (README, "
+                          '"Which timing mode"): cold (nvbench\'s cold samples), hot (do_bench, a loop of '
+                          "launches), burst (a few back-to-back launches after a pause: a repository's own quick "
+                          "runner), sustained; none: the job's, else the worker's GEMMWATCH_TIMING_MODE")
+    args: list[Arg] = Field(default_factory=lambda: list[Arg](DEFAULT_ARGS), min_length=3, max_length=24,
                                 description="the kernel's parameters in order; M, N, K, lda, ldb, ldc as int, alpha and "
                                             "beta as float, A, B, C as pointers; A_map, B_map as the address of the "
                                             "matrix's tensor map (`tensor_maps`), or 0 where the TMA cannot describe "
                                             "the matrix (a line not a multiple of 16 bytes, a base not 16-byte aligned); "
                                             "with a `launcher`, its parameters in order, `stream` among them, each "
-                                            "passed in the type its library declares (a scalar by pointer: a host one)")
+                                            "passed in the type its library declares (a scalar by pointer: a host one); "
+                                            '"null" (a pointer passed as nullptr: a debug buffer), "ignored" (a '
+                                            'parameter never read: zero in its type), "=2" (a constant in its type)')
     tensor_maps: dict[Literal["A", "B"], TensorMap] = Field(
         default_factory=dict, description="TMA tensor maps the kernel takes (sm_90 and later), by matrix; each needs "
                                           "its A_map or B_map in args")
@@ -164,8 +196,9 @@ class KernelDescription(BaseModel):
         "fp32", description='what the products are summed in: "fp32", or "fp16" (fp16 kernels writing an FP16 C: '
                             "half WMMA accumulators, mma .f16.f16.f16.f16, a half sum), timed beside cuBLAS with "
                             "CUBLAS_COMPUTE_16F and checked with FP16 accumulation's bound (core/precision.py)")
-    block: list[Dim] = Field(min_length=1, max_length=3, description="threads per block [x, y, z]")
-    grid: TileGrid | ExprGrid
+    block: list[Dim] | None = Field(None, min_length=1, max_length=3,
+                                    description="threads per block [x, y, z] (a kernel's; a launcher sets its own)")
+    grid: TileGrid | ExprGrid | None = Field(None, description="the kernel's grid (a launcher sets its own)")
     dynamic_smem: Dim = Field(0, description="bytes of dynamic shared memory per block")
     target: Target | None = Field(None, description='a GPU target the kernel needs, e.g. "sm_90a" for wgmma; '
                                                      "none: built for whatever GPU runs it")
@@ -173,7 +206,7 @@ class KernelDescription(BaseModel):
         "nvrtc", description="nvrtc: device code only, compiled in memory; nvcc: the file as the repository builds "
                              "it, host code (launchers, host headers) included, with `flags`")
     flags: list[Annotated[str, StringConstraints(max_length=64)]] = Field(
-        default_factory=list, max_length=16,
+        default_factory=list, max_length=48,
         description="nvcc's code-generation flags, as the repository's build passes them (-O3, --use_fast_math, "
                     "-maxrregcount=128, -Xptxas -v, ...; core/compile_flags.py lists what is allowed)")
     compute_mode: ComputeMode = Field(
@@ -215,9 +248,33 @@ class KernelDescription(BaseModel):
         compile_flags.check_flags(flags)
         return flags
 
+    @property
+    def build_flags(self) -> compile_flags.Flags:
+        """The flags as the worker builds with them (core/compile_flags.py)."""
+        return compile_flags.parse(self.flags)
+
+    @property
+    def effective_target(self) -> str | None:
+        """The target the description names, else the one its flags name (-arch=sm_90a)."""
+        return self.target or self.build_flags.target
+
+    @field_validator("launcher")
+    @classmethod
+    def _brackets_balanced(cls, launcher: str | None) -> str | None:
+        depth = 0
+        for ch in launcher or "":
+            depth += (ch == "<") - (ch == ">")
+            if depth < 0:
+                break
+        if depth != 0:
+            raise ValueError(f"launcher {launcher!r}: its template brackets < > do not balance")
+        return launcher
+
     @field_validator("block")
     @classmethod
-    def _block_ints_in_range(cls, block: list) -> list:
+    def _block_ints_in_range(cls, block: list | None) -> list | None:
+        if block is None:
+            return None
         ints = [b for b in block if type(b) is int]
         if any(b < 1 or b > 1024 for b in ints) or (len(ints) == len(block) and math.prod(ints) > 1024):
             raise ValueError(f"block {block}: each dimension >= 1 and at most 1024 threads in all")
@@ -239,14 +296,19 @@ class KernelDescription(BaseModel):
             raise ValueError(f"{', '.join(sorted(both))}: both a define and a tunable")
         if self.flags and self.compiler != "nvcc":
             raise ValueError('flags are nvcc\'s: set "compiler": "nvcc" (an NVRTC build takes `defines`)')
+        flag_target = self.build_flags.target
+        if self.target and flag_target and flag_target != self.target:
+            raise ValueError(f"target {self.target} and the flags' {flag_target} differ: give one (the flags' -arch "
+                             "or -gencode is the kernel's target when `target` is left out)")
         _check_launcher(self)
         if self.output == "fp32" and self.compute_mode not in NARROW_MODES:
             raise ValueError(f'output "fp32" is for fp16, bf16 and fp8 kernels; a {self.compute_mode} kernel writes '
                              'FP32 already (leave output as "input")')
         # A and B each by its pointer, its tensor map or both (a TMA kernel may read an operand
         # through its map alone); C by its pointer.
-        if len(set(self.args)) != len(self.args):
-            raise ValueError(f"args {self.args}: each name once")
+        roles = self.roles
+        if len(set(roles)) != len(roles):
+            raise ValueError(f"args {self.args}: each name once (null, ignored and =constants may repeat)")
         missing = [x for x in ("A", "B", "C") if x not in self.args and f"{x}_map" not in self.args]
         if missing:
             raise ValueError(f"args {self.args}: C among them, and A and B each as its pointer (A, B) or its tensor "
@@ -271,11 +333,17 @@ class KernelDescription(BaseModel):
         return self
 
     # -- expressions ----------------------------------------------------------------
+    @property
+    def roles(self) -> list[str]:
+        """The args that name a role of the GEMM's (fillers left out)."""
+        return [a for a in self.args if not is_filler(a)]
+
     def expressions(self) -> list[tuple[Any, str]]:
         """(value, field) for every int-or-expression field, to check the names each may read."""
-        grid = ([(d, "grid.tile") for d in self.grid.tile] if isinstance(self.grid, TileGrid)
+        grid = ([] if self.grid is None else [(d, "grid.tile") for d in self.grid.tile]
+                if isinstance(self.grid, TileGrid)
                 else [(self.grid.x, "grid.x"), (self.grid.y, "grid.y"), (self.grid.z, "grid.z")])
-        return ([(b, "block") for b in self.block] + grid + [(self.dynamic_smem, "dynamic_smem")]
+        return ([(b, "block") for b in self.block or []] + grid + [(self.dynamic_smem, "dynamic_smem")]
                 + [(v, f"defines.{k}") for k, v in self.defines.items()]
                 + [(d, f"tensor_maps.{x}.box") for x, t in self.tensor_maps.items() for d in t.box])
 
@@ -316,14 +384,14 @@ class KernelDescription(BaseModel):
 
     @property
     def form(self) -> GemmForm:
-        return gemm_form.form_of(self.layout, self.epilogue, self.accumulate, self.args, self.compute_mode,
+        return gemm_form.form_of(self.layout, self.epilogue, self.accumulate, self.roles, self.compute_mode,
                                  self.output)
 
     def summary(self) -> dict[str, Any]:
         """What GET /api/variants says of a kernel."""
         return {"name": self.name, "technique": self.technique or "", "seed": self.seed, "source_file": self.source,
                 "entry": self.entry, "compute_mode": self.compute_mode, "form": self.form.key(),
-                "precision": self.precision.label(), "target": self.target,
+                "precision": self.precision.label(), "target": self.effective_target,
                 "tunables": [{"name": n, "values": t.values, "default": t.default} for n, t in self.tunables.items()]}
 
 
@@ -334,6 +402,11 @@ def _check_launcher(desc: KernelDescription) -> None:
         if "stream" in desc.args:
             raise ValueError('args: "stream" is a launcher\'s parameter; a kernel takes none (name the launcher in '
                              '"launcher")')
+        missing = [name for name, value in (("entry", desc.entry), ("block", desc.block), ("grid", desc.grid))
+                   if value is None]
+        if missing:
+            raise ValueError(f"{', '.join(missing)}: a kernel's launch needs them (a description with a `launcher` "
+                             "may leave them out: the launcher sets its own)")
         return
     if desc.compiler != "nvcc":
         raise ValueError('launcher: host code is built by nvcc only: set "compiler": "nvcc"')

@@ -50,4 +50,7 @@ class CpuLauncherCase(LauncherCase):
         return Allowance()
 
     def make_device(self) -> FakeLauncherDevice:
-        return FakeLauncherDevice(self.cfg, self.plan, self.compiler)
+        device = FakeLauncherDevice(self.cfg, self.plan, self.compiler)
+        if self.compute_capability:  # the parent's double's, as the GPU child's is the GPU's own
+            device.compute_capability = self.compute_capability
+        return device

@@ -74,7 +74,7 @@ def test_a_kernel_that_leaves_elements_unwritten_is_wrong(cfg, start_worker):
 
 
 @pytest.mark.parametrize("change, words", [
-    (lambda e: e[1].pop("entry"), ["'column_strip' (entry 2)", "entry", "Field required"]),
+    (lambda e: e[1].pop("entry"), ["'column_strip' (entry 2)", "entry", "a kernel's launch needs them"]),
     (lambda e: e[1].update(grid={"tile": ["TILE_M", "TILE_Q"]}), ["'column_strip'", "grid.tile", "TILE_Q"]),
     (lambda e: e[0].update(source="src/nope.cuh"), ["'rowwise'", "src/nope.cuh: no such file"]),
     (lambda e: e[2].update(layout="diagonal"), ["'colmajor'", "layout"]),

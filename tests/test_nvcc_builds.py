@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from core import compile_flags
 from core.kernel import resolve
 from core.kernel_description import KernelDescription
 from core.kernel_folder import load_folder
@@ -99,10 +100,46 @@ def test_an_entry_the_build_did_not_make_is_named_with_those_it_did(tmp_path):
                                   # other separators a Makefile line or a hand could carry an extra word with
                                   "-O3\t-I/etc", "-O3\n-I/etc", "-O3  -I/etc", "-maxrregcount=64\u00a0-I/etc",
                                   "-Xptxas=-v,-I/etc", "-Xptxas=-v -Xcompiler=-fplugin=x", " -O3", "-O3 ",
-                                  "-lcuda", "-gencode=arch=compute_90a,code=sm_90a"])
+                                  # the Makefile spellings that are taken, each with something past them
+                                  "-lcudnn", "-l/etc/passwd", "-lcublas -I/etc", "-L/tmp", "-DX=$(shell id)",
+                                  "-DX=a b", "-D X=1 -I/etc", "-Xcompiler=-fPIE,-fplugin=x", "-Xcompiler -Wl,-rpath,/x",
+                                  "-Xcompiler=-Wl", "-Xcompiler=-Wp", "-arch=sm_90a -I/etc", "-arch=native",
+                                  "-gencode arch=compute_90a,code=sm_90a,-I/etc", "--std=c++17 -I/etc"])
 def test_flags_outside_the_allow_list_are_refused(flag):
     with pytest.raises(ValidationError, match="nvcc flag .* is not allowed"):
         described("launcher_sgemm_tiled", flags=["-O3", flag])
+
+
+def test_a_makefiles_flags_are_taken_as_written_and_each_mapped():
+    """fast.cu's Makefile line as it is (issue 48): -DNDEBUG passed on, the target from -arch, the
+    host flags passed on but -fPIE (a library is built -fPIC), -lcublas -lcuda the worker's own."""
+    flags = ["-std=c++17", "-O3", "-DNDEBUG", "-w", "--expt-relaxed-constexpr", "--expt-extended-lambda",
+             "--use_fast_math", "-Xcompiler=-fPIE", "-Xcompiler=-Wno-psabi", "-Xcompiler=-fno-strict-aliasing",
+             "-arch=sm_90a", "-lcublas", "-lcuda", "-lineinfo"]
+    desc = described("launcher_sgemm_tiled", flags=flags)
+    built = desc.build_flags
+    assert built.nvcc == ("-std=c++17", "-O3", "-DNDEBUG", "-w", "--expt-relaxed-constexpr", "--expt-extended-lambda",
+                          "--use_fast_math", "-Xcompiler=-Wno-psabi", "-Xcompiler=-fno-strict-aliasing", "-lineinfo")
+    assert (built.target, built.libraries, built.dropped) == ("sm_90a", ("cublas", "cuda"), ("-fPIE",))
+    assert desc.effective_target == "sm_90a" and desc.target is None
+    # The same build spelled as other Makefiles and CMake files spell it.
+    other = compile_flags.parse(["--std=c++17", "-D", "NDEBUG", "-gencode", "arch=compute_90a,code=sm_90a",
+                                 "-Xcompiler", "-Wall,-fPIC", "-l", "cublasLt", "-Xptxas", "--verbose"])
+    assert other.nvcc == ("-std=c++17", "-DNDEBUG", "-Xcompiler=-Wall", "-Xptxas", "--verbose")
+    assert (other.target, other.libraries) == ("sm_90a", ("cublasLt",))
+    # A plain -arch is the oldest GPU the build runs on; two architecture-specific ones cannot be one kernel.
+    assert compile_flags.parse(["-arch=sm_80", "-gencode=arch=compute_90,code=sm_90"]).target == "sm_80+"
+    with pytest.raises(ValueError, match="2 architecture-specific targets"):
+        compile_flags.parse(["-gencode arch=compute_90a,code=sm_90a", "-arch=sm_100a"])
+    with pytest.raises(ValidationError, match="target sm_80 and the flags' sm_90a differ"):
+        described("launcher_sgemm_tiled", flags=["-arch=sm_90a"], target="sm_80")
+
+
+def test_refused_flags_name_the_field_to_use():
+    with pytest.raises(ValidationError, match=r"'-I/usr/include/x' is not allowed.*`include_dirs`"):
+        described("launcher_sgemm_tiled", flags=["-I/usr/include/x"])
+    with pytest.raises(ValidationError, match=r"'-L/opt/lib' is not allowed.*name them with -l"):
+        described("launcher_sgemm_tiled", flags=["-L/opt/lib"])
 
 
 def test_every_refused_flag_is_named_at_once_under_flags():
@@ -112,11 +149,11 @@ def test_every_refused_flag_is_named_at_once_under_flags():
 
     with pytest.raises(ValidationError) as refused:
         described("launcher_sgemm_tiled", flags=["-O3", "-U__CUDA_NO_HALF_OPERATORS__", "-diag-suppress 177",
-                                                 "-gencode arch=compute_90a,code=sm_90a"])
+                                                 "-Xcompiler -fopenmp"])
     said = explain(refused.value, "mine")
     assert said.startswith("mine: flags: nvcc flags '-U__CUDA_NO_HALF_OPERATORS__', '-diag-suppress 177', "
-                           "'-gencode arch=compute_90a,code=sm_90a' are not allowed; allowed: -O0..-O3"), said
-    assert "`target`" in said and "'-O3'" not in said
+                           "'-Xcompiler -fopenmp' are not allowed; allowed: -O0..-O3"), said
+    assert "`include_dirs`" in said and "'-O3'" not in said
 
 
 def test_flags_need_nvcc():

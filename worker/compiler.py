@@ -58,10 +58,10 @@ def compile_launch(launch: Launch, compute_capability: str, cfg, library: bool =
     # A kernel built for one target (sm_90a) names it; the runner checks the GPU matches first.
     # The name reaches NVRTC's options, so it must be a target and nothing else, whatever stored it:
     # NVRTC reads "sm_90\0..." as sm_90, and a job row written past the API could hold anything.
-    target = launch.target
-    if target is not None:
+    target = launch.build_target
+    if launch.target is not None:
         try:
-            target_compute_capability(target)
+            target_compute_capability(launch.target)
         except ValueError as exc:
             raise CompileRefused(str(exc)) from None
     # Each -D likewise: the API allows identifiers and integers only, but a stored row could

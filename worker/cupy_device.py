@@ -140,8 +140,7 @@ class CupyDevice:
         """A cubin from the confined compile process (worker/compiler.py), loaded here: this
         process, which holds the GPU and the worker's settings, never runs the compiler. How its
         arguments are passed comes from the parameters the cubin records (worker/kernel_args.py)."""
-        key = (tuple(sorted(launch.files.items())), launch.source, launch.entry, launch.compile_options(),
-               launch.origin, launch.target, launch.compiler, launch.flags)
+        key = kernel_args.loaded_key(launch)
         if key not in self._functions:
             built = compiler.compile_launch(launch, self.compute_capability, self.cfg)
             self._functions[key] = kernel_args.load(built, launch, lambda symbol: self.cp.RawModule(
@@ -156,6 +155,9 @@ class CupyDevice:
                     alpha: float, beta: float, batch: int = 1):
         """A call of the kernel over these matrices, each argument of the type its binary declares."""
         function = kernel.function
+        if kernel.plan is None:  # a launcher's entry, loaded for its resources: never launched by the runner
+            raise ValueError(f"{launch.variant}: its entry {launch.entry} was loaded as a launcher's kernel and has no "
+                             "argument plan of its own; describe it without `launcher` to time the kernel itself")
         grid, smem = launch.grid(m, n, k, batch), launch.dynamic_smem(m, n, k, batch)
         if smem > 0 and function.max_dynamic_shared_size_bytes < smem:
             function.max_dynamic_shared_size_bytes = smem  # past 48 KiB a kernel gets it only when it asks

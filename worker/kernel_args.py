@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy
 
+from core.kernel_description import is_filler
 from worker import half_arrays
 
 INTEGER_ROLES = frozenset({"M", "N", "K", "lda", "ldb", "ldc", "batch", "stride_a", "stride_b", "stride_c"})
@@ -25,7 +26,7 @@ _INTEGERS = {"int": "i32", "unsigned int": "u32", "long": "i64", "unsigned long"
              "unsigned long long": "u64"}
 _FLOATS = {"float": "f32", "double": "f64", "__half": "f16", "__nv_bfloat16": "bf16"}
 _NUMPY = {"i32": numpy.int32, "u32": numpy.uint32, "i64": numpy.int64, "u64": numpy.uint64, "f32": numpy.float32,
-          "f64": numpy.float64, "f16": numpy.float16}
+          "f64": numpy.float64, "f16": numpy.float16, "u16": numpy.uint16}
 # Element types a matrix pointer may name, by the matrix's storage type (vectors of it too).
 _FAMILIES = {
     "float32": {"float", "float2", "float4"},
@@ -43,8 +44,9 @@ class ArgumentMismatch(ValueError):
 
 @dataclass(frozen=True)
 class ArgPlan:
-    """Per parameter, in order: (role, how it is passed). How: i32 u32 i64 u64 f32 f64 f16 bf16
-    (by value), ptr (a matrix or tensor map by address, a launcher's stream), *f32 *f64 *f16 *bf16
+    """Per parameter, in order: (role, how it is passed). How: i32 u32 i64 u64 u16 f32 f64 f16 bf16
+    (by value), ptr (a matrix or tensor map by address, a launcher's stream), null (a null pointer:
+    the role "null", or "ignored" for a pointer), *f32 *f64 *f16 *bf16
     (a kernel's scalar in device memory, passed by address) or &f32 &f64 &f16 &bf16 (a launcher's
     scalar in host memory: the launcher dereferences it on the host, as leimao's `T const* alpha`)."""
 
@@ -79,8 +81,10 @@ def plan(entry: str, roles: tuple[str, ...], params: list[list], input_type: str
     return ArgPlan(tuple(passing), spelled)
 
 
-def _passing(role: str, spelling: str | None, size: int, input_type: str, output_type: str) -> str:
+def _passing(role: str, spelling: str | None, size: int | None, input_type: str, output_type: str) -> str:
     """How one parameter is passed, or "!why" where it cannot be."""
+    if is_filler(role):
+        return _filler(role, spelling, size)
     if spelling is None:  # an extern "C" kernel: only the size is known; the role says the rest
         return _by_size(role, size, input_type)
     pointer = spelling.endswith("*")
@@ -110,6 +114,33 @@ def _passing(role: str, spelling: str | None, size: int, input_type: str, output
     return "ptr"
 
 
+def _filler(role: str, spelling: str | None, size: int | None) -> str:
+    """A parameter that is no role of the GEMM's: "null" for a pointer, "ignored" as zero in whatever
+    type it has, "=c" as the constant c in its (integer or floating) type."""
+    if spelling is None:  # an extern "C" kernel: a pointer and a 64-bit integer look alike, and zero is zero
+        pointer, base = size == 8, {2: "unsigned short", 4: "int", 8: "long"}.get(size or 0)
+    else:
+        pointer = spelling.endswith("*")
+        base = spelling.rstrip("*").strip() if pointer else spelling
+    if role == "null" or (role == "ignored" and pointer and spelling is not None):
+        return "null" if pointer else "!null is for a pointer parameter (a debug buffer passed as nullptr)"
+    kind = None if pointer and spelling is not None else _INTEGERS.get(base or "") or _FLOATS.get(base or "") or (
+        "u16" if base == "unsigned short" else None)
+    if kind is None:
+        return f"!{role} is for a number (an integer or a float); a {spelling or f'{size}-byte'} parameter takes none"
+    if role.startswith("=") and kind in _INTEGERS.values() and not float(role[1:]).is_integer():
+        return f"!the constant {role[1:]} is not an integer, and the parameter is {spelling}"
+    return kind
+
+
+def filler_value(role: str):
+    """What a filler passes: nothing for a null pointer, zero for an ignored number, the constant."""
+    if role == "null":
+        return None
+    value = 0.0 if role == "ignored" else float(role[1:])
+    return int(value) if value.is_integer() else value
+
+
 def _by_size(role: str, size: int, input_type: str) -> str:
     if role in INTEGER_ROLES:
         return {4: "i32", 8: "i64"}.get(size, f"!{role} must be a 4- or 8-byte integer, not {size} bytes")
@@ -124,6 +155,8 @@ def value(how: str, x, xp):
     (by address), or a one-element device array for a scalar passed by pointer."""
     if how == "ptr":
         return x
+    if how == "null":
+        return numpy.uint64(0)
     pointer = how.startswith("*")
     kind = how.lstrip("*")
     if kind == "bf16":
@@ -135,7 +168,12 @@ def value(how: str, x, xp):
 
 def values(arg_plan: ArgPlan, named: dict, xp) -> tuple:
     """The arguments in order, from the values by role."""
-    return tuple(value(how, named[role], xp) for role, how in arg_plan.passing)
+    return tuple(value(how, role_value(role, named), xp) for role, how in arg_plan.passing)
+
+
+def role_value(role: str, named: dict):
+    """The value a parameter gets: the role's own, or a filler's (filler_value)."""
+    return filler_value(role) if is_filler(role) else named[role]
 
 
 def received(how: str, passed) -> float:
@@ -154,6 +192,15 @@ class LoadedKernel:
     function: object
     plan: ArgPlan | None  # None: the entry of a launcher, which passes its arguments itself
     compiler: str
+
+
+def loaded_key(launch) -> tuple:
+    """What a loaded kernel is kept under by a device: everything its build and its argument plan
+    depend on. The args and whether a launcher launches it are in it: the same entry described once
+    behind its repository's launcher (no plan of its own) and once as a kernel (its own plan) is two
+    loaded kernels, not one (a job with both failed on "'NoneType' object has no attribute 'passing'")."""
+    return (tuple(sorted(launch.files.items())), launch.source, launch.entry, launch.compile_options(), launch.origin,
+            launch.target, launch.compiler, launch.flags, launch.args, launch.launcher)
 
 
 def load(built, launch, get_function) -> LoadedKernel:

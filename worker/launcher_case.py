@@ -39,11 +39,12 @@ JOBS_WORD = ("made in the confined process that ran the job's own host code, whi
 def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> CaseOutcome:
     """The case, run by its launcher in a confined process of its own; what happened becomes its result."""
     library = device.build_launcher(launch)
-    entry = device.compile(launch)  # the kernel the launcher launches: its resources, read here
+    # The kernel the launcher launches, where the description names one: its resources, read here.
+    entry = device.compile(launch) if launch.entry is not None else None
     inner = confined_policy(policy)
     request = {"case": encode_case(case), "policy": dataclasses.asdict(inner),
                "plan": {"passing": [list(p) for p in library.plan.passing], "spelled": list(library.plan.spelled)},
-               "compiler": library.compiler}
+               "compiler": library.compiler, "compute_capability": device.compute_capability}
     device.release_memory()  # this process's pooled GPU memory is the case's process's to use now
     # The library alone in a folder of its own: the confined process may read that folder, nothing of the cache.
     with tempfile.TemporaryDirectory(prefix="gemmwatch-launcher-case-") as folder:
@@ -51,7 +52,7 @@ def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> Case
         shutil.copyfile(library.path, copy)
         called = run_confined_call(copy, library.symbol, hook=device.launcher_hook, hook_args=request,
                                    timeout_s=4 * policy.time_cap_s + policy.settle_s + CALL_SLACK_S,
-                                   setup_timeout_s=SETUP_LIMIT_S)
+                                   setup_timeout_s=SETUP_LIMIT_S, through_address=True)
     about = {"launcher": launch.launcher, "symbol": library.symbol, "what_happened": called.message,
              "confinement": called.confinement, "results": JOBS_WORD, "output": called.output[-4000:]}
     if not called.ok or called.result is None:
@@ -61,7 +62,8 @@ def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> Case
     out.env["launcher"] = about
     if "launch" in out.env:
         out.env["launch"]["launcher"] = launch.launcher
-        out.env["resources"] = device.resources(entry, launch, case.m, case.n, case.k)
+        out.env["resources"] = (device.resources(entry, launch, case.m, case.n, case.k) if entry is not None else
+                                {"why_none": "the description names no entry kernel of the launcher's"})
     return out
 
 

@@ -31,6 +31,7 @@ class LauncherCase:
         self.plan = kernel_args.ArgPlan(tuple(tuple(p) for p in args["plan"]["passing"]),
                                         tuple(args["plan"]["spelled"]))
         self.compiler = args["compiler"]
+        self.compute_capability = args.get("compute_capability")  # the GPU child's, which judged the target
         self.cfg = Settings()  # the defaults: the child's environment holds none of the worker's settings
         self.outcome: CaseOutcome | None = None
         self.failure: Exception | None = None

@@ -80,11 +80,12 @@ def library_target(arch: str) -> str:
 
 
 def options(launch: Launch, arch: str) -> list[str]:
-    """nvcc's command line but the input and output: the target, the repository's flags, the
+    """nvcc's command line but the input and output: the target, the repository's flags as the
+    worker builds with them (core/compile_flags.py: the target and libraries taken out), the
     kernel's defines, and its include folders (as paths under the build folder's src/)."""
     defines = [f"-D{k}={v}" for k, v in sorted(launch.defines.items())]
     includes = [f"-Isrc/{d}" for d in launch.include_dirs] + ["-Isrc"]
-    return [arch, *compile_flags.split(list(launch.flags)), *defines, *includes]
+    return [arch, *compile_flags.parse(list(launch.flags)).nvcc, *defines, *includes]
 
 
 def request(launch: Launch, nvcc: str, arch: str, timeout_s: float) -> dict:

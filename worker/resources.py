@@ -50,9 +50,10 @@ def occupancy(threads_per_block: int, regs_per_thread: int, smem_per_block: int,
             "occupancy": blocks * warps / max_warps, "limits": limits}
 
 
-def describe(attrs: dict, block: tuple[int, ...], dynamic_smem: int = 0, sm: SmLimits = H100) -> dict:
-    """The result's `env["resources"]`: the function's attributes and its occupancy."""
-    threads = math.prod(block)
+def describe(attrs: dict, block: tuple[int, ...] | None, dynamic_smem: int = 0, sm: SmLimits = H100) -> dict:
+    """The result's `env["resources"]`: the function's attributes and its occupancy (none where the
+    block is a launcher's own, unknown here)."""
+    threads = math.prod(block) if block is not None else None
     static_smem = int(attrs.get("shared_size_bytes", 0))
     out = {
         "registers_per_thread": int(attrs.get("num_regs", 0)),
@@ -62,7 +63,8 @@ def describe(attrs: dict, block: tuple[int, ...], dynamic_smem: int = 0, sm: SmL
         "max_threads_per_block": int(attrs.get("max_threads_per_block", 0)),
         "threads_per_block": threads,
     }
-    out.update(occupancy(threads, out["registers_per_thread"], static_smem + dynamic_smem, sm))
+    if threads is not None:
+        out.update(occupancy(threads, out["registers_per_thread"], static_smem + dynamic_smem, sm))
     return out
 
 
@@ -95,6 +97,6 @@ def sm_limits(device) -> SmLimits:
     )
 
 
-def for_function(function, block: tuple[int, ...], device, dynamic_smem: int = 0) -> dict:
+def for_function(function, block: tuple[int, ...] | None, device, dynamic_smem: int = 0) -> dict:
     return describe(function_attributes(function), block, dynamic_smem, sm_limits(device)) | {"sm": asdict(sm_limits(device))}
 
