@@ -216,16 +216,14 @@ def test_a_kernel_that_writes_nan_fails_verification():
 
     ref = np.full((4, 4), 2.0, dtype=np.float32)
 
-    def new_c(fill=None, seed=None):
-        if fill is not None:
-            return np.full((4, 4), fill, dtype=np.float32)
-        return np.random.default_rng(seed).uniform(-1, 1, (4, 4)).astype(np.float32)
+    def refill(c, fill=None, seed=None):
+        c[...] = fill if fill is not None else np.random.default_rng(seed).uniform(-1, 1, (4, 4))
 
     def run(c, alpha, beta):  # right everywhere but one element, which comes out NaN
         c[...] = alpha * ref + beta * c
         c[3, 3] = np.nan
 
-    got = check(np, run, ref, new_c, seed=1, synchronize=lambda: None)
+    got = check(np, run, ref, np.zeros((4, 4), dtype=np.float32), refill, seed=1, synchronize=lambda: None)
     ok, why = got.verdict(1e-4)
     assert not ok and "NaN or Inf" in why
     for bad in (float("nan"), float("inf")):

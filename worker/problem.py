@@ -61,6 +61,18 @@ class Problem:
             return c
         return self.laid(half_arrays.rounded(self.device.xp, c, self.precision.output_type), layout)
 
+    @property
+    def c(self):
+        """The case's one C for the kernel: every call of the kernel, checked or timed, writes this
+        same matrix (refilled in place between checks), as a home runner's calls do."""
+        if getattr(self, "_c", None) is None:
+            self._c = self.new_c()
+        return self._c
+
+    def refill(self, c, fill: float | None = None, seed: int | None = None) -> None:
+        """C's elements, in place, as new_c would make them: its address stays."""
+        c[...] = self.new_c(fill=fill, seed=seed)
+
     def read(self, c):
         """C's values in FP32, whatever its type."""
         return half_arrays.as_float32(self.device.xp, c)

@@ -47,8 +47,8 @@ class Runner:
         def run(c, alpha, beta):
             problem.kernel_call(function, launch, c, alpha, beta)()
 
-        return verify.check(self.device.xp, run, ref, problem.new_c, seed, self.device.synchronize, problem.read,
-                            problem.precision.sentinel(), launch.form.epilogue)
+        return verify.check(self.device.xp, run, ref, problem.c, problem.refill, seed, self.device.synchronize,
+                            problem.read, problem.precision.sentinel(), launch.form.epilogue)
 
     def calls(self, case: Case):
         """The case's kernel and cuBLAS as callables over its inputs, for another tool to time
@@ -60,7 +60,7 @@ class Runner:
         run_cublas = problem.cublas_call()
         if launch is None:
             return run_cublas, run_cublas
-        return problem.kernel_call(dev.compile(launch), launch, problem.new_c(), 1.0, 0.0), run_cublas
+        return problem.kernel_call(dev.compile(launch), launch, problem.c, 1.0, 0.0), run_cublas
 
     @staticmethod
     def tolerance(launch: Launch, policy: TimingPolicy, k: int) -> float:
@@ -110,7 +110,9 @@ class Runner:
         else:
             out.verified, out.rel_error = True, 0.0
 
-        c = problem.new_c()
+        c = problem.c  # the checked kernel's own C: a launcher that keeps its first C's map times as it checked
+        if launch is not None:
+            problem.refill(c, seed=case.seed + 1)  # finite values: the NaN probe left NaN behind
         run_cublas = self.baseline(problem, case, policy, out, ref) if out.verified else problem.cublas_call()
         if getattr(run_cublas, "plan", None):  # cuBLASLt's choice, where the baseline makes one
             out.env["cublas_plan"] = run_cublas.plan

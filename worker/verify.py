@@ -36,6 +36,10 @@ class Check:
 
     def verdict(self, tolerance: float) -> tuple[bool, str | None]:
         """(verified, why not)."""
+        if self.unwritten == self.total:
+            return False, (f"wrong result: no element of C was written (C was filled with {self.sentinel:g} before a "
+                           "run at beta = 0, and all kept it): the kernel launched nothing, or wrote elsewhere (a C "
+                           "of an earlier call it kept, or after the run on a stream of its own)")
         if self.unwritten:
             return False, (f"wrong result: {self.unwritten} of {self.total} elements of C never written (C was "
                            f"filled with {self.sentinel:g} before a run at beta = 0, and they kept it)")
@@ -50,38 +54,40 @@ class Check:
         return WRITE_ONLY if self.write_only else READS_C if self.reads_c_at_beta_zero else LEAVES_C
 
 
-# run(c, alpha, beta): the kernel, over c. new_c(fill=None, seed=None): a C of the kernel's layout,
-# filled with `fill` or with uniform values in [-1, 1) from `seed`.
+# run(c, alpha, beta): the kernel, over c. refill(c, fill=None, seed=None): C's elements, in place,
+# all `fill` or uniform values in [-1, 1) from `seed`.
 Run = Callable[[object, float, float], None]
-NewC = Callable[..., object]
+Refill = Callable[..., None]
 
 
-def check(xp, run: Run, ref, new_c: NewC, seed: int, synchronize: Callable[[], None],
+def check(xp, run: Run, ref, c, refill: Refill, seed: int, synchronize: Callable[[], None],
           read: Callable[[object], object] = lambda c: c, sentinel: float = SENTINEL,
           epilogue: str = "alpha_beta") -> Check:
-    """`read(c)`: C's values in FP32 (C may be FP16 or BF16); `sentinel`: the unreachable fill,
-    a value of C's type (core/precision.py Precision.sentinel); `epilogue` (core/gemm_form.py):
-    what the kernel computes with the scalars. An ab_only kernel takes neither, so run 3 would
-    repeat run 2 and is skipped; an alpha_only one must scale by alpha and ignore C. Where C is
-    no input, the NaN probe is a check like the others: a NaN left in C is a wrong result."""
-    c = new_c(fill=sentinel)
+    """Every run writes the same C, refilled in place before it: the kernel gets the addresses a
+    home runner gives it on every call, so a launcher that keeps C's tensor map from its first call
+    is right here where it is right at home. `read(c)`: C's values in FP32 (C may be FP16 or BF16);
+    `sentinel`: the unreachable fill, a value of C's type (core/precision.py Precision.sentinel);
+    `epilogue` (core/gemm_form.py): what the kernel computes with the scalars. An ab_only kernel
+    takes neither, so run 3 would repeat run 2 and is skipped; an alpha_only one must scale by
+    alpha and ignore C. Where C is no input, the NaN probe is a check like the others: a NaN left
+    in C is a wrong result."""
+    refill(c, fill=sentinel)
     run(c, 1.0, 0.0)
     synchronize()
     unwritten = int((read(c) == xp.float32(sentinel)).sum())
     errors = [rel_error(xp, read(c), ref)]
 
-    # Each run gets a C of its own from the same seed (a copy could change its memory layout).
-    c0 = read(new_c(seed=seed + 1))
-    c = new_c(seed=seed + 1)
+    refill(c, seed=seed + 1)
+    c0 = read(c).copy()
     run(c, 1.0, 0.0)
     errors.append(rel_error(xp, read(c), ref))
     if epilogue != "ab_only":
-        c = new_c(seed=seed + 1)
+        refill(c, seed=seed + 1)
         run(c, 0.75, -0.5)
         expected = 0.75 * ref - 0.5 * c0 if epilogue == "alpha_beta" else 0.75 * ref
         errors.append(rel_error(xp, read(c), expected))
 
-    c = new_c(fill=float("nan"))
+    refill(c, fill=float("nan"))
     run(c, 1.0, 0.0)
     synchronize()
     nan_left = bool(xp.isnan(read(c)).any()) and unwritten == 0
