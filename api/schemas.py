@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_validator
 
 from core.builtins import builtin_kernels, variant_names
-from core.kernel_description import KernelDescription
+from core.kernel_description import KernelDescription, TimingMode
 from core.result_status import MEANING, ResultStatus
 from api.wire_words import CommitIn, GpuModel, Identifier, Sha  # noqa: F401 (part of the wire contract)
 from core.wire_types import Int32, Integer
@@ -75,6 +75,13 @@ class JobCreate(BaseModel):
         default_factory=dict,
         description='bench only: tunables per variant, e.g. {"warp_tile": {"BK": 16}};'
         " otherwise the tuned configuration for the GPU and size, or the kernel's defaults",
+    )
+    timing: TimingMode | None = Field(
+        default=None,
+        description="the timing mode of every case: cold (nvbench's cold samples: L2 flushed, each sample alone), "
+                    "hot (do_bench's loop), burst (a few back-to-back launches after a pause: a repository's own "
+                    "quick runner), sustained (a loop that has met the power cap); default: each kernel's own "
+                    "`timing`, else the worker's GEMMWATCH_TIMING_MODE (README, \"Which timing mode\")",
     )
 
     def kernels(self) -> dict[str, KernelDescription]:
@@ -252,6 +259,8 @@ class JobOut(BaseModel):
     variants: list[str]
     sizes: list[list[int]]
     tunables: dict[str, dict[str, int]]
+    timing: str | None = Field(None, description="the timing mode the job asked for (each result's `mode` is the "
+                                                 "one it was timed in)")
     gpu: str | None = Field(description="the GPU model asked for")
     queue: str
     ran_on: str | None = Field(description="name of the GPU that ran the job")
@@ -275,6 +284,7 @@ class JobOut(BaseModel):
             variants=job.variants,
             sizes=job.sizes,
             tunables=job.tunables or {},
+            timing=job.timing,
             gpu=job.gpu_model,
             queue=job.queue,
             ran_on=job.gpu.name if job.gpu else None,

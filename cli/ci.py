@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from core.baselines import result_anchor
+from core import source_size
 from core.kernel_folder import load_folder
 from cli.messages import console as make_console, refusal, unreachable
 from cli.progress import wait_for_job
@@ -26,8 +27,11 @@ console = make_console(stderr=True)
 
 
 def build_job(commit: str, branch: str | None, repo: str, sizes: list[list[int]], gpu: str | None,
-              variants: list[str], kernels_dir: Path | None, parents: list[str] | None = None) -> dict:
+              variants: list[str], kernels_dir: Path | None, parents: list[str] | None = None,
+              timing: str | None = None) -> dict:
     body: dict = {"sizes": sizes, "commit": {"sha": commit, "repo": repo, "branch": branch}}
+    if timing:
+        body["timing"] = timing
     if parents is not None:
         body["commit"]["parents"] = parents
     if kernels_dir is not None:
@@ -55,11 +59,6 @@ def split_job(body: dict, limits: dict | None) -> list[dict]:
     # Measured as the server measures it (api/limits.py): a kernel past it would be refused only
     # when its part is posted, after the parts before it had run.
     most = limits.get("max_source_bytes")
-    for source in body.get("sources", []) if most else []:
-        size = sum(len(text.encode()) for text in source.get("files", {}).values())
-        if size > most:
-            raise BeyondServerLimits(f"{source['name']}: its files hold {size} bytes; this server takes at most {most} "
-                                     "a kernel (GEMMWATCH_MAX_SOURCE_BYTES): nothing was posted")
     per_job = min(limits["max_sources_per_job"], limits["max_cases_per_job"] // len(sizes))
     if per_job < 1:
         raise BeyondServerLimits(f"{len(sizes)} sizes are more cases than one job may hold on this server "
@@ -70,6 +69,12 @@ def split_job(body: dict, limits: dict | None) -> list[dict]:
         part = {**body, "variants": names}
         if "sources" in body:
             part["sources"] = [s for s in body["sources"] if s["name"] in names]
+            # Measured as the server measures it (api/limits.py): a part past it would be refused
+            # only when it is posted, after the parts before it had run.
+            size = source_size.distinct_bytes(s.get("files", {}) for s in part["sources"])
+            refused = source_size.refusal([s["name"] for s in part["sources"]], size, most) if most else None
+            if refused:
+                raise BeyondServerLimits(f"{refused} on this server: nothing was posted")
         parts.append(part)
     return parts
 

@@ -1,6 +1,7 @@
 """`gemmwatch up | worker | submit | cancel`: run the whole thing, run one GPU worker, post or cancel a job."""
 
 import ctypes  # imported here, not in _die_with_parent: that runs between fork and exec
+import enum
 import json
 import os
 import signal
@@ -32,6 +33,20 @@ app.command()(demo)  # cli/demo.py: real figures for a machine without a GPU
 app.command()(variants)
 console = make_console()  # no 80-column limit where output is not a terminal (cli/messages.py)
 errors = make_console(stderr=True)  # what a script or CI log must see apart from the results
+
+
+class TimingChoice(str, enum.Enum):
+    """The timing modes a job may ask for (README, "Which timing mode")."""
+
+    cold = "cold"
+    hot = "hot"
+    burst = "burst"
+    sustained = "sustained"
+
+
+TIMING_HELP = ("timing mode of every case: cold (nvbench's), hot (do_bench's loop), burst (a few launches after a "
+               "pause: a repository's quick runner), sustained; default: each kernel's own, else the worker's")
+
 
 def ensure_local_token() -> None:
     """Give the embedded install a write token once, readable only by its owner."""
@@ -218,10 +233,13 @@ def submit(
     wait: Annotated[bool, typer.Option(help="wait for the job to end and print its results")] = True,
     timeout: Annotated[float, typer.Option(help="seconds to wait")] = 600.0,
     token: Annotated[str | None, typer.Option(help="API token (default: $GEMMWATCH_TOKEN or the local one)")] = None,
+    timing: Annotated[TimingChoice | None, typer.Option(help=TIMING_HELP)] = None,
 ):
     """Post a job; wait for it and print its results. Exits 1 if it failed."""
     server = find_server(server)
     body: dict = {"variants": [v.strip() for v in variants.split(",") if v.strip()], "sizes": [parse_size(s) for s in size]}
+    if timing:
+        body["timing"] = timing.value
     if gpu:
         body["gpu"] = gpu
     if sha:
@@ -272,6 +290,7 @@ def ci(
     profile: Annotated[bool, typer.Option(help="profile every confirmed case, base and head (a confirmed change "
                                                "is profiled anyway)")] = False,
     local: Annotated[bool, typer.Option("--local", help=LOCAL_HELP)] = False,
+    timing: Annotated[TimingChoice | None, typer.Option(help=TIMING_HELP)] = None,
 ):
     """Benchmark a commit and compare with its base; a change is confirmed by an A/B job unless
     --no-confirm. Exit 0: no regression; 1: regression; 2: a failed or unverified result;
@@ -287,7 +306,8 @@ def ci(
     shas = [p.strip() for p in parents.split(",") if p.strip()] if parents is not None else git_parents(commit)
     branch = branch or os.environ.get("GITHUB_HEAD_REF") or os.environ.get("GITHUB_REF_NAME") or None
     try:
-        body = build_job(commit, branch, repo, [parse_size(s) for s in size or ["4096"]], gpu, names, kernels_dir, shas)
+        body = build_job(commit, branch, repo, [parse_size(s) for s in size or ["4096"]], gpu, names, kernels_dir, shas,
+                         timing.value if timing else None)
     except FolderError as exc:
         errors.print(f"[red]{kernels_dir}: its kernels cannot be posted:[/red]\n{exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(FAILED)

@@ -167,6 +167,7 @@ def plan_confirmation(db: Session, head_job: Job, body: ConfirmIn, token: ApiTok
         sizes=[list(s) for s in sorted({(e["m"], e["n"], e["k"]) for e in entries})],
         # The head job's queue, so the confirmation runs where the head ran (a GPU of that model).
         tunables={}, sources=[], plan=entries, gpu_model=head_job.gpu_model, queue=head_job.queue,
+        timing=head_job.timing,  # the confirmation times as its head job did
         progress_total=len(entries),
         confirm={"head_job": head_job.id, "head_sha": head_job.commit.sha, "base_sha": base.sha,
                  "base_jobs": sorted({e["base_job"] for e in entries}), "profile": body.profile},

@@ -1,7 +1,8 @@
 """A kernels folder: `gemmwatch.json` beside the CUDA files it describes.
 
-The manifest is a JSON list of kernel descriptions (core/kernel.py) in which `files` may be left
-out: each kernel carries its `source` and every file that source reaches through #include,
+The manifest is a JSON list of kernel descriptions (core/kernel.py), or an object holding that
+list as "kernels" beside fields every kernel of the folder shares ("timing"), in which `files` may be
+left out: each kernel carries its `source` and every file that source reaches through #include,
 read from the folder (never from outside it). `files` may also list paths of further files to
 carry (a header reached only through a macro, say). This project's own `kernels/` is such a
 folder, and so is any kernel engineer's repository with a manifest added.
@@ -33,8 +34,10 @@ def load_folder(folder: Path, names: list[str] | None = None) -> list[KernelDesc
         entries = json.loads(manifest.read_text(encoding="utf-8-sig"))  # as some editors save it
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FolderError(f"{manifest}: not JSON ({exc})") from None
+    entries = folder_defaults(manifest, entries)
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise FolderError(f"{manifest}: a list of kernel descriptions ({{\"name\": ..., \"source\": ...}}) is expected")
+        raise FolderError(f"{manifest}: a list of kernel descriptions ({{\"name\": ..., \"source\": ...}}) is expected, "
+                          'or {"timing": ..., "kernels": [...]}')
     if names:  # a name the folder does not describe may be a built-in: the server judges it
         entries = [e for e in entries if e.get("name") in names]
     out, problems = [], []
@@ -55,6 +58,25 @@ def load_folder(folder: Path, names: list[str] | None = None) -> list[KernelDesc
     if twice:
         raise FolderError(f"{manifest}: {', '.join(twice)} described more than once")
     return out
+
+
+# What the object form of a manifest may say for every kernel of the folder, each kernel's own
+# field first: {"timing": "burst", "kernels": [...]}, the folder's runner being a quick loop.
+FOLDER_FIELDS = ("timing",)
+
+
+def folder_defaults(manifest: Path, entries):
+    """The kernels of a manifest in its object form, each given the folder's fields it does not set
+    itself; a list is returned as it is."""
+    if not isinstance(entries, dict):
+        return entries
+    unknown = sorted(set(entries) - {"kernels", *FOLDER_FIELDS})
+    if unknown or not isinstance(entries.get("kernels"), list):
+        raise FolderError(f"{manifest}: the object form holds \"kernels\" (a list of kernel descriptions) and "
+                          f"{', '.join(repr(f) for f in FOLDER_FIELDS)} for all of them"
+                          + (f"; not {', '.join(repr(u) for u in unknown)}" if unknown else ""))
+    shared = {f: entries[f] for f in FOLDER_FIELDS if f in entries}
+    return [{**shared, **e} if isinstance(e, dict) else e for e in entries["kernels"]]
 
 
 def with_files(folder: Path, entry: dict) -> dict:

@@ -117,6 +117,9 @@ class Job(Base):
     run_id: Mapped[str | None] = mapped_column(String(100))
     # kind "confirm": {"base_job", "head_job", "base_sha", "head_sha"}, the two jobs whose kernels it times.
     confirm: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The timing mode the job asked for (cold, hot, burst, sustained), over each kernel's own and the
+    # worker's GEMMWATCH_TIMING_MODE; NULL: not asked.
+    timing: Mapped[str | None] = mapped_column(String(16))
     # The token that submitted it (a `jobs` token may cancel only its own); NULL without write auth.
     submitted_by_token_id: Mapped[int | None] = mapped_column(ForeignKey("api_token.id"))
 

@@ -2,7 +2,7 @@
 kernel, with which tunables, each of its cases runs."""
 
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -11,7 +11,7 @@ from core.builtins import CUBLAS_VARIANTS, builtin_kernels
 from core.precision import Precision
 from core.result_status import status_of
 from core.gemm_form import DEFAULT_KEY, GemmForm
-from core.kernel import target_compute_capability
+from core.kernel import target_refusal
 from core.kernel_description import KernelDescription, explain
 from core.kernel_store import description_from_stored, freeze
 from core.timing_stats import TimingStats, timing_dataclass
@@ -108,7 +108,7 @@ class KernelChoice:
 
     @property
     def target(self) -> str | None:
-        return self.description.target
+        return self.description.effective_target
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,11 @@ class Case:
     kernel: KernelChoice | None  # None: cuBLAS alone
     base: KernelChoice | None = None  # a confirmation case: the base commit's kernel, timed against `kernel`
     batch: int = 1  # matrices per call (a batched GEMM: the fourth of a size [M, N, K, batch])
+    timing: str | None = None  # the mode asked for this case (the job's or its kernel's); None: the worker's
+
+    def policy(self, worker_policy: "TimingPolicy") -> "TimingPolicy":
+        """The worker's timing policy in the mode this case asks for."""
+        return replace(worker_policy, mode=self.timing) if self.timing else worker_policy
 
     @property
     def form(self) -> GemmForm:
@@ -213,13 +218,9 @@ def not_applicable(case: Case, compute_capability: str, mode: str) -> CaseOutcom
         return CaseOutcome.not_applicable_here(
             f"not applicable: FP8 tensor cores came with compute capability 8.9; this GPU has {have}", mode)
     for choice in (case.kernel, case.base):
-        if choice is None or choice.target is None:
-            continue
-        needed = target_compute_capability(choice.target)
-        if needed != have:
-            return CaseOutcome.not_applicable_here(
-                f"not applicable: {choice.description.name} is built for {choice.target} and runs only on compute "
-                f"capability {needed}; this GPU has {have}", mode)
+        why = target_refusal(choice.description.name, choice.target, have) if choice is not None else None
+        if why is not None:
+            return CaseOutcome.not_applicable_here(why, mode)
     return None
 
 
@@ -245,12 +246,14 @@ def plan(
     explicit: dict[str, dict[str, int]],
     tuned: TunedLookup,
     kernels: dict[str, KernelDescription],
+    timing: str | None = None,
 ) -> list[dict[str, Any]]:
     """The job's cases as plain data, in the order the user asked for them.
 
     bench: each variant once per size, with its explicit tunables, else the tuned ones for this
     GPU model and size (where they fit the kernel), else its defaults. autotune: every
-    combination of tunables.
+    combination of tunables. Each case's timing mode: the job's (`timing`), else its kernel's own,
+    else none (the worker's GEMMWATCH_TIMING_MODE).
     """
     entries = []
     for size in sizes:
@@ -263,8 +266,10 @@ def plan(
                 options = desc.configurations()
             else:
                 options = [desc.check_tunables(explicit.get(name) or _fitting(desc, tuned.get((name, m, n, k))))]
+            mode = timing or (desc.timing if desc is not None else None)
             entries += [{"variant": name, "m": m, "n": n, "k": k, "tunables": params,
-                         **({"batch": batch} if batch > 1 else {})} for params in options]
+                         **({"batch": batch} if batch > 1 else {}), **({"timing": mode} if mode else {})}
+                        for params in options]
     return entries
 
 
@@ -296,7 +301,9 @@ def choice_from_stored(stored: dict[str, Any]) -> KernelChoice:
 
 
 def cases_from_plan(entries: list[dict[str, Any]], job_id: int, kernels: dict[str, KernelDescription],
-                    own: set[str] = frozenset()) -> list[Case]:
+                    own: set[str] = frozenset(), timing: str | None = None) -> list[Case]:
+    """The plan's cases; `timing`: the job's mode, for entries planned without one of their own (a
+    confirmation's, which takes its head job's)."""
     cases = []
     for index, e in enumerate(entries):
         name, m, n, k = e["variant"], e["m"], e["n"], e["k"]
@@ -307,7 +314,7 @@ def cases_from_plan(entries: list[dict[str, Any]], job_id: int, kernels: dict[st
             desc = kernels.get(name) if name not in CUBLAS_VARIANTS else None
             kernel = KernelChoice(desc, dict(e["tunables"]), "job" if name in own else "builtin") if desc else None
             base = None
-        cases.append(Case(index, name, m, n, k, seed, kernel, base, e.get("batch", 1)))
+        cases.append(Case(index, name, m, n, k, seed, kernel, base, e.get("batch", 1), e.get("timing") or timing))
     return cases
 
 

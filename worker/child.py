@@ -52,7 +52,8 @@ def child_main(conn: Connection, runner_path: str, policy: TimingPolicy) -> None
             conn.send(("started", case.index))
             try:
                 # A kernel built for another GPU target is reported, not run (any runner, the CPU double too).
-                outcome = not_applicable(case, identity["compute_capability"], policy.mode) or runner.run_case(case, policy)
+                mode = case.policy(policy)
+                outcome = not_applicable(case, identity["compute_capability"], mode.mode) or runner.run_case(case, mode)
             except Exception as exc:
                 # A compile that failed before is not compiled again (worker/failed_compiles.py): said in env.
                 outcome = CaseOutcome(mode=policy.mode, error=_readable(exc),

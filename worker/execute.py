@@ -79,9 +79,9 @@ class JobRun:
             kernels = kernels_of_job(job.sources or [])
             if job.plan is None:
                 tuned = self._tuned(db, job, gpu_model, kernels)
-                job.plan = freeze_plan(db, plan(job.kind, job.variants, job.sizes, job.tunables or {}, tuned, kernels),
-                                       kernels, own)
-            cases = cases_from_plan(job.plan, job.id, kernels, own)
+                job.plan = freeze_plan(db, plan(job.kind, job.variants, job.sizes, job.tunables or {}, tuned, kernels,
+                                                job.timing), kernels, own)
+            cases = cases_from_plan(job.plan, job.id, kernels, own, job.timing)
             done = set(db.scalars(select(Result.case_index).where(Result.job_id == job.id)))
             job.progress_total, job.progress_done = len(cases), len(done)
             db.commit()

@@ -41,6 +41,7 @@ async def create_job(request: Request, cfg: SettingsDep, creds: Credentials):
             variants=body.variants,
             sizes=body.sizes,
             tunables=body.tunables,
+            timing=body.timing,
             sources=[src.model_dump(mode="json") for src in body.sources],
             gpu_model=body.gpu,
             queue=queue_for(body.gpu),
