@@ -2,6 +2,7 @@
 _MAX_SOURCE_BYTES), checked with the settings the app was built with: a 422 that names the field."""
 
 from api.schemas import JobCreate
+from core import source_size
 from core.errors import Unprocessable
 from core.settings import Settings
 
@@ -31,8 +32,8 @@ def check_job_limits(body: JobCreate, cfg: Settings) -> None:
         setting = "GEMMWATCH_MAX_AUTOTUNE_CASES" if body.kind == "autotune" else "GEMMWATCH_MAX_CASES"
         raise Unprocessable("sizes", f"this {body.kind} job has {cases} cases; at most {limit} per {body.kind} job "
                                      f"({setting})")
-    for source in body.sources:
-        size = sum(len(text.encode()) for text in source.files.values())
-        if size > cfg.max_source_bytes:
-            raise Unprocessable("sources", f"{source.name}: its files hold {size} bytes; at most "
-                                           f"{cfg.max_source_bytes} (GEMMWATCH_MAX_SOURCE_BYTES)")
+    # The job's files as the server keeps them: each distinct text once (core/source_size.py).
+    size = source_size.distinct_bytes(s.files for s in body.sources)
+    refused = source_size.refusal([s.name for s in body.sources], size, cfg.max_source_bytes)
+    if refused:
+        raise Unprocessable("sources", refused)

@@ -34,7 +34,8 @@ class Settings(BaseSettings):
     # Request limits (the API answers 422 beyond them).
     max_dim: int = Field(default=16384, validation_alias="GEMMWATCH_MAX_DIM")
     max_cases_per_job: int = Field(default=64, validation_alias="GEMMWATCH_MAX_CASES")
-    max_source_bytes: int = Field(default=200_000, validation_alias="GEMMWATCH_MAX_SOURCE_BYTES")
+    # A job's distinct file texts (a runner and headers its kernels share counted once: core/source_size.py).
+    max_source_bytes: int = Field(default=1_000_000, validation_alias="GEMMWATCH_MAX_SOURCE_BYTES")
     # An autotune job's cases (every configuration of each variant at each size; its variants x
     # sizes count against GEMMWATCH_MAX_CASES too, as a bench job's do): 256 sizes of a kernel with
     # one configuration were accepted, about 4 h of a worker (issue 37, row 7).

@@ -138,14 +138,15 @@ def test_a_commit_past_one_jobs_limit_is_measured_in_several_jobs_and_reported_a
     too_many = ci(url, token, tmp_path, "--commit", "abab0002", "--kernels-dir", str(folder),
                   *[a for s in ("1", "2", "3", "4") for a in ("--size", s)])
     assert too_many.returncode == 2 and "5 sizes are more cases than one job may hold" in too_many.stderr
-    # The third kernel's source past the server's GEMMWATCH_MAX_SOURCE_BYTES (200,000): refused by
+    # The third kernel's source past the server's GEMMWATCH_MAX_SOURCE_BYTES (1,000,000): refused by
     # name before the first two kernels' job is posted, where it once ran them first.
     big = folder_of(tmp_path / "big", ["mine_a", "mine_b"])
-    (big / "big.cu").write_text(KERNEL + "// " + "x" * 200_000 + "\n")
+    (big / "big.cu").write_text(KERNEL + "// " + "x" * 1_000_000 + "\n")
     listed = json.loads((big / "gemmwatch.json").read_text())
     (big / "gemmwatch.json").write_text(json.dumps(listed + [{**listed[0], "name": "mine_big", "source": "big.cu"}]))
     refused = ci(url, token, tmp_path, "--commit", "abab0003", "--kernels-dir", str(big), "--size", "64")
-    assert refused.returncode == 2 and "mine_big: its files hold" in refused.stderr, refused.stdout + refused.stderr
+    assert refused.returncode == 2 and "mine_big" in refused.stderr and "the files hold" in refused.stderr, \
+        refused.stdout + refused.stderr
     jobs = httpx.get(f"{url}/api/jobs", params={"limit": 10}, headers={"Authorization": f"Bearer {token}"},
                      timeout=HTTP_TIMEOUT_S).json()
     assert not [j for j in jobs if j["commit"] and j["commit"]["sha"] == "abab0003"]
@@ -166,9 +167,15 @@ def test_split_job_keeps_each_jobs_own_sources_and_every_variant_once():
     assert split_job(body, None) == [body]  # a server that does not say its limits: one job, as before
     with pytest.raises(BeyondServerLimits):
         split_job(body, {"max_cases_per_job": 2, "max_sources_per_job": 64})
-    # A kernel past the server's source limit is refused before any part is posted, by name; the
-    # limit is the server's own measure: the files' UTF-8 bytes.
-    sized = {**body, "sources": [{"name": f"k{i}", "files": {"k.cu": "é" * (50 if i == 7 else 10)}} for i in range(10)]}
-    with pytest.raises(BeyondServerLimits, match="k7: its files hold 100 bytes; this server takes at most 99"):
-        split_job(sized, {**limits, "max_source_bytes": 99})
-    assert len(split_job(sized, {**limits, "max_source_bytes": 100})) == 3
+    # A part past the server's source limit is refused before any part is posted, naming its kernels;
+    # the limit is the server's own measure: the UTF-8 bytes of each distinct file of a job, once.
+    sized = {**body, "sources": [{"name": f"k{i}", "files": {"k.cu": "é" * (50 if i == 7 else 10 + i)}}
+                                 for i in range(10)]}
+    second = 2 * (14 + 15 + 16 + 50)  # k4..k7's files: 190 bytes
+    with pytest.raises(BeyondServerLimits, match=f"the 4 kernels k4, k5, k6, k7: the files hold {second} bytes.*"
+                                                 f"at most {second - 1} a job"):
+        split_job(sized, {**limits, "max_source_bytes": second - 1})
+    assert len(split_job(sized, {**limits, "max_source_bytes": second})) == 3
+    # A runner and headers every kernel shares count once: twelve kernels of one 300-byte unit are 300 bytes.
+    shared = {**body, "sources": [{"name": f"k{i}", "files": {"runner.cu": "x" * 300}} for i in range(10)]}
+    assert len(split_job(shared, {**limits, "max_source_bytes": 300})) == 3
