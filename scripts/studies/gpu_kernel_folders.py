@@ -11,7 +11,8 @@ CLI as a CI runner would call it.
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
   python3 scripts/studies/gpu_kernel_folders.py OUT_DIR --size 4096 builtins repo PATH [repo PATH ...]
 Each step's summary (Markdown), exit code and jobs (JSON) are written to OUT_DIR.
-GEMMWATCH_TIMING_MODE=hot in the environment times hot, as most repositories' own runners do.
+GEMMWATCH_TIMING_MODE=hot in the environment times hot, as most repositories' own runners do;
+--timing MODE asks each repo step's jobs for that mode (over the manifest's own "timing").
 """
 
 import argparse
@@ -33,6 +34,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
     ap.add_argument("--size", action="append", default=None)
+    ap.add_argument("--timing", default=None, help="a repo step's `gemmwatch ci --timing` (default: the manifest's)")
     ap.add_argument("steps", nargs="+", help="builtins | repo PATH")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -71,9 +73,11 @@ def main() -> None:
                                               str(ROOT / "kernels"), *size_args, "--always-confirm",
                                               "--timeout", "1800"], env)
             elif kind == "repo":
-                run(args.out, f"repo_{path.name}", [*cli, "ci", "--server", server, "--commit", "aa00aa00",
-                                                    "--branch", path.name, "--parents", "", "--kernels-dir", str(path),
-                                                    *size_args, "--timeout", "1800"], env)
+                timing = ["--timing", args.timing] if args.timing else []
+                run(args.out, f"repo_{path.name}", [*cli, "ci", "--server", server, "--commit",
+                                                    "cc00cc00" if args.timing else "aa00aa00", "--branch", path.name,
+                                                    "--parents", "", "--kernels-dir", str(path), *size_args, *timing,
+                                                    "--timeout", "1800"], env)
             print(f"{kind} {path or ''}: {time.monotonic() - started:.0f} s", flush=True)
         jobs = httpx.get(f"{server}/api/jobs", params={"limit": 50}).json()
         full = [httpx.get(f"{server}/api/jobs/{j['id']}").json() for j in jobs]
