@@ -34,8 +34,10 @@ class Settings(BaseSettings):
     # Request limits (the API answers 422 beyond them).
     max_dim: int = Field(default=16384, validation_alias="GEMMWATCH_MAX_DIM")
     max_cases_per_job: int = Field(default=64, validation_alias="GEMMWATCH_MAX_CASES")
-    # A job's distinct file texts (a runner and headers its kernels share counted once: core/source_size.py).
-    max_source_bytes: int = Field(default=1_000_000, validation_alias="GEMMWATCH_MAX_SOURCE_BYTES")
+    # A job's distinct file texts (a runner and headers its kernels share counted once: core/source_size.py),
+    # checked before the source guard reads any of them (api/job_body.py): the guard's worst case is
+    # about 7 us a byte on a 2-core machine (docs/SECURITY.md), so this bounds what one post costs.
+    max_source_bytes: int = Field(default=400_000, validation_alias="GEMMWATCH_MAX_SOURCE_BYTES")
     # An autotune job's cases (every configuration of each variant at each size; its variants x
     # sizes count against GEMMWATCH_MAX_CASES too, as a bench job's do): 256 sizes of a kernel with
     # one configuration were accepted, about 4 h of a worker (issue 37, row 7).
