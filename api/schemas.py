@@ -243,10 +243,13 @@ ResultOut = create_model("ResultOut", __base__=_ResultFields, __doc__="One resul
 
 class ResultDetailOut(ResultOut):
     samples_ms: list[float] = Field(description="the variant's raw samples, in the order taken")
+    posted_by: str | None = Field(None, description="the token that posted this result's run (POST /api/results): "
+                                                    "its figures are that token's word; null where a worker measured it")
 
     @classmethod
-    def from_row(cls, r, samples: bool = True) -> "ResultDetailOut":
-        return cls(**ResultOut.from_row(r, samples=True).model_dump(), samples_ms=r.samples_ms or [])
+    def from_row(cls, r, samples: bool = True, posted_by: str | None = None) -> "ResultDetailOut":
+        return cls(**ResultOut.from_row(r, samples=True).model_dump(), samples_ms=r.samples_ms or [],
+                   posted_by=posted_by)
 
 
 class JobOut(BaseModel):

@@ -1,6 +1,8 @@
 """Verdicts for a job's results against their baseline: the history of the same series
 (variant, size, GPU model, timing mode, precision and GEMM form) on the base commit or branch.
-A TN result is another GEMM than an NN one of the same kernel name: never its baseline."""
+A TN result is another GEMM than an NN one of the same kernel name: never its baseline. Only
+results the job's owner would trust are read (core/trust.py): a worker's, or posted by the owner,
+a token granted the repository or an admin."""
 
 import re
 from typing import Literal
@@ -11,9 +13,10 @@ from sqlalchemy.orm import Session
 
 from core.ancestry import COMMIT_TIME as _COMMIT_TIME, chain, commit_time, first_parent
 from core.confirm import resource_changes
-from core.models import Commit, Gpu, Job, Result
+from core.models import ApiToken, Commit, Gpu, Job, Result
 from core.regression import Point, Thresholds, judge
 from core.result_env import resources_of
+from core.trust import trusted_results
 
 VerdictStatus = Literal["regression", "ok", "faster", "no baseline", "unverified"]
 
@@ -35,6 +38,10 @@ class VerdictOut(BaseModel):
     reason: str
     resource_changes: list[str] = Field(default_factory=list,
                                         description="kernel resources vs the base commit's result, in words")
+    baseline_posted_by: list[str] = Field(default_factory=list,
+                                          description="the tokens whose posted runs are in the baseline (the rest a "
+                                                      "worker measured); only the job's owner, a token granted its "
+                                                      "repository or an admin is ever among them (core/trust.py)")
 
 
 def result_anchor(job_id: int, variant: str, m: int, n: int, k: int, form: str = "rrr") -> str:
@@ -46,16 +53,20 @@ def result_anchor(job_id: int, variant: str, m: int, n: int, k: int, form: str =
 
 
 def _baseline(db: Session, r: Result, gpu_model: str, job: Job, base_sha: str | None, base_branch: str | None,
-              window: int) -> list[Point]:
+              window: int, trusted) -> list[tuple]:
+    """The series' trusted history, oldest first: per row gflops, noise, n_samples, q1, q3, median
+    and the posting token's id (None for a worker's result)."""
     query = (
-        select(Result.gflops, Result.noise, Result.n_samples, Result.q1_ms, Result.q3_ms, Result.median_ms)
+        select(Result.gflops, Result.noise, Result.n_samples, Result.q1_ms, Result.q3_ms, Result.median_ms,
+               case((Job.run_id.is_not(None), Job.submitted_by_token_id), else_=None))
         .join(Commit, Result.commit_id == Commit.id)
         .join(Gpu, Result.gpu_id == Gpu.id)
+        .join(Job, Result.job_id == Job.id)
         .where(
             Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k,
             Result.mode == r.mode, Result.compute_mode == r.compute_mode, Result.form == r.form,
             Gpu.model == gpu_model, Result.verified.is_(True), Result.gflops.is_not(None),
-            Result.job_id != job.id,
+            Result.job_id != job.id, trusted,
         )
     )
     if job.commit is not None:  # another repository's commits are no baseline, whatever their branch names
@@ -65,8 +76,8 @@ def _baseline(db: Session, r: Result, gpu_model: str, job: Job, base_sha: str | 
         # First-parent ancestry: the anchor and its ancestors, nearest last, whatever their dates.
         position = {c.id: i for i, c in enumerate(chain(db, anchor, window))}
         found = db.execute(query.add_columns(Result.commit_id, Result.id).where(Result.commit_id.in_(list(position)))).all()
-        ordered = sorted(found, key=lambda row: (-position[row[6]], row[7]))
-        return [_point(g, noise, n, q1, q3, med) for g, noise, n, q1, q3, med, _, _ in ordered[-window:]]
+        ordered = sorted(found, key=lambda row: (-position[row[7]], row[8]))
+        return [row[:7] for row in ordered[-window:]]
     if base_sha:
         base = _find(db, base_sha, job)
         if base is None:
@@ -81,15 +92,22 @@ def _baseline(db: Session, r: Result, gpu_model: str, job: Job, base_sha: str | 
         if job.commit is not None:
             query = query.where(Commit.id != job.commit_id)
     rows = db.execute(query.order_by(_COMMIT_TIME.desc(), Result.id.desc()).limit(window)).all()
-    return [_point(g, noise, n, q1, q3, med) for g, noise, n, q1, q3, med in reversed(rows)]
+    return [tuple(row) for row in reversed(rows)]
 
 
 def _point(gflops: float | None, noise: float | None, n_samples: int, q1: float | None, q3: float | None,
-           median: float | None) -> Point:
+           median: float | None, _poster=None) -> Point:
     """A baseline row as a Point. Its gflops is never None: the query keeps only results with one,
     which the column's type cannot say."""
     assert gflops is not None
     return Point(gflops, robust_noise(noise, q1, q3, median), n_samples)
+
+
+def _poster_names(db: Session, rows: list[tuple]) -> list[str]:
+    """The names of the tokens whose posted runs are among the baseline's rows (their last column)."""
+    ids = sorted({row[6] for row in rows if row[6] is not None})
+    return [name for (name,) in db.execute(select(ApiToken.name).where(ApiToken.id.in_(ids)).order_by(ApiToken.name))] \
+        if ids else []
 
 
 def _ancestry_anchor(db: Session, job: Job, base_sha: str | None, base_branch: str | None) -> Commit | None:
@@ -134,13 +152,16 @@ def robust_noise_column():
 
 
 def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | None, th: Thresholds) -> list[VerdictOut]:
+    base_sha = base_sha.lower() if base_sha else base_sha  # a sha is one identity whatever its case
+    trusted = trusted_results(db, job)  # what the job's owner would trust (core/trust.py)
     out = []
     for r in job.results:
         if not r.verified or r.gflops is None or r.gpu is None:
             out.append(_verdict(r, status="unverified", delta=None, baseline_mean=None, baseline_points=0,
                                 reason=r.error or "not verified", resource_changes=[]))
             continue
-        history = _baseline(db, r, r.gpu.model, job, base_sha, base_branch, th.window)
+        rows = _baseline(db, r, r.gpu.model, job, base_sha, base_branch, th.window, trusted)
+        history = [_point(*row) for row in rows]
         v = judge(history, Point(r.gflops, robust_noise(r.noise, r.q1_ms, r.q3_ms, r.median_ms), r.n_samples), th)
         status: VerdictStatus
         if v.delta is None:
@@ -151,22 +172,27 @@ def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | Non
             status = "faster"
         else:
             status = "ok"
+        posters = _poster_names(db, rows)
+        reason = v.reason + (f"; the baseline holds runs posted by {', '.join(posters)}" if posters else "")
         out.append(_verdict(r, status=status, delta=v.delta, baseline_mean=v.baseline_mean,
-                            baseline_points=len(history), reason=v.reason,
-                            resource_changes=_resource_changes(db, r, job, base_sha, base_branch)))
+                            baseline_points=len(history), reason=reason,
+                            resource_changes=_resource_changes(db, r, job, base_sha, base_branch, trusted),
+                            baseline_posted_by=posters))
     return out
 
 
 def _verdict(r: Result, *, status: VerdictStatus, delta: float | None, baseline_mean: float | None,
-             baseline_points: int, reason: str, resource_changes: list[str]) -> VerdictOut:
+             baseline_points: int, reason: str, resource_changes: list[str],
+             baseline_posted_by: list[str] | None = None) -> VerdictOut:
     """A result's verdict: its own fields, and the judgement's."""
     return VerdictOut(result_id=r.id, variant=r.variant, m=r.m, n=r.n, k=r.k, form=r.form, gflops=r.gflops,
                       pct_of_cublas=r.pct_of_cublas, verified=r.verified, status=status, delta=delta,
                       baseline_mean=baseline_mean, baseline_points=baseline_points, reason=reason,
-                      resource_changes=resource_changes)
+                      resource_changes=resource_changes, baseline_posted_by=baseline_posted_by or [])
 
 
-def _resource_changes(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None) -> list[str]:
+def _resource_changes(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None,
+                      trusted) -> list[str]:
     """The head result's kernel resources against the newest result of the same series on the
     base commit (or the head's first parent); where neither was measured, on the newest earlier
     commit of the branch that has one, as the history verdict falls back to (a CI that measures
@@ -174,9 +200,9 @@ def _resource_changes(db: Session, r: Result, job: Job, base_sha: str | None, ba
     head = resources_of(r.env)
     if not head:
         return []
-    series = select(Result.env).where(
+    series = select(Result.env).join(Job, Result.job_id == Job.id).where(
         Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k, Result.mode == r.mode,
-        Result.compute_mode == r.compute_mode, Result.form == r.form, Result.verified.is_(True))
+        Result.compute_mode == r.compute_mode, Result.form == r.form, Result.verified.is_(True), trusted)
     base = _ancestry_anchor(db, job, base_sha, base_branch) or (_find(db, base_sha, job) if base_sha else None)
     if base is not None:
         env = db.scalar(series.where(Result.commit_id == base.id).order_by(Result.id.desc()).limit(1))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.models import ApiToken, Gpu, utcnow
+from core.models import ApiToken, Gpu, Worker, utcnow
 from core.tokens import has_scope
 
 # What says which GPU this is; a difference in any of them from another token is refused.
@@ -43,6 +43,18 @@ class IdentityConflict(Exception):
                 "differs": [{"field": d.field, "recorded": d.recorded, "sent": d.sent} for d in self.differences]}
 
 
+class WorkersOwnGpu(IdentityConflict):
+    """A post naming the GPU a registered worker measures on: its record, and its history, are the
+    worker's own (issue 49, row 2: a token copied a worker's identity from GET /api/gpus and posted
+    onto it)."""
+
+    def __init__(self, gpu: Gpu):
+        Exception.__init__(self, f"GPU {gpu.uuid} is a registered worker's own: only that worker writes its record "
+                                 "and results; a posted run names the GPU it was measured on, under its own uuid")
+        self.gpu = gpu
+        self.differences = []
+
+
 def normal_uuid(uuid: str) -> str:
     """A GPU uuid as NVML writes it (`GPU-` or `MIG-`, then lower-case hex), nothing around it.
 
@@ -66,6 +78,9 @@ def claim_gpu(db: Session, ident: dict, token: ApiToken | None) -> Gpu:
                   owner_token_id=token.id if token else None)
         db.add(row)
         _write(row, ident, IDENTITY + MUTABLE)
+    elif token is not None and not has_scope(token, "admin") and db.scalar(
+            select(Worker.id).where(Worker.gpu_id == row.id).limit(1)) is not None:
+        raise WorkersOwnGpu(row)
     elif token is not None and (row.owner_token_id == token.id or has_scope(token, "admin")):
         _write(row, ident, IDENTITY + MUTABLE)
     else:

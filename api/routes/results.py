@@ -11,6 +11,7 @@ from api.posted_schemas import ResultBatchIn, ResultBatchOut
 from api.schemas import ProfileOut, ResultDetailOut, ResultOut
 from core.form_keys import PATTERN as FORM_KEY
 from core.gpu_records import IdentityConflict, claim_gpu
+from core.trust import posted_by
 from core.commit_records import CommitConflict, claim_commit
 from core.text_bounds import bounded_error
 
@@ -38,7 +39,7 @@ def list_results(
     if gpu:
         query = query.join(Gpu, Result.gpu_id == Gpu.id).where((Gpu.model == gpu) | (Gpu.name == gpu))
     if sha:
-        query = query.join(Commit, Result.commit_id == Commit.id).where(Commit.sha.startswith(sha, autoescape=True))
+        query = query.join(Commit, Result.commit_id == Commit.id).where(Commit.sha.startswith(sha.lower(), autoescape=True))
     if form:
         query = query.where(Result.form == form)
     for column, value in ((Result.m, m), (Result.n, n), (Result.k, k)):
@@ -53,7 +54,7 @@ def get_result(result_id: Annotated[int, Path(ge=1, le=2**31 - 1)], db: SessionD
     row = db.get(Result, result_id)
     if row is None:
         raise HTTPException(status_code=404, detail=f"no result {result_id}")
-    return ResultDetailOut.from_row(row)
+    return ResultDetailOut.from_row(row, posted_by=posted_by(db, row))
 
 
 @router.get("/{result_id}/profile", response_model=ProfileOut,

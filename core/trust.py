@@ -1,0 +1,41 @@
+"""Which results a job's verdict may stand on: those its owner would trust (issue 49, row 2).
+
+Any `results` token can post a run under any commit (POST /api/results), and such a run is the
+poster's word: its figures were not measured by a worker of this deployment. A verdict, a baseline
+and a resource change therefore use only results that were measured by a worker (a job's row
+made by the API or a confirmation, never posted), or posted by the job's own submitter, by a token
+granted the job's repository (`gemmwatch token create --repo`) or by an admin token. Anything else
+may be charted, never judged against. One rule, used by core/baselines.py for every read it makes.
+"""
+
+from sqlalchemy import ColumnElement, false, or_, select
+from sqlalchemy.orm import Session
+
+from core.models import ApiToken, Job, Result
+
+
+def trusted_posters(db: Session, job: Job) -> list[int]:
+    """The tokens whose posted runs this job's verdicts take: its submitter, tokens granted its
+    repository, admin tokens."""
+    repo = job.commit.repo if job.commit is not None else None
+    ids = {job.submitted_by_token_id} if job.submitted_by_token_id is not None else set()
+    for token in db.scalars(select(ApiToken).where(ApiToken.revoked_at.is_(None))):
+        if "admin" in token.scopes.split() or (repo is not None and repo in (token.repos or [])):
+            ids.add(token.id)
+    return sorted(ids)
+
+
+def trusted_results(db: Session, job: Job) -> ColumnElement[bool]:
+    """A condition on Result (joined to its Job as `Job`) that holds for the results `job`'s
+    verdicts may use (the module docstring)."""
+    posters = trusted_posters(db, job)
+    return or_(Job.run_id.is_(None), Job.submitted_by_token_id.in_(posters) if posters else false())
+
+
+def posted_by(db: Session, result: Result) -> str | None:
+    """The name of the token that posted a result's run; None where a worker measured it."""
+    job = result.job if result.job is not None else db.get(Job, result.job_id)
+    if job is None or job.run_id is None:
+        return None
+    token = db.get(ApiToken, job.submitted_by_token_id) if job.submitted_by_token_id is not None else None
+    return token.name if token is not None else "an unauthenticated writer (writes open)"
