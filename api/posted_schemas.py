@@ -7,10 +7,11 @@ cannot render, sum or serialise.
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator, model_validator
 
 from api.wire_words import CommitIn, GpuModel, Identifier
 from core.form_keys import DEFAULT_KEY, FormKey, is_key
+from core.gpu_records import normal_name
 from core.precision import INPUT_TYPE, ComputeMode
 from core.result_env import ResultEnv
 from core.result_status import ResultStatus, status_of
@@ -29,6 +30,12 @@ class GpuIn(BaseModel):
     compute_capability: Annotated[str, StringConstraints(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}$")] | None = None
     memory_mib: Count | None = None
     driver: Name(40) | None = None
+
+    @field_validator("uuid", "name")
+    @classmethod
+    def _one_spelling(cls, text: str) -> str:
+        """Normalised before it identifies anything (core/gpu_records.py normal_name)."""
+        return normal_name(text)
 
 
 class _ResultInFields(BaseModel):

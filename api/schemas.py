@@ -224,12 +224,15 @@ class _ResultFields(BaseModel):
     @classmethod
     def from_row(cls, r, samples: bool = False) -> "ResultOut":
         """A result as lists carry it: without its raw samples (env.cublas_samples_ms, env.ab.base_ms;
-        issue 37, row 8: a list of results with 100,000 samples each was 62 MB for every reader).
-        GET /api/results/{id} has them (samples=True)."""
+        issue 37, row 8: a list of results with 100,000 samples each was 62 MB for every reader) nor
+        a posted run's env.extra. GET /api/results/{id} has them (samples=True)."""
         fields = {name: getattr(r, name) for name in cls.model_fields if name not in ("gpu", "commit", "env")}
         env = dict(r.env or {})
         if not samples:
             env.pop("cublas_samples_ms", None)
+            # A posted run's free-form env.extra (up to 64 KiB a result) only on the result's own page:
+            # 490 results of it made one list 328 MB (issue 49, row 4).
+            env.pop("extra", None)
             if isinstance(env.get("ab"), dict):
                 env["ab"] = {key: value for key, value in env["ab"].items() if key != "base_ms"}
         return cls(**fields, env=env, gpu=r.gpu.name if r.gpu else None, commit=r.commit.sha if r.commit else None)

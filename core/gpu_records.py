@@ -9,6 +9,7 @@ keep writing through core/store.py upsert_gpu, which also takes a record from a 
 then owns it).
 """
 
+import unicodedata
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -55,13 +56,27 @@ class WorkersOwnGpu(IdentityConflict):
         self.differences = []
 
 
+def normal_name(text: str) -> str:
+    """A GPU's name or uuid as it identifies the GPU: NFKC (a full-width hyphen is a hyphen), format
+    characters gone (zero-width space, word joiner, BOM, soft hyphen, LRM), spaces collapsed; a
+    ValueError where a character outside printable ASCII is left (a Cyrillic "а" in "NVIDIA"):
+    NVML names GPUs in ASCII, and a look-alike would make a record of its own (issue 49, row 7)."""
+    folded = "".join(ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) != "Cf")
+    folded = " ".join(folded.split())
+    odd = sorted({ch for ch in folded if not " " <= ch <= "~"})
+    if odd:
+        named = ", ".join(f"U+{ord(ch):04X} {unicodedata.name(ch, '?')}" for ch in odd[:5])
+        raise ValueError(f"{text!r} holds characters a GPU's name never has ({named}): NVML names GPUs in ASCII")
+    return folded
+
+
 def normal_uuid(uuid: str) -> str:
     """A GPU uuid as NVML writes it (`GPU-` or `MIG-`, then lower-case hex), nothing around it.
 
     Stored as sent, `GPU-ABC`, `gpu-abc` and `GPU-abc ` were three GPUs of one name: a look-alike
     record beside the real one, its history apart (issue 37, row 11). Every writer of a GPU record
     (this module for tokens, core/store.py for workers) goes through here."""
-    text = uuid.strip()
+    text = normal_name(uuid)
     if text[:4].upper() in ("GPU-", "MIG-"):
         return text[:4].upper() + text[4:].lower()
     return text.lower()

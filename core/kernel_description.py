@@ -114,6 +114,16 @@ class ExprGrid(BaseModel):
     y: Dim = 1
     z: Dim = 1
 
+    @model_validator(mode="after")
+    def _ints_launchable(self) -> "ExprGrid":
+        """A grid of integers CUDA cannot launch is refused here, naming the field, not in the
+        worker (issue 49, row 8: {"x": -5} was taken and failed the job with a traceback)."""
+        for name, most in (("x", 2**31 - 1), ("y", 65535), ("z", 65535)):
+            value = getattr(self, name)
+            if type(value) is int and not 1 <= value <= most:
+                raise ValueError(f"grid.{name} = {value}: CUDA launches 1..{most} blocks along {name}")
+        return self
+
 
 class TensorMap(BaseModel):
     """A TMA tensor map (Hopper's tensor memory accelerator) over one matrix as it lies in memory,

@@ -17,6 +17,7 @@ child, warm, for the next job.
 
 import importlib
 import os
+import sysconfig
 import traceback
 from multiprocessing.connection import Connection
 
@@ -80,4 +81,28 @@ def _readable(exc: Exception) -> str:
         return bounded_error(f"compile error:\n{text}")
     if isinstance(exc, CompileRefused):
         return bounded_error(f"compile stopped: {text}")
-    return bounded_error(f"{type(exc).__name__}: {text}\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:]))
+    return bounded_error(f"{type(exc).__name__}: {text}\n" + "".join(
+        f"  at {where}\n" for where in _frames(exc.__traceback__)[-3:]))
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_STDLIB = sysconfig.get_paths()["stdlib"]
+
+
+def _frames(tb) -> list[str]:
+    """Where the error came from, as every reader may see it: the project's own files by their path in
+    the project (worker/runner.py:123 in run_case), a library's by its package, never the server's
+    folders (issue 49, row 8: a stored error showed the worker's install paths to every reader)."""
+    out = []
+    for frame in traceback.extract_tb(tb):
+        path = os.path.abspath(frame.filename)
+        if path.startswith(_ROOT + os.sep):
+            shown = os.path.relpath(path, _ROOT)
+        elif "site-packages" + os.sep in path or "dist-packages" + os.sep in path:
+            shown = path.split("-packages" + os.sep, 1)[1]
+        elif path.startswith(_STDLIB + os.sep):
+            shown = os.path.relpath(path, _STDLIB)
+        else:
+            shown = os.path.basename(path)
+        out.append(f"{shown}:{frame.lineno} in {frame.name}")
+    return out

@@ -3,6 +3,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import defer
 
 from api.auth import Credentials, authorize_write
 from core.web_deps import SessionDep, SettingsDep
@@ -32,8 +33,13 @@ def list_results(
     form: Annotated[str | None, Query(max_length=40, pattern=FORM_KEY, description=(
         'GEMM form key (core/gemm_form.py), e.g. rrr or rcr+ab+acc16; a "+" in a URL is %2B'))] = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 100,
+    before: Annotated[int | None, Query(ge=1, le=2**31 - 1, description=(
+        "the next page: results older than this id (the last id of the page before)"))] = None,
 ):
-    query = select(Result).order_by(Result.id.desc()).limit(limit)
+    # The raw samples are never part of a list: not even read (a list of 5,000 results read them all).
+    query = select(Result).options(defer(Result.samples_ms)).order_by(Result.id.desc()).limit(limit)
+    if before is not None:
+        query = query.where(Result.id < before)
     if variant:
         query = query.where(Result.variant == variant)
     if gpu:
