@@ -32,6 +32,7 @@ from core.tokens import find_tokens, has_scope, note_use
 from core.broker import enqueue_job
 from core.db import session_factory
 from core.fleet import load_fleet
+from core import job_intake as intake_rules
 from core.models import ApiToken, Job, utcnow
 from api.schemas import JobOut
 from core.settings import Settings
@@ -174,8 +175,7 @@ class JobIntake:
                 except Exception as exc:  # broker down: one wait for the group, not one per job
                     log.warning("could not publish job %s: %s", ticket.job.id, exc)
                     refused = exc
-            ticket.job.status, ticket.job.finished_at = "failed", utcnow()
-            ticket.job.error = f"broker unreachable, job not queued: {refused}"
+            intake_rules.fail_unpublished(ticket.job, refused)
         if refused is not None:
             db.commit()
         # Why a new job will wait (no live worker serves its queue, say), told in the answer
@@ -190,9 +190,7 @@ def _store(db: Session, tickets: list[_Ticket]) -> None:
     # marks the job failed, so no queued job claims a publish that did not happen.
     now = utcnow()
     for ticket in tickets:
-        ticket.job = ticket.build(db, ticket.token_row)
-        ticket.job.enqueued_at = now
-        ticket.job.submitted_by_token_id = ticket.token_row.id if ticket.token_row else None
+        ticket.job = intake_rules.stamp(ticket.build(db, ticket.token_row), ticket.token_row, now)
         db.add(ticket.job)
     db.commit()
 

@@ -7,37 +7,15 @@ group's earlier jobs counted, in one query. Each server process checks its own g
 of one token taken by several processes in the same instant may pass the cap by a group."""
 
 from fastapi import HTTPException, status
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.models import Job
+from core import job_intake
 from core.settings import Settings
-
-OPEN = ("queued", "running")
 
 
 def over_cap(db: Session, cfg: Settings, token_rows: list) -> list[HTTPException | None]:
     """For each job's token row in order (None: writes open, no cap), None where the job may be
-    stored, else the 429 its request gets."""
-    ids = {row.id for row in token_rows if row is not None}
-    held: dict[int, int] = {}
-    if ids:
-        held = dict(db.execute(select(Job.submitted_by_token_id, func.count())
-                               .where(Job.submitted_by_token_id.in_(ids), Job.status.in_(OPEN))
-                               .group_by(Job.submitted_by_token_id)).all())
-    cap = cfg.max_queued_jobs_per_token
-    answers: list[HTTPException | None] = []
-    for row in token_rows:
-        if row is None:
-            answers.append(None)
-            continue
-        now = held.get(row.id, 0)
-        if now >= cap:
-            answers.append(HTTPException(
-                status_code=status.HTTP_429_TOO_MANY_REQUESTS, headers={"Retry-After": "30"},
-                detail=f"token {row.name!r} has {now} jobs queued or running; at most {cap} at once "
-                       "(GEMMWATCH_MAX_QUEUED_JOBS_PER_TOKEN): wait for one to finish, or cancel one"))
-        else:
-            held[row.id] = now + 1
-            answers.append(None)
-    return answers
+    stored, else the 429 its request gets (the rule: core/job_intake.py)."""
+    return [None if why is None else HTTPException(status_code=status.HTTP_429_TOO_MANY_REQUESTS,
+                                                   headers={"Retry-After": "30"}, detail=why)
+            for why in job_intake.over_cap(db, cfg, token_rows)]

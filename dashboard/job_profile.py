@@ -10,11 +10,11 @@ from typing import Annotated
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse
 
-from core.broker import enqueue_job
+from core import job_intake
 from core.cancel import NotYours
 from core.confirm import KIND as CONFIRM, ConfirmIn, plan_confirmation
 from core.errors import Unprocessable
-from core.models import Job, utcnow
+from core.models import Job
 from core.tokens import find_token, has_scope, note_use
 from core.web_deps import SessionDep, settings_of
 from dashboard import login
@@ -28,6 +28,8 @@ MESSAGES = {
     "not_yours": "Not profiled: another token submitted the head job; only it or an admin token confirms it.",
     "refused": "Not profiled: the head job's cases can no longer be confirmed (a kernel was not kept).",
     "broker": "Not profiled: the broker is unreachable; the new job was stored as failed.",
+    "over_cap": "Not profiled: this token has as many jobs queued or running as a token may "
+                "(GEMMWATCH_MAX_QUEUED_JOBS_PER_TOKEN): wait for one to finish, or cancel one.",
 }
 
 
@@ -57,6 +59,9 @@ def profile_from_page(request: Request, db: SessionDep, job_id: int,
         if row is None or not has_scope(row, "jobs"):
             return RedirectResponse(f"/jobs/{job_id}?profile=denied", status_code=303)
         note_use(db, row)
+    # The API's own intake rules (core/job_intake.py): the per-token queue cap, the stamp, the publish.
+    if job_intake.over_cap(db, cfg, [row])[0] is not None:
+        return RedirectResponse(f"/jobs/{job_id}?profile=over_cap", status_code=303)
     cases = sorted({(r.variant, r.m, r.n, r.k) for r in job.results})
     asked = ConfirmIn(base=job.confirm["base_sha"], variants=sorted({c[0] for c in cases}) or None,
                       sizes=[list(c[1:]) for c in cases] or None, profile=True)
@@ -66,13 +71,8 @@ def profile_from_page(request: Request, db: SessionDep, job_id: int,
         return RedirectResponse(f"/jobs/{job_id}?profile=not_yours", status_code=303)
     except Unprocessable:
         return RedirectResponse(f"/jobs/{job_id}?profile=refused", status_code=303)
-    new.enqueued_at, new.submitted_by_token_id = utcnow(), row.id if row is not None else None
-    db.add(new)
+    db.add(job_intake.stamp(new, row))
     db.commit()
-    try:
-        enqueue_job(new.id, new.queue, cfg)
-    except Exception as exc:  # broker down: kept, as failed, as the API keeps a job it could not queue
-        new.status, new.finished_at, new.error = "failed", utcnow(), f"broker unreachable, job not queued: {exc}"
-        db.commit()
+    if job_intake.publish(db, new, cfg) is not None:
         return RedirectResponse(f"/jobs/{new.id}?profile=broker", status_code=303)
     return RedirectResponse(f"/jobs/{new.id}?profile=queued", status_code=303)

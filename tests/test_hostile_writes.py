@@ -101,3 +101,42 @@ def test_row_8_a_stored_error_names_no_server_path():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     assert "json/decoder.py:" in said and "json/__init__.py:" in said, said
     assert root not in said and "site-packages" not in said and "/usr/lib" not in said, said
+
+
+def test_row_5_the_profile_button_meets_the_apis_queue_cap(tmp_path, database_url):
+    """The dashboard's "Profile base and head" stores and publishes through the API's intake rules
+    (core/job_intake.py): with one job of the token's queued and a cap of 1, the API says 429 and
+    the button says so too, storing nothing (it once queued a second job)."""
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from core.db import upgrade_database
+    from core.models import ApiToken, Job
+    from core.tokens import create_token
+    from tests.conftest import make_settings
+
+    cfg = make_settings(tmp_path, database_url, GEMMWATCH_MAX_QUEUED_JOBS_PER_TOKEN="1")
+    upgrade_database(cfg)
+    with session_factory(cfg)() as db:
+        token = create_token(db, "capped", scopes=("jobs",))
+        row = db.scalar(select(ApiToken).where(ApiToken.name == "capped"))
+        head = Job(status="succeeded", kind="bench", variants=["naive"], sizes=[[64, 64, 64]], queue="gpu.any",
+                   submitted_by_token_id=row.id)
+        db.add(head)
+        db.flush()
+        confirm = Job(status="succeeded", kind="confirm", variants=["naive"], sizes=[[64, 64, 64]], queue="gpu.any",
+                      confirm={"head_job": head.id, "base_sha": "aaaa1111"}, submitted_by_token_id=row.id)
+        queued = Job(status="queued", kind="bench", variants=["naive"], sizes=[[64, 64, 64]], queue="gpu.any",
+                     submitted_by_token_id=row.id)
+        db.add_all([confirm, queued])
+        db.commit()
+        confirm_id, before = confirm.id, db.scalar(select(func.count()).select_from(Job))
+    client = TestClient(create_app(cfg), follow_redirects=False, headers={"Origin": "http://testserver"})
+    api = client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[64, 64, 64]]},
+                      headers={"Authorization": f"Bearer {token}"})
+    assert api.status_code == 429, api.text
+    pressed = client.post(f"/jobs/{confirm_id}/profile", data={"token": token})
+    assert pressed.status_code == 303 and pressed.headers["location"] == f"/jobs/{confirm_id}?profile=over_cap"
+    assert "GEMMWATCH_MAX_QUEUED_JOBS_PER_TOKEN" in client.get(pressed.headers["location"]).text
+    with session_factory(cfg)() as db:
+        assert db.scalar(select(func.count()).select_from(Job)) == before
