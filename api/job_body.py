@@ -1,4 +1,5 @@
-"""POST /api/jobs's body, parsed and checked on a thread instead of the event loop.
+"""POST /api/jobs's and POST /api/results's bodies, parsed and checked on a thread instead of the
+event loop.
 
 Given `body: JobCreate`, FastAPI validates it on the event loop before the route runs, and a
 job's validation is heavy: every source goes through the kernel description's checks and the
@@ -7,7 +8,9 @@ request of its process, /healthz included, for as long as that took (issue 37, r
 route reads the body itself (api/request_gate.py has bounded its size and checked its token by
 then) and validates it on a thread, at most half the pool's threads at once per process
 (GEMMWATCH_API_THREADS), so the others stay free for everything else. Bad input is the same 422
-as FastAPI's.
+as FastAPI's. A posted run's body (up to GEMMWATCH_MAX_RESULTS_BYTES) the same way: 330 results
+with 99 KB errors took 4.2 s a body on the event loop and /healthz waited up to 24.6 s (issue 49,
+row 3).
 """
 
 import json
@@ -18,6 +21,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from api.limits import check_job_limits
+from api.posted_schemas import ResultBatchIn
 from api.schemas import JobCreate
 from core import source_size
 from core.settings import Settings
@@ -26,25 +30,43 @@ from core.web_deps import settings_of
 _SCHEMAS = "#/components/schemas/{model}"
 # The route takes no model, so its body is described here for the OpenAPI schema (and so for
 # /docs, schemathesis and the route walk) as FastAPI would have described it.
-JOB_BODY_OPENAPI = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"$ref": _SCHEMAS.format(model="JobCreate")}}}}}
+def body_openapi(model: str) -> dict:
+    return {"requestBody": {"required": True, "content": {
+        "application/json": {"schema": {"$ref": _SCHEMAS.format(model=model)}}}}}
+
+
+JOB_BODY_OPENAPI = body_openapi("JobCreate")
+RESULTS_BODY_OPENAPI = body_openapi("ResultBatchIn")
 INVALID = {"description": "Validation Error", "content": {
     "application/json": {"schema": {"$ref": _SCHEMAS.format(model="HTTPValidationError")}}}}
 
 
 async def job_from(request: Request) -> JobCreate:
+    return await validated_body(request, _checked_job)
+
+
+async def results_from(request: Request) -> ResultBatchIn:
+    return await validated_body(request, lambda raw, _cfg: _parsed(ResultBatchIn, raw))
+
+
+async def validated_body(request: Request, check):
+    """check(raw, cfg) on a thread, at most the process's validation slots at once."""
     raw = await request.body()
     cfg = settings_of(request)
     async with request.app.state.validation_slots():
-        return await run_in_threadpool(_checked, raw, cfg)
+        return await run_in_threadpool(check, raw, cfg)
 
 
-def _checked(raw: bytes, cfg: Settings) -> JobCreate:
-    _sources_within_limit(raw, cfg)
+def _parsed(model, raw: bytes):
     try:
-        body = JobCreate.model_validate_json(raw)
+        return model.model_validate_json(raw)
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+
+
+def _checked_job(raw: bytes, cfg: Settings) -> JobCreate:
+    _sources_within_limit(raw, cfg)
+    body = _parsed(JobCreate, raw)
     check_job_limits(body, cfg)
     return body
 
@@ -71,16 +93,17 @@ def _sources_within_limit(raw: bytes, cfg: Settings) -> None:
 
 
 def describe_job_body(app: FastAPI) -> None:
-    """Put JobCreate and the models it names among the OpenAPI schema's components."""
+    """Put JobCreate, ResultBatchIn and the models they name among the OpenAPI schema's components."""
     make = app.openapi
 
     def openapi() -> dict:
         if app.openapi_schema is None:
             schema = make()
-            job = JobCreate.model_json_schema(ref_template=_SCHEMAS)
             components = schema.setdefault("components", {}).setdefault("schemas", {})
-            for name, model in {**job.pop("$defs", {}), "JobCreate": job}.items():
-                components.setdefault(name, model)
+            for top in (JobCreate, ResultBatchIn):
+                described = top.model_json_schema(ref_template=_SCHEMAS)
+                for name, model in {**described.pop("$defs", {}), top.__name__: described}.items():
+                    components.setdefault(name, model)
         return app.openapi_schema
 
     app.openapi = openapi

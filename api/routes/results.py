@@ -1,6 +1,7 @@
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Query, Response
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import defer
@@ -8,6 +9,7 @@ from sqlalchemy.orm import defer
 from api.auth import Credentials, authorize_write
 from core.web_deps import SessionDep, SettingsDep
 from core.models import Commit, Gpu, Job, Profile, Result, utcnow
+from api.job_body import INVALID, RESULTS_BODY_OPENAPI, results_from
 from api.posted_schemas import ResultBatchIn, ResultBatchOut
 from api.schemas import ProfileOut, ResultDetailOut, ResultOut
 from core.form_keys import PATTERN as FORM_KEY
@@ -82,16 +84,22 @@ _NEXT = {name: {"operationId": op, "parameters": {"job_id": "$response.body#/job
                           ("Confirm", "confirm_job_api_jobs__job_id__confirm_post"))}
 
 
-@router.post("", response_model=ResultBatchOut, status_code=201,
+@router.post("", response_model=ResultBatchOut, status_code=201, openapi_extra=RESULTS_BODY_OPENAPI,
              responses={201: {"description": "stored as a finished job", "links": _NEXT},
                         200: {"description": "this run_id was posted before: its job", "links": _NEXT},
                         409: {"description": "the GPU, or the commit, is recorded with another identity (the answer"
-                                             " says what differs)"}})
-def post_results(body: ResultBatchIn, db: SessionDep, cfg: SettingsDep, response: Response, creds: Credentials):
-    """Results measured elsewhere (`gemmwatch run --post`), stored as a finished job.
+                                             " says what differs)"}, 422: INVALID})
+async def post_results(request: Request, db: SessionDep, cfg: SettingsDep, response: Response, creds: Credentials):
+    """Results measured elsewhere (`gemmwatch run --post`), stored as a finished job (the body:
+    ResultBatchIn, parsed and checked on a thread: api/job_body.py).
     Idempotent on run_id, per token: the same token posting a run_id again gets its first job
     back and adds nothing; another token's run_id is a run of its own.
     Needs a token with the `results` scope."""
+    body = await results_from(request)
+    return await run_in_threadpool(_store_run, body, db, cfg, response, creds)
+
+
+def _store_run(body: ResultBatchIn, db, cfg, response: Response, creds) -> ResultBatchOut:
     token = authorize_write(cfg, db, creds, "results")
     _within_sample_budget(body, cfg.max_posted_samples)
     existing = _posted_before(db, body.run_id, token)
