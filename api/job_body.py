@@ -46,7 +46,7 @@ async def job_from(request: Request) -> JobCreate:
 
 
 async def results_from(request: Request) -> ResultBatchIn:
-    return await validated_body(request, lambda raw, _cfg: _parsed(ResultBatchIn, raw))
+    return await validated_body(request, lambda raw, _cfg: _parsed_from_python(ResultBatchIn, raw))
 
 
 async def validated_body(request: Request, check):
@@ -60,6 +60,21 @@ async def validated_body(request: Request, check):
 def _parsed(model, raw: bytes):
     try:
         return model.model_validate_json(raw)
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+
+
+def _parsed_from_python(model, raw: bytes):
+    """Parsed by Python's json, then validated, as FastAPI parses a model's body: an env nested past
+    its schema's depth is refused by the schema's own words ("nested deeper than 4 levels"), not by
+    the JSON parser's recursion limit."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", 0), "msg": "JSON decode error",
+                                       "input": {}, "ctx": {"error": str(exc)[:200]}}]) from None
+    try:
+        return model.model_validate(data)
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
 
