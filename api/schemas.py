@@ -248,11 +248,16 @@ class ResultDetailOut(ResultOut):
     samples_ms: list[float] = Field(description="the variant's raw samples, in the order taken")
     posted_by: str | None = Field(None, description="the token that posted this result's run (POST /api/results): "
                                                     "its figures are that token's word; null where a worker measured it")
+    other_modes: dict[str, dict[str, float | int]] = Field(
+        default_factory=dict, description="the same case on the same commit and GPU timed in another mode: its "
+                                          "GFLOPS, this result's GFLOPS over it (ratio) and its result_id "
+                                          "(README, \"Which timing mode\")")
 
     @classmethod
-    def from_row(cls, r, samples: bool = True, posted_by: str | None = None) -> "ResultDetailOut":
+    def from_row(cls, r, samples: bool = True, posted_by: str | None = None,
+                 other_modes: dict | None = None) -> "ResultDetailOut":
         return cls(**ResultOut.from_row(r, samples=True).model_dump(), samples_ms=r.samples_ms or [],
-                   posted_by=posted_by)
+                   posted_by=posted_by, other_modes=other_modes or {})
 
 
 class JobOut(BaseModel):

@@ -51,3 +51,25 @@ def test_each_result_is_timed_in_the_mode_its_job_asked_for(cfg, start_worker):
     assert burst["timing"] == "burst" and default["timing"] is None
     assert {r["mode"] for r in burst["results"]} == {"burst"}, json.dumps(burst)[:2000]
     assert {r["mode"] for r in default["results"]} == {cfg.timing_mode}
+
+
+def test_a_result_says_how_far_its_mode_reads_from_the_others(client):
+    """The same case on one commit and GPU posted in burst and in cold: each result's own page gives
+    the other's GFLOPS and the ratio (a kernel at the power cap reads 12-15 % apart between them)."""
+    gpu = {"uuid": "GPU-cccccccc-0000-0000-0000-000000000003", "name": "NVIDIA H200", "model": "H200"}
+
+    def posted(mode: str, gflops: float) -> int:
+        median = 2 * 512**3 / (gflops * 1e6)
+        body = {"run_id": f"run-mode-{mode}", "gpu": gpu, "commit": {"sha": "feed0001", "branch": "main"},
+                "results": [{"variant": "naive", "m": 512, "n": 512, "k": 512, "verified": True, "rel_error": 1e-7,
+                             "median_ms": median, "gflops": gflops, "n_samples": 10, "samples_ms": [median] * 10,
+                             "mode": mode}]}
+        answer = client.post("/api/results", json=body)
+        assert answer.status_code == 201, answer.text
+        return client.get(f"/api/jobs/{answer.json()['job_id']}").json()["results"][0]["id"]
+
+    burst, cold = posted("burst", 800.0), posted("cold", 690.0)
+    said = client.get(f"/api/results/{burst}").json()["other_modes"]
+    assert set(said) == {"cold"} and said["cold"]["result_id"] == cold
+    assert said["cold"]["ratio"] == pytest.approx(800.0 / 690.0)
+    assert client.get(f"/api/results/{cold}").json()["other_modes"]["burst"]["ratio"] == pytest.approx(690.0 / 800.0)

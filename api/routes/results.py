@@ -14,6 +14,7 @@ from api.posted_schemas import ResultBatchIn, ResultBatchOut
 from api.schemas import ProfileOut, ResultDetailOut, ResultOut
 from core.form_keys import PATTERN as FORM_KEY
 from core.gpu_records import IdentityConflict, claim_gpu
+from core.mode_comparison import other_modes
 from core.trust import posted_by
 from core.commit_records import CommitConflict, claim_commit
 from core.text_bounds import bounded_error
@@ -62,7 +63,7 @@ def get_result(result_id: Annotated[int, Path(ge=1, le=2**31 - 1)], db: SessionD
     row = db.get(Result, result_id)
     if row is None:
         raise HTTPException(status_code=404, detail=f"no result {result_id}")
-    return ResultDetailOut.from_row(row, posted_by=posted_by(db, row))
+    return ResultDetailOut.from_row(row, posted_by=posted_by(db, row), other_modes=other_modes(db, row))
 
 
 @router.get("/{result_id}/profile", response_model=ProfileOut,
