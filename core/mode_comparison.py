@@ -22,6 +22,6 @@ def other_modes(db: Session, r: Result) -> dict[str, dict]:
         .order_by(Result.id.desc())).all()
     out: dict[str, dict] = {}
     for mode, gflops, rid in rows:
-        if mode not in out:
+        if mode not in out and gflops:  # the query keeps only results with a figure; the column may not say so
             out[mode] = {"gflops": gflops, "ratio": r.gflops / gflops, "result_id": rid}
     return out
