@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
+from worker import process_tree
 from worker.cases import Case, CaseOutcome, TimingPolicy
 from worker.child import child_main
 
@@ -35,8 +36,9 @@ class GpuProcess:
         return self.proc.exitcode
 
     def kill(self) -> None:
-        if self.proc.is_alive():
-            self.proc.kill()
+        if self.proc.is_alive() and self.proc.pid is not None:
+            # With what it started: a compile process and its nvcc, a launcher's confined process.
+            process_tree.kill_tree(self.proc.pid)
         self.proc.join(10)
         self.conn.close()
 
