@@ -46,8 +46,11 @@ _CODEGEN = (
     r"-(?:w|Wno-deprecated-gpu-targets)",
 )
 _CODEGEN_RE = re.compile("|".join(f"(?:{p})" for p in _CODEGEN))
-_DEFINE = re.compile(rf"(?:-D|--define-macro{_SEP})([A-Za-z_][A-Za-z0-9_]{{0,63}})(?:=([A-Za-z0-9_.+-]{{0,64}}))?")
-_DEFINE_SPACED = re.compile(r"-D ([A-Za-z_][A-Za-z0-9_]{0,63})(?:=([A-Za-z0-9_.+-]{0,64}))?")
+# A -D value: a number, or a word that does not start with '_' (a macro valued "__has_include" or
+# "_Pragma" would carry a file-probing operator past the source guard into the job's #if lines).
+_DEFINE_VALUE = r"(?:[0-9.+-][A-Za-z0-9_.+-]{0,63}|[A-Za-z][A-Za-z0-9_.+-]{0,63})?"
+_DEFINE = re.compile(rf"(?:-D|--define-macro{_SEP})([A-Za-z_][A-Za-z0-9_]{{0,63}})(?:=({_DEFINE_VALUE}))?")
+_DEFINE_SPACED = re.compile(rf"-D ([A-Za-z_][A-Za-z0-9_]{{0,63}})(?:=({_DEFINE_VALUE}))?")
 _STD = re.compile(rf"--?std{_SEP}(c\+\+(?:11|14|17|20))")
 _ARCH = re.compile(rf"(?:-arch|--gpu-architecture){_SEP}sm_(\d{{2,3}})(a?)")
 _GENCODE = re.compile(rf"(?:-gencode|--generate-code){_SEP}arch=compute_(\d{{2,3}})(a?),code=(?:\[[a-z0-9_,]+\]|[a-z0-9_]+)")

@@ -102,6 +102,8 @@ def test_an_entry_the_build_did_not_make_is_named_with_those_it_did(tmp_path):
                                   "-Xptxas=-v,-I/etc", "-Xptxas=-v -Xcompiler=-fplugin=x", " -O3", "-O3 ",
                                   # the Makefile spellings that are taken, each with something past them
                                   "-lcudnn", "-l/etc/passwd", "-lcublas -I/etc", "-L/tmp", "-DX=$(shell id)",
+                                  # a macro valued as a file-probing operator would reach the job's #if lines
+                                  "-DX=__has_include", "-DX=_Pragma", "-D X=__has_embed",
                                   "-DX=a b", "-D X=1 -I/etc", "-Xcompiler=-fPIE,-fplugin=x", "-Xcompiler -Wl,-rpath,/x",
                                   "-Xcompiler=-Wl", "-Xcompiler=-Wp", "-arch=sm_90a -I/etc", "-arch=native",
                                   "-gencode arch=compute_90a,code=sm_90a,-I/etc", "--std=c++17 -I/etc"])
