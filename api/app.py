@@ -8,6 +8,7 @@ from api.docs_page import install_docs_page
 from api.error_handlers import install_error_handlers
 from api.intake import JobIntake
 from api.job_body import describe_job_body
+from api.rate_limit import RateLimit
 from api.loop_slots import LoopSlots
 from api.metrics import install_metrics
 from api.request_gate import RequestGate
@@ -44,6 +45,7 @@ def create_app(cfg: Settings, with_dashboard: bool = True) -> FastAPI:
     app.add_middleware(RequestGate, cfg=cfg)
     app.add_middleware(SameOriginWrites, public_origins=tuple(o for o in cfg.public_origins.split(",") if o.strip()))
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(RateLimit, cfg=cfg)  # outermost: a client past its rate is answered before anything else
 
     for module in (jobs, results, catalog, fleet):
         app.include_router(module.router, dependencies=[Reader])  # public unless GEMMWATCH_AUTH_READS

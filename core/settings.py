@@ -42,6 +42,11 @@ class Settings(BaseSettings):
     # sizes count against GEMMWATCH_MAX_CASES too, as a bench job's do): 256 sizes of a kernel with
     # one configuration were accepted, about 4 h of a worker (issue 37, row 7).
     max_autotune_cases: int = Field(default=128, validation_alias="GEMMWATCH_MAX_AUTOTUNE_CASES")
+    # Requests a second per client without a token, and writes a second per token (api/rate_limit.py),
+    # with a burst of GEMMWATCH_RATE_LIMIT_BURST; 0: no limit (the default).
+    rate_limit_anon_per_s: float = Field(default=0.0, ge=0, validation_alias="GEMMWATCH_RATE_LIMIT_ANON_PER_S")
+    rate_limit_writes_per_s: float = Field(default=0.0, ge=0, validation_alias="GEMMWATCH_RATE_LIMIT_WRITES_PER_S")
+    rate_limit_burst: int = Field(default=50, ge=1, validation_alias="GEMMWATCH_RATE_LIMIT_BURST")
     # Jobs one token may have queued or running at once; one more is a 429 (api/queue_cap.py).
     max_queued_jobs_per_token: int = Field(default=20, ge=1, validation_alias="GEMMWATCH_MAX_QUEUED_JOBS_PER_TOKEN")
     # The most bytes a request body may hold, per route (api/request_gate.py answers 413 beyond,
