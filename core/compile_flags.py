@@ -46,9 +46,11 @@ _CODEGEN = (
     r"-(?:w|Wno-deprecated-gpu-targets)",
 )
 _CODEGEN_RE = re.compile("|".join(f"(?:{p})" for p in _CODEGEN))
-# A -D value: a number, or a word that does not start with '_' (a macro valued "__has_include" or
-# "_Pragma" would carry a file-probing operator past the source guard into the job's #if lines).
-_DEFINE_VALUE = r"(?:[0-9.+-][A-Za-z0-9_.+-]{0,63}|[A-Za-z][A-Za-z0-9_.+-]{0,63})?"
+# A -D value: a number (no '_': "1e+__has_include" is one pp-number to one lexer and a name to
+# another), or one identifier that does not start with '_' (no '+', '-' or '.': "a+__has_include"
+# is three tokens). A macro valued "__has_include" or "_Pragma" would carry a file-probing operator
+# past the source guard into the job's #if lines.
+_DEFINE_VALUE = r"(?:[0-9.+-][A-Za-z0-9.+-]{0,63}|[A-Za-z][A-Za-z0-9_]{0,63})?"
 _DEFINE = re.compile(rf"(?:-D|--define-macro{_SEP})([A-Za-z_][A-Za-z0-9_]{{0,63}})(?:=({_DEFINE_VALUE}))?")
 _DEFINE_SPACED = re.compile(rf"-D ([A-Za-z_][A-Za-z0-9_]{{0,63}})(?:=({_DEFINE_VALUE}))?")
 _STD = re.compile(rf"--?std{_SEP}(c\+\+(?:11|14|17|20))")

@@ -104,6 +104,8 @@ def test_an_entry_the_build_did_not_make_is_named_with_those_it_did(tmp_path):
                                   "-lcudnn", "-l/etc/passwd", "-lcublas -I/etc", "-L/tmp", "-DX=$(shell id)",
                                   # a macro valued as a file-probing operator would reach the job's #if lines
                                   "-DX=__has_include", "-DX=_Pragma", "-D X=__has_embed",
+                                  "-DX=1e+__has_include", "-DX=a+__has_include", "-DX=a.__has_include",
+                                  "-DX=0-_Pragma", "--define-macro=X=__has_include",
                                   "-DX=a b", "-D X=1 -I/etc", "-Xcompiler=-fPIE,-fplugin=x", "-Xcompiler -Wl,-rpath,/x",
                                   "-Xcompiler=-Wl", "-Xcompiler=-Wp", "-arch=sm_90a -I/etc", "-arch=native",
                                   "-gencode arch=compute_90a,code=sm_90a,-I/etc", "--std=c++17 -I/etc"])
