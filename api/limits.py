@@ -1,8 +1,8 @@
-"""A deployment's own request limits (GEMMWATCH_MAX_DIM, _MAX_CASES, _MAX_AUTOTUNE_CASES,
-_MAX_SOURCE_BYTES), checked with the settings the app was built with: a 422 that names the field."""
+"""A deployment's own request limits (GEMMWATCH_MAX_DIM, _MAX_CASES, _MAX_AUTOTUNE_CASES), checked
+with the settings the app was built with: a 422 that names the field. _MAX_SOURCE_BYTES is checked
+before the body is parsed (api/job_body.py)."""
 
 from api.schemas import JobCreate
-from core import source_size
 from core.errors import Unprocessable
 from core.settings import Settings
 
@@ -32,8 +32,5 @@ def check_job_limits(body: JobCreate, cfg: Settings) -> None:
         setting = "GEMMWATCH_MAX_AUTOTUNE_CASES" if body.kind == "autotune" else "GEMMWATCH_MAX_CASES"
         raise Unprocessable("sizes", f"this {body.kind} job has {cases} cases; at most {limit} per {body.kind} job "
                                      f"({setting})")
-    # The job's files as the server keeps them: each distinct text once (core/source_size.py).
-    size = source_size.distinct_bytes(s.files for s in body.sources)
-    refused = source_size.refusal([s.name for s in body.sources], size, cfg.max_source_bytes)
-    if refused:
-        raise Unprocessable("sources", refused)
+    # GEMMWATCH_MAX_SOURCE_BYTES is checked on the raw body before the model reads it (api/job_body.py),
+    # so the source guard never scans past it: not again here.

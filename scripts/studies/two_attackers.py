@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from core.db import session_factory, upgrade_database  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from core.tokens import create_token  # noqa: E402
+from worker.process_tree import descendants  # noqa: E402
 
 
 def rss_mb(pids: list[int]) -> float:
@@ -41,20 +42,6 @@ def rss_mb(pids: list[int]) -> float:
         except (OSError, StopIteration):
             pass
     return total / 1024
-
-
-def tree(pid: int) -> list[int]:
-    out = [pid]
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    stat = f.read()
-                if int(stat[stat.rindex(b")") + 2:].split()[1]) in out:
-                    out.append(int(entry))
-            except (OSError, ValueError):
-                continue
-    return out
 
 
 def main() -> None:
@@ -128,7 +115,7 @@ def main() -> None:
     for t in threads:
         t.start()
     while time.monotonic() < stop:
-        memory.append(rss_mb(tree(server.pid)))
+        memory.append(rss_mb([server.pid, *descendants(server.pid)]))
         time.sleep(1)
     for t in threads:
         t.join()
