@@ -11,7 +11,7 @@ from core.builtins import CUBLAS_VARIANTS, builtin_kernels
 from core.precision import Precision
 from core.result_status import status_of
 from core.gemm_form import DEFAULT_KEY, GemmForm
-from core.kernel import target_refusal
+from core.kernel import dotted, target_refusal
 from core.kernel_description import KernelDescription, explain
 from core.kernel_store import description_from_stored, freeze
 from core.timing_stats import TimingStats, timing_dataclass
@@ -213,7 +213,7 @@ TunedLookup = dict[tuple[str, int, int, int], dict[str, int]]
 
 def not_applicable(case: Case, compute_capability: str, mode: str) -> CaseOutcome | None:
     """The outcome of a case whose kernel (or confirmation base) needs another GPU target, else None."""
-    have = compute_capability if "." in compute_capability else f"{compute_capability[:-1]}.{compute_capability[-1:]}"
+    have = dotted(compute_capability)
     if case.precision.fp8 and tuple(int(x) for x in have.split(".")) < (8, 9):
         return CaseOutcome.not_applicable_here(
             f"not applicable: FP8 tensor cores came with compute capability 8.9; this GPU has {have}", mode)
