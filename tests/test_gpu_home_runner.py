@@ -1,4 +1,4 @@
-"""Issue 48 on the GPU: a public Hopper repository as it is, `gemmwatch.json` the only line beside it.
+"""Issue 48 on the GPU: public repositories as they are, `gemmwatch.json` the only line beside them.
 
 pranjalssh/fast.cu (MIT; docs/examples/pranjalssh-fast.cu.gemmwatch.json) is built as its Makefile
 builds it: the runner `matmul.cu` is the unit (its main, <iostream>, its cuBLAS check and -lcublas
@@ -8,6 +8,11 @@ and kernels 10-12 keep the TMA map of C from their first call: each is verified 
 call of a case gets the same C (worker/verify.py). The repository comes from $FASTCU_REPO or
 .devkit/repos/fast.cu (carried to the GPU machine; the tests skip without it). The figures beside
 the repository's own runner: scripts/studies/home_runner_compare.py and docs/BENCHMARKS.md.
+
+yencal/cuda-hgemm-mma (MIT; docs/examples/yencal-cuda-hgemm-mma.gemmwatch.json): FP16 mma.sync
+kernels with FP16 sums, launchers that are static members of class templates and never read their
+`__half beta`, the unit its `src/profile.cu` (cuBLAS and cuRAND called, `-lcurand -lcublas`),
+`-arch=sm_80` ("sm_80+"). From $HGEMM_MMA_REPO or .devkit/repos/cuda-hgemm-mma.
 """
 
 import os
@@ -25,16 +30,27 @@ ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "docs" / "examples" / "pranjalssh-fast.cu.gemmwatch.json"
 
 
+def _repository(tmp_path_factory, variable: str, name: str, marker: str, manifest: Path) -> Path:
+    """The repository as it is, copied, with only its manifest written beside it."""
+    given = os.environ.get(variable)
+    for folder in ([Path(given)] if given else []) + [ROOT / ".devkit" / "repos" / name]:
+        if (folder / marker).is_file():
+            into = tmp_path_factory.mktemp(name) / "repo"
+            shutil.copytree(folder, into)
+            shutil.copyfile(manifest, into / "gemmwatch.json")
+            return into
+    pytest.skip(f"{name} is not here (${variable} or .devkit/repos/{name})")
+
+
 @pytest.fixture(scope="module")
 def fastcu(tmp_path_factory) -> Path:
-    given = os.environ.get("FASTCU_REPO")
-    for folder in ([Path(given)] if given else []) + [ROOT / ".devkit" / "repos" / "fast.cu"]:
-        if (folder / "matmul.cu").is_file():
-            into = tmp_path_factory.mktemp("fastcu") / "repo"
-            shutil.copytree(folder, into)
-            shutil.copyfile(MANIFEST, into / "gemmwatch.json")
-            return into
-    pytest.skip("pranjalssh/fast.cu is not here ($FASTCU_REPO or .devkit/repos/fast.cu)")
+    return _repository(tmp_path_factory, "FASTCU_REPO", "fast.cu", "matmul.cu", MANIFEST)
+
+
+@pytest.fixture(scope="module")
+def hgemm_mma(tmp_path_factory) -> Path:
+    return _repository(tmp_path_factory, "HGEMM_MMA_REPO", "cuda-hgemm-mma", "src/profile.cu",
+                       ROOT / "docs" / "examples" / "yencal-cuda-hgemm-mma.gemmwatch.json")
 
 
 def test_the_repositorys_kernels_verify_as_it_builds_them(gpu_stack, fastcu):
@@ -56,3 +72,25 @@ def test_the_repositorys_kernels_verify_as_it_builds_them(gpu_stack, fastcu):
         assert launch["block"] is None and launch["grid"] is None and launch["launcher"].startswith("runKernel")
         assert launch["params"][-1] == "null: int*" and launch["target"] == "sm_90a"
         assert r["form"] == "rcc+ab"
+
+
+def test_class_template_launchers_with_fp16_sums_and_curand_verify(gpu_stack, hgemm_mma):
+    """Three of the nine (the first step, the cp.async ring, the last step) at 4096^3: each loads
+    (cuRAND found for its unit's own input fill), is called by its template-instance name, and is
+    verified in the form it computes, FP16 sums, beta never read."""
+    client = gpu_stack
+    wanted = ["mma_direct_128x128x64_64x64", "mma_multistage_256x128x64_64x64_s3",
+              "mma_final_128x128x64_64x64_s3_swtrue_bs16"]
+    sources = [d.model_dump(mode="json") for d in load_folder(hgemm_mma, wanted)]
+    posted = client.post("/api/jobs", json={"sources": sources, "sizes": [[4096, 4096, 4096]]})
+    assert posted.status_code == 202, posted.text
+    job = wait_for_job(client, posted.json()["id"], timeout=900)
+    got = {r["variant"]: r for r in job["results"]}
+    assert set(got) == set(wanted), job["error"]
+    bad = {name: r["error"] for name, r in got.items() if not r["verified"]}
+    assert not bad, bad
+    for name, r in got.items():
+        launch = r["env"]["launch"]
+        assert r["form"] == "rrr+alpha+acc16" and r["mode"] == "burst", (name, r["form"], r["mode"])
+        assert launch["target"] == "sm_80+" and launch["launcher"].endswith(">::Run"), launch
+        assert "ignored: __half" in launch["params"], launch["params"]

@@ -75,9 +75,11 @@ def preload_system_libraries(library: str) -> list[str]:
         loaded.append("libcuda.so.1")
     except OSError:
         pass  # no driver (a machine without a GPU): a launcher that needs it says so when loaded
-    # Likewise the CUDA libraries the set-up loaded (cuBLAS and cuBLASLt for the reference, cuRAND):
-    # a repository's runner that calls them (its own cuBLAS check, "-lcublas" in its Makefile) is
-    # built without linking them and finds the worker's own here, the release every result records.
+    # Likewise the CUDA math libraries: a repository's runner that calls them (its own cuBLAS check,
+    # cuRAND for its inputs: "-lcublas -lcurand" in its Makefile) is built without linking them and
+    # finds the worker's own here, the release every result records. Those the set-up did not load
+    # (cuRAND) are loaded first, from beside the cuBLAS the set-up loaded.
+    load_math_libraries_named_by(library)
     for path in loaded_cuda_libraries():
         try:
             ctypes.CDLL(path, mode=os.RTLD_GLOBAL | os.RTLD_NOLOAD)
@@ -96,6 +98,32 @@ def preload_system_libraries(library: str) -> list[str]:
 
 
 CUDA_LIBRARIES = ("libcublas.so", "libcublasLt.so", "libcurand.so")
+# Each math library by the prefix of its API's names, as they stand in a library that calls it.
+_API_PREFIX = {"libcublasLt": b"cublasLt", "libcublas": b"cublas", "libcurand": b"curand"}
+
+
+def load_math_libraries_named_by(library: str) -> list[str]:
+    """Load, global, each CUDA math library whose API a job's library names and this process has
+    not loaded: found beside those it has (the worker's CUDA), else by the system's search."""
+    with open(library, "rb") as f:
+        data = f.read()
+    loaded = loaded_cuda_libraries()
+    have = {os.path.basename(p).split(".so")[0] for p in loaded}
+    folders = sorted({os.path.dirname(p) for p in loaded})
+    added = []
+    for stem, prefix in _API_PREFIX.items():
+        if stem in have or prefix not in data:
+            continue
+        beside = [os.path.join(d, f) for d in folders for f in sorted(os.listdir(d))
+                  if f.split(".so")[0] == stem and ".so" in f]
+        for candidate in [*beside, f"{stem}.so"]:
+            try:
+                ctypes.CDLL(candidate, mode=os.RTLD_GLOBAL)
+            except OSError:
+                continue
+            added.append(os.path.basename(candidate))
+            break
+    return added
 
 
 def loaded_cuda_libraries() -> list[str]:

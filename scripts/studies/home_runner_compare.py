@@ -1,15 +1,20 @@
 """A repository's own runner beside gemmwatch, on one GPU (issue 48's must-show 1, docs/BENCHMARKS.md).
 
-fast.cu's runner (`matmul.cu`) is built with its Makefile's command line, as the manifest's flags
-spell it, and run as it is: at 8192^3 it checks every kernel against cuBLAS and times 8 back-to-back
-calls after a 5 s rest, printing "performance: (x) TFLOPS" per kernel. Then the same folder, its
-files unchanged and the manifest beside them, goes through `gemmwatch ci` on the whole stack
-(scripts/studies/gpu_kernel_folders.py): once in the manifest's mode (burst, the mode of a quick
-runner) and once cold (gemmwatch's default). The table: each kernel's TFLOPS by its runner and by
-gemmwatch in each mode, and their ratio.
+The repository's runner is built with its Makefile's command line, as the manifest's flags spell it,
+and run as it is; then the same folder, its files unchanged and the manifest beside them, goes
+through `gemmwatch ci` on the whole stack (scripts/studies/gpu_kernel_folders.py): once in the
+manifest's mode (burst, the mode of a runner's back-to-back loop) and once cold (gemmwatch's
+default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each mode, and their ratio.
+
+- fast.cu (`pranjalssh/fast.cu`): `matmul.cu` checks every kernel against cuBLAS at 8192^3 and times
+  8 back-to-back calls after a 5 s rest, printing "performance: (x) TFLOPS" per kernel.
+- cuda-hgemm-mma (`yencal/cuda-hgemm-mma`): `src/main.cu` autotunes each kernel family at each size
+  (5 warm-up calls, then 10 back-to-back calls between two events, per template instance, printed
+  as "<instance> <ms> ms <TFLOPS> TFLOPS"); the instances the manifest names are read from its
+  N = 8192 block, and the runner is stopped once it starts 16384.
 
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
-  python3 scripts/studies/home_runner_compare.py REPO OUT [--steps runner,burst,cold] [--only 3,10,11,12]
+  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma} REPO OUT [--steps runner,burst,cold] [--only a,b]
 """
 
 import argparse
@@ -22,90 +27,128 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MANIFEST = ROOT / "docs" / "examples" / "pranjalssh-fast.cu.gemmwatch.json"
+EXAMPLES = ROOT / "docs" / "examples"
+SIZE = 8192
 
 
-def run_repo_runner(repo: Path, out: Path) -> dict[int, float]:
-    """Build and run the repository's runner; its TFLOPS per kernel number (0 is its cuBLAS)."""
+def _build(repo: Path, out: Path, flags: list[str], unit: str) -> str:
+    nvcc = os.environ.get("NVCC", "nvcc")
+    started = time.monotonic()
+    subprocess.run([nvcc, *flags, unit, "-o", str(out / "runner")], cwd=repo, check=True)
+    return f"# built in {time.monotonic() - started:.0f} s with: {nvcc} {' '.join(flags)} {unit}\n"
+
+
+def fastcu_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """TFLOPS per variant (its cuBLAS as "cublas")."""
     # The Makefile's -arch=sm_90a makes compute_90 PTX beside sm_90a's code with nvcc 13, where
     # wgmma is no instruction ("'wgmma.fence' not supported on .target 'sm_90'"): the runner is built
     # for sm_90a alone, as the repository's own logs.txt builds it and as gemmwatch builds the library.
     flags = ["-gencode=arch=compute_90a,code=sm_90a" if f == "-arch=sm_90a" else f
-             for f in json.loads(MANIFEST.read_text())["kernels"][0]["flags"]]
-    nvcc = os.environ.get("NVCC", "nvcc")
-    started = time.monotonic()
-    subprocess.run([nvcc, *flags, "matmul.cu", "-o", str(out / "matmul")], cwd=repo, check=True)
-    built = time.monotonic() - started
-    done = subprocess.run([str(out / "matmul")], cwd=repo, capture_output=True, text=True, timeout=400)
-    (out / "runner.txt").write_text(f"# built in {built:.0f} s with: {nvcc} {' '.join(flags)} matmul.cu\n"
-                                    + done.stdout + done.stderr)
+             for f in manifest["kernels"][0]["flags"]]
+    header = _build(repo, out, flags, "matmul.cu")
+    done = subprocess.run([str(out / "runner")], cwd=repo, capture_output=True, text=True, timeout=400)
+    (out / "runner.txt").write_text(header + done.stdout + done.stderr)
     figures, kernel = {}, None
     for line in done.stdout.splitlines():
         if m := re.match(r"KERNEL (\d+)", line):
             kernel = int(m.group(1))
         elif (m := re.search(r"performance: \(\s*([\d.]+)\) TFLOPS", line)) and kernel is not None:
-            figures[kernel] = float(m.group(1))
+            figures["cublas" if kernel == 0 else f"fastcu_matmul_{kernel}"] = float(m.group(1))
     return figures
 
 
-def gemmwatch_figures(jobs_file: Path) -> dict[int, dict]:
-    """Each fastcu_matmul_N's result from a gpu_kernel_folders.py run: TFLOPS, mode, verified."""
+_HGEMM_FAMILIES = {"01a_MMADirect": "mma_direct", "01b_MMALdmatrix": "mma_ldmatrix", "02_MMASwizzle": "mma_swizzle",
+                   "03_MMAMultistage": "mma_multistage", "04_MMAPipelining": "mma_pipelining",
+                   "05_MMAFinal": "mma_final"}
+
+
+def hgemm_mma_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """TFLOPS per template instance at N = 8192, named as the manifest names them."""
+    header = _build(repo, out, manifest["kernels"][0]["flags"], "src/main.cu")
+    lines, figures, family, size = [], {}, None, None
+    with subprocess.Popen([str(out / "runner")], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as runner:
+        for line in runner.stdout:
+            lines.append(line)
+            if m := re.match(r"N = (\d+)", line):
+                size = int(m.group(1))
+                if size > SIZE:
+                    runner.kill()
+                    break
+            elif m := re.match(r"Autotuning (\w+) for N=(\d+)", line):
+                family = _HGEMM_FAMILIES.get(m.group(1))
+            elif size == SIZE and (m := re.match(r"\s+(\S+)\s+[\d.]+ ms\s+([\d.]+) TFLOPS", line)) and family:
+                figures[f"{family}_{m.group(1).lower()}"] = float(m.group(2))
+            elif size == SIZE and (m := re.match(r"00_cuBLAS: [\d.e-]+ ms, ([\d.]+) TFLOPS", line)):
+                figures["cublas"] = float(m.group(1))
+    (out / "runner.txt").write_text(header + "".join(lines))
+    return figures
+
+
+REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
+         "hgemm_mma": ("yencal-cuda-hgemm-mma.gemmwatch.json", hgemm_mma_runner)}
+
+
+def gemmwatch_figures(jobs_file: Path) -> dict[str, dict]:
+    """Each variant's result from a gpu_kernel_folders.py run: TFLOPS, mode, verified."""
     out = {}
     for job in json.loads(jobs_file.read_text()):
         for r in job.get("results", []):
-            if m := re.fullmatch(r"fastcu_matmul_(\d+)", r["variant"]):
-                out[int(m.group(1))] = {"tflops": (r["gflops"] or 0) / 1000, "mode": r["mode"],
-                                        "verified": r["verified"], "error": r["error"],
-                                        "cublas_tflops": (r["cublas_gflops"] or 0) / 1000}
+            out[r["variant"]] = {"tflops": (r["gflops"] or 0) / 1000, "mode": r["mode"], "verified": r["verified"],
+                                 "error": r["error"], "cublas_tflops": (r["cublas_gflops"] or 0) / 1000}
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("kind", choices=sorted(REPOS))
     ap.add_argument("repo", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--steps", default="runner,burst,cold")
-    ap.add_argument("--only", default=None, help="kernel numbers for the gemmwatch steps (default: all 12)")
+    ap.add_argument("--only", default=None, help="variant names for the gemmwatch steps (default: the manifest's)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    manifest_name, runner = REPOS[args.kind]
+    manifest = json.loads((EXAMPLES / manifest_name).read_text())
     steps = args.steps.split(",")
     folder = args.out / "repo"
     if not folder.exists():
         subprocess.run(["cp", "-r", str(args.repo), str(folder)], check=True)
-    manifest = json.loads(MANIFEST.read_text())
     if args.only:
-        keep = {f"fastcu_matmul_{n}" for n in args.only.split(",")}
+        keep = set(args.only.split(","))
         manifest["kernels"] = [k for k in manifest["kernels"] if k["name"] in keep]
     (folder / "gemmwatch.json").write_text(json.dumps(manifest))
     if "runner" in steps:
-        (args.out / "runner.json").write_text(json.dumps(run_repo_runner(folder, args.out)))
+        (args.out / "runner.json").write_text(json.dumps(runner(folder, args.out, manifest)))
     for mode in [s for s in steps if s in ("burst", "cold", "hot")]:
         started = time.monotonic()
         timing = [] if mode == manifest.get("timing") else ["--timing", mode]
         subprocess.run([sys.executable, str(ROOT / "scripts" / "studies" / "gpu_kernel_folders.py"),
-                        str(args.out / mode), "--size", "8192", *timing, "repo", str(folder)], check=False)
+                        str(args.out / mode), "--size", str(SIZE), *timing, "repo", str(folder)], check=False)
         print(f"gemmwatch {mode}: {time.monotonic() - started:.0f} s", flush=True)
-    table(args.out)
+    table(args.out, [k["name"] for k in manifest["kernels"]])
 
 
-def table(out: Path) -> None:
-    runner = {int(k): v for k, v in json.loads((out / "runner.json").read_text()).items()} \
-        if (out / "runner.json").is_file() else {}
+def table(out: Path, variants: list[str]) -> None:
+    runner = json.loads((out / "runner.json").read_text()) if (out / "runner.json").is_file() else {}
     modes = {m: gemmwatch_figures(out / m / "jobs.json") for m in ("burst", "cold", "hot")
              if (out / m / "jobs.json").is_file()}
     lines = ["| kernel | its runner TFLOPS | " + " | ".join(f"gemmwatch {m} TFLOPS | ratio" for m in modes) + " |",
              "| --- | ---: | " + " | ".join("---: | ---:" for _ in modes) + " |"]
-    for n in range(0, 13):
+    for name in variants:
         cells = []
-        for m, got in modes.items():
-            g = got.get(n)
+        for got in modes.values():
+            g = got.get(name)
             if g is None:
                 cells.append(" | ")
             elif not g["verified"]:
                 cells.append(f"not verified: {(g['error'] or '')[:80]} | ")
             else:
-                cells.append(f"{g['tflops']:.1f} | " + (f"{g['tflops'] / runner[n]:.3f}" if runner.get(n) else ""))
-        lines.append(f"| {n or 'cuBLAS (its runner)'} | {runner.get(n, '')} | " + " | ".join(cells) + " |")
+                cells.append(f"{g['tflops']:.1f} | " + (f"{g['tflops'] / runner[name]:.3f}" if runner.get(name) else ""))
+        lines.append(f"| {name} | {runner.get(name, '')} | " + " | ".join(cells) + " |")
+    cublas = [f"{m} {next(iter(got.values()))['cublas_tflops']:.1f}" for m, got in modes.items() if got]
+    lines.append(f"\ncuBLAS: its runner {runner.get('cublas', '?')} TFLOPS; gemmwatch's in the same form: "
+                 + ", ".join(cublas))
     (out / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -1,0 +1,55 @@
+"""Every manifest in docs/examples/ is one a user can copy beside the repository it names: each
+kernel validates as a description (fields, flags as its Makefile writes them, args, the form), with
+a stand-in for the repository's files (the repositories themselves are not carried: the GPU tests
+and scripts/studies/home_runner_compare.py run them as they are)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from core import compile_flags
+from core.kernel_description import KernelDescription
+
+EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "docs" / "examples").glob("*.gemmwatch.json"))
+
+
+def _kernels(path: Path) -> list[dict]:
+    manifest = json.loads(path.read_text())
+    return manifest["kernels"] if isinstance(manifest, dict) else manifest
+
+
+def _described(kernel: dict) -> KernelDescription:
+    return KernelDescription.model_validate({**kernel, "files": {kernel["source"]: "// the repository's file\n"}})
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name.removesuffix(".gemmwatch.json"))
+def test_each_example_manifest_validates(path):
+    kernels = _kernels(path)
+    assert kernels
+    names = [_described(k).name for k in kernels]
+    assert len(set(names)) == len(names), "two kernels of one manifest share a name"
+
+
+def test_the_fp16_repository_is_described_in_its_own_words():
+    """yencal/cuda-hgemm-mma: class-template launchers, beta never read, FP16 sums, its Makefile's
+    flags as written (-arch=sm_80 a minimum, -lcurand/-lcublas the worker's own)."""
+    for kernel in _kernels(next(p for p in EXAMPLES if p.name.startswith("yencal-"))):
+        desc = _described(kernel)
+        assert desc.launcher.endswith(">::Run") and "<" in desc.launcher
+        assert desc.form.key() == "rrr+alpha+acc16"
+        flags = compile_flags.parse(list(desc.flags))
+        assert flags.target == "sm_80+" and set(flags.libraries) == {"curand", "cublas"}
+
+
+def test_the_same_kernel_without_ignored_beta_is_another_form():
+    """The manifest's "ignored" is what makes the form C = alpha·A·B: named as a plain beta, the
+    same launcher would be checked as C = alpha·A·B + beta·C (a guard against a manifest drifting)."""
+    kernel = dict(_kernels(next(p for p in EXAMPLES if p.name.startswith("yencal-")))[0])
+    kernel["args"] = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
+    try:
+        form = _described(kernel).form.key()
+    except ValidationError:
+        return  # refused outright is also "not the same form"
+    assert form != "rrr+alpha+acc16"
