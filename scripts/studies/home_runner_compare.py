@@ -120,7 +120,7 @@ def main() -> None:
     (folder / "gemmwatch.json").write_text(json.dumps(manifest))
     if "runner" in steps:
         (args.out / "runner.json").write_text(json.dumps(runner(folder, args.out, manifest)))
-    for mode in [s for s in steps if s in ("burst", "cold", "hot")]:
+    for mode in [s for s in steps if s in ("burst", "cold", "hot", "sustained")]:
         started = time.monotonic()
         timing = [] if mode == manifest.get("timing") else ["--timing", mode]
         subprocess.run([sys.executable, str(ROOT / "scripts" / "studies" / "gpu_kernel_folders.py"),
@@ -131,7 +131,7 @@ def main() -> None:
 
 def table(out: Path, variants: list[str]) -> None:
     runner = json.loads((out / "runner.json").read_text()) if (out / "runner.json").is_file() else {}
-    modes = {m: gemmwatch_figures(out / m / "jobs.json") for m in ("burst", "cold", "hot")
+    modes = {m: gemmwatch_figures(out / m / "jobs.json") for m in ("burst", "cold", "hot", "sustained")
              if (out / m / "jobs.json").is_file()}
     lines = ["| kernel | its runner TFLOPS | " + " | ".join(f"gemmwatch {m} TFLOPS | ratio" for m in modes) + " |",
              "| --- | ---: | " + " | ".join("---: | ---:" for _ in modes) + " |"]
