@@ -1,22 +1,25 @@
 """Which results a job's verdict may stand on: those its owner would trust (issue 49, row 2).
 
-Any `results` token can post a run under any commit (POST /api/results), and such a run is the
-poster's word: its figures were not measured by a worker of this deployment. A verdict, a baseline
-and a resource change therefore use only results that were measured by a worker (a job's row
-made by the API or a confirmation, never posted), or posted by the job's own submitter, by a token
-granted the job's repository (`gemmwatch token create --repo`) or by an admin token. Anything else
-may be charted, never judged against. One rule, used by core/baselines.py for every read it makes.
+Any `jobs` token can have a worker measure any kernel under any commit, a slower one under the
+name of a victim's kernel at the victim's base commit among them; any `results` token can post a
+run under any commit, figures no worker of this deployment measured. A verdict, a baseline and a
+resource change therefore use only the results of jobs submitted by the job's own submitter, by a
+token granted the job's repository (`gemmwatch token create --repo`) or by an admin token, whether
+a worker measured them or they were posted. Where the job has no submitter (writes open, no token),
+what a worker measured for another tokenless job counts too: there is no one to tell apart. Anything
+else may be charted, never judged against. One rule, used by core/baselines.py for every read it
+makes (a confirmation's base side is held to the same owner by core/confirm.py).
 """
 
-from sqlalchemy import ColumnElement, false, or_, select
+from sqlalchemy import ColumnElement, and_, false, or_, select
 from sqlalchemy.orm import Session
 
 from core.models import ApiToken, Job, Result
 
 
 def trusted_posters(db: Session, job: Job) -> list[int]:
-    """The tokens whose posted runs this job's verdicts take: its submitter, tokens granted its
-    repository, admin tokens."""
+    """The tokens whose results, measured or posted, this job's verdicts take: its submitter, tokens
+    granted its repository, admin tokens."""
     repo = job.commit.repo if job.commit is not None else None
     ids = {job.submitted_by_token_id} if job.submitted_by_token_id is not None else set()
     for token in db.scalars(select(ApiToken).where(ApiToken.revoked_at.is_(None))):
@@ -29,7 +32,10 @@ def trusted_results(db: Session, job: Job) -> ColumnElement[bool]:
     """A condition on Result (joined to its Job as `Job`) that holds for the results `job`'s
     verdicts may use (the module docstring)."""
     posters = trusted_posters(db, job)
-    return or_(Job.run_id.is_(None), Job.submitted_by_token_id.in_(posters) if posters else false())
+    by_trusted = Job.submitted_by_token_id.in_(posters) if posters else false()
+    if job.submitted_by_token_id is None:
+        return or_(and_(Job.run_id.is_(None), Job.submitted_by_token_id.is_(None)), by_trusted)
+    return by_trusted
 
 
 def posted_by(db: Session, result: Result) -> str | None:
