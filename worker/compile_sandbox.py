@@ -168,6 +168,8 @@ def _run_nvcc(request: dict) -> dict:
     argv = [request["nvcc"], *kind, *request["options"], "-o", output, ENTRY_UNIT_NAME]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": os.path.abspath("tmp"), "HOME": os.getcwd(),
            "LANG": "C"}
+    if request.get("preload"):  # denied reads fail as missing files (worker/absent_reads.py)
+        env["LD_PRELOAD"] = request["preload"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
     try:
@@ -225,7 +227,13 @@ def nvcc_main(request: dict) -> None:
         json.dump({"ok": False, "error": f"nvcc unavailable: {exc}", "confined": False}, sys.stdout)
         return
     executable = [d for d in request.get("executable", []) if os.path.isdir(d)]
-    confined, how = _confine([d for d in request.get("readable", []) if os.path.isdir(d)], executable, [os.getcwd()])
+    preload = request.get("preload")
+    readable = [d for d in [*request.get("readable", []), *([os.path.dirname(preload)] if preload else [])]
+                if os.path.isdir(d)]
+    confined, how = _confine(readable, executable, [os.getcwd()])
+    if not request.get("probe"):
+        how += ("; a read it denies fails as a missing file" if preload else
+                "; NOT applied: a denied read still differs from a missing file (no C compiler built the shim)")
     _answer(request, {"confined": confined, "confinement": how, "nvcc": version}, lambda: _run_nvcc(request))
 
 

@@ -32,7 +32,7 @@ from core import kernel_includes
 from core.kernel import Launch, target_compute_capability
 from core.kernel_includes import IncludeRefused
 from core.source_guard import SourceRefused
-from worker import failed_compiles, nvcc
+from worker import absent_reads, failed_compiles, nvcc
 from worker.compile_cache import build
 from worker.compile_log import WITHHELD, filter_log, own_file_names, own_file_names_of, rename_files  # noqa: F401
 from worker.compile_process import nvrtc_library, probe, probe_nvcc
@@ -134,6 +134,7 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
     # -arch=sm_90a into sm_90a's code plus compute_90's PTX, which a wgmma kernel cannot be.
     target = nvcc.library_target(arch) if library else arch
     request = nvcc.request(launch, path, target, cfg.compile_timeout_s)
+    request["preload"] = absent_reads.library(str(cfg.data_dir / "compile-shim"))
     if library:
         request["launcher"] = launch.launcher
     # nvcc names the kernel's files as src/<path>, and the unit it compiles as gemmwatch_entry.cu.

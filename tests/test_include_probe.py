@@ -1,0 +1,52 @@
+"""Issue 49, row 6: nvcc's compile cannot tell whether a path outside the job exists.
+
+As reported: `__has_include(</path>)` assembled by token pasting (which the source guard allows,
+since CUTLASS-style macros paste) passed the guard; the host preprocessor then said "Permission
+denied" for a file that exists (confinement refused the open) and took the `#else` branch for one
+that does not. Now a read the confinement denies fails as a missing file would
+(worker/denied_as_absent.c, preloaded by the compile process): the compile's answer for an
+existing file and for a missing one is the same, word for word but the path.
+
+Real nvcc (the nvidia-cuda-nvcc wheel) in the real confined compile process; no GPU needed.
+"""
+
+import pytest
+
+from core.kernel import resolve
+from core.kernel_description import KernelDescription
+from core.settings import Settings
+from tests.fake_gpu import H100_FIGURES
+from worker import compiler, nvcc
+from worker.compiled import CompileError
+
+PROBES = {
+    "pasted in #if": "#define CAT(a, b) a##b\n#if CAT(__has_, include)(<{path}>)\n#error yes\n#else\n#error no\n#endif\n",
+    "through an object-like macro": ("#define CAT(a, b) a##b\n#define PROBE CAT(__has_inc, lude)(<{path}>)\n"
+                                     "#if PROBE\n#error yes\n#else\n#error no\n#endif\n"),
+    "pasted _next": "#define CAT(a, b) a##b\n#if CAT(__has_include_, next)(<{path}>)\n#error yes\n#else\n#error no\n#endif\n",
+}
+KERNEL = 'extern "C" __global__ void k(const float *a, const float *b, float *c) { c[0] = a[0] * b[0]; }\n'
+
+
+def _answer(text: str, tmp_path) -> str:
+    desc = KernelDescription.model_validate({
+        "name": "probe", "source": "probe.cu", "entry": "k", "files": {"probe.cu": text + KERNEL},
+        "block": [1], "grid": {"x": "1"}, "args": ["A", "B", "C"], "compiler": "nvcc"})
+    cfg = Settings(GEMMWATCH_DATA_DIR=str(tmp_path), GEMMWATCH_COMPILE_TIMEOUT_S="300")
+    try:
+        compiler.compile_launch(resolve(desc, {}, H100_FIGURES, "job"), "9.0", cfg)
+    except CompileError as exc:
+        return str(exc)
+    return "compiled"
+
+
+@pytest.mark.skipif(nvcc.nvcc_path(Settings()) is None, reason="needs nvcc (gemmwatch[compile])")
+@pytest.mark.parametrize("probe", sorted(PROBES))
+def test_an_existing_file_and_a_missing_one_get_the_same_answer(probe, tmp_path):
+    exists = __file__  # outside every folder the compile may read
+    missing = __file__ + ".not-there"
+    said_exists = _answer(PROBES[probe].format(path=exists), tmp_path / "a")
+    said_missing = _answer(PROBES[probe].format(path=missing), tmp_path / "b")
+    assert "Permission denied" not in said_exists, said_exists
+    assert said_exists.replace(exists, "PATH") == said_missing.replace(missing, "PATH"), (said_exists, said_missing)
+    assert "no" in said_missing  # the #else branch ran for both: the probe read "absent"
