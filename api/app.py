@@ -33,7 +33,10 @@ def create_app(cfg: Settings, with_dashboard: bool = True) -> FastAPI:
     app.state.intake = JobIntake(cfg)  # stores and publishes new jobs in groups
     # Bounds the job bodies this process validates at once, each on a thread (api/job_body.py):
     # half the threads, so the others stay free for reads and /healthz.
+    # Small bodies validate on threads, half the pool at once; large ones in a process of their own
+    # (api/validation_pool.py), each writer's one at a time.
     app.state.validation_slots = LoopSlots(cfg.api_threads // 2)
+    app.state.heavy_slots = LoopSlots(max(1, cfg.validation_processes))
     # Bounds the requests holding a database session at once (core/web_deps.py), so that the pool
     # always has a connection for each of them and no thread ever waits for one.
     app.state.session_slots = LoopSlots(cfg.api_sessions)

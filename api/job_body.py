@@ -6,13 +6,15 @@ job's validation is heavy: every source goes through the kernel description's ch
 source guard (core/kernel.py, core/source_guard.py). A job of large sources then held every
 request of its process, /healthz included, for as long as that took (issue 37, row 1). Here the
 route reads the body itself (api/request_gate.py has bounded its size and checked its token by
-then) and validates it on a thread, at most half the pool's threads at once per process
+then) and validates it on a thread, at most all the pool's threads but one at once per process
 (GEMMWATCH_API_THREADS), so the others stay free for everything else. Bad input is the same 422
 as FastAPI's. A posted run's body (up to GEMMWATCH_MAX_RESULTS_BYTES) the same way: 330 results
 with 99 KB errors took 4.2 s a body on the event loop and /healthz waited up to 24.6 s (issue 49,
 row 3).
 """
 
+import asyncio
+import hashlib
 import json
 
 from fastapi import FastAPI, Request
@@ -20,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from api import validation_pool
 from api.limits import check_job_limits
 from api.posted_schemas import ResultBatchIn
 from api.schemas import JobCreate
@@ -46,15 +49,30 @@ async def job_from(request: Request) -> JobCreate:
 
 
 async def results_from(request: Request) -> ResultBatchIn:
-    return await validated_body(request, lambda raw, _cfg: _parsed_from_python(ResultBatchIn, raw))
+    return await validated_body(request, _checked_results)
 
 
 async def validated_body(request: Request, check):
-    """check(raw, cfg) on a thread, at most the process's validation slots at once."""
+    """check(raw, cfg): a small body on a thread, at most the process's validation slots at once; a
+    large one in the validation processes (api/validation_pool.py); each writer's bodies one at a
+    time (its token, else its address: api/loop_slots.py)."""
     raw = await request.body()
     cfg = settings_of(request)
-    async with request.app.state.validation_slots():
+    if cfg.validation_processes and len(raw) > validation_pool.LARGE_BYTES:
+        async with request.app.state.heavy_slots.turn(_writer(request)):
+            pool = validation_pool.executor(cfg.validation_processes)
+            return await asyncio.get_running_loop().run_in_executor(pool, check, raw, cfg)
+    async with request.app.state.validation_slots.turn(_writer(request)):
         return await run_in_threadpool(check, raw, cfg)
+
+
+def _writer(request: Request) -> str:
+    """Who is writing, as far as fairness goes: the bearer token's digest (api/request_gate.py has
+    checked it by now), else the client's address."""
+    header = request.headers.get("authorization")
+    if header:
+        return "token:" + hashlib.sha256(header.encode("latin-1", "replace")).hexdigest()
+    return "address:" + (request.client.host if request.client else "?")
 
 
 def _parsed(model, raw: bytes):
@@ -77,6 +95,10 @@ def _parsed_from_python(model, raw: bytes):
         return model.model_validate(data)
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+
+
+def _checked_results(raw: bytes, _cfg: Settings) -> ResultBatchIn:
+    return _parsed_from_python(ResultBatchIn, raw)
 
 
 def _checked_job(raw: bytes, cfg: Settings) -> JobCreate:

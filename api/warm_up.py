@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.orm import configure_mappers
 
+from api import validation_pool
 from core.tokens import find_token
 from core.broker import publisher
 from core.db import engine_of, session_factory
@@ -26,6 +27,7 @@ from core.db import engine_of, session_factory
 async def lifespan(app: FastAPI):
     anyio.to_thread.current_default_thread_limiter().total_tokens = app.state.settings.api_threads
     await anyio.to_thread.run_sync(warm_up, app.state.settings)
+    await anyio.to_thread.run_sync(validation_pool.warm, app.state.settings.validation_processes)
     # Everything imported and built so far lives as long as the process: ~136,000 objects, the
     # dashboard's Plotly most of them. Left in the collector's care, every full collection walked
     # them all, ~100 ms with the process idle and ~200 ms under load, and the jobs of whichever
@@ -36,6 +38,7 @@ async def lifespan(app: FastAPI):
     yield
     # Jobs handed in before the shutdown are stored and answered, not dropped.
     await anyio.to_thread.run_sync(app.state.intake.close)
+    validation_pool.shut_down()
 
 
 def warm_up(cfg) -> None:

@@ -111,6 +111,10 @@ class Settings(BaseSettings):
     # holds a database connection while it waits for a thread (core/web_deps.py), so few is safe.
     # Dashboard pages share them: where many people read heavy pages at once, raise it.
     api_threads: int = Field(default=4, ge=1, le=64, validation_alias="GEMMWATCH_API_THREADS")
+    # Processes one API process validates large bodies in (a job's sources past 64 KiB, a posted run
+    # past it): their source guard and JSON parse then hold no thread of the API's and not its GIL,
+    # so a reader is not held behind them (api/validation_pool.py). 0: on threads, as small ones.
+    validation_processes: int = Field(default=1, ge=0, le=16, validation_alias="GEMMWATCH_VALIDATION_PROCESSES")
     # Requests of one API process holding a database session at once; the rest wait their turn on
     # the event loop, holding no thread (core/web_deps.py). The pool is sized from it (db_connections).
     api_sessions: int = Field(default=8, ge=1, le=256, validation_alias="GEMMWATCH_API_SESSIONS")

@@ -6,7 +6,7 @@ slowest character class (trigraphs and spaced splices: all four readings; docs/S
 text changed each time (the guard remembers texts it judged); attacker
 B posts runs of 300 results with 99 KB errors (about 30 MB each). The victim posts a one-variant job
 every 0.5 s and a reader GETs /api/results?limit=100 every 0.1 s, each timed. The server processes'
-resident memory is read from /proc throughout. SQLite in a temporary data folder; no worker (the
+memory is read from /proc throughout (resident, and proportional: shared pages divided). SQLite in a temporary data folder; no worker (the
 jobs stay queued).
 
   python3 scripts/studies/two_attackers.py --seconds 60
@@ -33,12 +33,14 @@ from core.tokens import create_token  # noqa: E402
 from worker.process_tree import descendants  # noqa: E402
 
 
-def rss_mb(pids: list[int]) -> float:
+def memory_mb(pids: list[int], field: str, where: str) -> float:
+    """The sum of a /proc field over the processes: VmRSS (status) counts a page shared by forked
+    processes once in each; Pss (smaps_rollup) divides it among them, the memory they take together."""
     total = 0
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/status") as f:
-                total += next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+            with open(f"/proc/{pid}/{where}") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith(field))
         except (OSError, StopIteration):
             pass
     return total / 1024
@@ -82,6 +84,7 @@ def main() -> None:
     seen: dict[str, list[float]] = {"victim_post": [], "reader_get": [], "attacker_a": [], "attacker_b": []}
     statuses: dict[str, list[int]] = {k: [] for k in seen}
     memory: list[float] = []
+    proportional: list[float] = []
 
     def loop(name: str, call, pause: float) -> None:
         n = 0
@@ -115,7 +118,9 @@ def main() -> None:
     for t in threads:
         t.start()
     while time.monotonic() < stop:
-        memory.append(rss_mb([server.pid, *descendants(server.pid)]))
+        tree = [server.pid, *descendants(server.pid)]
+        memory.append(memory_mb(tree, "VmRSS:", "status"))
+        proportional.append(memory_mb(tree, "Pss:", "smaps_rollup"))
         time.sleep(1)
     for t in threads:
         t.join()
@@ -129,6 +134,7 @@ def main() -> None:
                         "max_s": round(ordered[-1], 3) if ordered else None,
                         "statuses": sorted(set(statuses[name]))}
     report["server_rss_mb_max"] = round(max(memory), 1) if memory else None
+    report["server_pss_mb_max"] = round(max(proportional), 1) if proportional else None
     print(json.dumps(report, indent=1))
 
 

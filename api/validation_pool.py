@@ -1,0 +1,48 @@
+"""Large request bodies validated in a process of their own (issue 49, must-show 2).
+
+A job's sources pass the source guard and a posted run is parsed and checked, both pure Python: on a
+thread of the API's process they held its GIL for seconds (400 KB of the guard's slowest characters:
+4.5 s; 300 results of 99 KB errors: 1.4 s), and every other request of that process, a reader's
+list among them, waited its turns. Here a body past LARGE_BYTES goes to a small pool of processes
+(GEMMWATCH_VALIDATION_PROCESSES at once per API process, each forked from a single-threaded fork
+server, never from the threaded server),
+one at a time for each writer; a small body, a victim's trivial job, is still checked on a thread
+at once. What comes back is the validated model or the 422's errors, the same either way.
+"""
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+LARGE_BYTES = 64 << 10
+
+_pools: dict[tuple[int, int], ProcessPoolExecutor] = {}
+
+
+def executor(size: int) -> ProcessPoolExecutor:
+    """This process's pool (a forked server's children make their own). Each body is checked in a
+    fresh process forked from a fork server that has the checks imported (milliseconds, its pages
+    shared), which ends with it: a 30 MB parse leaves no heap behind in a process that lives on."""
+    key = (os.getpid(), size)
+    if key not in _pools:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["api.job_body"])
+        _pools[key] = ProcessPoolExecutor(max_workers=size, mp_context=context, max_tasks_per_child=1)
+    return _pools[key]
+
+
+def shut_down() -> None:
+    for key in [k for k in _pools if k[0] == os.getpid()]:
+        _pools.pop(key).shutdown(wait=False, cancel_futures=True)
+
+
+def warm(size: int) -> None:
+    """Start the pool's processes now (a spawn and the imports: ~1.5 s), not at the first large body."""
+    if size:
+        pool = executor(size)
+        for done in [pool.submit(_imported) for _ in range(size)]:
+            done.result()
+
+
+def _imported() -> None:
+    import api.job_body  # noqa: F401  (what every check needs, loaded before the first)
