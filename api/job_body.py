@@ -48,22 +48,24 @@ async def job_from(request: Request) -> JobCreate:
     return await validated_body(request, _checked_job)
 
 
-async def results_from(request: Request) -> ResultBatchIn:
-    return await validated_body(request, _checked_results)
-
-
 async def validated_body(request: Request, check):
-    """check(raw, cfg): a small body on a thread, at most the process's validation slots at once; a
-    large one in the validation processes (api/validation_pool.py); each writer's bodies one at a
-    time (its token, else its address: api/loop_slots.py)."""
-    raw = await request.body()
+    return await off_the_loop(request, check, await request.body())
+
+
+async def off_the_loop(request: Request, work, raw: bytes, *args):
+    """work(raw, cfg, *args): for a small body on a thread, at most the process's validation slots
+    at once; for a large one in a validation process (api/validation_pool.py); each writer's
+    bodies one at a time (its token, else its address: api/loop_slots.py)."""
     cfg = settings_of(request)
     if cfg.validation_processes and len(raw) > validation_pool.LARGE_BYTES:
         async with request.app.state.heavy_slots.turn(_writer(request)):
             pool = validation_pool.executor(cfg.validation_processes)
-            return await asyncio.get_running_loop().run_in_executor(pool, check, raw, cfg)
+            # Submitted from a thread: a submit may start the fork server and wait for its imports
+            # (1.5 s the first time), which on the event loop would hold every request of the process.
+            done = await run_in_threadpool(pool.submit, work, raw, cfg, *args)
+            return await asyncio.wrap_future(done)
     async with request.app.state.validation_slots.turn(_writer(request)):
-        return await run_in_threadpool(check, raw, cfg)
+        return await run_in_threadpool(work, raw, cfg, *args)
 
 
 def _writer(request: Request) -> str:
@@ -97,7 +99,7 @@ def _parsed_from_python(model, raw: bytes):
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
 
 
-def _checked_results(raw: bytes, _cfg: Settings) -> ResultBatchIn:
+def checked_results(raw: bytes, _cfg: Settings) -> ResultBatchIn:
     return _parsed_from_python(ResultBatchIn, raw)
 
 

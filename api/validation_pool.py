@@ -22,11 +22,13 @@ _pools: dict[tuple[int, int], ProcessPoolExecutor] = {}
 def executor(size: int) -> ProcessPoolExecutor:
     """This process's pool (a forked server's children make their own). Each body is checked in a
     fresh process forked from a fork server that has the checks imported (milliseconds, its pages
-    shared), which ends with it: a 30 MB parse leaves no heap behind in a process that lives on."""
+    shared), which ends with it: a 30 MB parse leaves no heap behind in a process that lives on.
+    The fork server starts with the first large body of the process (about 1.5 s, once), not with the
+    process: most never see one."""
     key = (os.getpid(), size)
     if key not in _pools:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["api.job_body"])
+        context.set_forkserver_preload(["api.job_body", "api.routes.results"])
         _pools[key] = ProcessPoolExecutor(max_workers=size, mp_context=context, max_tasks_per_child=1)
     return _pools[key]
 
@@ -35,14 +37,3 @@ def shut_down() -> None:
     for key in [k for k in _pools if k[0] == os.getpid()]:
         _pools.pop(key).shutdown(wait=False, cancel_futures=True)
 
-
-def warm(size: int) -> None:
-    """Start the pool's processes now (a spawn and the imports: ~1.5 s), not at the first large body."""
-    if size:
-        pool = executor(size)
-        for done in [pool.submit(_imported) for _ in range(size)]:
-            done.result()
-
-
-def _imported() -> None:
-    import api.job_body  # noqa: F401  (what every check needs, loaded before the first)

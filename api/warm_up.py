@@ -27,7 +27,6 @@ from core.db import engine_of, session_factory
 async def lifespan(app: FastAPI):
     anyio.to_thread.current_default_thread_limiter().total_tokens = app.state.settings.api_threads
     await anyio.to_thread.run_sync(warm_up, app.state.settings)
-    await anyio.to_thread.run_sync(validation_pool.warm, app.state.settings.validation_processes)
     # Everything imported and built so far lives as long as the process: ~136,000 objects, the
     # dashboard's Plotly most of them. Left in the collector's care, every full collection walked
     # them all, ~100 ms with the process idle and ~200 ms under load, and the jobs of whichever

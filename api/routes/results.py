@@ -1,15 +1,16 @@
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
-from starlette.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import defer
 
 from api.auth import Credentials, authorize_write
-from core.web_deps import SessionDep, SettingsDep
+from core.db import session_factory
+from core.web_deps import SessionDep
 from core.models import Commit, Gpu, Job, Profile, Result, utcnow
-from api.job_body import INVALID, RESULTS_BODY_OPENAPI, results_from
+from api.job_body import INVALID, RESULTS_BODY_OPENAPI, checked_results, off_the_loop
 from api.posted_schemas import ResultBatchIn, ResultBatchOut
 from api.schemas import ProfileOut, ResultDetailOut, ResultOut
 from core.form_keys import PATTERN as FORM_KEY
@@ -90,14 +91,32 @@ _NEXT = {name: {"operationId": op, "parameters": {"job_id": "$response.body#/job
                         200: {"description": "this run_id was posted before: its job", "links": _NEXT},
                         409: {"description": "the GPU, or the commit, is recorded with another identity (the answer"
                                              " says what differs)"}, 422: INVALID})
-async def post_results(request: Request, db: SessionDep, cfg: SettingsDep, response: Response, creds: Credentials):
+async def post_results(request: Request, creds: Credentials):
     """Results measured elsewhere (`gemmwatch run --post`), stored as a finished job (the body:
-    ResultBatchIn, parsed and checked on a thread: api/job_body.py).
+    ResultBatchIn, parsed, checked and stored on a thread, or for a large one in a process of its
+    own: api/job_body.py).
     Idempotent on run_id, per token: the same token posting a run_id again gets its first job
     back and adds nothing; another token's run_id is a run of its own.
     Needs a token with the `results` scope."""
-    body = await results_from(request)
-    return await run_in_threadpool(_store_run, body, db, cfg, response, creds)
+    status, content, headers = await off_the_loop(request, store_posted_run, await request.body(), creds)
+    if status >= 400:
+        raise HTTPException(status_code=status, detail=content["detail"], headers=headers)
+    return JSONResponse(content, status_code=status)
+
+
+def store_posted_run(raw: bytes, cfg, creds) -> tuple[int, dict, dict | None]:
+    """A posted run parsed, checked and stored where it was parsed, its answer as (status, JSON,
+    headers): in a validation process for a large body (api/validation_pool.py), the server's
+    process never holds the run's model, only the raw body and this answer (issue 49, must-show 2).
+    A 422 is raised as it comes (RequestValidationError pickles), for the app's own handler."""
+    try:
+        body = checked_results(raw, cfg)
+        response = Response(status_code=201)
+        with session_factory(cfg)() as db:
+            out = _store_run(body, db, cfg, response, creds)
+        return response.status_code, out.model_dump(mode="json"), None
+    except HTTPException as exc:  # it does not pickle, its parts do: the route raises it again
+        return exc.status_code, {"detail": exc.detail}, dict(exc.headers or {}) or None
 
 
 def _store_run(body: ResultBatchIn, db, cfg, response: Response, creds) -> ResultBatchOut:
