@@ -53,19 +53,23 @@ def hgemm_mma(tmp_path_factory) -> Path:
                        ROOT / "docs" / "examples" / "yencal-cuda-hgemm-mma.gemmwatch.json")
 
 
-def test_the_repositorys_kernels_verify_as_it_builds_them(gpu_stack, fastcu):
-    """Kernel 3 (the debug buffer), 8 (clusters) and 10-12 (C's map kept from the first call), at
-    the runner's own size, through the API and a GPU worker, in the manifest's burst mode."""
-    client = gpu_stack
-    wanted = [f"fastcu_matmul_{n}" for n in (3, 8, 10, 11, 12)]
-    sources = [d.model_dump(mode="json") for d in load_folder(fastcu, wanted)]
-    posted = client.post("/api/jobs", json={"sources": sources, "sizes": [[8192, 8192, 8192]]})
+def _verified(client, folder: Path, wanted: list[str], size: int) -> dict[str, dict]:
+    """The folder's kernels of those names through the API and a GPU worker at size^3: every one
+    there and verified; their results by name."""
+    sources = [d.model_dump(mode="json") for d in load_folder(folder, wanted)]
+    posted = client.post("/api/jobs", json={"sources": sources, "sizes": [[size, size, size]]})
     assert posted.status_code == 202, posted.text
     job = wait_for_job(client, posted.json()["id"], timeout=900)
     got = {r["variant"]: r for r in job["results"]}
     assert set(got) == set(wanted), job["error"]
     bad = {name: r["error"] for name, r in got.items() if not r["verified"]}
     assert not bad, bad
+    return got
+
+def test_the_repositorys_kernels_verify_as_it_builds_them(gpu_stack, fastcu):
+    """Kernel 3 (the debug buffer), 8 (clusters) and 10-12 (C's map kept from the first call), at
+    the runner's own size, through the API and a GPU worker, in the manifest's burst mode."""
+    got = _verified(gpu_stack, fastcu, [f"fastcu_matmul_{n}" for n in (3, 8, 10, 11, 12)], 8192)
     for name, r in got.items():
         assert r["mode"] == "burst" and r["gflops"] > 100_000, (name, r["mode"], r["gflops"])
         launch = r["env"]["launch"]
@@ -78,18 +82,9 @@ def test_class_template_launchers_with_fp16_sums_and_curand_verify(gpu_stack, hg
     """Three of the nine (the first step, the cp.async ring, the last step) at 4096^3: each loads
     (cuRAND found for its unit's own input fill), is called by its template-instance name, and is
     verified in the form it computes, FP16 sums, beta never read."""
-    client = gpu_stack
     wanted = ["mma_direct_128x128x64_64x64", "mma_multistage_256x128x64_64x64_s3",
               "mma_final_128x128x64_64x64_s3_swtrue_bs16"]
-    sources = [d.model_dump(mode="json") for d in load_folder(hgemm_mma, wanted)]
-    posted = client.post("/api/jobs", json={"sources": sources, "sizes": [[4096, 4096, 4096]]})
-    assert posted.status_code == 202, posted.text
-    job = wait_for_job(client, posted.json()["id"], timeout=900)
-    got = {r["variant"]: r for r in job["results"]}
-    assert set(got) == set(wanted), job["error"]
-    bad = {name: r["error"] for name, r in got.items() if not r["verified"]}
-    assert not bad, bad
-    for name, r in got.items():
+    for name, r in _verified(gpu_stack, hgemm_mma, wanted, 4096).items():
         launch = r["env"]["launch"]
         assert r["form"] == "rrr+alpha+acc16" and r["mode"] == "burst", (name, r["form"], r["mode"])
         assert launch["target"] == "sm_80+" and launch["launcher"].endswith(">::Run"), launch
