@@ -10,12 +10,16 @@ existing file and for a missing one is the same, word for word but the path.
 Real nvcc (the nvidia-cuda-nvcc wheel) in the real confined compile process; no GPU needed.
 """
 
+import httpx
 import pytest
 
 from core.kernel import resolve
 from core.kernel_description import KernelDescription
 from core.settings import Settings
+from tests.conftest import HTTP_TIMEOUT_S, wait_for_job
+from tests.descriptions import one_file
 from tests.fake_gpu import H100_FIGURES
+from tests.test_request_gate import token_with
 from worker import compiler, nvcc
 from worker.compiled import CompileError
 
@@ -50,3 +54,41 @@ def test_an_existing_file_and_a_missing_one_get_the_same_answer(probe, tmp_path)
     assert "Permission denied" not in said_exists, said_exists
     assert said_exists.replace(exists, "PATH") == said_missing.replace(missing, "PATH"), (said_exists, said_missing)
     assert "no" in said_missing  # the #else branch ran for both: the probe read "absent"
+
+
+@pytest.mark.skipif(nvcc.nvcc_path(Settings()) is None, reason="needs nvcc (gemmwatch[compile])")
+def test_row_6_through_the_server_and_a_worker(cfg, start_worker, live_server):
+    """The row as it was found: jobs posted to the real server (both databases), compiled by a real
+    worker, the answer read back as every reader reads it. A file of the worker's data folder that
+    exists and one that does not: the stored errors differ only in the path."""
+    start_worker(cfg, GEMMWATCH_COMPILE_TIMEOUT_S="300")
+    base = live_server(cfg)
+    token = token_with(cfg, "prober")
+    secret = cfg.data_dir / "probe-target"
+    secret.write_text("a file the job must not learn of\n")
+    answers = {}
+    for label, path in (("exists", str(secret)), ("missing", str(secret) + "-absent")):
+        text = PROBES["pasted in #if"].format(path=path) + GEMM
+        body = {"sources": [one_file("probe", text, "probe", [16, 16], compiler="nvcc")], "sizes": [[16, 16, 16]]}
+        posted = httpx.post(f"{base}/api/jobs", json=body, headers={"Authorization": f"Bearer {token}"},
+                            timeout=HTTP_TIMEOUT_S)
+        assert posted.status_code == 202, posted.text
+        with httpx.Client(base_url=base, timeout=HTTP_TIMEOUT_S) as reader:
+            job = wait_for_job(reader, posted.json()["id"], timeout=300)
+        (only,) = job["results"]
+        assert not only["verified"]
+        answers[label] = (only["error"] or "").replace(path, "PATH")
+    assert "Permission denied" not in answers["exists"], answers["exists"]
+    assert answers["exists"] == answers["missing"], answers
+
+
+GEMM = """extern "C" __global__ void probe(int M, int N, int K, float alpha, const float *A, const float *B,
+                                   float beta, float *C) {
+    int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+    C[row * N + col] = alpha * acc + beta * C[row * N + col];
+}
+"""
+
