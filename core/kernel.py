@@ -61,7 +61,7 @@ class Launch:
     compute_mode: str = "fp32"
     output: str = "input"
     tolerance: float | None = None  # the description's own; None: the runner's default for the precision
-    # Per matrix ("A", "B"): (box elements along its contiguous dimension, box lines, swizzle bytes).
+    # Per matrix ("A", "B", "C"): (box elements along its contiguous dimension, box lines, swizzle bytes).
     tensor_maps: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     launcher: str | None = None  # the repository's host launcher the runner calls (nvcc), else None
     # "builtin": this project's own kernels/; "job": brought by a job, so hostile until proven
@@ -170,8 +170,11 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
     grid = (None if desc.grid is None else ("tile", *desc.grid.tile, desc.grid.order)
             if isinstance(desc.grid, TileGrid) else ("xyz", desc.grid.x, desc.grid.y, desc.grid.z))
     defines = {name: scope[name] for name in desc.defines} | values
-    maps: dict[str, tuple[int, int, int]] = {matrix: tensor_map_box(desc.name, matrix, t, scope, desc.precision.input_type)
-            for matrix, t in desc.tensor_maps.items()}
+    precision = desc.precision
+    maps: dict[str, tuple[int, int, int]] = {
+        matrix: tensor_map_box(desc.name, matrix, t, scope,
+                               precision.output_type if matrix == "C" else precision.input_type)
+        for matrix, t in desc.tensor_maps.items()}
     return Launch(
         variant=desc.name, files=dict(desc.files), source=desc.source, include_dirs=tuple(desc.include_dirs),
         entry=desc.entry, args=tuple(desc.args), form=desc.form,
@@ -183,7 +186,7 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
     )
 
 
-def tensor_map_box(variant: str, matrix: str, spec: TensorMap, scope: dict[str, int], input_type: str
+def tensor_map_box(variant: str, matrix: str, spec: TensorMap, scope: dict[str, int], data_type: str
                    ) -> tuple[int, int, int]:
     """The map's box on this GPU, checked against what cuTensorMapEncodeTiled accepts: each side
     1..256 elements, the contiguous side a multiple of 16 bytes and within the swizzle span."""
@@ -191,9 +194,9 @@ def tensor_map_box(variant: str, matrix: str, spec: TensorMap, scope: dict[str, 
         inner, outer = (kernel_expr.evaluate(d, scope) for d in spec.box)
     except ExprError as exc:
         raise ValueError(f"{variant}: tensor_maps.{matrix}.box: {exc}") from None
-    span = inner * TYPE_BYTES[input_type]
+    span = inner * TYPE_BYTES[data_type]
     if not (1 <= inner <= 256 and 1 <= outer <= 256) or span % 16 or (spec.swizzle and span > spec.swizzle):
-        raise ValueError(f"{variant}: tensor_maps.{matrix}.box [{inner}, {outer}] of {input_type}: each side 1..256, "
+        raise ValueError(f"{variant}: tensor_maps.{matrix}.box [{inner}, {outer}] of {data_type}: each side 1..256, "
                          f"the first a multiple of 16 bytes" + (f" and at most the swizzle's {spec.swizzle}"
                                                                 if spec.swizzle else ""))
     return inner, outer, spec.swizzle

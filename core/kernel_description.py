@@ -29,11 +29,12 @@ RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
 # The arguments a GEMM kernel may take, in the order it declares them (the default: cuBLAS's
 # order, which most kernel repositories follow). Dimensions and leading dimensions are passed as
 # 32-bit ints, alpha and beta as floats, A, B and C as pointers to the matrices in `layout`.
-# A_map and B_map: the address of a TMA tensor map over A or B in global memory (`tensor_maps`).
+# A_map, B_map and C_map: a TMA tensor map over A, B or C (`tensor_maps`), by address or by value
+# (`const __grid_constant__ CUtensorMap`), as the kernel declares it.
 # stream: a launcher's cudaStream_t (the stream the runner times on); launchers only.
 # batch: the number of matrices of a batched call; stride_a, stride_b, stride_c: the elements
 # between one matrix of the batch and the next (packed: rows x cols).
-ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map", "stream",
+ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map", "C_map", "stream",
                   "batch", "stride_a", "stride_b", "stride_c"]
 DEFAULT_ARGS: tuple[ArgName, ...] = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
 # A parameter that is none of the GEMM's own, said in the repository's words: "null", a pointer passed
@@ -127,7 +128,8 @@ class ExprGrid(BaseModel):
 
 class TensorMap(BaseModel):
     """A TMA tensor map (Hopper's tensor memory accelerator) over one matrix as it lies in memory,
-    made by the runner with cuTensorMapEncodeTiled and passed by address (`A_map`, `B_map`)."""
+    made by the runner with cuTensorMapEncodeTiled (`A_map`, `B_map`, `C_map`), passed by address or
+    by value as the kernel's parameter is declared."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -184,16 +186,17 @@ class KernelDescription(BaseModel):
                           "runner), sustained; none: the job's, else the worker's GEMMWATCH_TIMING_MODE")
     args: list[Arg] = Field(default_factory=lambda: list[Arg](DEFAULT_ARGS), min_length=3, max_length=24,
                                 description="the kernel's parameters in order; M, N, K, lda, ldb, ldc as int, alpha and "
-                                            "beta as float, A, B, C as pointers; A_map, B_map as the address of the "
-                                            "matrix's tensor map (`tensor_maps`), or 0 where the TMA cannot describe "
-                                            "the matrix (a line not a multiple of 16 bytes, a base not 16-byte aligned); "
+                                            "beta as float, A, B, C as pointers; A_map, B_map, C_map: the matrix's "
+                                            "tensor map (`tensor_maps`), by address (0 where the TMA cannot describe "
+                                            "the matrix: a line not a multiple of 16 bytes) or by value "
+                                            "(`const __grid_constant__ CUtensorMap`: such a case is refused); "
                                             "with a `launcher`, its parameters in order, `stream` among them, each "
                                             "passed in the type its library declares (a scalar by pointer: a host one); "
                                             '"null" (a pointer passed as nullptr: a debug buffer), "ignored" (a '
                                             'parameter never read: zero in its type), "=2" (a constant in its type)')
-    tensor_maps: dict[Literal["A", "B"], TensorMap] = Field(
+    tensor_maps: dict[Literal["A", "B", "C"], TensorMap] = Field(
         default_factory=dict, description="TMA tensor maps the kernel takes (sm_90 and later), by matrix; each needs "
-                                          "its A_map or B_map in args")
+                                          "its A_map, B_map or C_map in args")
     layout: Literal["row", "column"] | OperandLayouts = Field(
         "row", description='how A (M x K), B (K x N) and C (M x N) lie in memory: all alike ("row", "column"), or '
                            'each its own ({"A": "row", "B": "col", "C": "row"}); leading dimensions and batch '
@@ -314,15 +317,15 @@ class KernelDescription(BaseModel):
         if self.output == "fp32" and self.compute_mode not in NARROW_MODES:
             raise ValueError(f'output "fp32" is for fp16, bf16 and fp8 kernels; a {self.compute_mode} kernel writes '
                              'FP32 already (leave output as "input")')
-        # A and B each by its pointer, its tensor map or both (a TMA kernel may read an operand
-        # through its map alone); C by its pointer.
+        # A, B and C each by its pointer, its tensor map or both (a TMA kernel may read an operand,
+        # or write C, through its map alone).
         roles = self.roles
         if len(set(roles)) != len(roles):
             raise ValueError(f"args {self.args}: each name once (null, ignored and =constants may repeat)")
         missing = [x for x in ("A", "B", "C") if x not in self.args and f"{x}_map" not in self.args]
         if missing:
-            raise ValueError(f"args {self.args}: C among them, and A and B each as its pointer (A, B) or its tensor "
-                             f"map (A_map, B_map, with tensor_maps); missing {', '.join(missing)}")
+            raise ValueError(f"args {self.args}: A, B and C each as its pointer (A, B, C) or its tensor map (A_map, "
+                             f"B_map, C_map, with tensor_maps); missing {', '.join(missing)}")
         maps_in_args = {a.removesuffix("_map") for a in self.args if a.endswith("_map")}
         if maps_in_args != set(self.tensor_maps):
             raise ValueError(f"args name the tensor maps of {sorted(maps_in_args) or 'no matrix'} and tensor_maps "

@@ -82,7 +82,7 @@ def marker(launch: Launch | None, name: str) -> int | None:
 # A built-in kernel is not compiled on the double (a job's is): its parameters are taken to be
 # what its description's roles say, as the built-ins declare them (int sizes, float scalars).
 _DECLARED = {"alpha": "float", "beta": "float", "A": "void*", "B": "void*", "C": "void*", "A_map": "void*",
-             "B_map": "void*"}
+             "B_map": "void*", "C_map": "void*"}
 
 
 class FakeKernel:
@@ -232,7 +232,8 @@ class FakeDevice:
         # What the kernel receives, marshalled as on the GPU: a scalar passed as __half is rounded,
         # and a size that does not survive its parameter's type would show here.
         named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch)
-        named.update({f"{matrix}_map": np.uint64(0) for matrix in launch.tensor_maps})  # no TMA on the CPU
+        by_value = kernel_args.maps_by_value(kernel.plan)  # no TMA on the CPU: address 0, or a zero map by value
+        named.update({f"{x}_map": bytes(128) if x in by_value else np.uint64(0) for x in launch.tensor_maps})
         passed = dict(zip(launch.args, kernel_args.values(kernel.plan, named, np)))
         hows = dict(kernel.plan.passing)
         for role, size in (("M", m), ("N", n), ("K", k)):

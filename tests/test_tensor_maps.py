@@ -1,5 +1,6 @@
-"""TMA tensor maps in a kernel description (`tensor_maps`, args A_map and B_map): what a description
-may say, what the runner asks the driver for, and where it passes no map. The driver's encoding
+"""TMA tensor maps in a kernel description (`tensor_maps`, args A_map, B_map and C_map): what a
+description may say, what the runner asks the driver for, how it passes a map (by address or by
+value, as the kernel declares it), and where it passes none. The driver's encoding
 itself and the kernels that read the maps are tested on the GPU (tests/test_gpu.py)."""
 
 import re
@@ -84,25 +85,66 @@ def test_the_tma_builtin_describes_the_map_its_kernel_reads():
     assert pairs.grid(4096, 8, 4096) == (2, 16, 1) and pairs.grid(1000, 1100, 1000) == (10, 4, 1)  # clusters of two
 
 
-@pytest.mark.parametrize(("role", "spelled", "size", "words"), [
-    ("A", "CUtensorMap_st const*", 8, "A is a tensor map, not a matrix: name it A_map in args"),
-    ("A_map", "CUtensorMap_st", 128, "A_map is a CUtensorMap by value (__grid_constant__)"),
-])
-def test_a_tensor_map_parameter_named_otherwise_is_refused_by_name(role, spelled, size, words):
-    """A map named A would be handed the matrix itself (a fault on the GPU, and nothing said); a map
-    by value would be handed an address."""
-    roles = ("M", "N", "K", role)
-    params = [["int", 4], ["int", 4], ["int", 4], [spelled, size]]
-    with pytest.raises(kernel_args.ArgumentMismatch, match=re.escape(words)):
-        kernel_args.plan("k", roles, params, "bfloat16", "bfloat16")
-    assert kernel_args.plan("k", ("M", "N", "K", "A_map"), [*params[:3], ["CUtensorMap_st const*", 8]],
-                            "bfloat16", "bfloat16").passing[-1] == ("A_map", "ptr")
+def test_a_tensor_map_parameter_named_as_its_matrix_is_refused_by_name():
+    """A map named A would be handed the matrix itself: a fault on the GPU, and nothing said."""
+    params = [["int", 4], ["int", 4], ["int", 4], ["CUtensorMap_st const*", 8]]
+    with pytest.raises(kernel_args.ArgumentMismatch, match=re.escape("A is a tensor map, not a matrix: name it A_map")):
+        kernel_args.plan("k", ("M", "N", "K", "A"), params, "bfloat16", "bfloat16")
+    assert kernel_args.plan("k", ("M", "N", "K", "A_map"), params, "bfloat16", "bfloat16").passing[-1] == ("A_map", "ptr")
+
+
+MAP_PARAMS = [["int", 4], ["int", 4], ["int", 4], ["__nv_bfloat16*", 8]]
+
+
+@pytest.mark.parametrize("spelled", ["CUtensorMap_st", "CUtensorMap_st const", None])  # None: extern "C", size only
+def test_a_map_taken_by_value_is_passed_as_its_128_bytes(spelled):
+    """`const __grid_constant__ CUtensorMap A_map`, as CUTLASS and most Hopper repositories take it."""
+    roles = ("M", "N", "K", "C", "A_map", "B_map")
+    params = [*MAP_PARAMS, [spelled, 128], ["CUtensorMap_st const*", 8]]
+    plan = kernel_args.plan("k", roles, params, "bfloat16", "bfloat16")
+    assert plan.passing[-2:] == (("A_map", "map"), ("B_map", "ptr"))
+    assert kernel_args.maps_by_value(plan) == frozenset({"A"})
+    encoded = bytes(range(128))
+    (passed,) = kernel_args.value("map", encoded, None)  # one element: CuPy passes it by value, all 128 bytes
+    assert passed.tobytes() == encoded and passed.dtype.itemsize == 128
+
+
+def test_a_map_by_value_of_another_size_is_refused():
+    with pytest.raises(kernel_args.ArgumentMismatch, match="A_map is a CUtensorMap of 64 bytes, not 128"):
+        kernel_args.plan("k", ("M", "N", "K", "C", "A_map"), [*MAP_PARAMS, ["CUtensorMap_st", 64]], "bfloat16",
+                         "bfloat16")
+
+
+def test_c_may_be_reached_through_its_map_alone_and_its_box_is_in_the_outputs_type():
+    args = ["M", "N", "K", "alpha", "A", "B", "beta", "C_map"]
+    desc = described(args=args, tensor_maps={"C": {"box": [4, 64]}}, compute_mode="fp16", output="fp32")
+    assert resolve(desc, {}, H100_FIGURES).tensor_maps == {"C": (4, 64, 0)}  # 4 FP32: 16 bytes, a TMA line
+    with pytest.raises(ValueError, match=r"box \[4, 64\] of float16"):  # 4 FP16: 8 bytes, none
+        resolve(described(args=args, tensor_maps={"C": {"box": [4, 64]}}, compute_mode="fp16"), {}, H100_FIGURES)
+
+
+def test_a_map_by_value_refuses_the_sizes_the_tma_cannot_describe_even_beside_its_pointer():
+    """By address, a kernel with A's pointer too gets address 0 at K = 997 and copies another way;
+    by value no map can say "none", so that case is refused, saying why."""
+    launch = resolve(described(args=ARGS, tensor_maps={"A": {"box": [32, 64]}}), {}, H100_FIGURES)
+    assert tensor_maps.unreadable(launch, 1000, 1003, 997) is None
+    why = tensor_maps.unreadable(launch, 1000, 1003, 997, by_value=frozenset({"A"}))
+    assert why == ("k reaches A through A_map, which it takes by value (a map by address could be 0 here), and the TMA "
+                   "cannot describe A at 1000x1003x997: a line of 997 elements is 3988 bytes, not a multiple of 16")
+    assert tensor_maps.unreadable(launch, 1000, 1003, 1000, by_value=frozenset({"A"})) is None
+
+
+def test_the_map_of_c_describes_c_in_its_layout():
+    c = tensor_maps.request("C", "row", 1000, 1100, 1000, 4096, "float32", (16, 64, 0))
+    assert (c.dims, c.line_bytes) == ((1100, 1000), 4400)
+    column = tensor_maps.request("C", "column", 1000, 1100, 1000, 4096, "float32", (16, 64, 0))
+    assert (column.dims, column.line_bytes) == ((1000, 1100), 4000)
 
 
 @pytest.mark.parametrize("args", [
     ["M", "N", "K", "C", "A_map", "A_map", "B"],  # A's map twice, no pointer: still each name once
     ["M", "N", "K", "C", "B_map"],  # neither A nor its map
-    ["M", "N", "K", "A_map", "B_map"],  # no C: C has no map
+    ["M", "N", "K", "A_map", "B_map"],  # no C, neither its pointer nor its map
     ["M", "N", "K", "C", "a_map", "B"],  # a spelling the names do not have
 ])
 def test_a_map_only_kernel_still_names_each_operand_once(args):

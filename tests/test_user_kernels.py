@@ -70,9 +70,28 @@ def test_a_kernel_that_reads_a_through_its_map_alone_gets_in_and_is_refused_wher
     job = wait_for_job(stack, resp.json()["id"])
     odd, even = sorted(job["results"], key=lambda r: r["k"], reverse=True)
     assert not odd["verified"] and odd["status"] == "failed", odd
-    assert ("my_gemm reads A through its tensor map alone (A_map, no A among its args), and the TMA cannot describe "
+    assert ("my_gemm reaches A through its tensor map alone (A_map, no A among its args), and the TMA cannot describe "
             "A at 33x17x33: a line of 33 elements is 132 bytes, not a multiple of 16") in odd["error"], odd["error"]
     assert even["error"] is None and even["env"]["launch"]["tensor_maps"] == {"A": [32, 16, 128]}, even
+
+
+# The same kernel taking A's map by value, as CUTLASS and most Hopper repositories do
+# (`const __grid_constant__ CUtensorMap`; NVRTC has no cuda.h, so the struct is spelled out).
+BY_VALUE = ("struct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; };\n"
+            + GOOD.replace("float beta, float* C)", "float beta, float* C, const __grid_constant__ CUtensorMap_st A_map)"))
+
+
+def test_a_kernel_that_takes_its_map_by_value_runs_where_a_map_can_be_made_and_is_refused_elsewhere(stack):
+    """By address, this kernel would get address 0 at K = 33 and copy A another way; by value there
+    is no "no map", so that case is refused, saying why, and the K = 32 case runs."""
+    mapped = source(text=BY_VALUE, args=MAP_ARGS, tensor_maps={"A": {"box": [32, 16], "swizzle": 128}})
+    resp = stack.post("/api/jobs", json={"sources": [mapped], "sizes": [[33, 17, 33], [33, 17, 32]]})
+    assert resp.status_code == 202, resp.text
+    job = wait_for_job(stack, resp.json()["id"])
+    odd, even = sorted(job["results"], key=lambda r: r["k"], reverse=True)
+    assert ("my_gemm reaches A through A_map, which it takes by value (a map by address could be 0 here), and the TMA "
+            "cannot describe A at 33x17x33: a line of 33 elements is 132 bytes, not a multiple of 16") in odd["error"], odd
+    assert even["verified"] and even["error"] is None, even
 
 
 def test_variants_default_to_the_sources(stack):

@@ -162,21 +162,23 @@ class CupyDevice:
         if smem > 0 and function.max_dynamic_shared_size_bytes < smem:
             function.max_dynamic_shared_size_bytes = smem  # past 48 KiB a kernel gets it only when it asks
         named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch)
+        by_value = kernel_args.maps_by_value(kernel.plan)
         for matrix, box in launch.tensor_maps.items():
-            named[f"{matrix}_map"] = self._tensor_map(matrix, launch, m, n, k, a if matrix == "A" else b, box)
+            encoded = self._tensor_map(matrix, launch, m, n, k, {"A": a, "B": b, "C": c}[matrix], box)
+            # By value: the bytes themselves (problem.kernel_call refused the sizes with no map);
+            # by address: the map in device memory, kept alive by the call, or address 0.
+            named[f"{matrix}_map"] = (encoded if matrix in by_value else self.cp.uint64(0) if encoded is None
+                                      else self.cp.asarray(numpy.frombuffer(encoded, dtype=numpy.uint8)))
         args = kernel_args.values(kernel.plan, named, self.cp)
         block = launch.block
         return lambda: function(grid, block, args, shared_mem=smem)
 
-    def _tensor_map(self, matrix: str, launch: Launch, m: int, n: int, k: int, x, box):
-        """The matrix's TMA tensor map in device memory (kept alive by the call that passes it),
-        or address 0 where the TMA cannot describe the matrix (worker/tensor_maps.py)."""
-        cp = self.cp
-        req = tensor_maps.request(matrix, launch.form.layout(matrix), m, n, k, x.data.ptr, launch.precision.input_type,
-                                  box)
-        if req is None:
-            return cp.uint64(0)
-        return cp.asarray(numpy.frombuffer(tensor_maps.encode(req), dtype=numpy.uint8))
+    @staticmethod
+    def _tensor_map(matrix: str, launch: Launch, m: int, n: int, k: int, x, box) -> bytes | None:
+        """The matrix's TMA tensor map, or None where the TMA cannot describe it (worker/tensor_maps.py)."""
+        req = tensor_maps.request(matrix, launch.form.layout(matrix), m, n, k, x.data.ptr,
+                                  tensor_maps.data_type(launch, matrix), box)
+        return None if req is None else tensor_maps.encode(req)
 
     def resources(self, kernel: kernel_args.LoadedKernel, launch: Launch, m: int, n: int, k: int) -> dict:
         found = resources.for_function(kernel.function, launch.block, self.device, launch.dynamic_smem(m, n, k))

@@ -16,6 +16,7 @@ import numpy
 
 from core.kernel_description import is_filler
 from worker import half_arrays
+from worker.tensor_maps import MAP_BYTES
 
 INTEGER_ROLES = frozenset({"M", "N", "K", "lda", "ldb", "ldc", "batch", "stride_a", "stride_b", "stride_c"})
 SCALAR_ROLES = frozenset({"alpha", "beta"})
@@ -45,7 +46,8 @@ class ArgumentMismatch(ValueError):
 @dataclass(frozen=True)
 class ArgPlan:
     """Per parameter, in order: (role, how it is passed). How: i32 u32 i64 u64 u16 f32 f64 f16 bf16
-    (by value), ptr (a matrix or tensor map by address, a launcher's stream), null (a null pointer:
+    (by value), ptr (a matrix or tensor map by address, a launcher's stream), map (a tensor map's 128
+    bytes by value: `const __grid_constant__ CUtensorMap`), null (a null pointer:
     the role "null", or "ignored" for a pointer), *f32 *f64 *f16 *bf16
     (a kernel's scalar in device memory, passed by address) or &f32 &f64 &f16 &bf16 (a launcher's
     scalar in host memory: the launcher dereferences it on the host, as leimao's `T const* alpha`)."""
@@ -100,8 +102,7 @@ def _passing(role: str, spelling: str | None, size: int | None, input_type: str,
     if role == "stream":
         return "ptr" if spelling == "CUstream_st*" else "!stream must be a cudaStream_t"
     if role.endswith("_map") and not pointer and base.startswith("CUtensorMap"):
-        return (f"!{role} is a CUtensorMap by value (__grid_constant__); gemmwatch passes a tensor map by address "
-                f"for now: take it as `const CUtensorMap*` (or `const void*`)")
+        return "map" if size in (None, MAP_BYTES) else f"!{role} is a CUtensorMap of {size} bytes, not {MAP_BYTES}"
     if not pointer and size != 8:
         return f"!{role} must be a pointer"
     if role in MATRIX_ROLES and base.startswith("CUtensorMap"):
@@ -147,7 +148,15 @@ def _by_size(role: str, size: int, input_type: str) -> str:
     if role in SCALAR_ROLES:
         two = "bf16" if input_type == "bfloat16" else "f16"
         return {2: two, 4: "f32", 8: "f64"}.get(size, f"!{role} must be a 2-, 4- or 8-byte float, not {size} bytes")
+    if role.endswith("_map") and size == MAP_BYTES:
+        return "map"  # a CUtensorMap by value: no other parameter of the GEMM's is 128 bytes
     return "ptr" if size == 8 else f"!{role} must be a pointer (8 bytes), not {size} bytes"
+
+
+def maps_by_value(arg_plan: ArgPlan | None) -> frozenset[str]:
+    """The matrices whose tensor maps the kernel takes by value ("A" for an A_map passed so)."""
+    return frozenset() if arg_plan is None else frozenset(
+        role.removesuffix("_map") for role, how in arg_plan.passing if how == "map")
 
 
 def value(how: str, x, xp):
@@ -157,6 +166,8 @@ def value(how: str, x, xp):
         return x
     if how == "null":
         return numpy.uint64(0)
+    if how == "map":  # the map's 128 bytes, passed as the parameter itself (a one-element array: by value)
+        return numpy.frombuffer(x, dtype=numpy.dtype((numpy.void, MAP_BYTES)))
     pointer = how.startswith("*")
     kind = how.lstrip("*")
     if kind == "bf16":

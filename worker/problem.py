@@ -5,7 +5,7 @@ runner (worker/runner.py) for a case, and by a confirmation for each of its side
 from core.gemm_form import GemmForm
 from core.kernel import Launch
 from core.precision import Precision
-from worker import half_arrays, tensor_maps
+from worker import half_arrays, kernel_args, tensor_maps
 from worker.cases import Case
 
 FP32 = Precision("fp32")
@@ -84,7 +84,7 @@ class Problem:
         return self.device.cublas_call(self.a_in, self.b_in, out, self.precision, self.form, self.batch)
 
     def kernel_call(self, function, launch: Launch, c, alpha: float, beta: float):
-        refused = tensor_maps.unreadable(launch, self.m, self.n, self.k)
+        refused = tensor_maps.unreadable(launch, self.m, self.n, self.k, kernel_args.maps_by_value(function.plan))
         if refused:
             raise ValueError(refused)
         # FP8: the kernel multiplies the stored numbers; the two scales reach it folded into alpha.

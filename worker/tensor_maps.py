@@ -1,17 +1,20 @@
-"""TMA tensor maps for the kernels that take them (a description's `tensor_maps`, args A_map, B_map).
+"""TMA tensor maps for the kernels that take them (a description's `tensor_maps`, args A_map, B_map, C_map).
 
 A tensor map tells Hopper's tensor memory accelerator how a matrix lies in global memory and
-which box one copy moves into shared memory, with which swizzle. It is made on the host by the
-driver (cuTensorMapEncodeTiled) and is opaque, 128 bytes. The runner puts each map in global
-memory and passes its address: CuPy passes pointers and scalars, not a 128-byte struct by value.
-A kernel reads it there (after `fence.proxy.tensormap::generic.acquire`, since the map was
-written through the ordinary memory path).
+which box one copy moves between it and shared memory, with which swizzle. It is made on the host
+by the driver (cuTensorMapEncodeTiled) and is opaque, 128 bytes. A kernel takes it one of two ways,
+and the runner passes it as the kernel's parameter is declared (worker/kernel_args.py):
+- by address (`const void*`, `const CUtensorMap*`): the runner puts the map in global memory; the
+  kernel reads it there after `fence.proxy.tensormap::generic.acquire`, since the map was written
+  through the ordinary memory path;
+- by value (`const __grid_constant__ CUtensorMap`, as CUTLASS and most Hopper repositories do):
+  the 128 bytes go in the kernel's parameters.
 
 The TMA needs the matrix's base 16-byte aligned and its line (row of a row-major matrix) a
-multiple of 16 bytes. Where either fails (odd K or N) there is no map: the kernel gets address 0
-and must copy another way, so every size still runs. A kernel that takes a matrix through its map
-alone (no A or B pointer among its args) has no other way: such a case is refused, saying why
-(`unreadable`).
+multiple of 16 bytes. Where either fails (odd K or N) there is no map: a kernel taking it by
+address gets address 0 and must copy another way, so every size still runs. A kernel that reaches
+a matrix through its map alone (its pointer not among the args), or that takes the map by value
+(no value says "none"), has no other way: such a case is refused, saying why (`unreadable`).
 """
 
 import ctypes
@@ -42,9 +45,9 @@ class MapRequest:
 
 def request(matrix: str, layout: str, m: int, n: int, k: int, address: int, data_type: str,
             box: tuple[int, int, int]) -> MapRequest | None:
-    """The map of A (M x K) or B (K x N) as `layout` stores it, or None where the TMA cannot
-    describe it (a base not 16-byte aligned, a line not a multiple of 16 bytes)."""
-    rows, cols = (m, k) if matrix == "A" else (k, n)
+    """The map of A (M x K), B (K x N) or C (M x N) as `layout` stores it, or None where the TMA
+    cannot describe it (a base not 16-byte aligned, a line not a multiple of 16 bytes)."""
+    rows, cols = _shape(matrix, m, n, k)
     inner, outer = (cols, rows) if layout == "row" else (rows, cols)
     line_bytes = inner * TYPE_BYTES[data_type]
     if address % 16 or line_bytes % 16:
@@ -75,18 +78,31 @@ def encode(req: MapRequest) -> bytes:
     return ctypes.string_at(at, MAP_BYTES)
 
 
-def unreadable(launch, m: int, n: int, k: int) -> str | None:
-    """Why this case cannot run where the kernel reads a matrix through its tensor map alone (its
-    pointer not among the args) and the TMA cannot describe that matrix at this size; else None."""
+def _shape(matrix: str, m: int, n: int, k: int) -> tuple[int, int]:
+    return {"A": (m, k), "B": (k, n), "C": (m, n)}[matrix]
+
+
+def data_type(launch, matrix: str) -> str:
+    """The type of the elements the map of `matrix` moves: C's is the output's."""
+    return launch.precision.output_type if matrix == "C" else launch.precision.input_type
+
+
+def unreadable(launch, m: int, n: int, k: int, by_value: frozenset[str] = frozenset()) -> str | None:
+    """Why this case cannot run, where the TMA cannot describe a matrix at this size and the kernel
+    has no other way to it: its pointer not among the args, or its map taken by value (by_value:
+    the matrices whose maps are); else None."""
     for matrix, box in launch.tensor_maps.items():
-        if matrix in launch.args:
-            continue  # the kernel has the pointer too: it copies another way where there is no map
-        data_type = launch.precision.input_type
+        alone = matrix not in launch.args
+        if not alone and matrix not in by_value:
+            continue  # the map by address, the pointer too: at address 0 the kernel copies another way
+        kind = data_type(launch, matrix)
+        layout = launch.form.layout(matrix)
         # Device allocations are aligned far past 16 bytes: only the line can fail here.
-        if request(matrix, launch.form.layout(matrix), m, n, k, 0, data_type, box) is None:
-            rows, cols = (m, k) if matrix == "A" else (k, n)
-            line = cols if launch.form.layout(matrix) == "row" else rows
-            return (f"{launch.entry} reads {matrix} through its tensor map alone ({matrix}_map, no {matrix} among its "
-                    f"args), and the TMA cannot describe {matrix} at {m}x{n}x{k}: a line of {line} elements is "
-                    f"{line * TYPE_BYTES[data_type]} bytes, not a multiple of 16")
+        if request(matrix, layout, m, n, k, 0, kind, box) is None:
+            rows, cols = _shape(matrix, m, n, k)
+            line = cols if layout == "row" else rows
+            how = (f"through its tensor map alone ({matrix}_map, no {matrix} among its args)" if alone else
+                   f"through {matrix}_map, which it takes by value (a map by address could be 0 here)")
+            return (f"{launch.entry} reaches {matrix} {how}, and the TMA cannot describe {matrix} at {m}x{n}x{k}: "
+                    f"a line of {line} elements is {line * TYPE_BYTES[kind]} bytes, not a multiple of 16")
     return None
