@@ -42,6 +42,11 @@ def test_gpu_the_repositorys_launchers_verify_and_are_timed(gpu, name, size):
     (HOSTILE / "segfault.c", "SIGSEGV"), (HOSTILE / "exit_zero.c", "exit(0)"), (HOSTILE / "abort.c", "SIGABRT"),
     (HOSTILE / "spin.c", "the launcher ran past its"),
     (HOSTILE / "gpu" / "reset_device.cu", "the launcher"),  # the device reset: returned, but then CuPy's error
+    # Issue 48, must-show 3: a launcher that launches nothing, another kernel on every other call,
+    # or nothing once it has been checked.
+    (HOSTILE / "gpu" / "launches_nothing.cu", "no element of C was written"),
+    (HOSTILE / "gpu" / "every_other_call.cu", "was right: the kernel does not do the same work on every call"),
+    (HOSTILE / "gpu" / "stops_after_checks.cu", "wrong result after timing"),
 ])
 def test_gpu_a_hostile_launcher_fails_its_case_only_and_the_next_case_is_right(gpu, monkeypatch, launcher_file, words):
     monkeypatch.setattr(launcher_case, "CALL_SLACK_S", 20.0)  # the spin is killed in seconds, not minutes

@@ -272,6 +272,26 @@ def hostile(launcher_file: Path) -> KernelDescription:
 
 
 @needs_confinement
+def test_a_launcher_that_is_right_while_checked_and_does_nothing_after_loses_its_timing(runner):
+    """Issue 48, must-show 3: the four checked calls right, every later one returns at once. The
+    timed calls would read as fast as nothing; the call made after them finds C unwritten."""
+    out = runner.run_case(case(hostile(HOSTILE / "stops_after_checks.c"), size=(16, 16, 16)), POLICY)
+    assert not out.verified and out.status == "incorrect", out
+    assert out.error.startswith("wrong result after timing: the call after the timed ones"), out.error
+    assert "left 256 of 256 elements of C unwritten" in out.error and "does not do the same work" in out.error
+    assert out.gflops is None and out.median_ms is None and out.pct_of_cublas is None
+
+
+@needs_confinement
+def test_a_launcher_that_does_other_work_on_every_other_call_is_told_so(runner):
+    out = runner.run_case(case(hostile(HOSTILE / "every_other_call.c"), size=(16, 16, 16)), POLICY)
+    assert not out.verified and out.gflops is None, out
+    assert "wrong result: relative error" in out.error, out.error
+    assert "yet run 1, the same call as run 2 (alpha 1, beta 0), was right: the kernel does not do the same work" \
+        in out.error, out.error
+
+
+@needs_confinement
 @pytest.mark.parametrize(("name", "words"), [("segfault", "the launcher crashed (segmentation fault, SIGSEGV)"),
                                              ("abort", "the launcher crashed (abort, SIGABRT)"),
                                              ("exit_zero", "the launcher called exit(0)"),

@@ -121,7 +121,7 @@ def test_a_compile_error_comes_back_with_the_compiler_log(stack):
     (source(text="x" * 400_001), ["at most 400000 a job"]),
     (source(text=MAPPED, args=MAP_ARGS), ["each map in both"]),
     (source(text=MAP_ONLY, args=["M", "N", "K", "alpha", "beta", "C", "A_map"], tensor_maps={"A": {"box": [32, 16]}}),
-     ["A and B each as its pointer (A, B) or its tensor map", "missing B"]),
+     ["A, B and C each as its pointer (A, B, C) or its tensor map", "missing B"]),
     (source(text=MAPPED, args=MAP_ARGS, tensor_maps={"A": {"box": [32, 16], "swizzle": 16}}), ["0, 32, 64 or 128"]),
 ])
 def test_bad_sources_are_422_and_echo_no_file(client, src, words):

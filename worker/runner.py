@@ -16,6 +16,7 @@ from core.settings import Settings
 from worker import ab, cublas_best, launcher_case, stats, timing, verify
 from worker.cases import Case, CaseOutcome, KernelChoice, TimingPolicy, gflops, not_applicable
 from worker.cupy_device import CupyDevice, NoCudaDevice  # noqa: F401 (NoCudaDevice: part of this module's API)
+from worker.verify import Run
 from worker.problem import Problem
 
 
@@ -44,11 +45,22 @@ class Runner:
         return resolve(choice.description, choice.tunables, self.device.figures(), choice.origin)
 
     def verify(self, function, launch: Launch, problem: Problem, ref, seed: int) -> verify.Check:
+        return verify.check(self.device.xp, self._run(function, launch, problem), ref, problem.c, problem.refill, seed,
+                            self.device.synchronize, problem.read, problem.precision.sentinel(), launch.form.epilogue)
+
+    def after_timing(self, function, launch: Launch, problem: Problem, ref, tolerance: float) -> str | None:
+        """Run 1 of the check once more, after the timed calls: why their timing cannot stand, or None."""
+        unwritten, error = verify.sentinel_run(self.device.xp, self._run(function, launch, problem), ref, problem.c,
+                                               problem.refill, self.device.synchronize, problem.read,
+                                               problem.precision.sentinel())
+        return verify.after_timing(unwritten, error, int(ref.size), tolerance)
+
+    @staticmethod
+    def _run(function, launch: Launch, problem: Problem) -> Run:
         def run(c, alpha, beta):
             problem.kernel_call(function, launch, c, alpha, beta)()
 
-        return verify.check(self.device.xp, run, ref, problem.c, problem.refill, seed, self.device.synchronize,
-                            problem.read, problem.precision.sentinel(), launch.form.epilogue)
+        return run
 
     def calls(self, case: Case):
         """The case's kernel and cuBLAS as callables over its inputs, for another tool to time
@@ -128,7 +140,11 @@ class Runner:
         if out.verified:  # a wrong kernel gets no speed
             with dev.measuring():
                 t = timing.time_pair(dev, run_variant, run_cublas, policy)
-            if not t.variant_ms:
+            after = (self.after_timing(function, launch, problem, ref, self.tolerance(launch, policy, case.k))
+                     if launch is not None else None)
+            if after:  # it worked while checked, then did other work (or none) while timed
+                out.verified, out.error, out.status = False, after, "incorrect"
+            elif not t.variant_ms:
                 out.error = (f"no usable timing samples within {2 * policy.time_cap_s:g} s: "
                              f"{t.hold_timeouts} batch(es) whose stream hold ran out, none throttled")
             else:
