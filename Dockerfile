@@ -19,6 +19,8 @@ COPY dashboard dashboard
 COPY migrations migrations
 COPY cli cli
 RUN pip install '.[gpu]'
+# CUTLASS's headers for kernels that name "libraries": ["cutlass"] (the wheel's Python dependencies unused)
+RUN pip install --no-deps 'nvidia-cutlass>=4.2'
 
 RUN useradd --create-home --uid 10001 gemmwatch && mkdir -p /var/cache/gemmwatch/cupy \
     && chown -R gemmwatch /var/cache/gemmwatch

@@ -19,6 +19,9 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q --no-compile -e '.[test]'
+	# CUTLASS's headers (pyproject.toml's `cutlass` extra), without the wheel's Python dependencies,
+	# which gemmwatch does not use (worker/header_libraries.py).
+	$(PY) -m pip install -q --no-compile --no-deps 'nvidia-cutlass>=4.2'
 	touch $@
 
 install: $(VENV)/.installed

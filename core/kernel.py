@@ -64,6 +64,7 @@ class Launch:
     # Per matrix ("A", "B", "C"): (box elements along its contiguous dimension, box lines, swizzle bytes).
     tensor_maps: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     launcher: str | None = None  # the repository's host launcher the runner calls (nvcc), else None
+    libraries: tuple[str, ...] = ()  # header libraries of the worker's on the include path ("cutlass")
     # "builtin": this project's own kernels/; "job": brought by a job, so hostile until proven
     # otherwise (compiled only where the compiler is confined, its compile log filtered).
     origin: str = "job"
@@ -181,7 +182,7 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
         block=tuple(block) if block is not None else None,  # type: ignore[arg-type]
         grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.effective_target,
         compiler=desc.compiler, flags=tuple(desc.flags), compute_mode=desc.compute_mode, output=desc.output, tolerance=desc.tolerance, origin=origin,
-        launcher=desc.launcher,
+        launcher=desc.launcher, libraries=tuple(desc.libraries),
         tensor_maps=maps,
     )
 

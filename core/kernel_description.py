@@ -218,6 +218,10 @@ class KernelDescription(BaseModel):
     compiler: Literal["nvrtc", "nvcc"] = Field(
         "nvrtc", description="nvrtc: device code only, compiled in memory; nvcc: the file as the repository builds "
                              "it, host code (launchers, host headers) included, with `flags`")
+    libraries: list[Literal["cutlass"]] = Field(
+        default_factory=list, max_length=4,
+        description='header libraries the worker provides, pinned, for an nvcc kernel: "cutlass" puts CUTLASS\'s '
+                    "include/ and tools/util/include/ on the include path (its version is in the result's compiler)")
     flags: list[Annotated[str, StringConstraints(max_length=64)]] = Field(
         default_factory=list, max_length=48,
         description="nvcc's code-generation flags, as the repository's build passes them (-O3, --use_fast_math, "
@@ -313,6 +317,9 @@ class KernelDescription(BaseModel):
         if self.target and flag_target and flag_target != self.target:
             raise ValueError(f"target {self.target} and the flags' {flag_target} differ: give one (the flags' -arch "
                              "or -gencode is the kernel's target when `target` is left out)")
+        if self.libraries and self.compiler != "nvcc":
+            raise ValueError(f"libraries {self.libraries}: a library's headers are for a kernel nvcc builds "
+                             '("compiler": "nvcc")')
         _check_launcher(self)
         if self.output == "fp32" and self.compute_mode not in NARROW_MODES:
             raise ValueError(f'output "fp32" is for fp16, bf16 and fp8 kernels; a {self.compute_mode} kernel writes '

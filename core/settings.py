@@ -165,6 +165,9 @@ class Settings(BaseSettings):
     # The nvcc a `"compiler": "nvcc"` kernel is built with (unset: the nvidia-cuda-nvcc wheel's, else
     # CUDA_HOME's, else the one on PATH); its host compiler is the first g++/gcc on PATH.
     nvcc: Path | None = Field(default=None, validation_alias="GEMMWATCH_NVCC")
+    # The CUTLASS a kernel naming `"libraries": ["cutlass"]` is built with: a checkout's folder
+    # (include/, tools/util/include/); unset: the nvidia-cutlass wheel's copy (worker/header_libraries.py).
+    cutlass_dir: Path | None = Field(default=None, validation_alias="GEMMWATCH_CUTLASS_DIR")
 
     # Dotted path of the object that does the GPU work. Tests point it at a CPU double.
     runner: str = Field(default="worker.runner:CupyRunner", validation_alias="GEMMWATCH_RUNNER")

@@ -56,3 +56,14 @@ def test_gpu_a_hostile_launcher_fails_its_case_only_and_the_next_case_is_right(g
     assert runner.healthy()  # the GPU process never loaded the job's library
     following = runner.run_case(case(described(REPO, "launcher_run_sgemm_tiled"), index=1, size=(96, 80, 72)), policy)
     assert following.verified, following.error
+
+
+@pytest.mark.parametrize("name", ["cutlass_naive", "cutlass_simt_sgemm"])
+def test_gpu_kernels_built_on_the_workers_cutlass_verify(gpu, name):
+    """Issue 50: a kernel and a launcher over CUTLASS's device GEMM, `"libraries": ["cutlass"]`."""
+    from tests.test_cutlass_library import CUTLASS, described as cutlass_kernel
+
+    runner, policy = gpu
+    out = runner.run_case(case(cutlass_kernel(name), size=(1000, 1003, 997)), policy)
+    assert out.verified and out.error is None, out.error
+    assert out.env["resources"]["compiler"].endswith(f" + CUTLASS {CUTLASS.version}"), out.env["resources"]

@@ -32,7 +32,7 @@ from core import kernel_includes
 from core.kernel import Launch, target_compute_capability
 from core.kernel_includes import IncludeRefused
 from core.source_guard import SourceRefused
-from worker import absent_reads, failed_compiles, nvcc
+from worker import absent_reads, failed_compiles, header_libraries, nvcc
 from worker.compile_cache import build
 from worker.compile_log import WITHHELD, filter_log, own_file_names, own_file_names_of, rename_files  # noqa: F401
 from worker.compile_process import nvrtc_library, probe, probe_nvcc
@@ -135,6 +135,10 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
     target = nvcc.library_target(arch) if library else arch
     request = nvcc.request(launch, path, target, cfg.compile_timeout_s)
     request["preload"] = absent_reads.library(str(cfg.data_dir / "compile-shim"))
+    libraries = header_libraries.find(launch.libraries, cfg)
+    for library in libraries:  # on the include path, and readable by the confined compile
+        request["options"] += [f"-I{d}" for d in library.include_dirs]
+        request["readable"] = [*request.get("readable", []), *library.include_dirs]
     if library:
         request["launcher"] = launch.launcher
     # nvcc names the kernel's files as src/<path>, and the unit it compiles as gemmwatch_entry.cu.
@@ -143,14 +147,17 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
         ENTRY_UNIT: f"(the unit that names the {'launcher' if library else 'entry'})"}
     untrusted = launch.origin == "job"
 
-    toolkit = tuple(kernel_includes.nvcc_include_dirs(path))
+    # The library's headers are public, pinned files: a diagnostic located in them is shown.
+    toolkit = tuple(kernel_includes.nvcc_include_dirs(path)) + tuple(d for lib in libraries for d in lib.include_dirs)
 
     def shown(raw_log: str) -> str:
         return rename_files(filter_log(raw_log, own, toolkit) if untrusted else raw_log, shown_as)
 
     key = ["nvcc", sorted(launch.files.items()), launch.source, launch.entry, request["options"],
-           confinement.version, path, nvcc.host_compiler_dirs(), *(["library", launch.launcher] if library else [])]
-    return failed_compiles.remembered(build, request, key, confinement, f"nvcc {confinement.version}", untrusted,
+           confinement.version, path, nvcc.host_compiler_dirs(), *(["library", launch.launcher] if library else []),
+           [(lib.name, lib.version) for lib in libraries]]
+    label = " + ".join([f"nvcc {confinement.version}", *(lib.label for lib in libraries)])
+    return failed_compiles.remembered(build, request, key, confinement, label, untrusted,
                                       shown, cfg, ".so" if library else ".cubin")
 
 
