@@ -63,7 +63,8 @@ def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> Case
     if "launch" in out.env:
         out.env["launch"]["launcher"] = launch.launcher
         out.env["resources"] = (device.resources(entry, launch, case.m, case.n, case.k) if entry is not None else
-                                {"why_none": "the description names no entry kernel of the launcher's"})
+                                {"why_none": "the description names no entry kernel of the launcher's",
+                                 "compiler": library.compiler})
     return out
 
 
