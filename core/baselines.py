@@ -16,6 +16,7 @@ from core.confirm import resource_changes
 from core.models import ApiToken, Commit, Gpu, Job, Result
 from core.regression import Point, Thresholds, judge
 from core.result_env import resources_of
+from core.toolchain import said_first, toolchain_changes
 from core.trust import trusted_results
 
 VerdictStatus = Literal["regression", "ok", "faster", "no baseline", "unverified"]
@@ -174,9 +175,10 @@ def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | Non
             status = "ok"
         posters = _poster_names(db, rows)
         reason = v.reason + (f"; the baseline holds runs posted by {', '.join(posters)}" if posters else "")
+        base_env = _base_env(db, r, job, base_sha, base_branch, trusted)
         out.append(_verdict(r, status=status, delta=v.delta, baseline_mean=v.baseline_mean,
-                            baseline_points=len(history), reason=reason,
-                            resource_changes=_resource_changes(db, r, job, base_sha, base_branch, trusted),
+                            baseline_points=len(history), reason=said_first(toolchain_changes(base_env, r.env), reason),
+                            resource_changes=resource_changes(resources_of(base_env), resources_of(r.env)),
                             baseline_posted_by=posters))
     return out
 
@@ -191,15 +193,11 @@ def _verdict(r: Result, *, status: VerdictStatus, delta: float | None, baseline_
                       resource_changes=resource_changes, baseline_posted_by=baseline_posted_by or [])
 
 
-def _resource_changes(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None,
-                      trusted) -> list[str]:
-    """The head result's kernel resources against the newest result of the same series on the
-    base commit (or the head's first parent); where neither was measured, on the newest earlier
-    commit of the branch that has one, as the history verdict falls back to (a CI that measures
-    some commits only)."""
-    head = resources_of(r.env)
-    if not head:
-        return []
+def _base_env(db: Session, r: Result, job: Job, base_sha: str | None, base_branch: str | None, trusted):
+    """The env of the head result's counterpart: the newest result of the same series on the base
+    commit (or the head's first parent); where neither was measured, on the newest earlier commit
+    of the branch that has one, as the history verdict falls back to (a CI that measures some
+    commits only). Its resources and toolchain are what the head's are compared with; None: none."""
     series = select(Result.env).join(Job, Result.job_id == Job.id).where(
         Result.variant == r.variant, Result.m == r.m, Result.n == r.n, Result.k == r.k, Result.mode == r.mode,
         Result.compute_mode == r.compute_mode, Result.form == r.form, Result.verified.is_(True), trusted)
@@ -212,5 +210,5 @@ def _resource_changes(db: Session, r: Result, job: Job, base_sha: str | None, ba
             Commit.repo == c.repo, Commit.branch == (base_branch or c.branch), Commit.id != c.id,
             _COMMIT_TIME <= commit_time(c)).order_by(_COMMIT_TIME.desc(), Result.id.desc()).limit(1))
     else:
-        return []
-    return resource_changes(resources_of(env), head)
+        return None
+    return env

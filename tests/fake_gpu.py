@@ -162,7 +162,7 @@ class FakeDevice:
             "index": 0,
             "sm_count": FIGURES["sm_count"],
             "compute_capability": os.environ.get("FAKE_GPU_COMPUTE_CAPABILITY", "0.0"),
-            "driver": "none",
+            "driver": os.environ.get("FAKE_GPU_DRIVER", "none"),
             "memory_mib": 0,
         }
 
