@@ -264,8 +264,10 @@ def hostile(launcher_file: Path) -> KernelDescription:
                "__global__ void never_launched(float* C) { C[threadIdx.x] = 0.0f; }\n"
                "void hostile(size_t M, size_t N, size_t K, float alpha, const float* A, const float* B, float beta, "
                "float* C, cudaStream_t stream) { launch(M, N, K, alpha, A, B, beta, C, (void*)stream); }\n")
-    files = {"hostile.h": (HOSTILE / "hostile.h").read_text(), launcher_file.name: launcher_file.read_text(),
-             "wrap.cu": wrapper}
+    headers = {h.name: h.read_text() for h in launcher_file.parent.glob("*.cuh")}  # gpu/gemm_naive.cuh
+    # well_behaved.c: the right launcher that stops_after_checks.c and every_other_call.c call
+    files = {"hostile.h": (HOSTILE / "hostile.h").read_text(), "well_behaved.c": (HOSTILE / "well_behaved.c").read_text(),
+             **headers, launcher_file.name: launcher_file.read_text(), "wrap.cu": wrapper}
     return KernelDescription.model_validate({
         "name": f"hostile_{launcher_file.stem}", "files": files, "source": "wrap.cu", "entry": "never_launched",
         "launcher": "hostile", "compiler": "nvcc", "args": STANDARD_ARGS, "block": [32], "grid": {"tile": [32, 32]}})
