@@ -77,6 +77,7 @@ class GpuRecord(_Record):
     cuda_runtime: Count | None = None
     cuda_driver_api: Count | None = None
     cupy: Name(40) | None = None
+    cublas: Count | None = None  # cublasLtGetVersion(): the cuBLAS every % of cuBLAS is against
     nvrtc_flush_to_zero: StrictBool | None = None
     cublas_math_mode: Count | None = None
     index: Count | None = None

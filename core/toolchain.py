@@ -1,6 +1,6 @@
 """What built and ran a result besides its kernel: the compiler (with the header libraries it was
-built against, "nvcc 13.0.88 + CUTLASS 4.2.0"), the driver, the CUDA runtime and CuPy, as a
-result's env records them. A verdict between two results whose toolchains differ says so first
+built against, "nvcc 13.0.88 + CUTLASS 4.2.0"), the driver, the CUDA runtime, cuBLAS (what every %
+of cuBLAS is against) and CuPy, as a result's env records them. A verdict between two results whose toolchains differ says so first
 (core/baselines.py): a slower head built against another CUTLASS, or run under another driver, is
 not yet the kernel's doing."""
 
@@ -10,7 +10,7 @@ from core.result_env import gpu_of, resources_of
 
 # (label, where in env, key)
 _PARTS = (("compiler", resources_of, "compiler"), ("driver", gpu_of, "driver"),
-          ("CUDA runtime", gpu_of, "cuda_runtime"), ("CuPy", gpu_of, "cupy"))
+          ("CUDA runtime", gpu_of, "cuda_runtime"), ("cuBLAS", gpu_of, "cublas"), ("CuPy", gpu_of, "cupy"))
 
 
 def toolchain(env: Any) -> dict[str, str]:

@@ -48,3 +48,8 @@ def test_a_slower_head_under_another_driver_says_so_first_through_the_stack(cfg,
     assert mine["reason"].startswith("the toolchain changed between base and head (driver 580.65 -> 590.10)"), mine
     assert verdicts["naive"]["reason"].startswith("the toolchain changed between base and head (driver 580.65 -> "
                                                   "590.10)"), verdicts["naive"]
+
+
+def test_a_cublas_change_is_named_since_every_percent_of_cublas_is_against_it():
+    base, head = {"gpu": {"cublas": 130000, "driver": "580.65"}}, {"gpu": {"cublas": 130100, "driver": "580.65"}}
+    assert toolchain_changes(base, head) == ["cuBLAS 130000 -> 130100"]

@@ -69,6 +69,7 @@ class CupyDevice:
             cuda_runtime=cp.cuda.runtime.runtimeGetVersion(),
             cuda_driver_api=cp.cuda.runtime.driverGetVersion(),
             cupy=cp.__version__,
+            cublas=cublaslt.version(),  # cuBLASLt's, which cuBLAS's own calls share: 130100 for 13.1.0
             # CuPy passes -ftz=true to NVRTC for every RawModule; denormals flush to zero.
             nvrtc_flush_to_zero=True,
             cublas_math_mode=self.cublas_math_mode,
