@@ -65,6 +65,8 @@ class Launch:
     tensor_maps: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     launcher: str | None = None  # the repository's host launcher the runner calls (nvcc), else None
     libraries: tuple[str, ...] = ()  # header libraries of the worker's on the include path ("cutlass")
+    language: str = "cuda"  # "triton": source is Python, entry a @triton.jit function
+    num_stages: int = 3  # a Triton kernel's pipeline stages
     # "builtin": this project's own kernels/; "job": brought by a job, so hostile until proven
     # otherwise (compiled only where the compiler is confined, its compile log filtered).
     origin: str = "job"
@@ -161,6 +163,8 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
         for name in define_order(desc.defines):
             scope[name] = kernel_expr.evaluate(desc.defines[name], scope)
         block = [kernel_expr.evaluate(b, scope) for b in desc.block] if desc.block is not None else None
+        if desc.language == "triton":  # Triton's program: num_warps warps of 32 threads
+            block = [32 * (desc.triton.num_warps if desc.triton else 4)]
     except ExprError as exc:
         raise ValueError(f"{desc.name}: {exc}") from None
     if block is not None:
@@ -182,7 +186,8 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
         block=tuple(block) if block is not None else None,  # type: ignore[arg-type]
         grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.effective_target,
         compiler=desc.compiler, flags=tuple(desc.flags), compute_mode=desc.compute_mode, output=desc.output, tolerance=desc.tolerance, origin=origin,
-        launcher=desc.launcher, libraries=tuple(desc.libraries),
+        launcher=desc.launcher, libraries=tuple(desc.libraries), language=desc.language,
+        num_stages=desc.triton.num_stages if desc.triton else 3,
         tensor_maps=maps,
     )
 

@@ -151,6 +151,15 @@ class OperandLayouts(BaseModel):
     C: Literal["row", "col", "column"] = "row"
 
 
+class TritonOptions(BaseModel):
+    """How a Triton kernel is compiled: its warps (the block is 32 of them) and pipeline stages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_warps: Literal[1, 2, 4, 8, 16, 32] = Field(4, description="warps per program (block of 32 x num_warps threads)")
+    num_stages: int = Field(3, ge=1, le=8, description="software pipeline stages of its loops")
+
+
 class KernelDescription(BaseModel):
     """One kernel: its files, entry, launch geometry, target, compute mode and constants."""
 
@@ -218,6 +227,13 @@ class KernelDescription(BaseModel):
     compiler: Literal["nvrtc", "nvcc"] = Field(
         "nvrtc", description="nvrtc: device code only, compiled in memory; nvcc: the file as the repository builds "
                              "it, host code (launchers, host headers) included, with `flags`")
+    language: Literal["cuda", "triton"] = Field(
+        "cuda", description='cuda: C++ built by NVRTC or nvcc; triton: `source` is a Python file and `entry` a '
+                            "@triton.jit function in it, compiled ahead of time in the confined compile process "
+                            "(its module imported there only); `args` names its parameters that are not "
+                            "tl.constexpr, in order; each tl.constexpr gets its value from `defines` or `tunables`; "
+                            "`block` is left out (32 x `triton.num_warps` threads)")
+    triton: TritonOptions | None = Field(None, description="a Triton kernel's num_warps and num_stages")
     libraries: list[Literal["cutlass"]] = Field(
         default_factory=list, max_length=4,
         description='header libraries the worker provides, pinned, for an nvcc kernel: "cutlass" puts CUTLASS\'s '
@@ -317,6 +333,7 @@ class KernelDescription(BaseModel):
         if self.target and flag_target and flag_target != self.target:
             raise ValueError(f"target {self.target} and the flags' {flag_target} differ: give one (the flags' -arch "
                              "or -gencode is the kernel's target when `target` is left out)")
+        _check_triton(self)
         if self.libraries and self.compiler != "nvcc":
             raise ValueError(f"libraries {self.libraries}: a library's headers are for a kernel nvcc builds "
                              '("compiler": "nvcc")')
@@ -346,10 +363,11 @@ class KernelDescription(BaseModel):
             except ExprError as exc:
                 raise ValueError(f"{where}: {exc}") from None
         define_order(self.defines)  # a define that reads itself, through others or not, is refused
-        try:  # layer 1 of 3 against a hostile source (docs/SECURITY.md), and where each #include leads
-            kernel_includes.resolve(self.files, self.source, self.include_dirs, compiler=self.compiler)
-        except (SourceRefused, IncludeRefused) as refusal:
-            raise ValueError(f"source refused: {refusal}") from None
+        if self.language == "cuda":  # a Triton kernel's Python is read by nothing but its confined compile
+            try:  # layer 1 of 3 against a hostile source (docs/SECURITY.md), and where each #include leads
+                kernel_includes.resolve(self.files, self.source, self.include_dirs, compiler=self.compiler)
+            except (SourceRefused, IncludeRefused) as refusal:
+                raise ValueError(f"source refused: {refusal}") from None
         return self
 
     # -- expressions ----------------------------------------------------------------
@@ -415,10 +433,35 @@ class KernelDescription(BaseModel):
                 "tunables": [{"name": n, "values": t.values, "default": t.default} for n, t in self.tunables.items()]}
 
 
+def _check_triton(desc: KernelDescription) -> None:
+    """A Triton kernel is one @triton.jit function in a Python file, launched by the runner: none of
+    what C++ builds and launchers take."""
+    if desc.language != "triton":
+        if desc.triton is not None:
+            raise ValueError('triton: options for a Triton kernel; set "language": "triton"')
+        return
+    if not desc.source.endswith(".py"):
+        raise ValueError(f'source {desc.source}: a Triton kernel\'s source is a Python file (.py)')
+    if desc.entry is None or not desc.entry.isidentifier():
+        raise ValueError(f"entry {desc.entry!r}: the name of the @triton.jit function in {desc.source}")
+    given = [name for name, value in (("launcher", desc.launcher), ("block", desc.block), ("flags", desc.flags),
+                                      ("libraries", desc.libraries), ("tensor_maps", desc.tensor_maps),
+                                      ("include_dirs", desc.include_dirs)) if value]
+    if given or desc.compiler != "nvrtc" or desc.dynamic_smem != 0:
+        what = ", ".join(given + (["compiler"] if desc.compiler != "nvrtc" else [])
+                         + (["dynamic_smem"] if desc.dynamic_smem != 0 else []))
+        raise ValueError(f"{what}: not for a Triton kernel (Triton compiles it and says its block and shared "
+                         "memory; a wrapper that launches it is not taken yet)")
+    if desc.grid is None:
+        raise ValueError("grid: a Triton kernel's launch needs its grid (its programs along x, y, z)")
+
+
 def _check_launcher(desc: KernelDescription) -> None:
     """A launcher is host code: only nvcc builds it, only it takes a stream, and it makes its own
     launches (no tensor map of the runner's reaches it)."""
     if desc.launcher is None:
+        if desc.language == "triton":
+            return  # its block is Triton's (_check_triton)
         if "stream" in desc.args:
             raise ValueError('args: "stream" is a launcher\'s parameter; a kernel takes none (name the launcher in '
                              '"launcher")')

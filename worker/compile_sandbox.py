@@ -40,16 +40,17 @@ import signal  # noqa: E402
 import subprocess  # noqa: E402
 
 
-def _load_cubin_info():
-    """worker/cubin_info.py, by path (standard library only, like this file): it reads the kernels'
-    parameters out of the cubin here, before anything the compiler made reaches the worker."""
-    spec = importlib.util.spec_from_file_location("cubin_info", os.path.join(os.path.dirname(__file__), "cubin_info.py"))
+def _load_sibling(name: str):
+    """A module of worker/ by its path: this folder is not on sys.path here. cubin_info (standard
+    library only, like this file) reads the kernels' parameters out of the cubin here, before
+    anything the compiler made reaches the worker; triton_sandbox compiles a Triton kernel."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-cubin_info = _load_cubin_info()
+cubin_info = _load_sibling("cubin_info")
 cubin_info.demangle("_Z1fv")  # loads the demangler now: finding libstdc++ needs files confinement closes
 
 _WARM_UP = 'extern "C" __global__ void gemmwatch_warm_up(float *x) { x[threadIdx.x] *= 2.0f; }'
@@ -253,6 +254,9 @@ def main() -> None:
     request = json.load(sys.stdin)
     if request.get("tool") == "nvcc":
         nvcc_main(request)
+        return
+    if request.get("tool") == "triton":  # worker/triton_sandbox.py, by path as cubin_info
+        _load_sibling("triton_sandbox").main(request, _confine, _answer, _built)
         return
     try:
         if request.get("nvrtc_library"):

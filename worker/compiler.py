@@ -54,6 +54,10 @@ def compile_launch(launch: Launch, compute_capability: str, cfg, library: bool =
     """A kernel (built-in or a job's) as a cubin for a GPU of this compute capability: the one
     place that chooses the options, for the GPU runner and the CPU double alike. library: the
     launch's host launcher as a shared library instead (nvcc; worker/launcher_library.py)."""
+    if launch.language == "triton":  # Python: compiled by Triton in the same confined process
+        from worker import triton_build  # here: the C++ paths never need it
+
+        return triton_build.compile_triton(launch, compute_capability, cfg)
     # -ftz=true: what CuPy's own NVRTC path always added, so figures stay comparable.
     # A kernel built for one target (sm_90a) names it; the runner checks the GPU matches first.
     # The name reaches NVRTC's options, so it must be a target and nothing else, whatever stored it:

@@ -160,6 +160,8 @@ class CupyDevice:
             raise ValueError(f"{launch.variant}: its entry {launch.entry} was loaded as a launcher's kernel and has no "
                              "argument plan of its own; describe it without `launcher` to time the kernel itself")
         grid, smem = launch.grid(m, n, k, batch), launch.dynamic_smem(m, n, k, batch)
+        if kernel.shared_bytes is not None:  # what its compiler (Triton) says a launch needs
+            smem = kernel.shared_bytes
         if smem > 0 and function.max_dynamic_shared_size_bytes < smem:
             function.max_dynamic_shared_size_bytes = smem  # past 48 KiB a kernel gets it only when it asks
         named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch)
@@ -182,7 +184,8 @@ class CupyDevice:
         return None if req is None else tensor_maps.encode(req)
 
     def resources(self, kernel: kernel_args.LoadedKernel, launch: Launch, m: int, n: int, k: int) -> dict:
-        found = resources.for_function(kernel.function, launch.block, self.device, launch.dynamic_smem(m, n, k))
+        smem = kernel.shared_bytes if kernel.shared_bytes is not None else launch.dynamic_smem(m, n, k)
+        found = resources.for_function(kernel.function, launch.block, self.device, smem)
         return {**found, "compiler": kernel.compiler}
 
     def cublas_candidates(self, problem, count: int):

@@ -203,6 +203,7 @@ class LoadedKernel:
     function: object
     plan: ArgPlan | None  # None: the entry of a launcher, which passes its arguments itself
     compiler: str
+    shared_bytes: int | None = None  # the dynamic shared memory its compiler says a launch needs (Triton)
 
 
 def loaded_key(launch) -> tuple:
@@ -221,9 +222,12 @@ def load(built, launch, get_function) -> LoadedKernel:
     precision = launch.precision
     # A launcher's entry is launched by the launcher, with arguments of its making: only its
     # resources are read here (the launcher's own plan: worker/launcher_library.py).
-    arg_plan = None if launch.launcher else plan(launch.entry, launch.args, kernel["params"], precision.input_type,
+    roles = tuple(launch.args)
+    if "declared" in kernel:  # Triton: the parameters it adds after the declared ones (its scratch pointers) get null
+        roles += ("null",) * max(0, len(kernel["params"]) - kernel["declared"])
+    arg_plan = None if launch.launcher else plan(launch.entry, roles, kernel["params"], precision.input_type,
                                                  precision.output_type)
-    return LoadedKernel(get_function(kernel["symbol"]), arg_plan, built.compiler)
+    return LoadedKernel(get_function(kernel["symbol"]), arg_plan, built.compiler, kernel.get("shared"))
 
 
 def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float, batch: int = 1) -> dict:

@@ -1,0 +1,37 @@
+"""Issue 50 on the GPU: a Triton kernel (tests/fixtures/triton_repo), compiled ahead of time in the
+confined compile process, loaded and launched by the runner with Triton's block and shared memory,
+verified against cuBLAS in its precision and timed beside it. Skipped where no CUDA device exists."""
+
+import pytest
+
+from core.settings import Settings
+from tests.test_triton_kernels import described
+from worker.cases import Case, KernelChoice, TimingPolicy
+
+pytestmark = pytest.mark.gpu
+pytest.importorskip("triton")
+POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=1.0))
+
+
+@pytest.fixture(scope="module")
+def runner():
+    from worker.runner import CupyRunner
+
+    return CupyRunner()
+
+
+@pytest.mark.parametrize("size", [(1000, 1003, 997), (4096, 4096, 4096), (64, 4096, 1024)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_a_triton_kernel_is_verified_and_timed(runner, size):
+    out = runner.run_case(Case(0, "triton_matmul_fp16", *size, 7, KernelChoice(described(), {}, "job")), POLICY)
+    assert out.verified, out.error
+    assert out.gflops > 0 and out.pct_of_cublas > 0
+    assert out.env["resources"]["compiler"].startswith("Triton ")
+
+
+def test_a_triton_kernel_that_skips_a_k_block_is_refused(runner):
+    wrong = described(files={"matmul.py": (described().files["matmul.py"]
+                                           .replace("for k0 in range(0, K, BLOCK_K):", "for k0 in range(BLOCK_K, K, BLOCK_K):"))})
+    out = runner.run_case(Case(0, "triton_matmul_fp16", 512, 512, 512, 7, KernelChoice(wrong, {}, "job")), POLICY)
+    assert not out.verified and out.gflops is None
+    assert "relative error" in out.error, out.error

@@ -1,0 +1,70 @@
+"""A Triton kernel (`"language": "triton"`) compiled to a cubin the runner loads and launches like
+any other: the request for the confined compile process (worker/triton_sandbox.py does the
+compile there), each parameter's Triton type from its role and the kernel's precision, and the
+cache key. Timing never runs the job's Python: only its compile does, confined.
+"""
+
+import functools
+
+from core.kernel import Launch
+from core.kernel_description import is_filler
+from worker import failed_compiles
+from worker.kernel_args import INTEGER_ROLES
+from worker.compile_cache import build
+from worker.compile_process import run_sandbox
+from worker.compiled import CompiledKernel, CompileRefused, Confinement
+
+# Triton's type for a pointer to each of gemmwatch's element types (core/precision.py).
+POINTER = {"float32": "*fp32", "float16": "*fp16", "bfloat16": "*bf16", "float8_e4m3": "*fp8e4nv"}
+
+
+@functools.lru_cache(maxsize=4)
+def probe(compute_capability: str, timeout_s: float, memory_mb: int) -> Confinement:
+    """Triton's release, and whether its compile process can be confined (asked once per process)."""
+    try:
+        reply = run_sandbox({"tool": "triton", "probe": True, "compute_capability": compute_capability}, timeout_s,
+                            memory_mb)
+    except CompileRefused as exc:
+        return Confinement(False, str(exc), None)
+    if not reply.get("ok"):
+        return Confinement(False, reply.get("error", "no answer"), None)
+    return Confinement(bool(reply["confined"]), reply["confinement"], reply["triton"])
+
+
+def types(launch: Launch) -> list[str]:
+    """Each parameter's Triton type, in the order of args: the matrices' pointers in the
+    precision's types, sizes and strides as i32, alpha and beta as fp32; a constant as its number."""
+    precision = launch.precision
+    out = []
+    for role in launch.args:
+        if role in ("A", "B"):
+            out.append(POINTER[precision.input_type])
+        elif role == "C":
+            out.append(POINTER[precision.output_type])
+        elif role in INTEGER_ROLES:
+            out.append("i32")
+        elif role == "null":
+            out.append("*fp32")
+        elif is_filler(role) and role != "ignored" and float(role[1:]).is_integer():
+            out.append("i32")  # "=1": a stride of 1, say
+        elif role in ("alpha", "beta") or is_filler(role):
+            out.append("fp32")
+        else:
+            raise CompileRefused(f"{launch.variant}: args names {role}, which a Triton kernel cannot take yet")
+    return out
+
+
+def compile_triton(launch: Launch, compute_capability: str, cfg) -> CompiledKernel:
+    cc = compute_capability.replace(".", "")
+    confinement = probe(cc, cfg.compile_timeout_s, cfg.compile_memory_mb)
+    if confinement.version is None:
+        probe.cache_clear()  # only an answer is remembered (as for NVRTC and nvcc)
+        raise CompileRefused(confinement.detail)
+    num_warps = launch.block[0] // 32 if launch.block else 4
+    request = {"tool": "triton", "files": dict(launch.files), "source": launch.source, "entry": launch.entry,
+               "types": types(launch), "constants": dict(launch.defines), "num_warps": num_warps,
+               "num_stages": launch.num_stages, "compute_capability": cc}
+    key = ["triton", sorted(launch.files.items()), launch.source, launch.entry, request["types"],
+           sorted(request["constants"].items()), num_warps, launch.num_stages, cc, confinement.version]
+    return failed_compiles.remembered(build, request, key, confinement, f"Triton {confinement.version}",
+                                      launch.origin == "job", lambda log: log, cfg, ".cubin")
