@@ -154,3 +154,27 @@ def test_rows_from_before_the_one_description_still_run(cfg):
     assert choice.description.dynamic_smem == 4096 and choice.origin == "job"
     old_confirmation_side = {**frozen, "source": old_source["source"]}  # what an old confirm plan holds
     assert choice_from_stored(old_confirmation_side).description.target == "sm_90a"
+
+
+# Fields no built-in sets (a CUTLASS library, a Triton kernel and its options): the same paths,
+# from the folders of tests/fixtures, so that a path that drops one of them fails here too.
+FIXTURES = Path(__file__).parent / "fixtures"
+NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutlass_repo", "cutlass_simt_sgemm"),
+                (FIXTURES / "triton_repo", "triton_matmul_fp16")]
+
+
+@pytest.mark.parametrize(("folder", "name"), NEWER_FIELDS, ids=lambda x: getattr(x, "name", x))
+def test_libraries_and_triton_kernels_keep_every_field_down_the_cli_and_the_store(cfg, folder, name):
+    from core.kernel_folder import load_folder
+
+    desc = next(d for d in load_folder(folder) if d.name == name)
+    assert desc.libraries or desc.language == "triton"  # the fields under test are set
+    body = build_job("abcd1234", "main", "r", [[64, 64, 64]], None, [], folder)
+    sent = next(s for s in body["sources"] if s["name"] == name)
+    assert KernelDescription.model_validate(sent) == desc
+    with session_factory(cfg)() as db:
+        frozen = freeze(db, desc, {}, "job")
+        db.commit()
+        back = choice_from_stored(thaw(db, frozen, name))
+    assert back.description == desc
+    same_launch(back, KernelChoice(desc, {}, "job"), size=(96, 80, 64))

@@ -69,6 +69,15 @@ def test_the_kernel_compiles_confined_and_its_launch_comes_from_triton(tmp_path)
     # The job's module-level code runs in the confined process: the file is there, reading it is not.
     ("open('/etc/hostname').read()\n", "importing matmul.py failed"),
     ("import socket\nsocket.create_connection(('127.0.0.1', 5432), timeout=2)\n", "importing matmul.py failed"),
+    # Other ways out, each its own test since the first tries: a UNIX socket (Redis's, PostgreSQL's),
+    # UDP, a shell, a file written outside its folder, the libc call behind Python's back.
+    ("import socket\nsocket.socket(socket.AF_UNIX).connect('/var/run/postgresql/.s.PGSQL.5432')\n",
+     "importing matmul.py failed"),
+    ("import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', 9))\n",
+     "importing matmul.py failed"),
+    ("import subprocess\nsubprocess.run(['/bin/sh', '-c', 'id'], check=True)\n", "importing matmul.py failed"),
+    ("open('/tmp/gemmwatch-triton-escape', 'w').write('x')\n", "importing matmul.py failed"),
+    ("import ctypes\nassert ctypes.CDLL(None).socket(2, 1, 0) >= 0, 'no socket'\n", "importing matmul.py failed"),
 ])
 def test_the_jobs_python_runs_confined(tmp_path, prefix, words):
     text = (REPO / "matmul.py").read_text()

@@ -32,7 +32,7 @@ class HeaderLibrary:
 
 def find(names, cfg) -> tuple[HeaderLibrary, ...]:
     """The worker's copy of each library named; CompileRefused saying how to get one that is missing."""
-    return tuple(cutlass(getattr(cfg, "cutlass_dir", None)) for name in names if name == "cutlass")
+    return tuple(cutlass(cfg.cutlass_dir) for name in names if name == "cutlass")
 
 
 @functools.cache

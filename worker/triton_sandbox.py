@@ -16,10 +16,6 @@ import os
 import sys
 import sysconfig
 
-WARM_UP_NAME = "gemmwatch_triton_warm_up"
-# Triton's type for each of gemmwatch's element types (core/precision.py), pointer and scalar.
-POINTER = {"float32": "*fp32", "float16": "*fp16", "bfloat16": "*bf16", "float8_e4m3": "*fp8e4nv"}
-
 
 def main(request: dict, confine, answer, built) -> None:
     """confine, answer, built: worker/compile_sandbox.py's (Landlock, the reply, a cubin's reply)."""
