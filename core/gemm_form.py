@@ -163,10 +163,12 @@ def form_of(layout, epilogue: str | None, accumulate: str, args: Sequence[str], 
         raise ValueError(f'accumulate "fp16" is for fp16 kernels writing an FP16 C (compute_mode fp16, output '
                          f'"input"); this one is {compute_mode} with output {output!r}')
     form = GemmForm(a, b, c, epilogue=epilogue or implied, accumulate=accumulate)
-    if compute_mode == "fp8" and (form.key() not in FP8_FORMS):
-        raise ValueError("fp8 kernels take A and C row-major with alpha and beta, and B row-major (the default "
-                         "form, rrr) or column-major (rcr, the TN form cuBLASLt's FP8 GEMM itself takes): their "
-                         f"cuBLASLt baseline is made for those two; this one is {form.key()}")
+    if compute_mode == "fp8" and (form.key().removesuffix(_EPILOGUE_KEY["ab_only"]) not in FP8_FORMS
+                                  or form.epilogue == "alpha_only"):
+        raise ValueError("fp8 kernels take A and C row-major with alpha and beta (or neither: C = A·B, inputs then "
+                         "unscaled), and B row-major (the default form, rrr) or column-major (rcr, the TN form "
+                         f"cuBLASLt's FP8 GEMM itself takes): their cuBLASLt baseline is made for those; this one is "
+                         f"{form.key()}")
     if compute_mode == "fp8" and "batch" in args:
         raise ValueError('fp8 kernels multiply one matrix a call: "batch" among the args has no FP8 cuBLASLt '
                          "baseline to be timed beside (it would fail at every batched case)")

@@ -57,6 +57,9 @@ class Precision:
     compute_mode: str
     output: str = "input"
     accumulate: str = "fp32"  # "fp16": FP16 sums (fp16 kernels with an FP16 C; core/gemm_form.py)
+    # FP8: whether A and B carry per-tensor scales. A kernel that takes no alpha (C = A·B, Triton's
+    # tutorials) has nowhere to apply them: its inputs are drawn unscaled, and cuBLASLt gets 1s.
+    scaled: bool = True
 
     @property
     def input_type(self) -> str:
@@ -83,7 +86,7 @@ class Precision:
     @property
     def tensor_scale(self) -> float:
         """What each of A and B is stored divided by (FP8's per-tensor scale); 1 elsewhere."""
-        return TENSOR_SCALE.get(self.compute_mode, 1.0)
+        return TENSOR_SCALE.get(self.compute_mode, 1.0) if self.scaled else 1.0
 
     def label(self) -> str:
         """How results name it: "bf16" (BF16 in and out), "bf16->fp32", "fp32", "tf32", "fp8" (E4M3

@@ -120,6 +120,19 @@ def test_an_alpha_only_kernel_is_checked_at_alpha_075():
     assert out.verified and out.form == "rrr+alpha" and out.env["c_convention"] == WRITE_ONLY
 
 
+def test_an_fp8_kernel_without_alpha_gets_unscaled_inputs_and_is_checked(monkeypatch):
+    """C = A·B in FP8 (Triton's persistent tutorial): no alpha to fold the per-tensor scales into, so
+    A and B are drawn unscaled and cuBLASLt gets scales of 1; a kernel that applied a scale anyway
+    would be off by 2^16."""
+    desc = kernel({"A": "row", "B": "col", "C": "row"}, compute_mode="fp8", args=["M", "N", "K", "A", "B", "C"])
+    assert desc.form.key() == "rcr+ab" and desc.precision.tensor_scale == 1.0
+    assert desc.precision.describe()["scale_a"] == 1.0
+    assert kernel({"A": "row", "B": "col", "C": "row"}, compute_mode="fp8").precision.tensor_scale == 2.0**-8
+    monkeypatch.setenv("FAKE_GPU_COMPUTE_CAPABILITY", "9.0")
+    out = run(desc)
+    assert out.verified, out.error
+
+
 def test_descriptions_that_do_not_fit_their_form_are_refused_with_why():
     with pytest.raises(ValidationError, match="epilogue alpha_beta takes alpha and beta"):
         kernel(epilogue="alpha_beta", args=["A", "B", "C", "M", "N", "K"])
@@ -130,8 +143,8 @@ def test_descriptions_that_do_not_fit_their_form_are_refused_with_why():
     for layout in ({"A": "col", "B": "col", "C": "row"}, {"A": "row", "B": "col", "C": "col"}, "column"):
         with pytest.raises(ValidationError, match="fp8 kernels take A and C row-major"):
             kernel(layout, compute_mode="fp8")
-    with pytest.raises(ValidationError, match="this one is rcr[+]ab"):
-        kernel({"A": "row", "B": "col", "C": "row"}, compute_mode="fp8", args=["M", "N", "K", "A", "B", "C"])
+    with pytest.raises(ValidationError, match="this one is rcr[+]alpha"):
+        kernel({"A": "row", "B": "col", "C": "row"}, compute_mode="fp8", args=["M", "N", "K", "alpha", "A", "B", "C"])
     # a spelling that once got past: the form's key says nothing of a batch, so a batched FP8
     # kernel passed as "rcr" and failed only on the GPU, at its cuBLAS call
     with pytest.raises(ValidationError, match="fp8 kernels multiply one matrix a call"):
