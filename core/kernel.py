@@ -67,6 +67,9 @@ class Launch:
     libraries: tuple[str, ...] = ()  # header libraries of the worker's on the include path ("cutlass")
     language: str = "cuda"  # "triton": source is Python, entry a @triton.jit function
     num_stages: int = 3  # a Triton kernel's pipeline stages
+    # A Triton kernel's per-case specialization of its args, as Triton's own launcher makes it: "1"
+    # (the value 1, compiled in), "D" (divisible by 16: a pointer's alignment, a size), "" (neither).
+    specialization: tuple[str, ...] = ()
     # "builtin": this project's own kernels/; "job": brought by a job, so hostile until proven
     # otherwise (compiled only where the compiler is confined, its compile log filtered).
     origin: str = "job"
@@ -105,7 +108,7 @@ class Launch:
 
     @property
     def precision(self) -> Precision:
-        return Precision(self.compute_mode, self.output, self.form.accumulate)
+        return Precision(self.compute_mode, self.output, self.form.accumulate, scaled=self.form.epilogue != "ab_only")
 
     def compile_options(self) -> tuple[str, ...]:
         return ("-std=c++17", *(f"-D{k}={v}" for k, v in sorted(self.defines.items())))

@@ -158,6 +158,9 @@ class TritonOptions(BaseModel):
 
     num_warps: Literal[1, 2, 4, 8, 16, 32] = Field(4, description="warps per program (block of 32 x num_warps threads)")
     num_stages: int = Field(3, ge=1, le=8, description="software pipeline stages of its loops")
+    config: int | None = Field(None, ge=0, le=255, description=(
+        "for a kernel under @triton.autotune: which of its configurations to run (by position in its list); "
+        "left out, the worker runs the autotune once per case outside the timing and keeps the choice"))
 
 
 class KernelDescription(BaseModel):
@@ -358,6 +361,10 @@ class KernelDescription(BaseModel):
         if math.prod(len(t.values) for t in self.tunables.values()) > 4096:
             raise ValueError("the tunables make more than 4096 combinations")
         for value, where in self.expressions():
+            if self.language == "triton" and where.startswith("grid"):
+                # A Triton grid reads its @triton.autotune configuration's values as well ("cdiv(M,
+                # BLOCK_SIZE_M)"), known only once its file is read: checked when the case runs.
+                continue
             try:
                 kernel_expr.check(value, self.known_names(where))
             except ExprError as exc:
@@ -418,7 +425,7 @@ class KernelDescription(BaseModel):
 
     @property
     def precision(self) -> Precision:
-        return Precision(self.compute_mode, self.output, self.accumulate)
+        return Precision(self.compute_mode, self.output, self.accumulate, scaled=self.form.epilogue != "ab_only")
 
     @property
     def form(self) -> GemmForm:

@@ -206,6 +206,12 @@ class FakeDevice:
         return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
 
     # -- kernels ----------------------------------------------------------------------
+    def triton_kernel(self, launch: Launch) -> dict:
+        """Read as a worker reads it (the confined compile process), for an sm_90 GPU."""
+        from worker import triton_build
+
+        return triton_build.describe(launch, "9.0", self.cfg)
+
     def compile(self, launch: Launch) -> FakeKernel:
         if launch.origin == "job":  # compiled as a worker would, for an sm_90 GPU; its arguments as its binary says
             built = compiler.compile_launch(launch, "9.0", self.cfg)

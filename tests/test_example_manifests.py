@@ -53,3 +53,23 @@ def test_the_same_kernel_without_ignored_beta_is_another_form():
     except ValidationError:
         return  # refused outright is also "not the same form"
     assert form != "rrr+alpha+acc16"
+
+
+def test_the_triton_tutorials_manifest_is_what_was_measured():
+    """docs/examples/triton-lang-triton.gemmwatch.json is the descriptions
+    scripts/studies/triton_tutorials.py timed beside do_bench (docs/BENCHMARKS.md): the same entries,
+    args, defines, grids and forms, the tutorials' files named where Triton keeps them."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "studies"))
+    from triton_tutorials import KERNELS
+
+    kernels = _kernels(next(p for p in EXAMPLES if p.name.startswith("triton-lang-")))
+    assert [k["name"] for k in kernels] == list(KERNELS)
+    for kernel in kernels:
+        spec = KERNELS[kernel["name"]]
+        assert kernel["source"] == f"python/tutorials/{spec['file']}"
+        for field in ("entry", "compute_mode", "args", "defines", "grid"):
+            assert kernel[field] == spec[field], field
+        assert kernel.get("layout") == spec.get("layout")
+        assert _described(kernel).language == "triton"

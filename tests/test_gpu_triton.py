@@ -35,3 +35,29 @@ def test_a_triton_kernel_that_skips_a_k_block_is_refused(runner):
     out = runner.run_case(Case(0, "triton_matmul_fp16", 512, 512, 512, 7, KernelChoice(wrong, {}, "job")), POLICY)
     assert not out.verified and out.gflops is None
     assert "relative error" in out.error, out.error
+
+
+# -- @triton.autotune, a file as a repository has it (tests/fixtures/triton_script_repo) ---------
+@pytest.mark.parametrize("size", [(1000, 1003, 997), (2048, 2048, 2048)], ids=lambda s: "x".join(map(str, s)))
+def test_an_autotuned_kernel_chooses_its_configuration_and_is_verified(runner, size):
+    from tests.test_triton_autotune import described as autotuned
+
+    first = runner.run_case(Case(0, "triton_autotuned_fp16", *size, 7, KernelChoice(autotuned(), {}, "job")), POLICY)
+    assert first.verified, first.error
+    chosen = first.env["triton"]["config"]
+    assert first.env["launch"]["defines"]["BLOCK_M"] == chosen["kwargs"]["BLOCK_M"]
+    assert first.env["launch"]["block"][0] == 32 * chosen["num_warps"]
+    # The same bucket again: the kept choice, nothing timed.
+    again = runner.run_case(Case(0, "triton_autotuned_fp16", *size, 8, KernelChoice(autotuned(), {}, "job")), POLICY)
+    assert again.verified and again.env["triton"]["chosen_by"] == "an earlier autotune on this worker"
+    assert again.env["triton"]["config"] == chosen
+
+
+def test_a_named_configuration_is_the_one_run(runner):
+    from tests.test_triton_autotune import described as autotuned
+
+    out = runner.run_case(Case(0, "triton_autotuned_fp16", 512, 512, 512, 7,
+                               KernelChoice(autotuned(triton={"config": 2}), {}, "job")), POLICY)
+    assert out.verified, out.error
+    assert out.env["triton"]["config"]["index"] == 2 and out.env["launch"]["defines"]["BLOCK_M"] == 32
+    assert out.env["launch"]["block"][0] == 64

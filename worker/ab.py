@@ -4,7 +4,7 @@ samples shares the clocks and temperature of its moment (core/regression.py judg
 Each side is its own description (files, grid, target, compute mode...), resolved on this GPU."""
 
 from core.regression import AB_MODE
-from worker import stats, timing
+from worker import stats, timing, triton_autotune
 from worker.cases import Case, CaseOutcome, TimingPolicy, gflops
 from worker.problem import Problem
 
@@ -21,6 +21,12 @@ def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
         return out
     problem = {side: Problem(dev, case, launch.form, launch.precision) for side, launch in
                (("head", head_launch), ("base", base_launch))}
+    for side, choice in (("head", case.kernel), ("base", case.base)):  # each side's own @triton.autotune choice
+        launch = head_launch if side == "head" else base_launch
+        if launch.language == "triton":
+            launch, out.env[f"triton_{side}"] = triton_autotune.settle(runner, choice, launch, case, problem[side],
+                                                                       policy)
+            head_launch, base_launch = (launch, base_launch) if side == "head" else (head_launch, launch)
     functions = {"head": dev.compile(head_launch), "base": dev.compile(base_launch)}
     launches = {"head": head_launch, "base": base_launch}
     # Each side against the product of its own inputs: the same draws, rounded to its input type

@@ -54,7 +54,7 @@ def choose(default, gemm, median_ms: Callable[[Callable[[], None]], float], fold
     plan = {"against": "default" if best["index"] < 0 else "best", "default": timed[0], "best": best,
             "candidates": timed}
     if path is not None:
-        _store(path, plan)
+        store(path, plan)
     return {**plan, "cached": False}
 
 
@@ -81,7 +81,7 @@ def _stored(path: Path | None, gemm) -> dict | None:
         return None
 
 
-def _store(path: Path, plan: dict) -> None:
+def store(path: Path, plan: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
     temporary.write_text(json.dumps(plan))

@@ -137,6 +137,13 @@ class CupyDevice:
         self.cp.cuda.Device().synchronize()
 
     # -- kernels ----------------------------------------------------------------------
+    def triton_kernel(self, launch: Launch) -> dict:
+        """A Triton kernel's parameters and @triton.autotune configurations, read in the confined
+        compile process (worker/triton_build.describe)."""
+        from worker import triton_build  # here: the C++ paths never need it
+
+        return triton_build.describe(launch, self.compute_capability, self.cfg)
+
     def compile(self, launch: Launch) -> kernel_args.LoadedKernel:
         """A cubin from the confined compile process (worker/compiler.py), loaded here: this
         process, which holds the GPU and the worker's settings, never runs the compiler. How its

@@ -210,9 +210,12 @@ def loaded_key(launch) -> tuple:
     """What a loaded kernel is kept under by a device: everything its build and its argument plan
     depend on. The args and whether a launcher launches it are in it: the same entry described once
     behind its repository's launcher (no plan of its own) and once as a kernel (its own plan) is two
-    loaded kernels, not one (a job with both failed on "'NoneType' object has no attribute 'passing'")."""
+    loaded kernels, not one (a job with both failed on "'NoneType' object has no attribute 'passing'").
+    So is the precision: a Triton kernel's parameter types come from it, and the same file described
+    in FP16 and in FP8 is two cubins (the FP8 one once ran the FP16 cubin over E4M3 bytes)."""
     return (tuple(sorted(launch.files.items())), launch.source, launch.entry, launch.compile_options(), launch.origin,
-            launch.target, launch.compiler, launch.flags, launch.args, launch.launcher)
+            launch.target, launch.compiler, launch.flags, launch.args, launch.launcher, launch.specialization,
+            launch.num_stages, launch.block, launch.compute_mode, launch.output)
 
 
 def load(built, launch, get_function) -> LoadedKernel:
@@ -224,7 +227,14 @@ def load(built, launch, get_function) -> LoadedKernel:
     # resources are read here (the launcher's own plan: worker/launcher_library.py).
     roles = tuple(launch.args)
     if "declared" in kernel:  # Triton: the parameters it adds after the declared ones (its scratch pointers) get null
-        roles += ("null",) * max(0, len(kernel["params"]) - kernel["declared"])
+        scratch = kernel.get("scratch", [0, 1])[0]
+        if scratch:  # a null scratch would fault: refused rather than run
+            raise ArgumentMismatch(f"{launch.entry} needs {scratch} bytes of Triton's global scratch memory a program "
+                                   "(device-side tensor descriptors, tl.make_tensor_descriptor), which gemmwatch "
+                                   "does not allocate yet: pass pointers or describe its matrices' maps another way")
+        if "kept" in kernel:  # the args Triton compiled in (a stride of 1) are no parameters of the cubin
+            roles = tuple(roles[i] for i in kernel["kept"])
+        roles += ("null",) * max(0, len(kernel["params"]) - len(roles))
     arg_plan = None if launch.launcher else plan(launch.entry, roles, kernel["params"], precision.input_type,
                                                  precision.output_type)
     return LoadedKernel(get_function(kernel["symbol"]), arg_plan, built.compiler, kernel.get("shared"))

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from core.settings import Settings
-from worker import compiler
+from worker import compiler, triton_autotune
 from worker.cases import cases_from_plan
 from worker.child import load_runner
 from worker.problem import Problem
@@ -45,6 +45,9 @@ def main(argv: list[str]) -> int:
     for index, case in zip(spec["indexes"], cases):
         for side, choice in zip(SIDES, (case.base, case.kernel)):
             launch = runner.resolve(choice)
+            if launch.language == "triton":  # the configuration its timed case chose (kept; nothing timed here)
+                launch, _ = triton_autotune.settle(runner, choice, launch, case,
+                                                   Problem(runner.device, case, launch.form, launch.precision), None)
             built = compiler.compile_launch(launch, arch, cfg)
             report["cubins"][f"{index}:{side}"] = {
                 "path": str(built.cubin_path), "entry": launch.entry,

@@ -13,7 +13,7 @@ from core.gemm_form import cublas_gemm
 from core.kernel import Launch, resolve
 from core.precision import peak_tflops
 from core.settings import Settings
-from worker import ab, cublas_best, launcher_case, stats, timing, verify
+from worker import ab, cublas_best, launcher_case, stats, timing, triton_autotune, verify
 from worker.cases import Case, CaseOutcome, KernelChoice, TimingPolicy, gflops, not_applicable
 from worker.cupy_device import CupyDevice, NoCudaDevice  # noqa: F401 (NoCudaDevice: part of this module's API)
 from worker.verify import Run
@@ -108,6 +108,8 @@ class Runner:
         out.env["precision"] = precision.describe()
         out.env["form"] = case.form.describe(case.batch)
         problem = Problem(dev, case, case.form, precision)
+        if launch is not None and launch.language == "triton":  # its @triton.autotune choice, where it has one
+            launch, out.env["triton"] = triton_autotune.settle(self, case.kernel, launch, case, problem, policy)
         function = dev.compile(launch) if launch is not None else None
         out.env["before"] = dev.state()
 
@@ -191,8 +193,7 @@ class Runner:
             return default
 
         def median_ms(call) -> float:
-            dev.warm_up([call], 0.0)  # one launch: its module loaded, its workspace touched
-            return cublas_best.median_of(dev.sample([call] * cublas_best.SELECTION_SAMPLES, policy).times_ms)
+            return self.median_ms(call, policy)
 
         key = {"gpu": self.gpu_name(), "library": gemm.library_version, "m": case.m, "n": case.n,
                "k": case.k, "precision": problem.precision.describe(), "form": problem.form.key(),
@@ -210,6 +211,12 @@ class Runner:
                         "why": f"cuBLASLt's fastest candidate gave a C off by {error:.3g}: timed against the default"}
         out.env["cublas_best"] = plan
         return gemm if plan["against"] == "best" else default
+
+    def median_ms(self, call, policy: TimingPolicy) -> float:
+        """A candidate's time when one of several is chosen (cuBLAS's best, a Triton autotune): one
+        warm-up launch (its module loaded, its workspace touched), then the median of a few samples."""
+        self.device.warm_up([call], 0.0)
+        return cublas_best.median_of(self.device.sample([call] * cublas_best.SELECTION_SAMPLES, policy).times_ms)
 
     def cublas_disagrees(self, problem: Problem, ref, launch: Launch | None, policy: TimingPolicy, k: int,
                          out: CaseOutcome) -> str | None:

@@ -1,20 +1,30 @@
 """A Triton kernel's compile, in the confined compile process (worker/compile_sandbox.py loads this
 file by path and calls `main` for a request whose tool is "triton").
 
-A job's Triton kernel is Python: importing its file runs the job's code. So the file is imported
-here, after confinement, never in the worker: Triton and its compiler are loaded and a throw-away
-kernel compiled first (every library and file Triton opens lazily is then open), then Landlock
-leaves this process reading Python's own library and Triton's package, running Triton's ptxas and
-writing in its own folder, nothing else; only then are the job's files imported and its kernel
-compiled ahead of time for the GPU the worker has (triton.compile with an explicit target: no GPU
-is needed here). The cubin goes back with what launching it needs: the kernel's shared memory and
-warps. Only the standard library, Triton and pyseccomp (no socket: the network is closed too)
-are imported.
+A job's Triton kernel is Python: reading its file runs the job's code. So the file is read here,
+after confinement, never in the worker: Triton and its compiler are loaded and a throw-away kernel
+compiled first (every library and file Triton opens lazily is then open), then Landlock leaves this
+process reading Python's own library and Triton's package, running Triton's ptxas and writing in
+its own folder, nothing else, and a seccomp filter leaves it no socket. Only then are the file's
+definitions run (worker/triton_module.py: its script is skipped, torch and the like are never
+loaded, Triton's driver answers for the worker's GPU), and either its kernel is described (its
+parameters and @triton.autotune configurations) or compiled ahead of time for the GPU the worker
+has (triton.compile with an explicit target and the case's specialization: no GPU is needed here).
+The cubin goes back with what launching it needs: the kernel's shared memory, warps and which of
+its parameters remain. Only the standard library, Triton and pyseccomp are imported.
 """
 
+import importlib.util
 import os
 import sys
 import sysconfig
+
+# worker/triton_module.py, by path as this file is (worker/ is not on sys.path in the compile
+# process), now: it cannot be read once Landlock applies.
+_spec = importlib.util.spec_from_file_location("triton_module", os.path.join(os.path.dirname(__file__),
+                                                                             "triton_module.py"))
+triton_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(triton_module)
 
 
 def main(request: dict, confine, answer, built) -> None:
@@ -22,6 +32,9 @@ def main(request: dict, confine, answer, built) -> None:
     # This folder, the only one it may write once confined: Triton's cache, its home, and the
     # temporary files it hands ptxas.
     os.makedirs("tmp", exist_ok=True)
+    # No GPU here: the kernel is compiled for an explicit target, and a file's script (torch on
+    # "cuda") must find none rather than the worker's.
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
     os.environ.update(TRITON_CACHE_DIR=os.path.abspath("triton-cache"), TRITON_HOME=os.path.abspath("."),
                       TMPDIR=os.path.abspath("tmp"))
     try:
@@ -96,46 +109,95 @@ def _write_files(request: dict) -> None:
 
 
 def _compile(request: dict, triton, ast_source, target, built) -> dict:
-    """Import the job's file, find its @triton.jit kernel, and compile it with the request's types
-    and constants; a reply whose "log" says what went wrong, in the job's own terms."""
-    import importlib.util
+    """Read the job's file (its definitions, worker/triton_module.py), find its kernel, and either
+    describe it (a "describe" request: its parameters and the configurations its @triton.autotune
+    lists) or compile it with the request's types and constants (and one of those configurations);
+    a reply whose "log" says what went wrong, in the job's own terms."""
     import traceback
 
     source = os.path.join("src", request["source"])
     sys.path.insert(0, os.path.abspath(os.path.dirname(source)))  # the job's own modules beside it
+    triton_module.use_target(triton, target)
+    triton_module.refuse_frameworks()
     try:
-        spec = importlib.util.spec_from_file_location("gemmwatch_job_kernel", source)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except BaseException:  # the job's module-level code: whatever it raised, as its traceback
-        return {"ok": False, "log": f"importing {request['source']} failed:\n{_job_traceback(traceback.format_exc())}"}
-    kernel = getattr(module, request["entry"], None)
-    if not isinstance(kernel, triton.runtime.jit.JITFunction):
-        return {"ok": False, "log": f"{request['entry']} in {request['source']} is not a @triton.jit function"}
+        module, skipped = triton_module.load(source)
+    except SyntaxError:
+        return {"ok": False, "log": f"{request['source']} is not valid Python:\n{traceback.format_exc(limit=0)}"}
+    except BaseException:  # the job's definitions: whatever escaped, as its traceback
+        return {"ok": False, "log": f"reading {request['source']} failed:\n{_job_traceback(traceback.format_exc())}"}
+    kernel, configs = triton_module.kernel_and_configs(triton, getattr(module, request["entry"], None))
+    if kernel is None:
+        why = "".join(f"\n  {line}" for line in skipped)
+        return {"ok": False, "log": f"{request['entry']} in {request['source']} is not a @triton.jit function"
+                                    + (f"; statements of the file that raised:{why}" if skipped else "")}
     constant = [p.name for p in kernel.params if p.is_constexpr]
     plain = [p.name for p in kernel.params if not p.is_constexpr]
+    if request.get("describe"):
+        return {"ok": True, "params": plain, "constexprs": constant, "skipped": skipped,
+                "configs": [triton_module.describe_config(c) for c in configs]}
+    config = request.get("config") or {}
+    given = {**request["constants"], **config.get("kwargs", {})}
     types = request["types"]
     if len(plain) != len(types):
         return {"ok": False, "log": f"{request['entry']} takes {len(plain)} parameters that are not tl.constexpr "
                                     f"({', '.join(plain)}) but the description's args name {len(types)}: list each in order"}
-    missing = [name for name in constant if name not in request["constants"]]
+    missing = [name for name in constant if name not in given and not _has_default(kernel, name)]
     if missing:
         return {"ok": False, "log": f"{request['entry']}'s tl.constexpr parameters {', '.join(missing)} have no value: "
                                     "give each in defines (or tunables)"}
-    signature = {**dict(zip(plain, types)), **{name: "constexpr" for name in constant}}
-    constants = {name: request["constants"][name] for name in constant}
+    signature, constants, attrs, kept = _specialized(kernel, types, request.get("specialization") or [])
+    signature.update({name: "constexpr" for name in constant})
+    constants.update({name: given[name] if name in given else _default(kernel, name) for name in constant})
+    options = {"num_warps": config.get("num_warps", request["num_warps"]),
+               "num_stages": config.get("num_stages", request["num_stages"])}
+    if config.get("num_ctas", 1) != 1:
+        options["num_ctas"] = config["num_ctas"]
+    if config.get("maxnreg"):
+        options["maxnreg"] = config["maxnreg"]
     try:
-        compiled = triton.compile(ast_source(kernel, signature, constants), target=target,
-                                  options={"num_warps": request["num_warps"], "num_stages": request["num_stages"]})
+        compiled = triton.compile(ast_source(kernel, signature, constants, attrs), target=target, options=options)
     except Exception:
         return {"ok": False, "log": f"Triton could not compile {request['entry']}:\n"
                                     f"{_job_traceback(traceback.format_exc())}"}
     meta = compiled.metadata
-    reply = built(compiled.asm["cubin"], "", {})
+    notes = "".join(f"\n  {line}" for line in skipped)
+    reply = built(compiled.asm["cubin"], f"{request['source']}: its definitions were read; statements that raised were "
+                                         f"passed over:{notes}" if skipped else "", {})
     for described in reply.get("kernels", []):  # what a launch of it needs, beside its parameters
         if described["symbol"] == meta.name:
-            described.update(shared=int(meta.shared), num_warps=int(meta.num_warps), declared=len(plain))
+            described.update(shared=int(meta.shared), num_warps=int(meta.num_warps), declared=len(plain), kept=kept,
+                             scratch=[int(getattr(meta, "global_scratch_size", 0) or 0),
+                                      int(getattr(meta, "global_scratch_align", 1) or 1)])
     return reply
+
+
+def _specialized(kernel, types: list[str], specialization: list[str]):
+    """The signature, constants and attributes Triton's own launcher would compile the kernel with
+    for a call whose args are specialized so (worker/triton_build.specialization): a "1" compiled in
+    as a constant, a "D" marked divisible by 16 (where the kernel does not say not to), and which of
+    the plain parameters stay parameters of the cubin (their positions among them)."""
+    signature, constants, attrs, kept = {}, {}, {}, []
+    plain = [(i, p) for i, p in enumerate(kernel.params) if not p.is_constexpr]
+    for j, ((index, param), kind) in enumerate(zip(plain, types)):
+        spec = specialization[j] if j < len(specialization) else ""
+        if spec == "1" and not param.do_not_specialize:
+            signature[param.name], constants[param.name] = "constexpr", 1
+            continue
+        signature[param.name] = kind
+        kept.append(j)
+        if spec == "D" and not (param.do_not_specialize or param.do_not_specialize_on_alignment):
+            attrs[(index,)] = [["tt.divisibility", 16]]
+    return signature, constants, attrs, kept
+
+
+def _has_default(kernel, name: str) -> bool:
+    import inspect
+
+    return kernel.signature.parameters[name].default is not inspect.Parameter.empty
+
+
+def _default(kernel, name: str):
+    return kernel.signature.parameters[name].default
 
 
 def _job_traceback(text: str) -> str:

@@ -1,0 +1,130 @@
+"""A Triton file's definitions without its script: how the confined compile process (and
+scripts/studies/triton_do_bench.py, which times the same kernel with Triton's own tool) loads a
+repository's Python as it is.
+
+A tutorial or a repository's kernel file is often a script as well: it builds tensors on the GPU,
+checks its kernel against torch and runs a benchmark at module level. Importing it whole would run
+all that (minutes, on a GPU the compile process must not touch). So only what defines things is
+run, statement by statement in the file's order: imports, functions and classes (with their
+decorators: `@triton.autotune(configs=...)` is evaluated), assignments, and `try` blocks made of
+those. Loops, bare expressions (`benchmark.run(...)`), `if`/`with` blocks (`if __name__ ==
+"__main__":`) are skipped. A statement that raises is skipped with its error kept: a module-level
+`a = torch.randn(..., device="cuda")` fails without a GPU and is no loss unless the kernel needs it.
+
+Triton's active driver is replaced first by one that answers the questions a file asks as it is
+defined (which backend, which target, which torch device) for the worker's GPU, and refuses the
+rest (nothing is launched here). Only the standard library and Triton are imported.
+"""
+
+import ast
+import sys
+import types
+
+# Frameworks that are never loaded where a file is read: nothing runs on a GPU there, and torch's
+# import half-succeeds in a confined process (it cannot open /dev/urandom) and can then crash it.
+# A file imports them for its wrapper and script, not to define its kernel.
+NOT_LOADED = ("torch", "cupy", "cupyx", "jax", "tensorflow", "paddle")
+
+DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
+               ast.AnnAssign, ast.AugAssign)
+
+
+class AheadOfTimeDriver:
+    """Triton's driver as a file sees it while it is defined here: the worker's target, no GPU."""
+
+    def __init__(self, target):
+        self.target = target
+        self.backend = target.backend
+
+    def get_current_target(self):
+        return self.target
+
+    def get_active_torch_device(self):
+        try:
+            import torch
+        except ImportError:
+            return "cuda"
+        return torch.device("cuda")  # a name only: no CUDA context is made
+
+    def is_active(self) -> bool:
+        return True
+
+    def get_benchmarker(self):  # some releases ask for it as @triton.autotune is applied
+        def refuse(*args, **kwargs):
+            raise RuntimeError("gemmwatch times the kernel itself: nothing is benchmarked while the file is read")
+
+        return refuse
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"gemmwatch compiles this file ahead of time, without a GPU: Triton's driver.{name} "
+                           "is not available while the file's definitions are read")
+
+
+class _NotLoaded:
+    """A meta path finder that refuses NOT_LOADED by name, with the reason."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.partition(".")[0] in NOT_LOADED:
+            raise ImportError(f"{name} is not loaded where gemmwatch reads a Triton file (no GPU work runs there; "
+                              "gemmwatch passes the kernel its buffers itself)", name=name)
+        return None
+
+
+def refuse_frameworks() -> None:
+    """From now on in this process, importing a NOT_LOADED framework raises ImportError."""
+    if not any(isinstance(f, _NotLoaded) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NotLoaded())
+
+
+def runs(statement: ast.stmt) -> bool:
+    """Whether a module-level statement defines something (and is run) or is script (and skipped)."""
+    if isinstance(statement, ast.Try):
+        return all(runs(s) for s in statement.body)
+    return isinstance(statement, DEFINITIONS)
+
+
+def load(path: str, name: str = "gemmwatch_job_kernel") -> tuple[types.ModuleType, list[str]]:
+    """The module of `path` with its definitions run and its script skipped; with what raised,
+    one line each ("line 12: NameError: ..."). A file that does not parse is a SyntaxError."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), filename=path)
+    module = types.ModuleType(name)
+    module.__file__ = path
+    sys.modules[name] = module  # Triton and dataclasses look a function's module up by name
+    failed = []
+    for statement in tree.body:
+        if not runs(statement):
+            continue
+        code = compile(ast.Module(body=[statement], type_ignores=[]), path, "exec")
+        try:
+            exec(code, module.__dict__)
+        except Exception as exc:  # the file's own statement: kept as a note, the next one runs
+            failed.append(f"line {statement.lineno}: {type(exc).__name__}: {exc}")
+    return module, failed
+
+
+def use_target(triton, target) -> None:
+    """Make the ahead-of-time driver Triton's active one, for the worker's target."""
+    triton.runtime.driver.set_active(AheadOfTimeDriver(target))
+
+
+def kernel_and_configs(triton, obj):
+    """The @triton.jit function behind `obj` and the configurations its @triton.autotune lists
+    (empty for a plain kernel); None where `obj` is neither."""
+    configs = []
+    while not isinstance(obj, triton.runtime.jit.JITFunction):
+        if isinstance(obj, triton.runtime.autotuner.Autotuner):
+            configs = list(obj.configs)
+        inner = getattr(obj, "fn", None)
+        if inner is None or inner is obj:  # @triton.heuristics wraps the same way as autotune
+            return None, []
+        obj = inner
+    return obj, configs
+
+
+def describe_config(config) -> dict:
+    """A triton.Config as plain data: its constexpr values and compile options."""
+    return {"kwargs": dict(config.kwargs), "num_warps": int(config.num_warps), "num_stages": int(config.num_stages),
+            "num_ctas": int(getattr(config, "num_ctas", 1) or 1),
+            "maxnreg": getattr(config, "maxnreg", None)}
