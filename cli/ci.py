@@ -18,6 +18,7 @@ import httpx
 
 from core.baselines import result_anchor
 from core import source_size
+from core.toolchain import CHANGED
 from core.kernel_folder import load_folder
 from cli.messages import console as make_console, refusal, unreachable
 from cli.progress import wait_for_job
@@ -130,6 +131,11 @@ def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list
              for v, f in zip(verdicts, final) if f["status"] == "regression"]
     if notes:
         lines += ["", "Regressions:", *notes]
+    # A new compiler, Triton, driver or cuBLAS under an unchanged verdict is still news to the reader.
+    changed = [f"- {v['variant']} {size_of(v)}: {v['reason'].split(': the difference may be', 1)[0]}"
+               for v, f in zip(verdicts, final) if f["status"] != "regression" and v.get("reason", "").startswith(CHANGED)]
+    if changed:
+        lines += ["", "Toolchain:", *changed]
     if confirmation is not None:
         lines += confirmation_lines(confirmation)
     else:

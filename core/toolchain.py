@@ -30,9 +30,12 @@ def toolchain_changes(base_env: Any, head_env: Any) -> list[str]:
     return [f"{label} {base[label]} -> {head[label]}" for label in base if label in head and base[label] != head[label]]
 
 
+# How a verdict's reason begins when the toolchain changed (cli/ci.py lists every such verdict).
+CHANGED = "the toolchain changed between base and head"
+
+
 def said_first(changes: list[str], reason: str) -> str:
     """A verdict's reason with the toolchain's changes before it."""
     if not changes:
         return reason
-    return (f"the toolchain changed between base and head ({'; '.join(changes)}): the difference may be its, not "
-            f"the kernel's; {reason}")
+    return f"{CHANGED} ({'; '.join(changes)}): the difference may be its, not the kernel's; {reason}"
