@@ -17,8 +17,8 @@ from core.db import session_factory
 from core.models import Commit, Gpu, Job, Profile, Result
 
 # Open to anyone, by design: the API's description, health, the login page, static files.
-PUBLIC = {("GET", "/healthz"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/login"),
-          ("GET", "/static/plotly/{path}"), ("GET", "/static/dashboard/{path}")}
+PUBLIC = {("GET", "/healthz"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc"), ("GET", "/login"),
+          ("GET", "/static/plotly/{path}"), ("GET", "/static/dashboard/{path}"), ("GET", "/docs-assets/{path}")}
 # Reads that need a token when GEMMWATCH_AUTH_READS is on: 401 without one.
 API_READS = {("GET", p) for p in ("/api/jobs", "/api/jobs/{job_id}", "/api/jobs/{job_id}/verdicts",
                                   "/api/jobs/{job_id}/confirmation", "/api/results", "/api/results/{result_id}",

@@ -376,3 +376,25 @@ def test_commit_page_puts_the_regressions_first_and_each_summary_link_lands_on_i
     page.screenshot(path=str(SHOTS / "commit.png"), full_page=True)
     page.goto("/commits/0123456789abcdef")
     assert "No commit 0123456789abcdef has been measured" in page.locator("#commit-reason").inner_text()
+
+
+def test_the_api_docs_render_with_no_internet(browser, site):
+    """/docs is Swagger UI served whole by gemmwatch (a GPU cluster's server often has no internet):
+    every request that leaves this server is refused here, and the page still lists the API."""
+    with opened(browser, site["url"]) as pg:
+        left: list[str] = []
+
+        def only_here(route):
+            if route.request.url.startswith(site["url"]):
+                route.continue_()
+            else:
+                left.append(route.request.url)
+                route.abort()
+
+        pg.route("**/*", only_here)
+        pg.goto("/docs")
+        pg.wait_for_selector("text=POST/api/jobs", timeout=30_000)
+        assert "gemmwatch" in pg.locator(".information-container .title").inner_text()
+        assert left == [], left
+        pg.goto("/redoc")
+        assert pg.url.endswith("/docs")
