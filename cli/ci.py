@@ -22,6 +22,7 @@ from core.toolchain import CHANGED
 from core.kernel_folder import load_folder
 from cli.messages import console as make_console, refusal, unreachable
 from cli.progress import wait_for_job
+from cli.markup import colored
 
 OK, REGRESSION, FAILED, UNREACHABLE = 0, 1, 2, 3
 console = make_console(stderr=True)
@@ -224,7 +225,7 @@ def confirm(client: httpx.Client, job: dict, base: str | None, changed: list[dic
             **({"profile": True} if profile else {})}
     resp = client.post(f"/api/jobs/{job['id']}/confirm", json=body)
     if resp.status_code != 202:
-        console.print(f"[yellow]no confirmation ({resp.status_code}): {resp.text}; the history verdict stands[/yellow]")
+        console.print(colored("yellow", f"no confirmation ({resp.status_code}): {resp.text}; the history verdict stands"))
         return None
     done = wait_for_job(client, resp.json(), timeout, console, "confirmation")
     return client.get(f"/api/jobs/{done['id']}/confirmation").json()

@@ -23,6 +23,7 @@ from cli.token_commands import token_app
 from cli.variants import variants
 from cli.server import (LOCAL_HELP, SERVER_HELP, api_client, find_server, forget_server, local_token_path, local_url,
                         port_taken, record_server, trusted_server)
+from cli.markup import colored, escape
 
 # Plain click help (rich_markup_mode=None): it wraps to the terminal and never cuts an option name,
 # where rich's panels squeezed `--no-always-confirm` into `--no-always-conf…` at 80 columns.
@@ -254,12 +255,12 @@ def submit(
             console.print(f"job {job['id']} queued on {job['queue']}: {server}/jobs/{job['id']}")
             if not wait:
                 if job.get("waiting"):  # no live worker serves its queue, say: told now, not never
-                    console.print(f"[yellow]job {job['id']} {job['waiting']}[/yellow]")
+                    console.print(colored("yellow", f"job {job['id']} {job['waiting']}"))
                 return
             try:
                 job = wait_for_job(client, job, timeout, console, poll_s=0.5)
             except TimeoutError as exc:
-                console.print(f"[red]timed out: {exc}[/red]")
+                console.print(colored("red", f"timed out: {exc}"))
                 raise typer.Exit(3)
     except httpx.HTTPError as exc:
         console.print(unreachable(server, exc), style="red", markup=False, highlight=False)
@@ -309,7 +310,7 @@ def ci(
         body = build_job(commit, branch, repo, [parse_size(s) for s in size or ["4096"]], gpu, names, kernels_dir, shas,
                          timing.value if timing else None)
     except FolderError as exc:
-        errors.print(f"[red]{kernels_dir}: its kernels cannot be posted:[/red]\n{exc}", highlight=False, soft_wrap=True)
+        errors.print(colored("red", f"{kernels_dir}: its kernels cannot be posted:") + "\n" + escape(str(exc)), highlight=False, soft_wrap=True)
         raise typer.Exit(FAILED)
     with api_client(server, token, from_data_dir=local) as client:
         raise typer.Exit(run_ci(client, body, base, base_branch, timeout, confirm, always_confirm, profile,
@@ -333,7 +334,7 @@ def run_local(
     """Measure on this machine's GPU with the same runner the workers use; --post sends the
     results to a server (idempotent: posting the same run twice adds nothing). Exit 2 if a
     case failed, 3 if the server could not be reached. Its server and token, as `ci`'s."""
-    server = trusted_server(server, local) if post else None
+    server = trusted_server(server, local, "gemmwatch run --post") if post else None
     # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from cli.local_run import batch, measure
     from core.kernel_folder import FolderError, load_folder
@@ -342,7 +343,7 @@ def run_local(
     try:
         sources = [d.model_dump(mode="json") for d in load_folder(kernels_dir, names or None)] if kernels_dir else []
     except FolderError as exc:
-        errors.print(f"[red]{kernels_dir}: its kernels cannot be measured:[/red]\n{exc}", highlight=False, soft_wrap=True)
+        errors.print(colored("red", f"{kernels_dir}: its kernels cannot be measured:") + "\n" + escape(str(exc)), highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     names = names or [s["name"] for s in sources]
     if not names:
@@ -352,7 +353,7 @@ def run_local(
         print_results({"id": "local", "status": "failed" if problems else "succeeded", "results": results,
                        "error": "\n".join(problems) or None})
     elif problems:
-        console.print(f"[red]{chr(10).join(problems)}[/red]")
+        console.print(colored("red", chr(10).join(problems)))
     body = batch(identity, results, {"sha": commit, "repo": repo, "branch": branch} if commit else None)
     if save:
         save.write_text(json.dumps(body))
@@ -364,7 +365,7 @@ def run_local(
             console.print(unreachable(server, exc), style="red", markup=False, highlight=False)
             raise typer.Exit(3)
         if resp.status_code not in (200, 201):
-            console.print(f"[red]{resp.status_code}: {resp.text}[/red]")
+            console.print(colored("red", f"{resp.status_code}: {resp.text}"))
             raise typer.Exit(2)
         console.print(f"posted as job {resp.json()['job_id']}: {server}/jobs/{resp.json()['job_id']}")
     raise typer.Exit(2 if problems else 0)
@@ -387,7 +388,7 @@ def cancel(
         raise typer.Exit(3)
     if resp.status_code != 200:
         detail = resp.json().get("detail", resp.text) if resp.headers.get("content-type", "").startswith("application/json") else resp.text
-        console.print(f"[red]{resp.status_code}: {detail}[/red]")
+        console.print(colored("red", f"{resp.status_code}: {detail}"))
         raise typer.Exit(1 if resp.status_code in (404, 409) else 2)
     job = resp.json()
     p = job["progress"]

@@ -5,6 +5,7 @@ import time
 
 import httpx
 from rich.console import Console
+from cli.markup import colored
 
 
 def wait_for_job(client: httpx.Client, job: dict, timeout: float, console: Console, what: str = "job",
@@ -18,7 +19,7 @@ def wait_for_job(client: httpx.Client, job: dict, timeout: float, console: Conso
     with console.status(f"{what} {job['id']} {job['status']}") as status:
         while True:
             if job.get("waiting") and job["waiting"] != told:
-                console.print(f"[yellow]{what} {job['id']} {job['waiting']}[/yellow]")
+                console.print(colored("yellow", f"{what} {job['id']} {job['waiting']}"))
             told = job.get("waiting")
             if job["status"] not in ("queued", "running"):
                 return job

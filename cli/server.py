@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import typer
 from rich.console import Console
+from cli.markup import colored
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 SERVER_RECORD_FILE = "server"  # in the data folder, beside the local token
@@ -43,25 +44,26 @@ class UntrustedRecord(Exception):
     pass
 
 
-def find_ci_server(explicit: str | None, local: bool) -> str:
-    """`gemmwatch ci`'s server: --server or $GEMMWATCH_SERVER, the data folder's record only with
-    --local; where a record exists without --local, refused, since the token would follow it."""
+def find_ci_server(explicit: str | None, local: bool, command: str = "gemmwatch ci") -> str:
+    """The server of a command that runs in CI (`command`): --server or $GEMMWATCH_SERVER, the data
+    folder's record only with --local; where a record exists without --local, refused, since the
+    token would follow it."""
     if explicit or os.environ.get("GEMMWATCH_SERVER") or local:
         return find_server(explicit)
     record = server_record_path()
     if record.exists():
         raise UntrustedRecord(
-            f"a server is recorded in {record}, which gemmwatch ci does not trust: in CI it is a file of the"
+            f"a server is recorded in {record}, which {command} does not trust: in CI it is a file of the"
             " checked-out tree. Give --server or $GEMMWATCH_SERVER, or --local to use this machine's `gemmwatch up`")
     return DEFAULT_SERVER
 
 
-def trusted_server(explicit: str | None, local: bool) -> str:
+def trusted_server(explicit: str | None, local: bool, command: str = "gemmwatch ci") -> str:
     """find_ci_server for a command that runs in CI (`ci`, `run --post`); exit 2 saying why not."""
     try:
-        return find_ci_server(explicit, local)
+        return find_ci_server(explicit, local, command)
     except UntrustedRecord as exc:
-        Console(stderr=True).print(f"[red]{exc}[/red]", highlight=False, soft_wrap=True)
+        Console(stderr=True).print(colored("red", str(exc)), highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 

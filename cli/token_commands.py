@@ -5,6 +5,7 @@ from typing import Annotated
 import typer
 from cli.messages import console as make_console
 from rich.table import Table
+from cli.markup import colored
 
 token_app = typer.Typer(help="API tokens for writes (stored hashed in the database).", no_args_is_help=True,
                         rich_markup_mode=None)
@@ -33,7 +34,7 @@ def token_create(
         try:
             token = create_token(db, name, scopes=tuple(scope or DEFAULT_SCOPES), repos=tuple(repo or ()))
         except ValueError as exc:
-            console.print(f"[red]{exc}[/red]")
+            console.print(colored("red", str(exc)))
             raise typer.Exit(2)
     print(token)
 
@@ -48,7 +49,7 @@ def token_revoke(name: str):
 
     with session_factory(settings)() as db:
         if not revoke_token(db, name):
-            console.print(f"[red]no active token named {name!r}[/red]")
+            console.print(colored("red", f"no active token named {name!r}"))
             raise typer.Exit(2)
     console.print(f"revoked {name}")
 

@@ -103,6 +103,7 @@ def test_gemmwatch_run_post_follows_no_record_of_the_tree_either(tmp_path, attac
     run = subprocess.run(cmd, cwd=tree, env=ci_env(GEMMWATCH_TOKEN="gw_the-ci-secret", GEMMWATCH_RUNNER=FAKE_RUNNER),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "--server or $GEMMWATCH_SERVER" in run.stderr, run.stdout + run.stderr
+    assert "which gemmwatch run --post does not trust" in run.stderr, run.stderr  # its own name, not ci's
     assert heard == []
 
 

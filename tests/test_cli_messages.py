@@ -46,3 +46,24 @@ def test_a_console_into_a_pipe_has_no_80_column_limit(monkeypatch):
     assert console().width == UNBOUNDED_WIDTH
     monkeypatch.setenv("COLUMNS", "100")
     assert console().width == 100  # asked for
+
+
+def test_an_error_that_quotes_a_pattern_keeps_its_brackets(tmp_path):
+    """rich reads "[a-z]" as markup: a refused kernel name's pattern once printed as '^{0,59}$'."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    (folder / "k.cu").write_text('extern "C" __global__ void k() {}\n')
+    (folder / "gemmwatch.json").write_text(json.dumps(
+        [{"name": "Bad-Name", "source": "k.cu", "entry": "k", "block": [16, 16], "grid": {"tile": [16, 16]}}]))
+    root = Path(__file__).resolve().parents[1]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GEMMWATCH_")}, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-m", "cli.main", "run", "--kernels-dir", str(folder)], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode != 0
+    assert "^[a-z][a-z0-9_]{0,59}$" in done.stdout + done.stderr, done.stdout + done.stderr
