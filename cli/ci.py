@@ -272,7 +272,7 @@ def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str 
         for part in parts:
             resp = client.post("/api/jobs", json=part)
             if resp.status_code != 202:
-                console.print(f"the server refused the job ({resp.status_code}): {refusal(resp)}", style="red",
+                console.print(f"the server refused the job: {refusal(resp)}", style="red",
                               markup=False, highlight=False)
                 return FAILED if resp.status_code in (400, 401, 403, 422) else UNREACHABLE
             job = wait_for_job(client, resp.json(), timeout, console)

@@ -48,9 +48,14 @@ def find_ci_server(explicit: str | None, local: bool, command: str = "gemmwatch 
     """The server of a command that runs in CI (`command`): --server or $GEMMWATCH_SERVER, the data
     folder's record only with --local; where a record exists without --local, refused, since the
     token would follow it."""
+    record = server_record_path()
+    if local and not (explicit or os.environ.get("GEMMWATCH_SERVER")) and not record.exists():
+        raise UntrustedRecord(
+            f"--local reads the server and token `gemmwatch up` recorded in its data folder, and {record} holds "
+            "none: run this from the folder where `make up` (`gemmwatch up`) runs, or set GEMMWATCH_DATA_DIR to "
+            "its data folder")
     if explicit or os.environ.get("GEMMWATCH_SERVER") or local:
         return find_server(explicit)
-    record = server_record_path()
     if record.exists():
         raise UntrustedRecord(
             f"a server is recorded in {record}, which {command} does not trust: in CI it is a file of the"

@@ -122,3 +122,13 @@ def test_local_takes_the_server_and_token_gemmwatch_up_recorded(tmp_path, attack
     tree = hostile_tree(tmp_path / "checkout", attacker_url)
     gemmwatch_ci(tree, ci_env(), "--local")
     assert heard and all(auth == "Bearer gw_the-attackers-own" for _, auth in heard)
+
+
+def test_local_from_a_folder_without_a_record_says_where_it_looked(tmp_path):
+    """`gemmwatch ci --local` run from another folder than `make up`'s: no record there, so no
+    token either; it says so and where, rather than sending the job unsigned (a "401: 401: ...")."""
+    done = gemmwatch_ci(tmp_path, ci_env(), "--local")
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "--local reads the server and token `gemmwatch up` recorded" in said and ".gemmwatch" in said, said
+    assert "401" not in said
