@@ -522,3 +522,18 @@ def test_the_menus_loose_index_scan_finds_every_distinct_value_in_one_statement(
             assert len(every) == 5 and distinct(db, [Result.variant], cap=2) == every[:2]  # in the database's collation
     finally:
         event.remove(engine, "before_cursor_execute", capture)
+
+
+def test_a_job_that_ended_on_no_gpu_does_not_wait_for_one(client, cfg):
+    """A failed job no worker ran (broker down, a refused plan) said "GPU not yet known" forever."""
+    from core.db import session_factory
+    from core.models import Job
+    from tests.fake_results import add_job
+
+    ended, queued = (add_job(cfg, "aaaa07", [], status=status) for status in ("failed", "queued"))
+    with session_factory(cfg)() as db:
+        for job_id in (ended, queued):
+            db.get(Job, job_id).gpu_id = None
+        db.commit()
+    assert "GPU none: no worker ran it" in client.get(f"/jobs/{ended}").text
+    assert "GPU not yet known" in client.get(f"/jobs/{queued}").text
