@@ -6,11 +6,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from core.wire_types import Text
+from core.wire_types import Sha, Text
 
 GpuModel = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,59}$")]
-# Lower-cased as it comes in: `ABC123` and `abc123` are one commit, never two (issue 49, row 2).
-Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$", to_lower=True)]
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 
 

@@ -11,6 +11,7 @@ could not re-measure a case too), 3 server unreachable or timed out.
 """
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import httpx
 from core.baselines import result_anchor
 from core import source_size
 from core.toolchain import CHANGED
+from core.wire_types import SHA_PATTERN
 from core.kernel_folder import load_folder
 from cli.messages import console as make_console, refusal, unreachable
 from cli.progress import wait_for_job
@@ -84,6 +86,22 @@ def split_job(body: dict, limits: dict | None) -> list[dict]:
 def server_limits(client: httpx.Client) -> dict | None:
     resp = client.get("/api/limits")
     return resp.json() if resp.status_code == 200 else None
+
+
+def commit_sha(commit: str) -> str:
+    """The commit's sha as the server takes it: a sha as given, or a name git knows here ("HEAD",
+    a branch, a tag) as `git rev-parse` spells it; ValueError saying what to give otherwise."""
+    if re.fullmatch(SHA_PATTERN, commit):
+        return commit.lower()
+    try:
+        run = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        run = None
+    if run is not None and run.returncode == 0 and re.fullmatch(SHA_PATTERN, run.stdout.strip()):
+        return run.stdout.strip()
+    raise ValueError(f"--commit {commit}: not a sha, and not a commit git knows in this folder; give its sha "
+                     "(`git rev-parse HEAD` prints the current one)")
 
 
 def git_parents(commit: str) -> list[str] | None:

@@ -298,7 +298,12 @@ def ci(
     3: server unreachable or timed out. Its server and token: flags and environment only, unless --local."""
     server = trusted_server(server, local)
     # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
-    from cli.ci import FAILED, build_job, git_parents, run_ci
+    from cli.ci import FAILED, build_job, commit_sha, git_parents, run_ci
+
+    try:
+        commit = commit_sha(commit)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     from core.kernel_folder import FolderError
 
     names = [v.strip() for v in (variants or "").split(",") if v.strip()]
@@ -336,8 +341,14 @@ def run_local(
     case failed, 3 if the server could not be reached. Its server and token, as `ci`'s."""
     server = trusted_server(server, local, "gemmwatch run --post") if post else None
     # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
+    from cli.ci import commit_sha
     from cli.local_run import batch, measure
     from core.kernel_folder import FolderError, load_folder
+
+    try:  # before anything is measured: a name git knows becomes its sha, anything else is refused now
+        commit = commit_sha(commit) if commit else commit
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
     names = [v.strip() for v in (variants or "").split(",") if v.strip()]
     try:

@@ -8,9 +8,9 @@ submitted. Before, any token could confirm anyone's job, and a job of anyone's o
 (a slowed copy of the kernel, say) became the base: "regression" turned into "no change".
 """
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
@@ -22,11 +22,10 @@ from core.cancel import NotYours
 from core.models import ApiToken, Commit, Job, Profile
 from core.tokens import has_scope
 from core.result_env import ab_of, resources_of
-from core.wire_types import Integer, Text
+from core.wire_types import Integer, Sha, Text
 from core.regression import PairedThresholds, judge_paired
 
 
-Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
 # As many kernels as a job may have cases by default (GEMMWATCH_MAX_CASES), since each source is
 # at least one case; a kernels folder of this project's size (34) fits in one job, and so in one
 # confirmation of it (at 32, `gemmwatch ci --always-confirm` on this project's folder was refused).

@@ -83,3 +83,9 @@ def finite_or_null(value: Any) -> Any:
     if isinstance(value, list):
         return [finite_or_null(v) for v in value]
     return value
+
+
+# A commit's hash, lower-cased as it comes in: `ABC123` and `abc123` are one commit, never two
+# (issue 49, row 2). The one definition for the API's words, confirmations and the CLI.
+SHA_PATTERN = r"^[0-9a-fA-F]{4,64}$"
+Sha = Annotated[str, StringConstraints(pattern=SHA_PATTERN, to_lower=True)]

@@ -132,3 +132,26 @@ def test_local_from_a_folder_without_a_record_says_where_it_looked(tmp_path):
     said = " ".join((done.stdout + done.stderr).split())
     assert "--local reads the server and token `gemmwatch up` recorded" in said and ".gemmwatch" in said, said
     assert "401" not in said
+
+
+def test_a_commit_named_as_git_names_it_is_taken_as_its_sha(tmp_path, monkeypatch):
+    """`--commit HEAD` (or a branch) in a checkout is its sha; a name git does not know is refused
+    before anything is posted, saying how to get one (it was the server's regex)."""
+    from cli.ci import commit_sha
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
+    (tree / "a.txt").write_text("a\n")
+    subprocess.run(["git", "add", "-A"], cwd=tree, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], cwd=tree, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True, check=True).stdout.strip()
+    assert commit_sha("ABCDEF12") == "abcdef12"
+    monkeypatch.chdir(tree)
+    assert commit_sha("HEAD") == head
+    with pytest.raises(ValueError, match="`git rev-parse HEAD` prints the current one"):
+        commit_sha("no-such-branch")
+    monkeypatch.undo()
+    done = gemmwatch_ci(tmp_path, ci_env(GEMMWATCH_SERVER="http://127.0.0.1:9"), "--commit", "HEAD~7")
+    assert done.returncode == 2 and "not a sha, and not a commit git knows" in " ".join(done.stderr.split()), done.stderr
