@@ -43,4 +43,4 @@ lint: install
 	$(VENV)/bin/mypy --no-incremental --cache-dir /dev/null
 
 test: install services lint
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --instafail $(PYTEST_ARGS)
