@@ -72,6 +72,20 @@ MUTANTS = [
              'return err if err == err and err != float("inf") else 0.0'),)),
     Mutant("10b", "a NaN error compared as passing in the verdict", "worker/verify.py",
            (("if not self.rel_error <= tolerance:", "if self.rel_error > tolerance:"),)),
+    # Issue 51's survivors of rules, caught by tests/test_rule_mutants.py.
+    Mutant("51a", "FP8's bound counts K/32 rounded down", "core/precision.py",
+           (("steps = -(-k // FP8_MMA_K)", "steps = k // FP8_MMA_K"),)),
+    Mutant("51b", "a verified result with an error reported passed", "core/result_status.py",
+           (('return "passed" if not error else "failed"', 'return "passed"'),)),
+    Mutant("51c", "FP16 sums accepted with an FP32 C", "core/gemm_form.py",
+           (('if accumulate == "fp16" and (compute_mode != "fp16" or output != "input"):',
+             'if accumulate == "fp16" and compute_mode != "fp16":'),)),
+    Mutant("51d", "batch strides accepted without a batch", "core/gemm_form.py",
+           (('if "batch" not in args and any(a.startswith("stride_") for a in args):', "if False:"),)),
+    Mutant("51e", "a result's noise without the /1.349", "core/baselines.py",
+           (("return (q3 - q1) / IQR_PER_SIGMA / median", "return (q3 - q1) / median"),)),
+    Mutant("51f", "cuBLAS's best: index <= 0 read as the default", "worker/cublas_best.py",
+           (('"default" if best["index"] < 0 else "best"', '"default" if best["index"] <= 0 else "best"'),)),
 ]
 
 

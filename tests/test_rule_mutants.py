@@ -1,0 +1,83 @@
+"""Issue 51: rules that a mutation once changed without any test noticing (the mutation table in
+docs/BENCHMARKS.md, `scripts/studies/mutants.py --tests tests/test_rule_mutants.py`). Each test
+pins one rule at the value that tells the rule from its mutant."""
+
+import pytest
+from pydantic import ValidationError
+
+from core.baselines import IQR_PER_SIGMA, robust_noise
+from core.kernel_description import KernelDescription
+from core.precision import FP8_ACCUMULATE_BITS, Precision, unit_roundoff
+from core.result_status import status_of
+from worker import cublas_best
+
+KERNEL = {"name": "k", "source": "k.cu", "files": {"k.cu": 'extern "C" __global__ void k() {}'}, "entry": "k",
+          "block": [16, 16], "grid": {"tile": [16, 16]}}
+
+
+def test_fp8s_bound_counts_a_partial_32_deep_step_as_a_step():
+    """K = 33 is two tensor-core steps of 32, not one: the bound must not round K/32 down."""
+    step = 2 * 2.0**-FP8_ACCUMULATE_BITS
+    out = 2 * unit_roundoff("bfloat16")
+    assert Precision("fp8").default_tolerance(33) == pytest.approx(out + 2 * step)
+    assert Precision("fp8").default_tolerance(32) == pytest.approx(out + step)
+
+
+@pytest.mark.parametrize(("fields", "status"), [
+    ((True, None, 1e-6), "passed"),
+    ((True, "no usable timing samples", 1e-6), "failed"),  # verified, then no figure: not a pass
+    ((False, "relative error 0.3", 0.3), "incorrect"),
+    ((False, "wrong result: C holds NaN or Inf", None), "failed"),  # nothing measured of it: the runner says incorrect itself
+    ((False, "compile failed", None), "failed"),
+])
+def test_a_results_status_follows_from_its_fields(fields, status):
+    assert status_of(*fields) == status
+    assert status_of(*fields, not_applicable=True) == "not applicable"
+
+
+def test_fp16_sums_only_with_an_fp16_c():
+    with pytest.raises(ValidationError, match='accumulate "fp16" is for fp16 kernels writing an FP16 C'):
+        KernelDescription.model_validate({**KERNEL, "compute_mode": "fp16", "accumulate": "fp16", "output": "fp32"})
+    assert KernelDescription.model_validate({**KERNEL, "compute_mode": "fp16", "accumulate": "fp16"}).form.accumulate == "fp16"
+
+
+def test_batch_strides_need_the_batch_count():
+    with pytest.raises(ValidationError, match='args take batch strides but not the batch count'):
+        KernelDescription.model_validate({**KERNEL, "args": ["M", "N", "K", "A", "B", "C", "stride_a", "stride_b",
+                                                             "stride_c"]})
+
+
+def test_a_results_noise_is_its_quartiles_over_1_349_of_its_median():
+    assert IQR_PER_SIGMA == 1.349
+    assert robust_noise(0.5, 0.99, 1.01, 1.0) == pytest.approx(0.02 / 1.349)
+
+
+class _Gemm:
+    """cuBLASLt's candidates as cublas_best sees them, each with its time."""
+
+    def __init__(self, times):
+        self.times, self.index = times, 0
+        self.candidates = list(range(len(times)))
+
+    def use(self, index):
+        self.index = index
+
+    @property
+    def plan(self):
+        return {"algo": f"algo{self.index}"}
+
+    def __call__(self):
+        return None
+
+
+def test_cublas_best_is_the_default_when_the_default_is_fastest_and_a_candidate_when_one_is():
+    default = object()
+    gemm = _Gemm([3.0, 2.0])
+    times = {default: 1.0}
+    plan = cublas_best.choose(default, gemm, lambda call: times.get(call, None) or gemm.times[gemm.index], None, {})
+    assert plan["against"] == "default" and plan["best"]["index"] == -1
+    for fastest in (0, 1):  # cuBLASLt's first candidate is a candidate like the others, not the default
+        gemm = _Gemm([0.5, 3.0] if fastest == 0 else [3.0, 0.5])
+        plan = cublas_best.choose(default, gemm, lambda call: times.get(call, None) or gemm.times[gemm.index], None,
+                                  {})
+        assert plan["against"] == "best" and plan["best"]["index"] == fastest and gemm.index == fastest
