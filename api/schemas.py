@@ -19,7 +19,6 @@ JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 JobKind = Literal["bench", "autotune"]
 # A confirm job is made by POST /api/jobs/{id}/confirm, never posted as a job of its own.
 AnyJobKind = Literal["bench", "autotune", "confirm"]
-TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
 # One of M, N, K as a job asks for it: an integer (64 or 64.0), never "64" or true.
 Dim = Integer()

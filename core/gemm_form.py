@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 Epilogue = Literal["alpha_beta", "ab_only", "alpha_only"]
-EPILOGUES: tuple[str, ...] = Epilogue.__args__  # type: ignore[attr-defined]
 Accumulate = Literal["fp32", "fp16"]
 MATRICES = ("A", "B", "C")
 # Rows and columns of each matrix, in M, N, K.

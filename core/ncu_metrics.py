@@ -201,10 +201,3 @@ def _profile(index: int, cells: dict[str, str]) -> KernelProfile:
         occupancy_limits={k: parse_number(cells.get(m)) for k, m in OCCUPANCY_LIMITS.items()},
         raw=cells,
     )
-
-
-def spec(key: str) -> MetricSpec:
-    for s in METRICS + MIX:
-        if s.key == key:
-            return s
-    raise KeyError(key)

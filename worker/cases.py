@@ -134,10 +134,6 @@ class Case:
         return self.kernel.description.form if self.kernel is not None else GemmForm()
 
     @property
-    def flops(self) -> float:
-        return 2.0 * self.m * self.n * self.k * self.batch
-
-    @property
     def tunables(self) -> dict[str, int]:
         return dict(self.kernel.tunables) if self.kernel is not None and self.base is None else {}
 

@@ -74,8 +74,3 @@ def _remember(slot: tuple[str, bool], kind: type, message: str) -> None:
         while len(_failed) > MAX_REMEMBERED:
             _failed.popitem(last=False)
         counts["remembered"] += 1
-
-
-def forget() -> None:
-    with _lock:
-        _failed.clear()

@@ -40,10 +40,6 @@ class Confinement:
     threads_before: int | None = 1
     extra: dict = field(default_factory=dict)
 
-    @property
-    def complete(self) -> bool:
-        return not self.missing
-
     def describe(self) -> str:
         lines = list(self.applied)
         lines += [f"NOT applied: {m}" for m in self.missing]
