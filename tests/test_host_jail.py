@@ -12,13 +12,11 @@ Nothing here sleeps to order things: a call returns when its process has ended, 
 listeners might have got is queued by then (loopback delivers at once).
 """
 
-import ctypes
 import errno
 import json
 import os
 import platform
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -29,14 +27,14 @@ from pathlib import Path
 
 import pytest
 
-from worker import launcher_call
 from worker.host_jail import landlock_abi
+from tests.cpu_gemm_hook import cpu_gemm_inputs
 from worker.launcher_call import (AFTER_CALL_FAILED, CRASHED, EXITED, REFUSED, RETURNED, TIMED_OUT, CallOutcome,
-                                  cpu_gemm_inputs, run_confined_call)
+                                  run_confined_call)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hostile_launchers"
-CPU = "worker.launcher_call:CpuGemm"
+CPU = "tests.cpu_gemm_hook:CpuGemm"
 FAKE_CUDA = f"{FIXTURES / 'hooks.py'}:FakeCudaGemm"
 SECRET = "gw_tok_7f3c9e1d5a0b4c2e8f6a1d3b5c7e9f0a"  # stands for an API token or a database password
 PASSWD_START = "root:x:0:0"
@@ -223,9 +221,9 @@ def test_the_workers_environment_never_reaches_the_launcher(world, monkeypatch):
 
 def test_a_library_that_cannot_be_loaded_is_reported(world, tmp_path):
     (tmp_path / "not_elf.so").write_text("not a library\n")
-    outcome = run_confined_call(tmp_path / "not_elf.so", timeout_s=CALL_LIMIT_S)
+    outcome = run_confined_call(tmp_path / "not_elf.so", hook=CPU, timeout_s=CALL_LIMIT_S)
     assert outcome.kind == "load_failed" and "could not be loaded" in outcome.message, outcome
-    outcome = run_confined_call(world.library("well_behaved"), "launch_gemm", timeout_s=CALL_LIMIT_S)
+    outcome = run_confined_call(world.library("well_behaved"), "launch_gemm", hook=CPU, timeout_s=CALL_LIMIT_S)
     assert outcome.kind == "load_failed" and "has no function launch_gemm" in outcome.message, outcome
 
 
@@ -248,17 +246,18 @@ WITHOUT_LANDLOCK = """
         f.add_rule(pyseccomp.ERRNO(errno.ENOSYS), name)
     f.load()
     from worker.launcher_call import run_confined_call
-    o = run_confined_call(sys.argv[1] if len(sys.argv) > 1 else {library!r}, require={require}, timeout_s=60)
+    o = run_confined_call(sys.argv[1] if len(sys.argv) > 1 else {library!r}, hook={CPU!r}, require={require},
+                          timeout_s=60)
     print(json.dumps({{"kind": o.kind, "message": o.message, "confinement": o.confinement}}))
 """
 
 
 def test_without_landlock_the_job_is_refused_unless_the_caller_says_warn(world):
     library = str(world.library("read_files"))
-    refused = json.loads(_python(WITHOUT_LANDLOCK.format(library=library, require=True)).stdout)
+    refused = json.loads(_python(WITHOUT_LANDLOCK.format(library=library, require=True, CPU=CPU)).stdout)
     assert refused["kind"] == REFUSED and "cannot be confined" in refused["message"], refused
     assert "Landlock is not available" in refused["message"]
-    warned = json.loads(_python(WITHOUT_LANDLOCK.format(library=library, require=False)).stdout)
+    warned = json.loads(_python(WITHOUT_LANDLOCK.format(library=library, require=False, CPU=CPU)).stdout)
     assert warned["kind"] == RETURNED, warned
     assert "NOT applied: Landlock is not available" in warned["confinement"]
     assert "seccomp:" in warned["confinement"]  # what could be applied was
@@ -333,7 +332,7 @@ def test_a_confined_launcher_dies_with_its_parent(world):
     parent = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             from worker.launcher_call import run_confined_call
-            run_confined_call({str(world.library('spin'))!r}, timeout_s=600)
+            run_confined_call({str(world.library('spin'))!r}, hook={CPU!r}, timeout_s=600)
         """)], env=_env_with_root(), cwd=ROOT)
     try:
         child = _wait_for(lambda: _children(parent.pid), "the confined process to start")[0]

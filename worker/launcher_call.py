@@ -27,13 +27,12 @@ loading are facts. Replies are JSON, never pickle (unpickling a hostile process'
 its code in the parent).
 
 The child is worker/launcher_child.py, run as a script; this module is the parent's side, and the
-CPU's set-up hook (`CpuGemm`).
+shape of a set-up hook (`LauncherHook`; the GPU's in worker/launcher_gpu.py, the CPU double's in
+tests/cpu_gemm_hook.py).
 """
 
-import ctypes
 import json
 import os
-import random
 import selectors
 import signal
 import subprocess
@@ -42,6 +41,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from worker.jail_terms import Allowance
 
@@ -101,13 +101,13 @@ def signal_words(signum: int) -> str:
 
 
 def run_confined_call(library: str | os.PathLike, symbol: str = "launch", *,
-                      hook: str = "worker.launcher_call:CpuGemm", hook_args: dict | None = None,
+                      hook: str, hook_args: dict | None = None,
                       readable: tuple[str, ...] = (), devices: tuple[str, ...] = (), scratch: bool = False,
                       timeout_s: float = 10.0, setup_timeout_s: float = 60.0, require: bool = True,
                       extra_env: dict[str, str] | None = None, through_address: bool = False) -> CallOutcome:
     """Call `symbol` of `library` once, in a fresh confined process; what happened comes back.
 
-    hook: the set-up (see CpuGemm for what it provides), named "module:Class" or "/file.py:Class".
+    hook: the set-up (a LauncherHook, below), named "module:Class" or "/file.py:Class".
     readable, devices: paths the call may still open besides the library's folder and what the hook
     names (read-only; read/write/ioctl). scratch: a temporary folder, the child's HOME and working
     folder, that it may write (else nothing is writable).
@@ -286,30 +286,14 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-# --- the set-up hooks --------------------------------------------------------------------------
+# --- the set-up hook ------------------------------------------------------------------------------
 
 
-def cpu_gemm_inputs(M: int, N: int, K: int, seed: int) -> tuple[list[float], list[float], list[float]]:
-    """A (M x K), B (K x N) and C (M x N), row-major, uniform in [-1, 1): the CPU hook's inputs, and
-    what a test computes its reference from."""
-    rng = random.Random(seed)
+class LauncherHook(Protocol):
+    """The set-up of a launcher call, named "module:Class" or "/file.py:Class" and loaded in the
+    confined process (worker/launcher_child.py). The GPU's is worker/launcher_gpu.CupyLauncherCase;
+    the CPU double's lives in tests/.
 
-    def draw(n: int) -> list[float]:
-        return [rng.uniform(-1.0, 1.0) for _ in range(n)]
-
-    return draw(M * K), draw(K * N), draw(M * N)
-
-
-# launch(size_t M, size_t N, size_t K, float alpha, const float *A, const float *B, float beta, float *C,
-#        cudaStream_t stream)
-LAUNCHER_ARGTYPES = [ctypes.c_size_t] * 3 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float,
-                                             ctypes.c_void_p, ctypes.c_void_p]
-
-
-class CpuGemm:
-    """The set-up of a launcher call on the CPU (the CI's; a test of the confinement, not of speed).
-
-    Every hook has this shape, the GPU's too:
       __init__(args)        the request's hook_args (JSON); runs before any Landlock layer (import
                             here what the set-up needs: NumPy, CuPy)
       setup_allowance()     Allowance the set-up needs beyond the Python installation and the
@@ -318,34 +302,22 @@ class CpuGemm:
                             a cudaMalloc in the launcher opens /dev/nvidia0 anew); both are asked
                             for before the first layer, while /dev can still be listed
       set_up()              under the first layer: initialise, allocate
-      call(launcher)        call the launcher (a ctypes function): once here; the GPU's hook calls it
-                            for each run it needs (verification, warm-up, timing), on its stream
+      call(launcher)        call the launcher (a ctypes function): once, or for each run it needs
+                            (verification, warm-up, timing), on its stream
       after_call()          a JSON-able dict of what the call produced; raise if it left the device
                             (or anything else) unusable: that is reported on the case
     Whatever set_up and after_call need must be imported in __init__ or set_up: after
     confinement nothing but the allowance can be read, Python's own modules included.
     """
 
-    def __init__(self, args: dict):
-        self.M, self.N, self.K = int(args.get("M", 8)), int(args.get("N", 8)), int(args.get("K", 8))
-        self.alpha, self.beta = float(args.get("alpha", 1.0)), float(args.get("beta", 0.0))
-        self.seed = int(args.get("seed", 0))
+    def __init__(self, args: dict) -> None: ...
 
-    def setup_allowance(self) -> Allowance:
-        return Allowance()
+    def setup_allowance(self) -> Allowance: ...
 
-    def set_up(self) -> None:
-        a, b, c = cpu_gemm_inputs(self.M, self.N, self.K, self.seed)
-        self.A, self.B, self.C = ((ctypes.c_float * len(x))(*x) for x in (a, b, c))
+    def call_allowance(self) -> Allowance: ...
 
-    def call_allowance(self) -> Allowance:
-        return Allowance()
+    def set_up(self) -> None: ...
 
-    def call(self, launcher) -> None:
-        launcher.argtypes = LAUNCHER_ARGTYPES
-        launcher.restype = None
-        launcher(self.M, self.N, self.K, self.alpha, ctypes.addressof(self.A), ctypes.addressof(self.B), self.beta,
-                 ctypes.addressof(self.C), None)
+    def call(self, launcher) -> None: ...
 
-    def after_call(self) -> dict:
-        return {"C": list(self.C)}
+    def after_call(self) -> dict: ...
