@@ -20,8 +20,8 @@ from core.db import session_factory
 from core.fleet import load_fleet
 from core.models import Job, Result
 from core.settings import Settings
+from core.job_states import JOB_STATES
 
-JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 # A case compiles, verifies and times a kernel beside cuBLAS: from well under a second to minutes.
 CASE_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 

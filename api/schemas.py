@@ -14,8 +14,8 @@ from core.wire_types import Int32, Integer
 from core.timing_stats import timing_fields
 from core.baselines import VerdictOut  # noqa: F401 (part of the wire contract)
 from core.confirm import MAX_SOURCES_PER_JOB, ConfirmationOut, ConfirmIn  # noqa: F401 (part of the wire contract)
+from core.job_states import JobStatus  # noqa: F401 (part of the wire contract)
 
-JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 JobKind = Literal["bench", "autotune"]
 # A confirm job is made by POST /api/jobs/{id}/confirm, never posted as a job of its own.
 AnyJobKind = Literal["bench", "autotune", "confirm"]

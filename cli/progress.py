@@ -6,6 +6,7 @@ import time
 import httpx
 from rich.console import Console
 from cli.markup import colored
+from core.job_states import OPEN
 
 
 def wait_for_job(client: httpx.Client, job: dict, timeout: float, console: Console, what: str = "job",
@@ -21,7 +22,7 @@ def wait_for_job(client: httpx.Client, job: dict, timeout: float, console: Conso
             if job.get("waiting") and job["waiting"] != told:
                 console.print(colored("yellow", f"{what} {job['id']} {job['waiting']}"))
             told = job.get("waiting")
-            if job["status"] not in ("queued", "running"):
+            if job["status"] not in OPEN:
                 return job
             if time.monotonic() > deadline:
                 reason = f" ({job['waiting']})" if job.get("waiting") else ""

@@ -15,8 +15,9 @@ from sqlalchemy.orm import Session
 
 from core.models import ApiToken, Job, utcnow
 from core.tokens import has_scope
+from core.job_states import OPEN
 
-CANCELLABLE = ("queued", "running")
+CANCELLABLE = OPEN
 
 
 class JobNotFound(LookupError):

@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from core.models import Job, Worker, utcnow
 from core.settings import Settings
+from core.job_states import ENDED
 
-ENDED = ("succeeded", "failed", "cancelled")
 
 
 @dataclass

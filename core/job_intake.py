@@ -13,10 +13,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.broker import enqueue_job
+from core.job_states import OPEN
 from core.models import ApiToken, Job, utcnow
 from core.settings import Settings
 
-OPEN = ("queued", "running")
 
 
 def over_cap(db: Session, cfg: Settings, token_rows: list[ApiToken | None]) -> list[str | None]:

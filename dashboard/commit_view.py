@@ -12,6 +12,7 @@ from core.baselines import result_anchor, verdicts
 from core.confirm import KIND as CONFIRM, confirmation, profiles_of
 from core.models import Commit, Job, Profile, Result
 from core.regression import PairedThresholds, Thresholds
+from core.job_states import OPEN
 
 MIN_PREFIX = 7  # like git's short sha: a shorter prefix would match too much to be a permalink
 # Where a row stands in the page: what needs a look first.
@@ -130,7 +131,7 @@ def load_commit(db: Session, sha: str, th: Thresholds, pth: PairedThresholds) ->
                 row.profile_id = c.result_id if c.profile_status else None
             rows.append(row)
     rows.sort(key=lambda r: (RANK.get(r.status, 9), r.confirmed is None, r.gpu, r.variant, r.m * r.n * r.k, r.job_id))
-    pending = [j for j in jobs if j.status in ("queued", "running") or not j.results]
+    pending = [j for j in jobs if j.status in OPEN or not j.results]
     if not rows:
         reason = (f"No results for {commits[0].sha[:12]} yet: " + ", ".join(f"job #{j.id} {j.status}" for j in pending)
                   if pending else f"No results for {commits[0].sha[:12]}.")

@@ -18,6 +18,7 @@ from core.models import Job
 from core.tokens import find_token, has_scope, note_use
 from core.web_deps import SessionDep, settings_of
 from dashboard import login
+from core.job_states import OPEN
 
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
 
@@ -39,7 +40,7 @@ def form_state(request: Request, db, job: Job | None) -> dict:
     session = login.session_token(request, db)
     return {
         "offered": job is not None and job.kind == CONFIRM and bool(job.confirm)
-                   and job.status not in ("queued", "running"),
+                   and job.status not in OPEN,
         "needs_token": settings_of(request).auth_writes and (session is None or not has_scope(session, "jobs")),
         "message": MESSAGES.get(request.query_params.get("profile", "")),
     }
