@@ -20,7 +20,7 @@ from core.form_keys import batch_of
 from core.kernel_store import kernel_of
 from core.cancel import NotYours
 from core.models import ApiToken, Commit, Job, Profile
-from core.tokens import has_scope
+from core.tokens import acts_for, admin_token_ids
 from core.result_env import ab_of, resources_of
 from core.wire_types import Integer, Sha, Text
 from core.regression import PairedThresholds, judge_paired
@@ -92,9 +92,8 @@ def base_commit(db: Session, head: Commit, base_sha: str | None) -> Commit | Non
 def _owned_by(owner: int | None):
     """Jobs the head job's owner submitted, or an admin token; with no owner (writes open), the
     jobs submitted without a token, and an admin's."""
-    admins = select(ApiToken.id).where(ApiToken.scopes.contains("admin"))
     mine = Job.submitted_by_token_id.is_(None) if owner is None else Job.submitted_by_token_id == owner
-    return or_(mine, Job.submitted_by_token_id.in_(admins))
+    return or_(mine, Job.submitted_by_token_id.in_(admin_token_ids()))
 
 
 def _latest_job_with(db: Session, commit: Commit, variant: str, m: int, n: int, k: int, gpu_model: str | None,
@@ -119,7 +118,7 @@ def _latest_job_with(db: Session, commit: Commit, variant: str, m: int, n: int, 
 
 def check_confirmer(head_job: Job, token: ApiToken | None) -> None:
     """NotYours unless `token` submitted the head job or is an admin (None: writes need no token)."""
-    if token is None or has_scope(token, "admin") or head_job.submitted_by_token_id == token.id:
+    if token is None or acts_for(token, head_job.submitted_by_token_id):
         return
     raise NotYours(f"job {head_job.id} was submitted by another token; only that token or an admin token confirms"
                    f" it (this one: {token.name!r}, scopes: {token.scopes})")

@@ -11,7 +11,7 @@ import hashlib
 import secrets
 from datetime import timedelta
 
-from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy import bindparam, literal, or_, select, update
 from sqlalchemy.orm import Session
 
 from core.models import ApiToken, utcnow
@@ -38,6 +38,19 @@ def check_scopes(scopes: list[str] | tuple[str, ...]) -> str:
 def has_scope(row: ApiToken, scope: str) -> bool:
     held = row.scopes.split()
     return scope in held or "admin" in held
+
+
+def acts_for(token: ApiToken | None, owner_id: int | None) -> bool:
+    """The one rule for acting on a job someone submitted (cancel it, confirm it): its submitter
+    or an admin token; with writes open (no token asks), anyone."""
+    return token is None or has_scope(token, "admin") or owner_id == token.id
+
+
+def admin_token_ids():
+    """A SELECT of the ids of tokens that hold `admin`: a whole word of their stored scopes (sorted,
+    space-separated), so no scope that merely contains the letters counts."""
+    words = literal(" ").concat(ApiToken.scopes).concat(" ")
+    return select(ApiToken.id).where(words.like("% admin %"))
 
 
 def hash_token(token: str) -> str:

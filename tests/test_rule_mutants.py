@@ -81,3 +81,26 @@ def test_cublas_best_is_the_default_when_the_default_is_fastest_and_a_candidate_
         plan = cublas_best.choose(default, gemm, lambda call: times.get(call, None) or gemm.times[gemm.index], None,
                                   {})
         assert plan["against"] == "best" and plan["best"]["index"] == fastest and gemm.index == fastest
+
+
+def test_who_acts_for_a_jobs_submitter_is_one_rule(cfg):
+    """Cancel and confirm ask core/tokens.acts_for; a base kernel is taken from the submitter's or an
+    admin's jobs, and "admin" is a whole scope word (a LIKE '%admin%' once matched any scope that
+    held the letters)."""
+    from sqlalchemy import select
+
+    from core.db import session_factory
+    from core.models import ApiToken
+    from core.tokens import acts_for, admin_token_ids, create_token, find_token
+
+    with session_factory(cfg)() as db:
+        mine, other, admin = (find_token(db, create_token(db, name, scopes=scopes))
+                              for name, scopes in (("mine", ("jobs",)), ("other", ("jobs",)), ("boss", ("admin",))))
+        assert acts_for(mine, mine.id) and acts_for(admin, mine.id) and acts_for(None, mine.id)
+        assert not acts_for(other, mine.id)
+        assert set(db.scalars(admin_token_ids())) == {admin.id}
+        mine.scopes = "jobs results"
+        other.scopes = "admin jobs"  # a stored scope list with admin first
+        db.commit()
+        assert set(db.scalars(admin_token_ids())) == {admin.id, other.id}
+        assert set(db.scalars(select(ApiToken.id))) == {mine.id, other.id, admin.id}
