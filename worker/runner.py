@@ -76,13 +76,8 @@ class Runner:
 
     @staticmethod
     def tolerance(launch: Launch, policy: TimingPolicy, k: int) -> float:
-        """The kernel's own tolerance, else the deployment's for FP32 and TF32, else the bound its
-        half precision and K allow (core/precision.py derives it)."""
-        if launch.tolerance is not None:
-            return launch.tolerance
-        if launch.compute_mode in ("fp32", "tf32"):
-            return policy.max_rel_error_tf32 if launch.compute_mode == "tf32" else policy.max_rel_error
-        return launch.precision.default_tolerance(k)
+        """The kernel's own tolerance, else its precision's bound (bound_for)."""
+        return launch.tolerance if launch.tolerance is not None else bound_for(launch.precision, k, policy)
 
     # -- one case -----------------------------------------------------------------
     def run_case(self, case: Case, policy: TimingPolicy) -> CaseOutcome:
@@ -203,9 +198,7 @@ class Runner:
             gemm()
             dev.synchronize()
             error = verify.rel_error(dev.xp, problem.read(gemm.c), ref)
-            mode = problem.precision.compute_mode
-            bound = {"fp32": policy.max_rel_error, "tf32": policy.max_rel_error_tf32}.get(
-                mode, problem.precision.default_tolerance(case.k))
+            bound = bound_for(problem.precision, case.k, policy)
             if error > bound:
                 plan = {**plan, "against": "default",
                         "why": f"cuBLASLt's fastest candidate gave a C off by {error:.3g}: timed against the default"}
@@ -228,11 +221,22 @@ class Runner:
         # cuBLASLt's FP8 call pads an odd N and leaves its C in a padded matrix of its own (`c`).
         error = verify.rel_error(self.device.xp, problem.read(getattr(call, "c", c)), ref)
         out.env["cublas_rel_error"] = error if error != float("inf") else None
-        bound = self.tolerance(launch, policy, k) if launch is not None else problem.precision.default_tolerance(k)
+        bound = self.tolerance(launch, policy, k) if launch is not None else bound_for(problem.precision, k, policy)
         if error <= bound:
             return None
         return (f"the cuBLAS baseline of form {out.form} is wrong (relative error {error:.3g} > {bound:g}): no "
                 "ratio is made against it; please report this with the case")
+
+
+def bound_for(precision, k: int, policy: TimingPolicy) -> float:
+    """The one bound on a C's relative error in a precision, for a kernel without its own and for
+    cuBLAS's: the deployment's for FP32 and TF32 (GEMMWATCH_MAX_REL_ERROR and _TF32), else the bound
+    a narrow precision and K allow (core/precision.py derives it)."""
+    if precision.compute_mode == "tf32":
+        return policy.max_rel_error_tf32
+    if precision.compute_mode == "fp32":
+        return policy.max_rel_error
+    return precision.default_tolerance(k)
 
 
 def record(out: CaseOutcome, case: Case, t: timing.PairedSamples, policy: TimingPolicy) -> None:
