@@ -38,7 +38,16 @@ def variants(
     table = Table(title=f"{len(found)} variants at {server}")
     for col in ("name", "precision", "form"):
         table.add_column(col, no_wrap=True)  # never cut: a name is what one types
-    table.add_column("technique", max_width=72)  # a long description wraps within its cell
+    table.add_column("technique", no_wrap=True)  # its first words: one line a variant (GET /api/kernels/NAME has all)
     for v in found:
-        table.add_row(v["name"], v["precision"], v.get("form", "rrr"), v["technique"])
+        table.add_row(v["name"], v["precision"], v.get("form", "rrr"), gist(v["technique"]))
     out.print(table, markup=False, highlight=False)
+
+
+def gist(technique: str, most: int = 60) -> str:
+    """A technique's first clause, at most `most` characters cut at a word ("..." where cut): the
+    list is one line a variant (fifty variants once made 210 lines of wrapped prose)."""
+    first = technique.split(";")[0].split(": ")[0].strip()
+    if len(first) <= most:
+        return first
+    return first[:most].rsplit(" ", 1)[0].rstrip(",") + " ..."

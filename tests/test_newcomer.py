@@ -299,6 +299,8 @@ def test_a_mistyped_variant_is_named_with_the_closest_names(served, tmp_path):
     assert table.returncode == 0, table.stderr
     rows = {line.split("│")[1].strip() for line in table.stdout.splitlines() if line.count("│") > 2}
     assert set(variant_names()) <= rows and "…" not in table.stdout, table.stdout
+    # One line a variant: the table's frame, its title and header, and a row each.
+    assert len(table.stdout.splitlines()) <= len(variant_names()) + 6, table.stdout
 
 
 def test_a_stopped_server_is_named_with_what_to_do(tmp_path):
