@@ -29,7 +29,9 @@ def test_a_bucket_gives_its_burst_then_its_rate_and_says_how_long_to_wait():
 
 
 def test_unauthenticated_writes_and_a_tokens_writes_meet_their_limits_and_healthz_does_not(cfg, live_server):
-    base = live_server(cfg, GEMMWATCH_RATE_LIMIT_ANON_PER_S="0.2", GEMMWATCH_RATE_LIMIT_WRITES_PER_S="0.2",
+    # One token in 1,000 s: the buckets cannot refill during the test, however slow the machine
+    # (at 0.2 a second, a busy machine's 6th request came 5 s after the 4th and got its 202).
+    base = live_server(cfg, GEMMWATCH_RATE_LIMIT_ANON_PER_S="0.001", GEMMWATCH_RATE_LIMIT_WRITES_PER_S="0.001",
                        GEMMWATCH_RATE_LIMIT_BURST="4")
     job = {"variants": ["naive"], "sizes": [[64, 64, 64]]}
     anonymous = [httpx.post(f"{base}/api/jobs", json=job, timeout=HTTP_TIMEOUT_S) for _ in range(10)]
