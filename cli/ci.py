@@ -154,7 +154,7 @@ def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list
     changed = [f"- {v['variant']} {size_of(v)}: {v['reason'].split(': the difference may be', 1)[0]}"
                for v, f in zip(verdicts, final) if f["status"] != "regression" and v.get("reason", "").startswith(CHANGED)]
     if changed:
-        lines += ["", "Toolchain:", *changed]
+        lines += ["", "Environment:", *changed]
     if confirmation is not None:
         lines += confirmation_lines(confirmation)
     else:

@@ -16,6 +16,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 
 from core import compile_flags, gemm_form, kernel_expr, kernel_includes
 from core.gemm_form import Accumulate, Epilogue, GemmForm
+from core.inputs import DESCRIPTION as inputs_text, SIGNED, Inputs
 from core.kernel_includes import IncludeRefused
 from core.precision import NARROW_MODES, ComputeMode, Precision
 from core.source_guard import SourceRefused
@@ -196,6 +197,7 @@ class KernelDescription(BaseModel):
                           '"Which timing mode"): cold (nvbench\'s cold samples), hot (do_bench, a loop of '
                           "launches), burst (a few back-to-back launches after a pause: a repository's own quick "
                           "runner), sustained; none: the job's, else the worker's GEMMWATCH_TIMING_MODE")
+    inputs: Inputs = Field(SIGNED, description=inputs_text)
     args: list[Arg] = Field(default_factory=lambda: list[Arg](DEFAULT_ARGS), min_length=3, max_length=24,
                                 description="the kernel's parameters in order; M, N, K, lda, ldb, ldc as int, alpha and "
                                             "beta as float, A, B, C as pointers; A_map, B_map, C_map: the matrix's "

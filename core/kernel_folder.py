@@ -61,8 +61,9 @@ def load_folder(folder: Path, names: list[str] | None = None) -> list[KernelDesc
 
 
 # What the object form of a manifest may say for every kernel of the folder, each kernel's own
-# field first: {"timing": "burst", "kernels": [...]}, the folder's runner being a quick loop.
-FOLDER_FIELDS = ("timing",)
+# field first: {"timing": "burst", "inputs": "uniform(0,1)", "kernels": [...]}, the folder's runner being
+# a quick loop over curand's uniform inputs.
+FOLDER_FIELDS = ("timing", "inputs")
 
 
 def folder_defaults(manifest: Path, entries):

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, create_model, model_validator
 
 from core.wire_types import Count, Finite, finite_or_null, Gflops, Int32, Integer, Mask, Millis, Name, Percent, Ratio, StrictBool, Text
+from core.inputs import Inputs
 from core.timing_stats import STATISTICS, timing_fields
 
 Key = Name(100)  # a key of extra ("launch.swizzle"), or of a record's limits ("shared memory")
@@ -256,6 +257,8 @@ class ResultEnv(_Record):
     cublas_call: Text(300) | None = None
     cublas_rel_error: Annotated[Finite, Field(ge=0)] | None = None
     peak: Peak | None = None
+    # What the timed runs multiplied (core/inputs.py); the check always multiplies signed inputs.
+    inputs: Inputs | None = None
     # Whether the kernel reads C when beta = 0 (worker/verify.py says it in words).
     c_convention: Text(200) | None = None
     # Keys this schema does not declare, at any level ("launch.swizzle"), as sent; shown nowhere.

@@ -1,6 +1,6 @@
 """What built and ran a result besides its kernel: the compiler (with the header libraries it was
 built against, "nvcc 13.0.88 + CUTLASS 4.2.0"), the driver, the CUDA runtime, cuBLAS (what every %
-of cuBLAS is against) and CuPy, as a result's env records them. A verdict between two results whose toolchains differ says so first
+of cuBLAS is against) and CuPy, as a result's env records them, and the inputs its timed runs multiplied. A verdict between two results whose toolchains differ says so first
 (core/baselines.py): a slower head built against another CUTLASS, or run under another driver, is
 not yet the kernel's doing."""
 
@@ -8,9 +8,15 @@ from typing import Any
 
 from core.result_env import gpu_of, resources_of
 
-# (label, where in env, key)
+def _itself(env: Any) -> dict[str, Any] | None:
+    return env if isinstance(env, dict) else None
+
+
+# (label, where in env, key). The inputs are not the toolchain's, but a change of them moves every
+# figure of a card at its power limit as a driver's does (core/inputs.py), so a verdict says it first.
 _PARTS = (("compiler", resources_of, "compiler"), ("driver", gpu_of, "driver"),
-          ("CUDA runtime", gpu_of, "cuda_runtime"), ("cuBLAS", gpu_of, "cublas"), ("CuPy", gpu_of, "cupy"))
+          ("CUDA runtime", gpu_of, "cuda_runtime"), ("cuBLAS", gpu_of, "cublas"), ("CuPy", gpu_of, "cupy"),
+          ("inputs", _itself, "inputs"))
 
 
 def toolchain(env: Any) -> dict[str, str]:
@@ -30,8 +36,8 @@ def toolchain_changes(base_env: Any, head_env: Any) -> list[str]:
     return [f"{label} {base[label]} -> {head[label]}" for label in base if label in head and base[label] != head[label]]
 
 
-# How a verdict's reason begins when the toolchain changed (cli/ci.py lists every such verdict).
-CHANGED = "the toolchain changed between base and head"
+# How a verdict's reason begins when the toolchain or the inputs changed (cli/ci.py lists every such verdict).
+CHANGED = "the environment changed between base and head"
 
 
 def said_first(changes: list[str], reason: str) -> str:

@@ -52,6 +52,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from core.gemm_form import GemmForm, cublas_gemm
+from core.inputs import SIGNED, drawn
 from core.kernel import DeviceFigures, Launch
 from core.settings import Settings
 from worker import compiler, cublaslt, half_arrays, kernel_args, launcher_library, resources
@@ -185,10 +186,10 @@ class FakeDevice:
         return {"sm_clock_mhz": 1980, "temperature_c": 40, "power_w": 300.0, "throttle_reasons": 0}
 
     # -- matrices ---------------------------------------------------------------------
-    def uniform(self, seed: int, rows: int, cols: int):
+    def uniform(self, seed: int, rows: int, cols: int, inputs: str = SIGNED):
         # The case's seed also seeds the modelled noise: every timing of this case is repeatable.
         self._rng = np.random.default_rng(seed)
-        return (np.random.default_rng(seed).random((rows, cols), dtype=np.float32) * 2 - 1)
+        return drawn(np.random.default_rng(seed), rows, cols, inputs, np.float32)
 
     def in_layout(self, x, layout: str):
         return np.asfortranarray(x) if layout == "column" else np.ascontiguousarray(x)

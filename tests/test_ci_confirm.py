@@ -99,12 +99,12 @@ def test_a_job_that_failed_before_its_first_result_shows_its_error_and_no_empty_
 
 def test_a_changed_toolchain_is_listed_whatever_the_verdict():
     job = {"status": "succeeded", "commit": {"sha": "c" * 40}, "queue": "gpu.any", "ran_on": "H200"}
-    changed = "the toolchain changed between base and head (compiler Triton 3.5.0 -> Triton 3.6.0)"
+    changed = "the environment changed between base and head (compiler Triton 3.5.0 -> Triton 3.6.0)"
     ok = {**_history("ok", -0.004), "reason": f"{changed}: the difference may be its, not the kernel's; within noise"}
     slow = {**_history("regression", -0.2), "variant": "r", "reason": f"{changed}: the difference may be its, not "
                                                                        "the kernel's; 20 % below"}
     text = summary(job, [ok, slow], "base")
-    toolchain = text.split("Toolchain:")[1]
+    toolchain = text.split("Environment:")[1]
     assert f"- v 1×1×1: {changed}" in toolchain and "within noise" not in toolchain
     assert "- r " not in toolchain  # a regression's whole reason is under "Regressions:" already
-    assert "Toolchain:" not in summary(job, [_history("ok", 0.0)], "base")
+    assert "Environment:" not in summary(job, [_history("ok", 0.0)], "base")

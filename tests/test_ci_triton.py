@@ -84,6 +84,6 @@ def test_a_base_built_by_another_triton_release_is_named(stack, tmp_path):
     second = ci(url, token, tmp_path, "--commit", "7a180002", "--branch", "main", "--parents", "7a180001",
                 "--kernels-dir", str(shutil.copytree(folder, tmp_path / "again")), "--no-confirm")
     assert second.returncode in (0, 1), second.stdout + second.stderr
-    assert (f"- triton_matmul_fp16 128×128×128 rrr+ab: the toolchain changed between base and head (compiler Triton 3.5.0 -> "
+    assert (f"- triton_matmul_fp16 128×128×128 rrr+ab: the environment changed between base and head (compiler Triton 3.5.0 -> "
             f"Triton {triton.__version__})") in second.stdout, second.stdout
-    assert "- my_gemm 128" not in second.stdout.split("Toolchain:")[-1]
+    assert "- my_gemm 128" not in second.stdout.split("Environment:")[-1]

@@ -81,11 +81,12 @@ def test_the_repositorys_kernels_verify_as_it_builds_them(gpu_stack, fastcu):
 def test_class_template_launchers_with_fp16_sums_and_curand_verify(gpu_stack, hgemm_mma):
     """Three of the nine (the first step, the cp.async ring, the last step) at 4096^3: each loads
     (cuRAND found for its unit's own input fill), is called by its template-instance name, and is
-    verified in the form it computes, FP16 sums, beta never read."""
+    verified in the form it computes, FP16 sums, beta never read, and timed over its runner's inputs."""
     wanted = ["mma_direct_128x128x64_64x64", "mma_multistage_256x128x64_64x64_s3",
               "mma_final_128x128x64_64x64_s3_swtrue_bs16"]
     for name, r in _verified(gpu_stack, hgemm_mma, wanted, 4096).items():
         launch = r["env"]["launch"]
         assert r["form"] == "rrr+alpha+acc16" and r["mode"] == "burst", (name, r["form"], r["mode"])
+        assert r["env"]["inputs"] == "uniform(0,1)"  # its runner's curand fill, from the manifest
         assert launch["target"] == "sm_80+" and launch["launcher"].endswith(">::Run"), launch
         assert "ignored: __half" in launch["params"], launch["params"]

@@ -27,7 +27,7 @@ def test_a_part_only_one_side_records_is_no_change():
 def test_the_change_comes_first_in_the_reason():
     assert said_first([], "12.0 % below the baseline") == "12.0 % below the baseline"
     said = said_first(["driver 580.65 -> 590.10"], "12.0 % below the baseline")
-    assert said.startswith("the toolchain changed between base and head (driver 580.65 -> 590.10)")
+    assert said.startswith("the environment changed between base and head (driver 580.65 -> 590.10)")
     assert said.endswith("; 12.0 % below the baseline")
 
 
@@ -45,8 +45,8 @@ def test_a_slower_head_under_another_driver_says_so_first_through_the_stack(cfg,
     verdicts = {v["variant"]: v for v in client.get(f"/api/jobs/{head['id']}/verdicts").json()}
     mine = verdicts["my_gemm"]
     assert mine["status"] == "regression", mine
-    assert mine["reason"].startswith("the toolchain changed between base and head (driver 580.65 -> 590.10)"), mine
-    assert verdicts["naive"]["reason"].startswith("the toolchain changed between base and head (driver 580.65 -> "
+    assert mine["reason"].startswith("the environment changed between base and head (driver 580.65 -> 590.10)"), mine
+    assert verdicts["naive"]["reason"].startswith("the environment changed between base and head (driver 580.65 -> "
                                                   "590.10)"), verdicts["naive"]
 
 

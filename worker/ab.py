@@ -52,7 +52,8 @@ def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
         problem[side].refill(problem[side].c, seed=case.seed + 1)
     calls = {side: problem[side].kernel_call(functions[side], launches[side], problem[side].c, 1.0, 0.0)
              for side in ("head", "base")}
-    with dev.measuring():
+    out.env["inputs"] = case.inputs
+    with problem["head"].timed_inputs(case.inputs), problem["base"].timed_inputs(case.inputs), dev.measuring():
         t = timing.time_pair(dev, calls["head"], calls["base"], policy)
     record(out, case, t.variant_ms, t.cublas_ms, t.converged)
     return out

@@ -11,6 +11,7 @@ from core.builtins import CUBLAS_VARIANTS, builtin_kernels
 from core.precision import Precision
 from core.result_status import status_of
 from core.gemm_form import DEFAULT_KEY, GemmForm
+from core.inputs import SIGNED
 from core.kernel import dotted, target_refusal
 from core.kernel_description import KernelDescription, explain
 from core.kernel_store import description_from_stored, freeze
@@ -123,6 +124,12 @@ class Case:
     base: KernelChoice | None = None  # a confirmation case: the base commit's kernel, timed against `kernel`
     batch: int = 1  # matrices per call (a batched GEMM: the fourth of a size [M, N, K, batch])
     timing: str | None = None  # the mode asked for this case (the job's or its kernel's); None: the worker's
+
+    @property
+    def inputs(self) -> str:
+        """What its timed runs multiply (core/inputs.py): its kernel's choice (a confirmation: the
+        head's, for both sides), else signed inputs."""
+        return self.kernel.description.inputs if self.kernel is not None else SIGNED
 
     def policy(self, worker_policy: "TimingPolicy") -> "TimingPolicy":
         """The worker's timing policy in the mode this case asks for."""

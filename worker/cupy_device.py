@@ -14,6 +14,7 @@ from core.kernel import DeviceFigures, Launch
 from core.precision import Precision
 from core.settings import Settings
 from core.gemm_form import GemmForm
+from core.inputs import SIGNED, drawn
 from worker import (compiler, cublas_forms, cublas_half, cublaslt, cublaslt_fp8, gpu_identity, kernel_args, launcher_library, resources,
                     tensor_maps)
 from worker.stream_hold import StreamHold
@@ -117,10 +118,10 @@ class CupyDevice:
             return gpu_identity.device_state(self.pci_bus_id)
 
     # -- matrices ---------------------------------------------------------------------
-    def uniform(self, seed: int, rows: int, cols: int):
-        """Uniform in [-1, 1): never zeros, which hide unwritten outputs and run unrealistically fast."""
-        rng = self.cp.random.default_rng(seed)
-        return rng.random((rows, cols), dtype=self.cp.float32) * 2 - 1
+    def uniform(self, seed: int, rows: int, cols: int, inputs: str = SIGNED):
+        """Uniform in [-1, 1) unless `inputs` names another distribution (core/inputs.py): never
+        zeros, which hide unwritten outputs and run unrealistically fast."""
+        return drawn(self.cp.random.default_rng(seed), rows, cols, inputs, self.cp.float32)
 
     def in_layout(self, x, layout: str):
         return self.cp.asfortranarray(x) if layout == "column" else self.cp.ascontiguousarray(x)

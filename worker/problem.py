@@ -2,7 +2,10 @@
 precision, laid out as its form says, and the kernel's and cuBLAS's calls over them. Made by the
 runner (worker/runner.py) for a case, and by a confirmation for each of its sides (worker/ab.py)."""
 
+from contextlib import contextmanager
+
 from core.gemm_form import GemmForm
+from core.inputs import SIGNED
 from core.kernel import Launch
 from core.precision import Precision
 from worker import half_arrays, kernel_args, tensor_maps
@@ -23,23 +26,52 @@ class Problem:
     def __init__(self, device, case: Case, form: GemmForm = GemmForm(), precision: Precision = FP32):
         self.device, self.m, self.n, self.k, self.form = device, case.m, case.n, case.k, form
         self.batch = case.batch
-        self.precision = precision
-        xp, scale = device.xp, precision.input_scale(case.k) / precision.tensor_scale
-        a32 = device.uniform(case.seed, case.batch * case.m, case.k)  # a batch of 1: the matrices as ever
-        b32 = device.uniform(case.seed + 2, case.batch * case.k, case.n)
-        if self.batch > 1:
-            a32, b32 = a32.reshape(self.batch, case.m, case.k), b32.reshape(self.batch, case.k, case.n)
-        if scale != 1.0:
-            a32, b32 = a32 * xp.float32(scale), b32 * xp.float32(scale)
+        self.precision, self.seed = precision, case.seed
+        xp = device.xp
         # Row-major, in the input type: what cuBLAS multiplies.
-        self.a_stored = half_arrays.rounded(xp, a32, precision.input_type)
-        self.b_stored = half_arrays.rounded(xp, b32, precision.input_type)
+        self.a_stored, self.b_stored = self.operands(SIGNED, case.seed)
         # Their values in FP32: what the reference multiplies (FP8: the stored numbers times the
         # per-tensor scale, a power of two, so exact).
         self.a, self.b = (half_arrays.as_float32(xp, x) for x in (self.a_stored, self.b_stored))
         if precision.tensor_scale != 1.0:
             self.a, self.b = self.a * xp.float32(precision.tensor_scale), self.b * xp.float32(precision.tensor_scale)
         self.a_in, self.b_in = self.laid(self.a_stored, form.a), self.laid(self.b_stored, form.b)
+
+    def operands(self, inputs: str, seed: int):
+        """A and B drawn from `inputs` (core/inputs.py), scaled and rounded to the input type, row-major."""
+        device, xp = self.device, self.device.xp
+        scale = self.precision.input_scale(self.k) / self.precision.tensor_scale
+        a32 = device.uniform(seed, self.batch * self.m, self.k, inputs)  # a batch of 1: the matrices as ever
+        b32 = device.uniform(seed + 2, self.batch * self.k, self.n, inputs)
+        if self.batch > 1:
+            a32, b32 = a32.reshape(self.batch, self.m, self.k), b32.reshape(self.batch, self.k, self.n)
+        if scale != 1.0:
+            a32, b32 = a32 * xp.float32(scale), b32 * xp.float32(scale)
+        return (half_arrays.rounded(xp, a32, self.precision.input_type),
+                half_arrays.rounded(xp, b32, self.precision.input_type))
+
+    @contextmanager
+    def timed_inputs(self, inputs: str | None):
+        """A and B hold `inputs` while the block runs, in the same buffers (a launcher that kept
+        their addresses still reads them), and the checked values again after it, so a check
+        after the timing multiplies what the reference did. The signed inputs: nothing to do."""
+        if inputs in (None, SIGNED):
+            yield
+            return
+        a, b = self.operands(inputs, self.seed + 4)
+        # Each operand row-major (cuBLAS's) and as its layout lays it (the kernel's), where those are
+        # two arrays; an assignment copies by index, whatever the buffer's memory order.
+        buffers = [(self.a_stored, a), (self.b_stored, b)]
+        buffers += [(laid, values) for laid, stored, values in ((self.a_in, self.a_stored, a), (self.b_in, self.b_stored, b))
+                    if laid is not stored]
+        kept = [(buffer, buffer.copy()) for buffer, _ in buffers]
+        try:
+            for buffer, values in buffers:
+                buffer[...] = values
+            yield
+        finally:
+            for buffer, checked in kept:
+                buffer[...] = checked
 
     def laid(self, x, layout: str):
         """x in `layout`: each matrix of a batch on its own (a batch is never interleaved)."""

@@ -135,7 +135,8 @@ class Runner:
         run_variant = problem.kernel_call(function, launch, c, 1.0, 0.0) if launch is not None else run_cublas
 
         if out.verified:  # a wrong kernel gets no speed
-            with dev.measuring():
+            out.env["inputs"] = case.inputs
+            with problem.timed_inputs(case.inputs), dev.measuring():
                 t = timing.time_pair(dev, run_variant, run_cublas, policy)
             after = (self.after_timing(function, launch, problem, ref, self.tolerance(launch, policy, case.k))
                      if launch is not None else None)

@@ -106,6 +106,8 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--steps", default="runner,burst,cold")
     ap.add_argument("--only", default=None, help="variant names for the gemmwatch steps (default: the manifest's)")
+    ap.add_argument("--inputs", default=None, help='what the timed runs multiply, over the manifest\'s "inputs" '
+                                                   "(core/inputs.py): to see what the runner's data is worth")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     manifest_name, runner = REPOS[args.kind]
@@ -117,6 +119,8 @@ def main() -> None:
     if args.only:
         keep = set(args.only.split(","))
         manifest["kernels"] = [k for k in manifest["kernels"] if k["name"] in keep]
+    if args.inputs:
+        manifest["inputs"] = args.inputs
     (folder / "gemmwatch.json").write_text(json.dumps(manifest))
     if "runner" in steps:
         (args.out / "runner.json").write_text(json.dumps(runner(folder, args.out, manifest)))

@@ -1,0 +1,33 @@
+"""What the timed runs multiply: the distribution A and B are drawn from.
+
+A tensor-core GEMM at the card's power limit runs at the clock its power allows, and the power it
+draws depends on how many bits flip in the multipliers, so on the data: on an H200 cuBLAS's FP16
+GEMM at 8192^3 reads 6-8 % faster over inputs uniform in [0, 1) (one sign) than over [-1, 1)
+(docs/BENCHMARKS.md, "Inputs"). A repository's runner that fills its matrices with curand's or
+torch.rand's [0, 1) is matched only when gemmwatch times the same kind of data.
+
+The check never uses these: it always multiplies signed inputs (SIGNED), where a wrong element
+stands out, whereas over inputs of one sign every element of C is near K/4 and a kernel that drops
+a k-slab is off by a fraction of a percent, under FP16's tolerance. The timed runs multiply the
+distribution chosen, in the same buffers (a launcher that cached their addresses is still right).
+"""
+
+from typing import Literal
+
+Inputs = Literal["uniform(-1,1)", "uniform(0,1)", "normal(0,1)"]
+SIGNED: Inputs = "uniform(-1,1)"
+DESCRIPTION = ('what the timed runs multiply, to match the data of the runner this kernel is timed by at home: '
+               '"uniform(-1,1)" (the default; also what every check multiplies), "uniform(0,1)" (curand\'s '
+               'uniform, torch.rand), "normal(0,1)" (torch.randn); a card at its power limit clocks by the data '
+               "it multiplies, 6-8 % apart between these")
+
+
+def drawn(rng, rows: int, cols: int, inputs: str, dtype):
+    """rows x cols values of `inputs` from a NumPy or CuPy Generator, in `dtype`."""
+    if inputs == "uniform(-1,1)":
+        return rng.random((rows, cols), dtype=dtype) * 2 - 1
+    if inputs == "uniform(0,1)":
+        return rng.random((rows, cols), dtype=dtype)
+    if inputs == "normal(0,1)":
+        return rng.standard_normal((rows, cols), dtype=dtype)
+    raise ValueError(f"no input distribution {inputs!r}: one of uniform(-1,1), uniform(0,1), normal(0,1)")
