@@ -104,3 +104,79 @@ def test_0019_gives_each_stored_result_the_status_its_fields_say(tmp_path, datab
         status = dict(conn.execute(text("SELECT id, status FROM result")).all())
     assert [status[i] for i in ids] == ["passed", "incorrect", "incorrect", "not applicable", "failed", "failed", "failed"]
     engine.dispose()
+
+
+
+def _migration_0018():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "migrations" / "versions" / "0018_tuned_config_by_kernel_hash.py"
+    spec = importlib.util.spec_from_file_location("migration_0018", path)
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+    return migration, path.read_text()
+
+
+def _as_kept_then(described: dict, known_then) -> dict:
+    """A description as a plan of 0018's time kept it: a field added since is absent where it is at
+    today's default."""
+    from core.kernel_description import KernelDescription
+    from core.kernel_store import _same
+
+    today = {name: field.get_default(call_default_factory=True)
+             for name, field in KernelDescription.model_fields.items() if not field.is_required()}
+    return {key: value for key, value in described.items()
+            if key in known_then or key not in today or not _same(value, today[key])}
+
+
+def test_0018s_frozen_kernel_hash_is_todays_for_every_built_in():
+    """0018 keeps its own copy of the kernel hash, so a replay never changes with the live code. If
+    the live hash moves for kernels of that time (a default changed, a field now counted), this
+    fails: the tuned configurations keyed by the old hash then need a migration of their own."""
+    from core.builtins import builtin_kernels
+    from core.kernel_store import identity_of
+
+    migration, text = _migration_0018()
+    assert "from core" not in text and "import core" not in text
+    for desc in builtin_kernels().values():
+        described = desc.model_dump(mode="json")
+        assert migration.identity_of(_as_kept_then(described, migration.DEFAULTS)) == identity_of(described), desc.name
+    # and it reads the description: another define is another kernel
+    first = next(iter(builtin_kernels().values())).model_dump(mode="json")
+    assert migration.identity_of({**first, "defines": {"X": 1}}) != migration.identity_of(first)
+
+
+def test_0018_keys_each_tuned_row_by_its_plans_kernel_and_drops_a_row_without_one(tmp_path, database_url):
+    import sqlalchemy as sa
+
+    from core.builtins import builtin_kernels
+    from core.kernel_store import identity_of
+    from tests.conftest import make_settings
+    from tests.fake_results import add_job
+
+    cfg = make_settings(tmp_path, database_url)
+    alembic = alembic_config(database_url)
+    command.upgrade(alembic, "head")
+    job_id = add_job(cfg, "f0a1b4", [("naive", (64, 64, 64), 100.0, False)])
+    command.downgrade(alembic, "0017")
+    described = builtin_kernels()["smem_tiled"].model_dump(mode="json")
+    plan = [{"variant": "smem_tiled", "m": 64, "n": 64, "k": 64, "tunables": {},
+             "kernel": {"description": _as_kept_then(described, _migration_0018()[0].DEFAULTS), "tunables": {},
+                        "origin": "builtin"}},
+            {"variant": "naive", "m": 64, "n": 64, "k": 64, "tunables": {}}]  # a plan from before kernels were kept
+    job = sa.table("job", sa.column("id", sa.Integer), sa.column("plan", sa.JSON))
+    tuned = sa.table("tuned_config", *(sa.column(c) for c in ("gpu_model", "variant", "m", "n", "k", "job_id")),
+                     sa.column("tunables", sa.JSON), sa.column("gflops", sa.Float), sa.column("updated_at", sa.DateTime))
+    engine = create_engine(database_url)
+    with engine.begin() as conn:
+        conn.execute(sa.update(job).where(job.c.id == job_id).values(plan=plan))
+        for variant in ("smem_tiled", "naive"):
+            conn.execute(sa.insert(tuned).values(gpu_model="H100", variant=variant, m=64, n=64, k=64, job_id=job_id,
+                                                 tunables={"BLOCK": 16}, gflops=1.0, updated_at=sa.func.now()))
+    command.upgrade(alembic, "0018")
+    with engine.connect() as conn:
+        kept = conn.execute(sa.text("SELECT variant, kernel_hash FROM tuned_config")).all()
+    assert [tuple(r) for r in kept] == [("smem_tiled", identity_of(described))]
+    engine.dispose()
+    command.upgrade(alembic, "head")

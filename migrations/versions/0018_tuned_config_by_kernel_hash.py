@@ -15,6 +15,9 @@ Revision ID: 0018
 Revises: 0017
 Create Date: 2026-11-28 00:00:00
 """
+import hashlib
+import json
+
 from alembic import op
 import sqlalchemy as sa
 
@@ -29,10 +32,24 @@ tuned = sa.table("tuned_config", sa.column("id", sa.Integer), sa.column("variant
                  sa.column("job_id", sa.Integer), sa.column("kernel_hash", sa.String))
 job = sa.table("job", sa.column("id", sa.Integer), sa.column("plan", sa.JSON))
 
+# The kernel hash as core/kernel_store.py made it when this revision was written: the description
+# as a plan freezes it, less its name and prose and every field at its default, as sorted compact
+# JSON. Kept here, not imported, so a replay computes the same hashes whatever the live code becomes
+# (tests/test_migrations.py checks that today's hash still agrees for every built-in).
+NOT_IDENTITY = frozenset({"name", "technique", "seed"})
+DEFAULTS = {"include_dirs": [], "launcher": None, "args": ["M", "N", "K", "alpha", "A", "B", "beta", "C"],
+            "tensor_maps": {}, "layout": "row", "epilogue": None, "accumulate": "fp32", "dynamic_smem": 0,
+            "target": None, "compiler": "nvrtc", "flags": [], "compute_mode": "fp32", "output": "input",
+            "tolerance": None, "defines": {}, "tunables": {}}
+
+
+def identity_of(described: dict) -> str:
+    kept = {key: value for key, value in described.items()
+            if key not in NOT_IDENTITY and not (key in DEFAULTS and value == DEFAULTS[key])}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
 
 def upgrade() -> None:
-    from core.kernel_store import identity_of
-
     with op.batch_alter_table('tuned_config', schema=None) as batch_op:
         batch_op.add_column(sa.Column('kernel_hash', sa.String(length=64), nullable=True))
     conn = op.get_bind()
