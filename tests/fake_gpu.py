@@ -16,6 +16,7 @@ What a kernel does on this device, through markers in its source (#define NAME v
   FAKE_GPU_SLOWDOWN_PCT p   its event times are p % longer (a slower commit of a kernel)
   FAKE_GPU_READS_C 1        it computes alpha·A·B + beta·C even at beta = 0 (a NaN in C spreads)
   FAKE_GPU_UNWRITTEN n      it leaves the last n elements of C as they were
+  FAKE_GPU_WRITES_NAN 1     it writes NaN into C's first element (no error can be measured of it)
   FAKE_GPU_REGS r           its compiled registers per thread
   FAKE_GPU_TRUNCATE 1       it writes C rounded toward zero (FP16 and BF16 C), not to nearest
   FAKE_GPU_READS_B_AS l     it reads B's memory as row-major (l = 1) or column-major (2), whatever its form says
@@ -94,6 +95,7 @@ class FakeKernel:
         self.wrong = os.environ.get("FAKE_GPU_WRONG_VARIANT") == variant
         self.reads_c = bool(marker(launch, "FAKE_GPU_READS_C"))
         self.unwritten = marker(launch, "FAKE_GPU_UNWRITTEN") or 0
+        self.writes_nan = bool(marker(launch, "FAKE_GPU_WRITES_NAN"))
         self.slowdown = 1.0 + (marker(launch, "FAKE_GPU_SLOWDOWN_PCT") or 0) / 100
         self.truncate = bool(marker(launch, "FAKE_GPU_TRUNCATE"))
         b_as = marker(launch, "FAKE_GPU_READS_B_AS")
@@ -117,12 +119,15 @@ class Call:
 class FakeLtGemm:
     """cuBLASLt's heuristic candidates as worker/cublas_best.py sees them: `use(i)` picks one, the
     call writes the right product into its own C, and each candidate's time is the default call's
-    times its factor (FAKE_GPU_CUBLAS_CANDIDATES); a factor of 0 is a candidate that fails to run."""
+    times its factor (FAKE_GPU_CUBLAS_CANDIDATES); a factor of 0 is a candidate that fails to run, and
+    one ending in "w" ("0.90w") runs but leaves a wrong C (10 % too large)."""
 
     library_version = 130000
 
-    def __init__(self, default: Call, factors: list[float], out):
-        self.default, self.factors, self.out = default, factors, out
+    def __init__(self, default: Call, factors: list[str], out):
+        self.default, self.out = default, out
+        self.factors = [float(f.rstrip("w")) for f in factors]
+        self.wrong = {i for i, f in enumerate(factors) if f.endswith("w")}
         self.c = out  # as cuBLASLt's calls name the C they leave (worker/cublaslt.py)
         self.candidates = list(range(len(factors)))
         self.use(0)
@@ -141,6 +146,8 @@ class FakeLtGemm:
         if self.factors[self.index] == 0:
             raise RuntimeError(f"candidate {self.index}: cublasLtMatmul failed with cublasStatus_t 15")
         self.default.run()  # the product, into this call's own C
+        if self.index in self.wrong:
+            self.out[...] = self.out * np.float32(1.1)
 
 
 class FakeDevice:
@@ -273,6 +280,8 @@ class FakeDevice:
                 flat = result.ravel(order=order)
                 flat[-kernel.unwritten:] = c.ravel(order=order)[-kernel.unwritten:]
                 result = flat.reshape(result.shape, order=order)
+            if kernel.writes_nan:
+                result[(0,) * result.ndim] = np.nan
             c[...] = result
 
         return Call(run, 2.0 * m * n * k * batch / (kernel.gflops * 1e6) * kernel.slowdown)
@@ -296,7 +305,10 @@ class FakeDevice:
         if not listed or not cublaslt.offers_candidates(problem.form, problem.batch):  # as the GPU's device
             return None
         out = problem.new_c()
-        return FakeLtGemm(problem.cublas_call(out), [float(x) for x in listed.split(",")][:count], out)
+        factors = listed.split(",")[:count]
+        for factor in factors:
+            float(factor.rstrip("w"))  # "not,a,number": refused here, as cuBLASLt refuses a shape
+        return FakeLtGemm(problem.cublas_call(out), factors, out)
 
     def cublas_call(self, a, b, out, precision, form: GemmForm = GemmForm(), batch: int = 1) -> Call:
         m, k = a.shape[-2:]

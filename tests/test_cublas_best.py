@@ -104,6 +104,19 @@ def test_a_kernel_is_timed_beside_cublass_best_and_says_so(runner, monkeypatch):
     assert again.env["cublas_best"]["cached"] and again.env["cublas_best"]["best"]["index"] == 1
 
 
+def test_a_fastest_candidate_whose_c_is_wrong_is_not_the_bar(runner, monkeypatch):
+    """The bar must be a right product: cuBLASLt's fastest candidate is checked once, and one whose
+    C is off is dropped for the default call, the result saying by how much."""
+    monkeypatch.setenv("FAKE_GPU_CUBLAS_CANDIDATES", "1.04,0.90w")
+    case = builtin_case("smem_tiled", 128, 128, 128, seed=6)
+    out = runner.run_case(case, policy("best"))
+    chosen = out.env["cublas_best"]
+    assert out.verified and chosen["against"] == "default", chosen
+    assert chosen["why"].startswith("cuBLASLt's fastest candidate gave a C off by 0.1"), chosen["why"]
+    default = runner.run_case(case, policy("default"))
+    assert out.cublas_median_ms == pytest.approx(default.cublas_median_ms, rel=0.02)
+
+
 def test_the_gpu_is_named_once_for_the_cache_however_many_cases(runner, monkeypatch):
     """The cache's key names the GPU: read once per process, not from NVML at every case."""
     monkeypatch.setenv("FAKE_GPU_CUBLAS_CANDIDATES", "1.04,0.90")

@@ -67,6 +67,12 @@ def test_the_c_convention_and_unwritten_elements(runner):
                                                     + rowwise.files[header]}})
     out = runner.run_case(Case(0, "rowwise", 40, 33, 20, 3, KernelChoice(skipping, {}, "job")), POLICY)
     assert not out.verified and out.error.startswith("wrong result: 7 of 1320 elements of C never written")
+    assert out.status == "incorrect"
+    nan = rowwise.model_copy(update={"files": {**rowwise.files, header: "#define FAKE_GPU_WRITES_NAN 1\n"
+                                               + rowwise.files[header]}})
+    out = runner.run_case(Case(0, "rowwise", 40, 33, 20, 3, KernelChoice(nan, {}, "job")), POLICY)
+    assert not out.verified and out.error.startswith("wrong result: C holds NaN")
+    assert out.status == "incorrect" and out.rel_error is None  # wrong, though no error could be measured
 
 
 def test_throttled_batches_are_dropped_unless_throttling_is_the_steady_state(runner, monkeypatch):

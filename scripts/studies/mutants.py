@@ -86,6 +86,12 @@ MUTANTS = [
            (("return (q3 - q1) / IQR_PER_SIGMA / median", "return (q3 - q1) / median"),)),
     Mutant("51f", "cuBLAS's best: index <= 0 read as the default", "worker/cublas_best.py",
            (('"default" if best["index"] < 0 else "best"', '"default" if best["index"] <= 0 else "best"'),)),
+    Mutant("51g", "cuBLAS's best: the chosen candidate's C never checked", "worker/runner.py",
+           (("            if error > bound:\n                plan = {**plan, \"against\": \"default\",",
+             "            if False:\n                plan = {**plan, \"against\": \"default\","),)),
+    Mutant("51h", "a wrong C with no measurable error left to the fields (reported failed)", "worker/runner.py",
+           (('            if not out.verified:\n                out.status = "incorrect"\n',
+             "            pass\n"),)),
 ]
 
 
