@@ -92,6 +92,15 @@ MUTANTS = [
     Mutant("51h", "a wrong C with no measurable error left to the fields (reported failed)", "worker/runner.py",
            (('            if not out.verified:\n                out.status = "incorrect"\n',
              "            pass\n"),)),
+    # cuBLAS's call in a kernel's form, caught on the CPU by tests/test_cublas_forms_call.py.
+    Mutant("51i", "cuBLAS's form call: the two transposes swapped", "worker/cublas_forms.py",
+           (("transa, transb = CUBLAS_OP[plan.transa], CUBLAS_OP[plan.transb]",
+             "transa, transb = CUBLAS_OP[plan.transb], CUBLAS_OP[plan.transa]"),)),
+    Mutant("51j", "cuBLAS's form call: FP32 alpha and beta under FP16 compute", "worker/cublas_forms.py",
+           (("scalar = np.float16 if computing == CUBLAS_COMPUTE_16F else np.float32", "scalar = np.float32"),)),
+    Mutant("51k", "cuBLAS's form call: lda and ldb swapped", "worker/cublas_forms.py",
+           (("plan.lda, second.data.ptr, in_type, plan.ldb, beta.ctypes.data",
+             "plan.ldb, second.data.ptr, in_type, plan.lda, beta.ctypes.data"),)),
 ]
 
 
