@@ -104,3 +104,47 @@ def test_who_acts_for_a_jobs_submitter_is_one_rule(cfg):
         db.commit()
         assert set(db.scalars(admin_token_ids())) == {admin.id, other.id}
         assert set(db.scalars(select(ApiToken.id))) == {mine.id, other.id, admin.id}
+
+
+# --- the profile summary (core/profile_changes.py, core/profile_diff.py) --------------------------
+
+def test_every_magnitude_is_capped_at_one():
+    """A register count that quadruples is not four times the cause a spill that appears is: each
+    kind of magnitude stops at 1, so weights, not sheer ratios, rank the rows."""
+    from core.profile_changes import magnitude
+
+    assert magnitude("relative", 32, 128) == 1.0 and magnitude("relative", 100, 150) == 0.5
+    assert magnitude("points", 10.0, 250.0) == 1.0
+    assert magnitude("stall", 0.5, 9.5, total=2.0) == 1.0 and magnitude("share", 1, 3, total=10) == 0.2
+
+
+def test_the_summary_names_each_group_once_by_its_best_row():
+    from core.profile_changes import Change
+    from core.profile_diff import ProfileDiff
+
+    def row(key, group, score):
+        return Change(key, group, key, "ncu", 1.0, 2.0, magnitude=0.5, score=score)
+
+    rows = [row("ncu.achieved_occupancy", "occupancy", 0.9), row("ncu.theoretical_occupancy", "occupancy", 0.8),
+            row("stall.barrier", "stall 'barrier'", 0.7), row("ncu.registers", "registers", 0.6)]
+    top = ProfileDiff("k", None, rows).top_causes()
+    assert [c.key for c in top] == ["ncu.achieved_occupancy", "stall.barrier", "ncu.registers"]
+
+
+def test_a_main_loop_class_is_weighed_against_the_loop_not_the_whole_function():
+    """Four more loads in a 40-instruction main loop are a tenth of the loop, whatever the length of
+    the function around it (here 4,000 instructions, where they would be a thousandth)."""
+    from types import SimpleNamespace
+
+    from core.profile_diff import _sass_rows
+    from core.sass_stats import CLASS_ORDER
+
+    def counts(**given):
+        return {cls: given.get(cls, 0) for cls in CLASS_ORDER}
+
+    base = SimpleNamespace(counts=counts(OTHER=4000, LDS=8), main_loop_counts=counts(LDS=8, HMMA=32))
+    head = SimpleNamespace(counts=counts(OTHER=4000, LDS=12), main_loop_counts=counts(LDS=12, HMMA=28))
+    loop = SimpleNamespace(base_length=40, head_length=40, base_barriers=[], head_barriers=[])
+    by_key = {c.key: c for c in _sass_rows(base, head, loop)}
+    assert by_key["loop.LDS"].magnitude == pytest.approx(4 / 40)
+    assert by_key["sass.LDS"].magnitude == pytest.approx(4 / 4008)

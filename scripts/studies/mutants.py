@@ -101,6 +101,14 @@ MUTANTS = [
     Mutant("51k", "cuBLAS's form call: lda and ldb swapped", "worker/cublas_forms.py",
            (("plan.lda, second.data.ptr, in_type, plan.ldb, beta.ctypes.data",
              "plan.ldb, second.data.ptr, in_type, plan.lda, beta.ctypes.data"),)),
+    # The profile summary, caught by tests/test_rule_mutants.py.
+    Mutant("51l", "profile summary: a group named once per row, not once", "core/profile_diff.py",
+           (("            if change.group not in seen:\n", "            if True:\n"),)),
+    Mutant("51m", "profile rows: a relative magnitude uncapped", "core/profile_changes.py",
+           (("return min(1.0, delta / abs(base)) if base else 1.0", "return delta / abs(base) if base else 1.0"),)),
+    Mutant("51n", "profile rows: a main-loop class weighed against the whole function", "core/profile_diff.py",
+           (("magnitude(\"appear\" if spill else \"share\", lb[cls], lh[cls], length)",
+             "magnitude(\"appear\" if spill else \"share\", lb[cls], lh[cls], total)"),)),
 ]
 
 
