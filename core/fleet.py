@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from core.broker import ANY_GPU_QUEUE, queue_for
 from core.models import Job, Worker, utcnow
 from core.settings import Settings
 from core.job_states import ENDED
@@ -48,11 +49,21 @@ class Fleet:
         if not live:
             seen = max((w.row.last_beat_at for w in serving), default=None)
             last = f"{seen:%Y-%m-%d %H:%M:%S} UTC" if seen else "never"
-            return f"waiting: no live worker serves {job.queue}; last seen {last}"
+            said = f"waiting: no live worker serves {job.queue}; last seen {last}"
+            models = self.models()
+            if not serving and models:  # a model no worker ever had ("A100x"): name the ones there are
+                said += f"; the GPU models workers have served: {', '.join(models)}"
+            return said
         if all(w.state == "running" for w in live):
             return (f"waiting: all {len(live)} live worker(s) serving {job.queue} are busy; "
                     f"{self.queued[job.queue]} job(s) queued on it")
         return None
+
+    def models(self) -> list[str]:
+        """The GPU models of the fleet's workers, live or not, as a job's `gpu` names them."""
+        prefix = queue_for("X")[:-1]
+        return sorted({q[len(prefix):] for w in self.workers for q in w.row.queues or []
+                       if q.startswith(prefix) and q != ANY_GPU_QUEUE})
 
     def queue_depths(self) -> list[dict]:
         """Per queue that has jobs waiting or a live worker: queued jobs, live and busy workers."""

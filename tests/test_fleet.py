@@ -254,3 +254,23 @@ def test_no_beat_lands_after_the_sign_off(tmp_path, database_url):
     # ends, and the join's deadline (generous: a loaded machine) fails the test.
     thread.join(60)
     assert not thread.is_alive() and row().state == "stopped"
+
+
+def test_a_model_no_worker_ever_had_is_answered_with_the_models_there_are():
+    """`--gpu A100x` (a typo) waits like any job, but its reason names the models the fleet's workers
+    have served, live or not, so the typo shows; a model that had a worker says when it was last seen."""
+    from datetime import datetime, timezone
+
+    from core.fleet import Fleet, WorkerView
+
+    beat = datetime(2026, 11, 29, 6, 0, tzinfo=timezone.utc)
+    workers = [WorkerView(Worker(name=f"w{i}", queues=queues, last_beat_at=beat), state, None)
+               for i, (queues, state) in enumerate([(["gpu.H200", "gpu.any"], "idle"),
+                                                    (["gpu.H100", "gpu.any"], "offline")])]
+    fleet = Fleet(workers)
+    typo = fleet.waiting_reason(Job(status="queued", queue="gpu.A100x"))
+    assert typo == ("waiting: no live worker serves gpu.A100x; last seen never; the GPU models workers have "
+                    "served: H100, H200")
+    gone = fleet.waiting_reason(Job(status="queued", queue="gpu.H100"))
+    assert gone == "waiting: no live worker serves gpu.H100; last seen 2026-11-29 06:00:00 UTC"
+    assert fleet.waiting_reason(Job(status="queued", queue="gpu.H200")) is None
