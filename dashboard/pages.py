@@ -120,9 +120,13 @@ def overview_page(request: Request, db: SessionDep, size: SizeDep, form: FormDep
 def history_page(request: Request, db: SessionDep, cfg: SettingsDep, size: SizeDep, form: FormDep, gpu: Name = None,
                  mode: Name = None, last: Annotated[int, Query(ge=1, le=history.MAX_LAST)] = history.DEFAULT_LAST,
                  precision: PrecisionParam = "fp32", format: Format = "html"):
-    newest = None if (gpu and size and mode) else queries.newest(db, gpu, size, mode, precision=precision, form=form)
-    if newest:  # fill what the URL left out from the newest verified result, so the page opens on data
-        gpu, size, mode = gpu or newest.gpu, size or newest.size, mode or newest.mode
+    # What the URL left out: the recent series of the most commits, else the newest result's (one
+    # posted without a commit), so the page opens on a history.
+    opened = None if (gpu and size and mode) else (
+        queries.longest_recent(db, gpu, size, mode, precision=precision, form=form)
+        or queries.newest(db, gpu, size, mode, precision=precision, form=form))
+    if opened:
+        gpu, size, mode = gpu or opened.gpu, size or opened.size, mode or opened.mode
     cat = queries.catalog(db, mode, form)
     f = history.HistoryFilter(gpu, size, mode, last, precision, form)
     h = history.load_history(db, f, Thresholds.from_settings(cfg))

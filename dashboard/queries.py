@@ -109,6 +109,39 @@ def newest(db: Session, gpu: str | None = None, size: Size | None = None, mode: 
     return Newest(row[0], (row[1], row[2], row[3]), row[4]) if row else None
 
 
+# How far back /history looks for the series to open on: the newest results only, so the choice
+# costs one range of the primary key however many results are kept.
+RECENT_RESULTS = 5000
+
+
+def longest_recent(db: Session, gpu: str | None = None, size: Size | None = None, mode: str | None = None,
+                   precision: str | None = None, form: str | None = None) -> Newest | None:
+    """The GPU model, size and mode, among the newest RECENT_RESULTS verified results matching what
+    the URL gave, whose series spans the most commits (the newest of equals): what /history opens
+    on, so its first chart is a history, not the one commit the newest result may stand alone in."""
+    where = [Result.mode != AB_MODE, Result.verified.is_(True), Result.commit_id.is_not(None),
+             Result.id > select(func.max(Result.id)).scalar_subquery() - RECENT_RESULTS]
+    if gpu:
+        where.append(Result.gpu_id.in_(gpu_ids(db, gpu)))
+    if size:
+        where += [Result.m == size[0], Result.n == size[1], Result.k == size[2]]
+    if mode:
+        where.append(Result.mode == mode)
+    if precision:
+        where.append(of_precision(precision))
+    if form:
+        where.append(of_form(form))
+    row = db.execute(
+        select(Gpu.model, Result.m, Result.n, Result.k, Result.mode)
+        .join(Gpu, Result.gpu_id == Gpu.id)
+        .where(*where)
+        .group_by(Gpu.model, Result.m, Result.n, Result.k, Result.mode)
+        .order_by(func.count(func.distinct(Result.commit_id)).desc(), func.max(Result.id).desc())
+        .limit(1)
+    ).first()
+    return Newest(row[0], (row[1], row[2], row[3]), row[4]) if row else None
+
+
 def gpu_ids(db: Session, model: str) -> list[int]:
     """Physical GPUs of a model. Resolved first (a tiny table) so result scans filter on an id."""
     return list(db.scalars(select(Gpu.id).where(Gpu.model == model)))

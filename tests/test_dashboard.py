@@ -97,6 +97,11 @@ def test_history_draws_one_point_per_commit_per_variant(client, cfg):
 
     none = client.get("/history?gpu=A100&m=4096&n=4096&k=4096&mode=cold").text
     assert 'id="history-chart-reason"' in none and "A100" in none
+    # With nothing in the URL it opens on the series of the most commits (4096³, three), not on the
+    # newest verified result's (1024³, one commit alone); a URL that names the size is obeyed.
+    opened = client.get("/history").text
+    assert traces(opened)["naive"]["x"] == ["aaaa01", "bbbb02", "cccc03"]
+    assert traces(client.get("/history?size=1024x1024x1024").text)["naive"]["x"] == ["dddd04"]
 
 
 def test_history_marks_regressions_with_the_regression_module(client, cfg):
