@@ -251,6 +251,10 @@ def test_compare_commits_and_gpus(page):
     labels = {y for t in traces.values() for y in t["y"]}
     assert "naive 4096×4096×4096" in labels and not any(y.startswith("smem_swizzle_xor") for y in labels)
     assert "failed verification" in page.inner_text("#compare-table")  # smem_swizzle_xor at the newest commit
+    for width in (1200, 1400):  # every column inside the window (once cut at 1400 px)
+        page.set_viewport_size({"width": width, "height": 820})
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"/compare runs {overflow} px past a {width} px window"
     shoot(page, "compare")
 
     options = page.eval_on_selector_all("#a option", "os => os.map(o => o.value).filter(Boolean)")
