@@ -88,19 +88,9 @@ def newest(db: Session, gpu: str | None = None, size: Size | None = None, mode: 
            verified: bool = True, precision: str | None = None, form: str | None = None) -> Newest | None:
     """The GPU model, size and mode of the newest result matching what the URL gave: the view
     a page opens on when the URL leaves filters out."""
-    where = [Result.mode != AB_MODE]
+    where = _given(db, gpu, size, mode, precision, form)
     if verified:
         where.append(Result.verified.is_(True))
-    if gpu:
-        where.append(Result.gpu_id.in_(gpu_ids(db, gpu)))
-    if size:
-        where += [Result.m == size[0], Result.n == size[1], Result.k == size[2]]
-    if mode:
-        where.append(Result.mode == mode)
-    if precision:
-        where.append(of_precision(precision))
-    if form:
-        where.append(of_form(form))
     row = db.execute(
         select(Gpu.model, Result.m, Result.n, Result.k, Result.mode)
         .join(Gpu, Result.gpu_id == Gpu.id)
@@ -119,8 +109,23 @@ def longest_recent(db: Session, gpu: str | None = None, size: Size | None = None
     """The GPU model, size and mode, among the newest RECENT_RESULTS verified results matching what
     the URL gave, whose series spans the most commits (the newest of equals): what /history opens
     on, so its first chart is a history, not the one commit the newest result may stand alone in."""
-    where = [Result.mode != AB_MODE, Result.verified.is_(True), Result.commit_id.is_not(None),
+    where = [*_given(db, gpu, size, mode, precision, form), Result.verified.is_(True), Result.commit_id.is_not(None),
              Result.id > select(func.max(Result.id)).scalar_subquery() - RECENT_RESULTS]
+    row = db.execute(
+        select(Gpu.model, Result.m, Result.n, Result.k, Result.mode)
+        .join(Gpu, Result.gpu_id == Gpu.id)
+        .where(*where)
+        .group_by(Gpu.model, Result.m, Result.n, Result.k, Result.mode)
+        .order_by(func.count(func.distinct(Result.commit_id)).desc(), func.max(Result.id).desc())
+        .limit(1)
+    ).first()
+    return Newest(row[0], (row[1], row[2], row[3]), row[4]) if row else None
+
+
+def _given(db: Session, gpu: str | None, size: Size | None, mode: str | None, precision: str | None,
+           form: str | None) -> list:
+    """The conditions on results of what a URL gave (A/B confirmations are never a page's series)."""
+    where = [Result.mode != AB_MODE]
     if gpu:
         where.append(Result.gpu_id.in_(gpu_ids(db, gpu)))
     if size:
@@ -131,15 +136,7 @@ def longest_recent(db: Session, gpu: str | None = None, size: Size | None = None
         where.append(of_precision(precision))
     if form:
         where.append(of_form(form))
-    row = db.execute(
-        select(Gpu.model, Result.m, Result.n, Result.k, Result.mode)
-        .join(Gpu, Result.gpu_id == Gpu.id)
-        .where(*where)
-        .group_by(Gpu.model, Result.m, Result.n, Result.k, Result.mode)
-        .order_by(func.count(func.distinct(Result.commit_id)).desc(), func.max(Result.id).desc())
-        .limit(1)
-    ).first()
-    return Newest(row[0], (row[1], row[2], row[3]), row[4]) if row else None
+    return where
 
 
 def gpu_ids(db: Session, model: str) -> list[int]:
