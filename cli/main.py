@@ -150,8 +150,11 @@ def up(
     for extra_env, queues, name in plan:
         env = {**os.environ, **extra_env}
         # Warnings and errors only, without Celery's banner: the lines below say what a person needs.
+        # A session of its own: Ctrl-C in this terminal reaches this process alone, which stops each
+        # worker once (SIGTERM, a warm shutdown), instead of every worker hearing it too and
+        # answering "Hitting Ctrl+C again will initiate cold shutdown".
         workers.append(subprocess.Popen(worker_command(queues, name, "WARNING", quiet=True), env=env,
-                                        preexec_fn=_die_with_parent))
+                                        preexec_fn=_die_with_parent, start_new_session=True))
     url = local_url(host, port)
     record_server(url)  # where `gemmwatch submit`, `cancel`, `ci` and `run` find this server
     for line in startup_lines(settings, plan, url):
@@ -170,7 +173,7 @@ def up(
                 w.wait(15)
             except subprocess.TimeoutExpired:
                 w.kill()
-        # The last word after Ctrl-C (Celery's own "Hitting Ctrl+C again ..." may come before it).
+        # The last word after Ctrl-C (each worker's "Warm shutdown" line comes before it).
         console.print(f"gemmwatch stopped: the API and {len(workers)} worker(s); the data stays in "
                       f"{settings.data_dir.resolve()}", markup=False, highlight=False)
 

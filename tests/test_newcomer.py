@@ -150,8 +150,10 @@ def _start_up(tmp_path, **extra_env: str) -> tuple[subprocess.Popen, str, "Path"
 
     port = free_port()
     log = tmp_path / "up.log"
+    # A process group of its own, as a terminal's foreground job is: _stop's Ctrl-C goes to the group.
     proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up", "--port", str(port)], cwd=tmp_path,
-                            env=_up_env(**extra_env), stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+                            env=_up_env(**extra_env), stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
     return proc, f"http://127.0.0.1:{port}", log
 
 
@@ -172,7 +174,7 @@ def _stop(proc: subprocess.Popen) -> None:
     import signal
 
     if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)  # Ctrl-C, as the startup lines say
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C, as the startup lines say: to the terminal's whole job
     try:
         proc.wait(60)
     except subprocess.TimeoutExpired:
@@ -238,7 +240,10 @@ def test_up_prints_where_it_serves_where_the_data_lives_and_how_to_stop_and_no_n
     for noise in NOISE:
         assert noise not in said, f"{noise!r} in gemmwatch up's output:\n{said}"
     assert token not in said
-    last = log.read_text().strip().splitlines()[-1]
+    # One warm shutdown a worker, asked by `up`: no worker heard the Ctrl-C itself.
+    final = log.read_text()
+    assert "Hitting Ctrl+C again" not in final and final.count("Warm shutdown") <= len(workers), final
+    last = final.strip().splitlines()[-1]
     assert last == f"gemmwatch stopped: the API and {len(workers)} worker(s); the data stays in " \
                    f"{(tmp_path / '.gemmwatch').resolve()}", log.read_text()
 
