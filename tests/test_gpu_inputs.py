@@ -2,7 +2,6 @@
 swap keeps every buffer's address and puts the checked values back exactly, in every layout, a
 batch and FP16/FP8; a case over [0, 1) verifies, times and says so, and a confirmation (A/B) too."""
 
-import cupy as cp
 import pytest
 
 from core.builtins import builtin_kernels
@@ -34,6 +33,8 @@ def case(name: str, inputs: str, size=(256, 192, 320), batch: int = 1, **changes
                                                     ("row", 1, "fp8")])
 def test_the_swap_keeps_addresses_and_puts_the_checked_values_back(runner, inputs, low, high, layout, batch,
                                                                    precision):
+    import cupy as cp  # here: collected without a GPU (CI), where CuPy is not installed
+
     c = case("smem_tiled", inputs, batch=batch, layout=layout)
     p = Problem(runner.device, c, c.kernel.description.form, Precision(precision))
     buffers = [p.a_stored, p.b_stored, p.a_in, p.b_in]
