@@ -256,6 +256,10 @@ class ResultEnv(_Record):
     # The cuBLAS call of a form other than the default, and its C's error against the reference.
     cublas_call: Text(300) | None = None
     cublas_rel_error: Annotated[Finite, Field(ge=0)] | None = None
+    # The baseline's own disposition, apart from the kernel's status (a wrong cuBLAS never makes a
+    # right kernel "failed"): passed, incorrect (its C checked like a kernel's), and why where it is wrong.
+    cublas_status: Literal["passed", "incorrect", "not supported", "failed"] | None = None
+    cublas_error: Text(500) | None = None
     peak: Peak | None = None
     # What the timed runs multiplied (core/inputs.py); the check always multiplies signed inputs.
     inputs: Inputs | None = None

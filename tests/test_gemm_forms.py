@@ -57,15 +57,21 @@ def test_b_read_in_the_other_layout_is_a_wrong_result_and_gets_no_speed(b, read_
 
 
 def test_a_cublas_call_of_another_product_is_caught_before_any_ratio(monkeypatch):
-    """The runner checks the baseline's C: a plan with a wrong transpose must not be timed."""
+    """The runner checks the baseline's C: a plan with a wrong transpose gives no ratio, and the
+    kernel, right by its own check, keeps its verdict and its speed (cuBLAS's disposition is its own)."""
     def swapped(form, m, n, k):
         plan = cublas_gemm(form, m, n, k)
         return type(plan)(**{**plan.__dict__, "transa": "N" if plan.transa == "T" else "T"})
 
+    right = run(kernel({"A": "row", "B": "col", "C": "row"}), m=32, n=32, k=32)
+    assert right.env["cublas_status"] == "passed" and right.pct_of_cublas is not None
     monkeypatch.setattr("tests.fake_gpu.cublas_gemm", swapped)
     out = run(kernel({"A": "row", "B": "col", "C": "row"}), m=32, n=32, k=32)
-    assert not out.verified and out.pct_of_cublas is None
-    assert "cuBLAS baseline of form rcr is wrong" in out.error
+    assert out.verified and out.error is None and out.gflops
+    assert out.as_row()["status"] == "passed"
+    assert out.pct_of_cublas is None and out.cublas_gflops is None and out.cublas_median_ms is None
+    assert out.env["cublas_status"] == "incorrect"
+    assert "cuBLAS baseline of form rcr is wrong" in out.env["cublas_error"]
 
 
 @pytest.mark.parametrize("a,b,c", [("row", "row", "row"), ("row", "col", "row"), ("col", "col", "col")])
