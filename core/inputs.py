@@ -3,7 +3,7 @@
 A tensor-core GEMM at the card's power limit runs at the clock its power allows, and the power it
 draws depends on how many bits flip in the multipliers, so on the data: on an H200 cuBLAS's FP16
 GEMM at 8192^3 reads 6-8 % faster over inputs uniform in [0, 1) (one sign) than over [-1, 1)
-(docs/BENCHMARKS.md, "Inputs"). A repository's runner that fills its matrices with curand's or
+(docs/notes/benchmarks-log.md, twelfth session). A repository's runner that fills its matrices with curand's or
 torch.rand's [0, 1) is matched only when gemmwatch times the same kind of data.
 
 The check never uses these: it always multiplies signed inputs (SIGNED), where a wrong element

@@ -1,6 +1,7 @@
 """What built and ran a result besides its kernel: the compiler (with the header libraries it was
 built against, "nvcc 13.0.88 + CUTLASS 4.2.0"), the driver, the CUDA runtime, cuBLAS (what every %
-of cuBLAS is against) and CuPy, as a result's env records them, and the inputs its timed runs multiplied. A verdict between two results whose toolchains differ says so first
+of cuBLAS is against) and CuPy, as a result's env records them, and the inputs its timed runs
+multiplied. A verdict between two results whose toolchains or inputs differ says so first
 (core/baselines.py): a slower head built against another CUTLASS, or run under another driver, is
 not yet the kernel's doing."""
 

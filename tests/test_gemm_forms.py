@@ -72,6 +72,10 @@ def test_a_cublas_call_of_another_product_is_caught_before_any_ratio(monkeypatch
     assert out.pct_of_cublas is None and out.cublas_gflops is None and out.cublas_median_ms is None
     assert out.env["cublas_status"] == "incorrect"
     assert "cuBLAS baseline of form rcr is wrong" in out.env["cublas_error"]
+    # cuBLAS alone (a batch, so its form's call is checked): the result is cuBLAS's own, and wrong.
+    alone = CpuRunner().run_case(Case(0, "cublas", 16, 16, 16, 3, None, batch=3), POLICY)
+    assert not alone.verified and alone.status == "incorrect" and alone.gflops is None
+    assert "cuBLAS baseline of form" in alone.error
 
 
 @pytest.mark.parametrize("a,b,c", [("row", "row", "row"), ("row", "col", "row"), ("col", "col", "col")])

@@ -133,6 +133,8 @@ class Runner:
             out.env["cublas_status"] = "incorrect" if wrong else "passed"
             if wrong:  # cuBLAS's C is wrong, not the kernel's: the kernel keeps its own verdict, no ratio is made
                 out.env["cublas_error"] = wrong
+                if launch is None:  # cuBLAS alone (a batch): the result is cuBLAS's, and it is wrong
+                    out.verified, out.error, out.status = False, wrong, "incorrect"
         run_variant = problem.kernel_call(function, launch, c, 1.0, 0.0) if launch is not None else run_cublas
 
         if out.verified:  # a wrong kernel gets no speed
