@@ -159,3 +159,21 @@ def test_a_launcher_case_is_timed_over_its_inputs_in_its_confined_process(shared
                                LAUNCHER_POLICY)
     assert out.verified and out.error is None and out.n_samples >= 10, out.error
     assert out.env["inputs"] == "uniform(0,1)"
+
+
+def test_inputs_survive_every_way_a_kernel_is_carried():
+    """A description's `inputs` through the plan a job stores, its thawed copy (a confirmation's
+    kernels) and the cases the worker makes of it; and it is part of the kernel's identity."""
+    from core.kernel_store import description_from_stored, kernel_hash
+    from worker.cases import cases_from_plan, plan
+
+    builtin = builtin_kernels()["smem_tiled"]
+    mine = type(builtin).model_validate({**builtin.model_dump(), "inputs": "uniform(0,1)"})
+    thawed = description_from_stored(mine.model_dump(mode="json"))
+    assert thawed.inputs == "uniform(0,1)" and thawed == mine
+    assert kernel_hash(mine) != kernel_hash(builtin)
+    kernels = {"smem_tiled": mine}
+    cases = cases_from_plan(plan("bench", ["smem_tiled"], [[8, 8, 8]], {}, {}, kernels), 1, kernels, {"smem_tiled"})
+    assert [c.inputs for c in cases] == ["uniform(0,1)"]
+    ab = Case(0, "smem_tiled", 8, 8, 8, 1, KernelChoice(thawed, {}, "job"), base=KernelChoice(builtin, {}, "builtin"))
+    assert ab.inputs == "uniform(0,1)"  # a confirmation times both sides over the head's inputs
