@@ -9,6 +9,7 @@ plan keeps in the kernel store for later confirmations, and what the A/B runner 
 
 import itertools
 import math
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError, field_validator,
@@ -484,6 +485,27 @@ def _check_launcher(desc: KernelDescription) -> None:
         raise ValueError('launcher: host code is built by nvcc only: set "compiler": "nvcc"')
     if desc.tensor_maps:
         raise ValueError("launcher: tensor_maps are the runner's for a kernel it launches; a launcher makes its own")
+    _check_adapter(desc.launcher, desc.libraries)
+
+
+# gemmwatch's own launchers over a type a repository defines, and the header library each needs:
+# gemmwatch::cutlass3_gemm<Gemm> runs a CUTLASS 3 device GEMM (worker/launcher_adapters).
+LAUNCHER_ADAPTERS = {"gemmwatch::cutlass3_gemm": "cutlass"}
+
+
+def _check_adapter(launcher: str, libraries: Sequence[str]) -> None:
+    """A launcher in gemmwatch's namespace is one of gemmwatch's adapters, given the type it runs
+    and the library it is written against."""
+    name = launcher.split("<", 1)[0].replace(" ", "")
+    if not name.startswith("gemmwatch::"):
+        return
+    library = LAUNCHER_ADAPTERS.get(name)
+    if library is None:
+        raise ValueError(f"launcher: {name} is not one of gemmwatch's launchers ({', '.join(LAUNCHER_ADAPTERS)})")
+    if "<" not in launcher:
+        raise ValueError(f'launcher: name the GEMM type {name} runs, as the repository spells it: "{name}<Gemm>"')
+    if library not in libraries:
+        raise ValueError(f'launcher: {name} is written against {library}: add "libraries": ["{library}"]')
 
 
 def explain(exc: ValidationError, who: str) -> str:

@@ -294,6 +294,18 @@ def test_a_launcher_that_does_other_work_on_every_other_call_is_told_so(runner):
 
 
 @needs_confinement
+def test_a_launcher_that_declines_a_shape_has_its_reason_in_the_cases_error(runner):
+    """A launcher that launches nothing for a shape it cannot run (CUTLASS's can_implement) and says
+    why on stderr: the case is incorrect (C unwritten), and its error carries the launcher's reason."""
+    out = runner.run_case(case(hostile(HOSTILE / "declines_with_a_reason.c"), size=(16, 16, 15)), POLICY)
+    assert not out.verified and out.status == "incorrect", out
+    assert out.error.startswith("wrong result: no element of C was written"), out.error
+    assert out.error.endswith("(the launcher's last line of output: cannot run 16x16x15: K must be a multiple of 4)"), \
+        out.error
+    assert "setting up" in out.env["launcher"]["output"]  # the whole output stays in the result
+
+
+@needs_confinement
 @pytest.mark.parametrize(("name", "words"), [("segfault", "the launcher crashed (segmentation fault, SIGSEGV)"),
                                              ("abort", "the launcher crashed (abort, SIGABRT)"),
                                              ("exit_zero", "the launcher called exit(0)"),

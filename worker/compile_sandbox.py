@@ -132,7 +132,7 @@ ENTRY_UNIT_NAME = "gemmwatch_entry.cu"
 # launcher is called through the address, so a name the library does not export (a using-declaration,
 # a static member, an inline or extern "C" function) is called all the same.
 LAUNCHER_ADDRESS = "gemmwatch_launcher_address"
-_LAUNCHER_UNIT = ('#include "src/{source}"\n'
+_LAUNCHER_UNIT = ('#include "src/{source}"\n{adapter}'
                   'extern "C" void *' + LAUNCHER_ADDRESS + '(void) {{ return (void *)&{launcher}; }}\n'
                   'void ' + cubin_info.SIGNATURE_FUNCTION + '(decltype(&{launcher})) {{}}\n')
 
@@ -145,7 +145,9 @@ def _write_kernel_files(request: dict) -> None:
         os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
         with open(target, "w", encoding="utf-8") as f:
             f.write(text)
-    unit = (_LAUNCHER_UNIT.format(source=request["source"], launcher=request["launcher"]) if request.get("launcher")
+    adapter = f'#include <{request["adapter"]}>\n' if request.get("adapter") else ""  # worker/header_libraries.py
+    unit = (_LAUNCHER_UNIT.format(source=request["source"], launcher=request["launcher"], adapter=adapter)
+            if request.get("launcher")
             else _ENTRY_UNIT.format(source=request["source"], entry=request["entry"]))
     with open(ENTRY_UNIT_NAME, "w", encoding="utf-8") as f:
         f.write(unit)

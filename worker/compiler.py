@@ -140,11 +140,16 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
     request = nvcc.request(launch, path, target, cfg.compile_timeout_s)
     request["preload"] = absent_reads.library(str(cfg.data_dir / "compile-shim"))
     libraries = header_libraries.find(launch.libraries, cfg)
-    for library in libraries:  # on the include path, and readable by the confined compile
-        request["options"] += [f"-I{d}" for d in library.include_dirs]
-        request["readable"] = [*request.get("readable", []), *library.include_dirs]
+    for lib in libraries:  # on the include path, and readable by the confined compile
+        request["options"] += [f"-I{d}" for d in lib.include_dirs]
+        request["readable"] = [*request.get("readable", []), *lib.include_dirs]
+    adapter = header_libraries.adapter_header(launch.launcher) if library else None
     if library:
         request["launcher"] = launch.launcher
+    if adapter:  # gemmwatch's launcher over the repository's type, compiled after its unit
+        request["adapter"] = adapter
+        request["options"].append(f"-I{header_libraries.ADAPTER_DIR}")
+        request["readable"] = [*request.get("readable", []), str(header_libraries.ADAPTER_DIR)]
     # nvcc names the kernel's files as src/<path>, and the unit it compiles as gemmwatch_entry.cu.
     own = {f"src/{p}" for p in launch.files} | {ENTRY_UNIT}
     shown_as = {f"src/{p}": p for p in launch.files} | {
@@ -152,14 +157,16 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
     untrusted = launch.origin == "job"
 
     # The library's headers are public, pinned files: a diagnostic located in them is shown.
-    toolkit = tuple(kernel_includes.nvcc_include_dirs(path)) + tuple(d for lib in libraries for d in lib.include_dirs)
+    toolkit = tuple(kernel_includes.nvcc_include_dirs(path)) + tuple(d for lib in libraries for d in lib.include_dirs) \
+        + ((str(header_libraries.ADAPTER_DIR),) if adapter else ())
 
     def shown(raw_log: str) -> str:
         return rename_files(filter_log(raw_log, own, toolkit) if untrusted else raw_log, shown_as)
 
     key = ["nvcc", sorted(launch.files.items()), launch.source, launch.entry, request["options"],
            confinement.version, path, nvcc.host_compiler_dirs(), *(["library", launch.launcher] if library else []),
-           [(lib.name, lib.version) for lib in libraries]]
+           [(lib.name, lib.version) for lib in libraries],
+           *([adapter, (header_libraries.ADAPTER_DIR / adapter).read_text()] if adapter else [])]
     label = " + ".join([f"nvcc {confinement.version}", *(lib.label for lib in libraries)])
     return failed_compiles.remembered(build, request, key, confinement, label, untrusted,
                                       shown, cfg, ".so" if library else ".cubin")

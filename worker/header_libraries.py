@@ -60,3 +60,15 @@ def _version(header: Path) -> str:
     text = header.read_text(errors="replace")
     parts = [re.search(rf"#define\s+CUTLASS_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
     return ".".join(m.group(1) for m in parts if m) or "unknown"
+
+
+# gemmwatch's own launchers (core/kernel_description.LAUNCHER_ADAPTERS), each a header compiled after
+# the repository's unit; the folder goes on the include path and into what the compile may read.
+ADAPTER_DIR = Path(__file__).with_name("launcher_adapters")
+_ADAPTER_HEADERS = {"gemmwatch::cutlass3_gemm": "gemmwatch/cutlass3_gemm.h"}
+
+
+def adapter_header(launcher: str | None) -> str | None:
+    """The header (relative to ADAPTER_DIR) of the gemmwatch launcher a description names, else None."""
+    name = (launcher or "").split("<", 1)[0].replace(" ", "")
+    return _ADAPTER_HEADERS.get(name)

@@ -29,11 +29,13 @@ _FLOATS = {"float": "f32", "double": "f64", "__half": "f16", "__nv_bfloat16": "b
 _NUMPY = {"i32": numpy.int32, "u32": numpy.uint32, "i64": numpy.int64, "u64": numpy.uint64, "f32": numpy.float32,
           "f64": numpy.float64, "f16": numpy.float16, "u16": numpy.uint16}
 # Element types a matrix pointer may name, by the matrix's storage type (vectors of it too).
+# CUTLASS's own element types too: a launcher over a CUTLASS GEMM takes `cutlass::half_t const*`.
 _FAMILIES = {
-    "float32": {"float", "float2", "float4"},
-    "float16": {"__half", "__half2"},
-    "bfloat16": {"__nv_bfloat16", "__nv_bfloat162"},
-    "float8_e4m3": {"__nv_fp8_e4m3", "__nv_fp8x2_e4m3", "__nv_fp8x4_e4m3", "unsigned char", "signed char", "char"},
+    "float32": {"float", "float2", "float4", "cutlass::tfloat32_t"},
+    "float16": {"__half", "__half2", "cutlass::half_t"},
+    "bfloat16": {"__nv_bfloat16", "__nv_bfloat162", "cutlass::bfloat16_t"},
+    "float8_e4m3": {"__nv_fp8_e4m3", "__nv_fp8x2_e4m3", "__nv_fp8x4_e4m3", "unsigned char", "signed char", "char",
+                    "cutlass::float_e4m3_t"},
     "float64": {"double", "double2"},
 }
 _QUALIFIERS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict)\b")

@@ -56,16 +56,25 @@ def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> Case
     about = {"launcher": launch.launcher, "symbol": library.symbol, "what_happened": called.message,
              "confinement": called.confinement, "results": JOBS_WORD, "output": called.output[-4000:]}
     if not called.ok or called.result is None:
-        return CaseOutcome(mode=policy.mode, error=f"launcher {launch.launcher}: {called.message}",
+        return CaseOutcome(mode=policy.mode, error=f"launcher {launch.launcher}: {called.message}{_said(called.output)}",
                            env={"launcher": about})
     out = checked_outcome(called.result, policy.mode)
     out.env["launcher"] = about
+    if out.error:
+        out.error += _said(called.output)
     if "launch" in out.env:
         out.env["launch"]["launcher"] = launch.launcher
         out.env["resources"] = (device.resources(entry, launch, case.m, case.n, case.k) if entry is not None else
                                 {"why_none": "the description names no entry kernel of the launcher's",
                                  "compiler": library.compiler})
     return out
+
+
+def _said(output: str) -> str:
+    """The last line the launcher printed, for a failed case's error: a launcher that declines a
+    shape usually says why there ("cannot run 1000x1003x997: misaligned operand")."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return f" (the launcher's last line of output: {lines[-1][:300]})" if lines else ""
 
 
 def checked_outcome(result: dict, mode: str) -> CaseOutcome:

@@ -12,9 +12,19 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
   (5 warm-up calls, then 10 back-to-back calls between two events, per template instance, printed
   as "<instance> <ms> ms <TFLOPS> TFLOPS"); the instances the manifest names are read from its
   N = 8192 block, and the runner is stopped once it starts 16384.
+- omkarnabar/triton-gemm (Triton, issue 50): `benchmarks/bench_gemm.py` times its `matmul(A, B)`
+  wrapper (10 warm-up calls, its autotune among them, then 50 back-to-back calls between two
+  events, over randn inputs) at 512..4096 and prints "Triton: <ms> ms | <TFLOPS> TFLOPS" and its
+  torch.matmul's "cuBLAS: ..." per size; the --size block is read.
+- CUTLASS's example 48 (Hopper warp-specialised TF32, issue 50): built with the manifest's flags
+  against the same CUTLASS headers the worker pins, run as
+  `48_hopper_warp_specialized_gemm --m=S --n=S --k=S --iterations=1000` (one check, then 1000
+  back-to-back initialize+run between two events), three times; "GFLOPS: <g>" each.
 
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
-  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma} REPO OUT [--steps runner,burst,cold] [--only a,b]
+  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,omkarnabar,cutlass48} REPO OUT
+      [--steps runner,burst,cold] [--only a,b] [--size 8192]
+(REPO for cutlass48: CUTLASS's examples/ folder, or the nvidia-cutlass wheel's cutlass_library/source/examples)
 """
 
 import argparse
@@ -85,8 +95,45 @@ def hgemm_mma_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
     return figures
 
 
+def omkarnabar_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """Its Triton kernel's and its torch.matmul's TFLOPS at SIZE, as its benchmark prints them."""
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    done = subprocess.run([sys.executable, "benchmarks/bench_gemm.py"], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=600)
+    (out / "runner.txt").write_text(done.stdout + done.stderr)
+    figures, size = {}, None
+    for line in done.stdout.splitlines():
+        if m := re.match(r"M=N=K=(\d+)", line):
+            size = int(m.group(1))
+        elif size == SIZE and (m := re.match(r"\s+(Triton|cuBLAS): [\d.]+ ms \| ([\d.]+) TFLOPS", line)):
+            figures[manifest["kernels"][0]["name"] if m.group(1) == "Triton" else "cublas"] = float(m.group(2))
+    return figures
+
+
+def cutlass48_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """Example 48's TFLOPS at SIZE: the median of three runs, each of its own 1000-iteration loop."""
+    sys.path.insert(0, str(ROOT))
+    from core.settings import settings
+    from worker.header_libraries import cutlass
+
+    kernel = manifest["kernels"][0]
+    flags = ["-gencode=arch=compute_90a,code=sm_90a" if f == "-arch=sm_90a" else f for f in kernel["flags"]]
+    includes = [f"-I{d}" for d in cutlass(settings.cutlass_dir).include_dirs] + ["-Icommon"]
+    header = _build(repo, out, [*flags, *includes], kernel["source"])
+    runs, lines = [], [header]
+    for _ in range(3):
+        done = subprocess.run([str(out / "runner"), f"--m={SIZE}", f"--n={SIZE}", f"--k={SIZE}", "--iterations=1000"],
+                              cwd=repo, capture_output=True, text=True, timeout=600)
+        lines.append(done.stdout + done.stderr)
+        runs += [float(m.group(1)) / 1000 for m in re.finditer(r"GFLOPS: ([\d.]+)", done.stdout)]
+    (out / "runner.txt").write_text("".join(lines))
+    return {kernel["name"]: sorted(runs)[len(runs) // 2], f"{kernel['name']} runs": runs} if runs else {}
+
+
 REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
-         "hgemm_mma": ("yencal-cuda-hgemm-mma.gemmwatch.json", hgemm_mma_runner)}
+         "hgemm_mma": ("yencal-cuda-hgemm-mma.gemmwatch.json", hgemm_mma_runner),
+         "omkarnabar": ("omkarnabar-triton-gemm.gemmwatch.json", omkarnabar_runner),
+         "cutlass48": ("NVIDIA-cutlass-examples.gemmwatch.json", cutlass48_runner)}
 
 
 def gemmwatch_figures(jobs_file: Path) -> dict[str, dict]:
@@ -100,15 +147,18 @@ def gemmwatch_figures(jobs_file: Path) -> dict[str, dict]:
 
 
 def main() -> None:
+    global SIZE
     ap = argparse.ArgumentParser()
     ap.add_argument("kind", choices=sorted(REPOS))
     ap.add_argument("repo", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--steps", default="runner,burst,cold")
+    ap.add_argument("--size", type=int, default=SIZE, help="M = N = K of every step")
     ap.add_argument("--only", default=None, help="variant names for the gemmwatch steps (default: the manifest's)")
     ap.add_argument("--inputs", default=None, help='what the timed runs multiply, over the manifest\'s "inputs" '
                                                    "(core/inputs.py): to see what the runner's data is worth")
     args = ap.parse_args()
+    SIZE = args.size
     args.out.mkdir(parents=True, exist_ok=True)
     manifest_name, runner = REPOS[args.kind]
     manifest = json.loads((EXAMPLES / manifest_name).read_text())

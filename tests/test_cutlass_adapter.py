@@ -1,0 +1,113 @@
+"""Issue 50: a CUTLASS example as it ships. CUTLASS's examples define their GEMM as a type
+(`using Gemm = GemmUniversalAdapter<GemmKernel>;`) and run it from a main that fills its own
+buffers: there is no function of pointers to name. `"launcher": "gemmwatch::cutlass3_gemm<Gemm>"`
+names gemmwatch's own launcher over that type (worker/launcher_adapters/gemmwatch/cutlass3_gemm.h),
+compiled after the example's unit in the confined compile.
+
+The example is the nvidia-cutlass wheel's copy of example 48 (Hopper, warp-specialised, TF32),
+described by docs/examples/NVIDIA-cutlass-examples.gemmwatch.json. Real nvcc and the real confined
+compile build it here; it runs on the GPU in tests/test_gpu_cutlass_adapter.py.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from core.inputs import drawn
+from core.kernel_description import KernelDescription
+from core.kernel_folder import load_folder
+from tests.test_cutlass_library import CUTLASS, REPO as CUTLASS_REPO, needs_nvcc
+from tests.test_launcher_cases import built, needs_confinement
+from worker import kernel_args
+from worker.compiled import CompileError
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = ROOT / "docs" / "examples" / "NVIDIA-cutlass-examples.gemmwatch.json"
+EXAMPLES = Path(CUTLASS.include_dirs[0]).parent / "examples"  # the wheel's cutlass_library/source/examples
+EXAMPLE = "48_hopper_warp_specialized_gemm"
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory) -> Path:
+    """CUTLASS's examples folder as the wheel ships it (the two folders example 48 reads), with the
+    manifest of docs/examples beside them."""
+    folder = tmp_path_factory.mktemp("cutlass-examples")
+    for sub in (EXAMPLE, "common"):
+        shutil.copytree(EXAMPLES / sub, folder / sub)
+    shutil.copy(MANIFEST, folder / "gemmwatch.json")
+    return folder
+
+
+def example(folder: Path, **changes) -> KernelDescription:
+    desc, = load_folder(folder)
+    return KernelDescription.model_validate({**desc.model_dump(mode="json"), **changes})
+
+
+def test_the_example_is_taken_as_it_ships(examples):
+    desc = example(examples)
+    assert sorted(desc.files) == [f"{EXAMPLE}/{EXAMPLE}.cu", "common/helper.h"]
+    assert (examples / EXAMPLE / f"{EXAMPLE}.cu").read_bytes() == (EXAMPLES / EXAMPLE / f"{EXAMPLE}.cu").read_bytes()
+    assert desc.launcher == "gemmwatch::cutlass3_gemm<Gemm>" and desc.libraries == ["cutlass"]
+    # Its main fills A and B with integers in [-8, 8]; the timed runs multiply the same kind of data.
+    assert desc.inputs == "integers(-8,8)" and json.loads(MANIFEST.read_text())["timing"] == "burst"
+
+
+@pytest.mark.parametrize(("changes", "words"), [
+    ({"libraries": []}, r'gemmwatch::cutlass3_gemm is written against cutlass: add "libraries": \["cutlass"\]'),
+    ({"launcher": "gemmwatch::cutlass2_gemm<Gemm>"},
+     r"gemmwatch::cutlass2_gemm is not one of gemmwatch's launchers \(gemmwatch::cutlass3_gemm\)"),
+    ({"launcher": "gemmwatch::cutlass3_gemm"}, r'name the GEMM type gemmwatch::cutlass3_gemm runs.*"gemmwatch::cutlass3_gemm<Gemm>"'),
+    ({"launcher": "gemmwatch :: cutlass3_gemm"}, "name the GEMM type"),
+])
+def test_gemmwatchs_launcher_is_named_with_its_type_and_its_library(examples, changes, words):
+    with pytest.raises(ValidationError, match=words):
+        example(examples, **changes)
+
+
+def test_a_launcher_over_cutlass_types_takes_cutlasss_element_types():
+    params = [["int", None]] * 3 + [["float", None], ["cutlass::half_t const*", None], ["cutlass::half_t const*", None],
+                                    ["float", None], ["cutlass::half_t*", None], ["CUstream_st*", None]]
+    roles = ("M", "N", "K", "alpha", "A", "B", "beta", "C", "stream")
+    plan = kernel_args.plan("gemmwatch::cutlass3_gemm<Gemm>", roles, params, "float16", "float16", host=True)
+    assert [how for _r, how in plan.passing] == ["i32", "i32", "i32", "f32", "ptr", "ptr", "f32", "ptr", "ptr"]
+    with pytest.raises(kernel_args.ArgumentMismatch, match="A"):  # half_t is not BF16's storage
+        kernel_args.plan("gemmwatch::cutlass3_gemm<Gemm>", roles, params, "bfloat16", "float16", host=True)
+
+
+@pytest.mark.parametrize(("inputs", "bound"), [("integers(-8,8)", 8), ("integers(-2,2)", 2)])
+def test_cutlasss_integer_inputs_are_whole_numbers_over_the_whole_range(inputs, bound):
+    x = drawn(np.random.default_rng(7), 300, 200, inputs, np.float32)
+    assert x.dtype == np.float32 and np.array_equal(x, np.round(x))
+    assert set(np.unique(x)) == set(range(-bound, bound + 1))  # every value, each end included
+
+
+@needs_nvcc
+@needs_confinement
+def test_the_example_builds_with_gemmwatchs_launcher_and_its_parameters_are_read(examples, shared_kernel_cache):
+    library = built(example(examples), shared_kernel_cache)
+    assert [how for _r, how in library.plan.passing] == ["i32", "i32", "i32", "f32", "ptr", "ptr", "f32", "ptr", "ptr"]
+    assert library.plan.spelled[4] == "float const*" and library.plan.spelled[7] == "float*"
+    assert library.compiler.endswith(f" + CUTLASS {CUTLASS.version}")
+
+
+@needs_nvcc
+@needs_confinement
+def test_a_type_gemmwatchs_launcher_cannot_run_is_refused_in_the_compilers_words(tmp_path, shared_kernel_cache):
+    """A CUTLASS 2 device GEMM (the fixture's SimtSgemm) has no CUTLASS 3 kernel type: the error is
+    nvcc's, located in gemmwatch's header and shown to the job (not filtered as a system file's)."""
+    folder = tmp_path / "repo"
+    shutil.copytree(CUTLASS_REPO, folder)
+    entry = {"name": "simt_as_cutlass3", "source": "gemm.cu", "compiler": "nvcc", "libraries": ["cutlass"],
+             "flags": ["-std=c++17"], "launcher": "gemmwatch::cutlass3_gemm<SimtSgemm>",
+             "args": ["M", "N", "K", "alpha", "A", "B", "beta", "C", "stream"]}
+    (folder / "gemmwatch.json").write_text(json.dumps({"kernels": [entry]}))
+    desc, = load_folder(folder)
+    with pytest.raises(CompileError) as refused:
+        built(desc, shared_kernel_cache)
+    said = str(refused.value)
+    assert "gemmwatch/cutlass3_gemm.h" in said and "static assertion failed" in said, said
+    assert "Gemm must be a CUTLASS 3 device GEMM" in said and "a launcher of the repository's own" in said
