@@ -38,7 +38,8 @@ def test_gpu_a_shape_cutlass_cannot_run_fails_with_cutlasss_reason(gpu, examples
     runner, policy = gpu
     out = runner.run_case(case(example(examples), size=(1000, 1003, 997)), policy)  # K not a multiple of 4
     assert not out.verified and out.gflops is None, out
-    assert "gemmwatch::cutlass3_gemm: the GEMM cannot run 1000x1003x997" in out.error, out.error
+    assert "gemmwatch::cutlass3_gemm: the GEMM cannot run 1000x1003x997: CUTLASS's can_implement refused it" \
+        in out.error, out.error
 
 
 def test_gpu_the_example_described_in_the_wrong_layout_is_caught(gpu, examples):  # noqa: F811

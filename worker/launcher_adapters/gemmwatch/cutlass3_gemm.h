@@ -80,8 +80,13 @@ cudaError_t cutlass3_gemm(int M, int N, int K, float alpha, typename detail::Cut
     Gemm gemm;
     cutlass::Status status = gemm.can_implement(arguments);
     if (status != cutlass::Status::kSuccess) {
+      // The adapter answers kInvalid, whose string is "Invalid status"; the kernel's reasons are traced
+      // only in CUTLASS's debug builds. A TMA kernel's usual one is alignment.
       std::fprintf(stderr, "gemmwatch::cutlass3_gemm: the GEMM cannot run %dx%dx%d: %s\n", M, N, K,
-                   cutlassGetStatusString(status));
+                   status == cutlass::Status::kInvalid
+                       ? "CUTLASS's can_implement refused it (a TMA kernel needs every line of A, B and C to start "
+                         "16-byte aligned: each one's contiguous extent a multiple of 16 bytes)"
+                       : cutlassGetStatusString(status));
       return cudaErrorNotSupported;
     }
     // A workspace kept for the process and grown when a case needs more (stream-K, split-K schedules).
