@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q --no-compile -e '.[test]'
 	# CUTLASS's headers (pyproject.toml's `cutlass` extra), without the wheel's Python dependencies,
-	# which gemmwatch does not use (worker/header_libraries.py).
+	# which gemmwatch does not use (worker/compile/header_libraries.py).
 	$(PY) -m pip install -q --no-compile --no-deps 'nvidia-cutlass>=4.2'
 	touch $@
 

@@ -8,7 +8,7 @@ from cli.messages import console as make_console
 
 from core.settings import settings
 from worker import gpu_process
-from worker.cases import Case, CaseOutcome, cases_from_plan, kernels_of_job, plan
+from worker.measure.cases import Case, CaseOutcome, cases_from_plan, kernels_of_job, plan
 
 console = make_console(stderr=True)
 

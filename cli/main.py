@@ -86,7 +86,7 @@ def gpu_worker_plan() -> list[tuple[dict[str, str], list[str], str]]:
     """(extra env, queues, name) per worker: one per visible GPU, or one that answers 'no CUDA device'."""
     # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from core.broker import ANY_GPU_QUEUE, queue_for
-    from worker.gpu_identity import visible_gpus
+    from worker.gpu.gpu_identity import visible_gpus
 
     gpus = visible_gpus()
     if not gpus:

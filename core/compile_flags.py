@@ -17,7 +17,7 @@ What each kind becomes (`parse`):
 - `-arch=sm_90a`, `-gencode arch=compute_90a,code=sm_90a`: the kernel's target (`target`), since
   the worker builds for the GPU it runs on; `-arch=sm_80` (no `a`): "sm_80+", any GPU from 8.0 on;
 - `-lcublas`, `-lcublasLt`, `-lcurand`, `-lcuda`, `-lcudart`: not linked; a launcher's process
-  holds the worker's own (worker/launcher_child.py), so a runner's cuBLAS check still loads.
+  holds the worker's own (worker/launch/launcher_child.py), so a runner's cuBLAS check still loads.
 Anything else is refused, by name, with the field to use where there is one.
 """
 

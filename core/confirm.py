@@ -157,7 +157,7 @@ def plan_confirmation(db: Session, head_job: Job, body: ConfirmIn, token: ApiTok
             whose = "" if head_kernel is None else " by a job of the head job's submitter (or an admin token)"
             raise Unprocessable("variants", f"{variant} {m}x{n}x{k} ({form}): the {side} kernel was not kept in "
                                             f"that form{whose}; it cannot be re-measured")
-        batch = batch_of(form)  # the worker times the batch the head timed (worker/cases.py cases_from_plan)
+        batch = batch_of(form)  # the worker times the batch the head timed (worker/measure/cases.py cases_from_plan)
         entries.append({"variant": variant, "m": m, "n": n, "k": k, "tunables": {}, "head": head_kernel,
                         "base": base_kernel, "base_job": base_job.id, **({"batch": batch} if batch > 1 else {})})
     return Job(

@@ -28,7 +28,7 @@ _EPILOGUE_KEY = {"alpha_beta": "", "ab_only": "+ab", "alpha_only": "+alpha"}
 _EPILOGUE_TEXT = {"alpha_beta": "C = alpha·A·B + beta·C", "ab_only": "C = A·B", "alpha_only": "C = alpha·A·B"}
 DEFAULT_KEY = "rrr"
 # The forms an FP8 kernel may take: cuBLASLt's FP8 GEMM multiplies K-major operands only, and its
-# baseline call (worker/cublaslt_fp8.py) lays B out so for either.
+# baseline call (worker/gpu/cublaslt_fp8.py) lays B out so for either.
 FP8_FORMS = ("rrr", "rcr")
 
 

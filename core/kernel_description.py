@@ -489,7 +489,7 @@ def _check_launcher(desc: KernelDescription) -> None:
 
 
 # gemmwatch's own launchers over a type a repository defines, and the header library each needs:
-# gemmwatch::cutlass3_gemm<Gemm> runs a CUTLASS 3 device GEMM (worker/launcher_adapters).
+# gemmwatch::cutlass3_gemm<Gemm> runs a CUTLASS 3 device GEMM (worker/compile/launcher_adapters).
 LAUNCHER_ADAPTERS = {"gemmwatch::cutlass3_gemm": "cutlass"}
 
 

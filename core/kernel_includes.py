@@ -12,7 +12,7 @@ things, or the kernel is refused with the file and line:
    that gives device code what it uses from it and nothing else, also in memory;
 3. one of CUDA's own device headers on an allow-list (<cuda_fp16.h>, <mma.h>, <cuda/pipeline>,
    <cooperative_groups.h>, <cuda/std/...>), which NVRTC reads from the toolkit's include folders;
-   the compile process may read those folders and nothing else (worker/compile_sandbox.py).
+   the compile process may read those folders and nothing else (worker/compile/compile_sandbox.py).
 
 A kernel built by nvcc (`"compiler": "nvcc"`) is compiled from a folder of its own files, with a
 host compiler whose headers are its own: there, an include that is not a file of the kernel is a

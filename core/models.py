@@ -283,7 +283,7 @@ class Worker(Base):
 class Profile(Base):
     """The profile diff of one confirmation result (issue 39): its base and head kernels profiled
     with Nsight Compute in the job that timed them, after its timed samples, and their SASS
-    compared (worker/profile_step.py makes it, core/profile_diff.py ranks it). One per result: a
+    compared (worker/profile/profile_step.py makes it, core/profile_diff.py ranks it). One per result: a
     profile asked again replaces it."""
 
     __tablename__ = "profile"

@@ -7,7 +7,7 @@ that means for its correctness bound and for the GPU's peak.
   fp16  FP16 inputs, FP32 accumulate (tensor cores); baseline cublasGemmEx in FP16, FP32 compute
   bf16  BF16 inputs, FP32 accumulate; baseline cublasGemmEx in BF16, FP32 compute
   fp8   FP8 E4M3 inputs with a per-tensor scale each, FP32 accumulate; baseline cublasLtMatmul
-        with the two scales (worker/cublaslt_fp8.py)
+        with the two scales (worker/gpu/cublaslt_fp8.py)
 and `output` the type of C: "input" (the inputs' type; FP32 for fp32 and tf32; BF16 for fp8, as
 an FP8 C would need a scale and an amax of its own) or "fp32". Alpha and beta are FP32 in every
 mode.

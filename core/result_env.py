@@ -1,6 +1,6 @@
 """A result's `env`: the record of how its number was made, as a declared, bounded shape.
 
-The worker writes it (worker/runner.py, worker/ab.py, worker/execute.py adds `gpu`), and
+The worker writes it (worker/measure/runner.py, worker/measure/ab.py, worker/execute.py adds `gpu`), and
 `gemmwatch run --post` posts the same record (cli/local_run.py). Before issue 20 it was any JSON:
 a writer could store a value 300 levels deep (every read of it then failed to serialise) or a
 `gpu` that is a string (the overview then failed on `.get`). Now every key a reader looks at has a
@@ -33,13 +33,13 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# worker/stats.py summarise(): core/timing_stats.py STATISTICS, each with its bounds.
-Stats = create_model("Stats", __base__=_Record, __doc__="worker/stats.py summarise() of one side's samples.",
+# worker/measure/stats.py summarise(): core/timing_stats.py STATISTICS, each with its bounds.
+Stats = create_model("Stats", __base__=_Record, __doc__="worker/measure/stats.py summarise() of one side's samples.",
                      **timing_fields(Millis, Ratio, names=STATISTICS))
 
 
 class Convergence(_Record):
-    """worker/stats.py convergence(); JSON cannot carry its infinity (fewer than 4 samples): null."""
+    """worker/measure/stats.py convergence(); JSON cannot carry its infinity (fewer than 4 samples): null."""
 
     median_ci_rel: Ratio | None = None
     drift_rel: Ratio | None = None
@@ -51,7 +51,7 @@ class ConvergencePair(_Record):
 
 
 class DeviceState(_Record):
-    """worker/gpu_identity.py device_state(): clocks and temperature before and after a case."""
+    """worker/gpu/gpu_identity.py device_state(): clocks and temperature before and after a case."""
 
     sm_clock_mhz: Count | None = None
     mem_clock_mhz: Count | None = None
@@ -62,7 +62,7 @@ class DeviceState(_Record):
 
 
 class GpuRecord(_Record):
-    """The GPU as the worker saw it (worker/runner.py identity(), worker/child.py adds the pid)."""
+    """The GPU as the worker saw it (worker/measure/runner.py identity(), worker/child.py adds the pid)."""
 
     name: Name(120) | None = None
     model: Name(60) | None = None
@@ -86,7 +86,7 @@ class GpuRecord(_Record):
 
 
 class Resources(_Record):
-    """worker/resources.py describe() and for_function(): what a kernel asks of an SM."""
+    """worker/gpu/resources.py describe() and for_function(): what a kernel asks of an SM."""
 
     registers_per_thread: Count | None = None
     static_smem_bytes: Count | None = None
@@ -100,7 +100,7 @@ class Resources(_Record):
     occupancy: Annotated[Finite, Field(ge=0, le=1)] | None = None
     limits: Annotated[dict[Key, Count], Field(max_length=16)] | None = None
     sm: Annotated[dict[Key, Count], Field(max_length=32)] | None = None
-    compiler: Name(60) | None = None  # which NVRTC built it ("NVRTC 13.5"; worker/cupy_device.py)
+    compiler: Name(60) | None = None  # which NVRTC built it ("NVRTC 13.5"; worker/gpu/cupy_device.py)
 
 
 class Launch(_Record):
@@ -123,7 +123,7 @@ class StreamHold(_Record):
 
 
 class Sustained(_Record):
-    """How a "sustained" result's card was brought to its loaded state (worker/timing.py settle())."""
+    """How a "sustained" result's card was brought to its loaded state (worker/measure/timing.py settle())."""
 
     settle_s: Annotated[Finite, Field(ge=0, le=3600)] | None = None
     settle_samples: Count | None = None
@@ -158,7 +158,7 @@ class CublasAlgo(_Record):
 
 
 class CublasPlan(_Record):
-    """What cuBLASLt chose for the baseline, where it chooses (FP8: worker/cublaslt_fp8.py)."""
+    """What cuBLASLt chose for the baseline, where it chooses (FP8: worker/gpu/cublaslt_fp8.py)."""
 
     call: Name(40)
     compute_type: Name(40)
@@ -184,7 +184,7 @@ class CublasCandidate(_Record):
 
 
 class CublasBest(_Record):
-    """Which cuBLAS the kernel was timed beside (worker/cublas_best.py): `against` "best" (the
+    """Which cuBLAS the kernel was timed beside (worker/measure/cublas_best.py): `against` "best" (the
     fastest of the candidates) or "default" (cuBLAS's own call, where it was the fastest or no
     candidates were offered, `why`)."""
 
@@ -197,7 +197,7 @@ class CublasBest(_Record):
 
 
 class Peak(_Record):
-    """The GPU's peak for the result's precision and the share of it reached (worker/runner.py peak())."""
+    """The GPU's peak for the result's precision and the share of it reached (worker/measure/runner.py peak())."""
 
     tflops: Annotated[Finite, Field(ge=0, le=1e6)] | None = None
     sm_clock_mhz: Integer(0, 100_000) | None = None
@@ -205,7 +205,7 @@ class Peak(_Record):
 
 
 class AbRecord(_Record):
-    """A confirmation case's base samples beside the head's (worker/ab.py record())."""
+    """A confirmation case's base samples beside the head's (worker/measure/ab.py record())."""
 
     base_ms: Samples = Field(default_factory=list)
     base_stats: Stats | None = None
@@ -263,7 +263,7 @@ class ResultEnv(_Record):
     peak: Peak | None = None
     # What the timed runs multiplied (core/inputs.py); the check always multiplies signed inputs.
     inputs: Inputs | None = None
-    # Whether the kernel reads C when beta = 0 (worker/verify.py says it in words).
+    # Whether the kernel reads C when beta = 0 (worker/measure/verify.py says it in words).
     c_convention: Text(200) | None = None
     # Keys this schema does not declare, at any level ("launch.swizzle"), as sent; shown nowhere.
     extra: Annotated[dict[Key, JsonValue], Field(max_length=64)] = Field(default_factory=dict)

@@ -2,7 +2,7 @@
 
 Before it, a reader told a wrong kernel from a failed compile, or from a kernel built for another
 GPU, by `verified` and the first words of a free-text error. The worker now says which when it
-writes the result (worker/runner.py, worker/ab.py, worker/gpu_process.py), a posted result may say
+writes the result (worker/measure/runner.py, worker/measure/ab.py, worker/gpu_process.py), a posted result may say
 it, and where neither does it is read from the other fields (`status_of`).
 """
 

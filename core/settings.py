@@ -6,8 +6,8 @@ One way to them per kind of process, each Settings made once as the process star
     endpoint, `settings_of(request)` where only the request is at hand);
   - a Celery worker: `settings` below, made as the worker process imports this module, passed
     down from its task (worker/tasks.py) as `cfg`; its GPU process makes its own as it starts
-    (worker/runner.py CupyRunner: its environment is the worker's), and a launcher case's confined
-    process the defaults (worker/launcher_hook.py: the worker's environment does not reach it);
+    (worker/measure/runner.py CupyRunner: its environment is the worker's), and a launcher case's confined
+    process the defaults (worker/measure/launcher_hook.py: the worker's environment does not reach it);
   - the CLI: `settings` below, passed to what a command calls.
 Every setting is read from the environment here, and nowhere else.
 """
@@ -58,17 +58,17 @@ class Settings(BaseSettings):
     # env.cublas_samples_ms and env.ab.base_ms), a 422 beyond; list views never carry samples.
     max_posted_samples: int = Field(default=1_000_000, ge=1000, validation_alias="GEMMWATCH_MAX_POSTED_SAMPLES")
 
-    # Measurement (see worker/timing.py for how they are used).
+    # Measurement (see worker/measure/timing.py for how they are used).
     warmup_ms: float = Field(default=25.0, validation_alias="GEMMWATCH_WARMUP_MS")
     min_samples: int = Field(default=10, validation_alias="GEMMWATCH_MIN_SAMPLES")
     max_noise: float = Field(default=0.005, validation_alias="GEMMWATCH_MAX_NOISE")
-    # Time spent sampling before the stop rule may end a case (worker/cases.py TimingPolicy.satisfied).
+    # Time spent sampling before the stop rule may end a case (worker/measure/cases.py TimingPolicy.satisfied).
     min_time_s: float = Field(default=0.1, validation_alias="GEMMWATCH_MIN_TIME_S")
     # Drop samples taken while NVML reports the clocks held down (power cap, thermal, HW slowdown).
     discard_throttled: bool = Field(default=True, validation_alias="GEMMWATCH_DISCARD_THROTTLED")
     case_time_cap_s: float = Field(default=3.0, validation_alias="GEMMWATCH_CASE_TIME_CAP_S")
     # The call a kernel is timed beside: "best", the fastest of cuBLAS's default and cuBLASLt's
-    # heuristic candidates for the case (worker/cublas_best.py; chosen once per GPU, library
+    # heuristic candidates for the case (worker/measure/cublas_best.py; chosen once per GPU, library
     # version, shape, precision and mode, cached), or "default", cuBLAS's own first choice.
     cublas_baseline: Literal["best", "default"] = Field(default="best", validation_alias="GEMMWATCH_CUBLAS_BASELINE")
     max_rel_error: float = Field(default=1e-4, validation_alias="GEMMWATCH_MAX_REL_ERROR")
@@ -76,7 +76,7 @@ class Settings(BaseSettings):
     max_rel_error_tf32: float = Field(default=2e-3, validation_alias="GEMMWATCH_MAX_REL_ERROR_TF32")
     # cold: each sample on its own after an L2 flush; hot: no flush; sustained: cold samples back to
     # back after sustained_warmup_s of them, the clock a tensor-core GEMM settles at under a power
-    # cap (worker/cases.py TimingPolicy says why the two cold readings differ there).
+    # cap (worker/measure/cases.py TimingPolicy says why the two cold readings differ there).
     # burst: hot samples in short batches, the card left idle burst_rest_ms before each, so it runs
     # at the clock a repository's own quick runner sees (a few launches after a pause) and never
     # reaches its power cap; a batch NVML saw capped is dropped (docs/BENCHMARKS.md, issue 36).
@@ -85,7 +85,7 @@ class Settings(BaseSettings):
     sustained_warmup_s: float = Field(default=1.0, ge=0, le=60, validation_alias="GEMMWATCH_SUSTAINED_WARMUP_S")
     burst_rest_ms: float = Field(default=100.0, ge=0, le=5000, validation_alias="GEMMWATCH_BURST_REST_MS")
     # A sample holds no host launch overhead: a blocking kernel holds the stream while a batch is
-    # queued (worker/stream_hold.py). Off only to show what it changes.
+    # queued (worker/gpu/stream_hold.py). Off only to show what it changes.
     hold_stream: bool = Field(default=True, validation_alias="GEMMWATCH_HOLD_STREAM")
     # How a cold sample's L2 is evicted: "readwrite" (our kernel) or "memset" (nvbench's way).
     l2_flush: Literal["readwrite", "memset"] = Field(default="readwrite", validation_alias="GEMMWATCH_L2_FLUSH")
@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     # before it changes what it pays at start. Samples still pair up within a batch for ratios.
     interleave: Literal["pairs", "blocks"] = Field(default="blocks", validation_alias="GEMMWATCH_INTERLEAVE")
     # Cold samples one at a time, each behind its own stream hold and waited for (nvbench's cold
-    # measurement); false queues a whole batch behind one hold (worker/timing.py time_pair).
+    # measurement); false queues a whole batch behind one hold (worker/measure/timing.py time_pair).
     isolate_samples: bool = Field(default=True, validation_alias="GEMMWATCH_ISOLATE_SAMPLES")
     # Converged also means the medians of the first and second halves of the samples agree this closely.
     max_drift: float = Field(default=0.01, gt=0, validation_alias="GEMMWATCH_MAX_DRIFT")
@@ -143,7 +143,7 @@ class Settings(BaseSettings):
     worker_beat_s: float = Field(default=5.0, gt=0, validation_alias="GEMMWATCH_WORKER_BEAT_S")
     worker_offline_after_s: float = Field(default=30.0, gt=0, validation_alias="GEMMWATCH_WORKER_OFFLINE_AFTER_S")
 
-    # Compiling a kernel (worker/compiler.py): a confined process of its own, with these limits.
+    # Compiling a kernel (worker/compile/compiler.py): a confined process of its own, with these limits.
     compile_timeout_s: float = Field(default=60.0, gt=0, validation_alias="GEMMWATCH_COMPILE_TIMEOUT_S")
     compile_memory_mb: int = Field(default=4096, ge=256, validation_alias="GEMMWATCH_COMPILE_MEMORY_MB")
     # Where the compiler cannot be confined (no Landlock): refuse a job's own sources, or warn and compile.
@@ -166,11 +166,11 @@ class Settings(BaseSettings):
     # CUDA_HOME's, else the one on PATH); its host compiler is the first g++/gcc on PATH.
     nvcc: Path | None = Field(default=None, validation_alias="GEMMWATCH_NVCC")
     # The CUTLASS a kernel naming `"libraries": ["cutlass"]` is built with: a checkout's folder
-    # (include/, tools/util/include/); unset: the nvidia-cutlass wheel's copy (worker/header_libraries.py).
+    # (include/, tools/util/include/); unset: the nvidia-cutlass wheel's copy (worker/compile/header_libraries.py).
     cutlass_dir: Path | None = Field(default=None, validation_alias="GEMMWATCH_CUTLASS_DIR")
 
     # Dotted path of the object that does the GPU work. Tests point it at a CPU double.
-    runner: str = Field(default="worker.runner:CupyRunner", validation_alias="GEMMWATCH_RUNNER")
+    runner: str = Field(default="worker.measure.runner:CupyRunner", validation_alias="GEMMWATCH_RUNNER")
 
     # Same-job A/B confirmation (core/regression.py, "Same-job A/B confirmation", explains the method).
     confirm_confidence: float = Field(default=0.99, gt=0.5, lt=1, validation_alias="GEMMWATCH_CONFIRM_CONFIDENCE")
@@ -182,7 +182,7 @@ class Settings(BaseSettings):
     webhook_branches: str = Field(default="main", validation_alias="GEMMWATCH_WEBHOOK_BRANCHES")
     webhook_attempts: int = Field(default=5, ge=1, le=20, validation_alias="GEMMWATCH_WEBHOOK_ATTEMPTS")
 
-    # -- Profiles of a confirmation (issue 39; worker/profile_step.py, docs/ARCHITECTURE.md) --
+    # -- Profiles of a confirmation (issue 39; worker/profile/profile_step.py, docs/ARCHITECTURE.md) --
     # Nsight Compute's command (a name on PATH or a path); "" for none: the SASS diff alone.
     ncu: str = Field(default="ncu", validation_alias="GEMMWATCH_NCU")
     # Every confirmed regression or improvement is profiled, base and head, after the job's timed

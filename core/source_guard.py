@@ -12,7 +12,7 @@ any reading finds something forbidden: an attacker gains nothing from the ambigu
 Every problem of a source is reported at once, each with its line: a kernel engineer fixes a
 folder in one pass, not one refusal per try.
 
-Layers 2 (a confined compile process, worker/compiler.py) and 3 (compile logs that only show
+Layers 2 (a confined compile process, worker/compile/compiler.py) and 3 (compile logs that only show
 the job's own source) hold even if this one is bypassed; this one gives the clear 422.
 """
 

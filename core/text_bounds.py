@@ -12,7 +12,7 @@ import re
 ERROR_MAX_BYTES = 64 << 10
 
 _MARKER = "\n… {n} bytes left out …\n"
-# The marker's own line, as a reader (and worker/compile_log.py) recognises it.
+# The marker's own line, as a reader (and worker/compile/compile_log.py) recognises it.
 MARKER_LINE = re.compile(r"^… \d+ bytes left out …$")
 
 

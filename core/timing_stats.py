@@ -1,9 +1,9 @@
 """The statistics of a result's timing samples, declared once (issue 38).
 
-TimingStats below is the one list: its keys are what worker/stats.py summarise() returns (typed
+TimingStats below is the one list: its keys are what worker/measure/stats.py summarise() returns (typed
 so). Every record that carries them takes its fields from here:
 
-  worker/cases.py       CaseOutcome   what a case reports (add_timing copies a summary in):
+  worker/measure/cases.py       CaseOutcome   what a case reports (add_timing copies a summary in):
                                       a dataclass base made by timing_dataclass()
   core/result_env.py    Stats         env.cublas_stats (cuBLAS's samples), env.ab.base_stats (a base's)
   api/schemas.py        ResultOut     what GET /api/results and a job's results say
@@ -25,7 +25,7 @@ from typing import Any, TypedDict
 
 
 class TimingStats(TypedDict):
-    """What a list of timing samples (milliseconds, in the order taken) says: worker/stats.py summarise()."""
+    """What a list of timing samples (milliseconds, in the order taken) says: worker/measure/stats.py summarise()."""
 
     median_ms: float  # the figure a result reports: gflops, % of cuBLAS and every verdict read it
     mean_ms: float

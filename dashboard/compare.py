@@ -46,7 +46,7 @@ class Cell:
     error: str | None
     sha: str | None
     result_id: int
-    resources: dict | None = None  # registers, shared memory, occupancy (worker/resources.py)
+    resources: dict | None = None  # registers, shared memory, occupancy (worker/gpu/resources.py)
     median_ms: float | None = None
     samples_ms: tuple[float, ...] = ()
     pct_of_cublas: float | None = None

@@ -2,7 +2,7 @@
 
 Compute: SMs x the precision's dense flops per SM per clock (core/precision.py: FP32 lanes x 2,
 an FMA being two flops; tensor cores per compute capability) x the maximum SM clock, as NVML
-reports it. The runner's env.peak is the same arithmetic (worker/runner.py peak()).
+reports it. The runner's env.peak is the same arithmetic (worker/measure/runner.py peak()).
 
 Memory: bytes per second = 2 x the maximum memory clock x the bus width / 8. NVML reports the
 memory clock at half the data rate (HBM and GDDR move data on both edges): an H100 SXM's

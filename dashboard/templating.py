@@ -36,7 +36,7 @@ def blank(value) -> object:
 
 
 def cublas_against(env) -> dict:
-    """Which cuBLAS a result's % is against (env.cublas_best, worker/cublas_best.py): "best" or
+    """Which cuBLAS a result's % is against (env.cublas_best, worker/measure/cublas_best.py): "best" or
     "default" (results from before the choice were all against the default), and the selection's
     medians where it made one."""
     chosen = (env or {}).get("cublas_best") or {}

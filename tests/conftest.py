@@ -63,7 +63,7 @@ def shared_kernel_cache(tmp_path_factory) -> Path:
     """One compile cache for this test run, shared by its xdist workers (GEMMWATCH_KERNEL_CACHE_DIR):
     the tests that compile every built-in at every configuration (tests/test_kernel_compile.py, and
     a worker's jobs in tests/test_kernel_paths.py) compile each once per run. It starts empty each
-    run; worker/compiler.py keys it by content and writes it atomically, so workers racing on one
+    run; worker/compile/compiler.py keys it by content and writes it atomically, so workers racing on one
     kernel both write the same bytes. Tests of the cache itself keep their own."""
     base = tmp_path_factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: popen-gwN under the run's folder

@@ -1,11 +1,11 @@
-"""The CPU double of a launcher call's set-up hook (worker/launcher_call.LauncherHook), named
+"""The CPU double of a launcher call's set-up hook (worker/launch/launcher_call.LauncherHook), named
 "tests.cpu_gemm_hook:CpuGemm" by the tests of the confined process: a launcher with the signature
 below, called once over seeded inputs, its C read back."""
 
 import ctypes
 import random
 
-from worker.jail_terms import Allowance
+from worker.launch.jail_terms import Allowance
 
 def cpu_gemm_inputs(M: int, N: int, K: int, seed: int) -> tuple[list[float], list[float], list[float]]:
     """A (M x K), B (K x N) and C (M x N), row-major, uniform in [-1, 1): the CPU hook's inputs, and
@@ -25,7 +25,7 @@ LAUNCHER_ARGTYPES = [ctypes.c_size_t] * 3 + [ctypes.c_float, ctypes.c_void_p, ct
 
 
 class CpuGemm:
-    """A launcher call's set-up on the CPU (worker/launcher_call.LauncherHook): the CI's, a test of
+    """A launcher call's set-up on the CPU (worker/launch/launcher_call.LauncherHook): the CI's, a test of
     the confinement, not of speed. It calls the launcher once over inputs of its own."""
 
     def __init__(self, args: dict):

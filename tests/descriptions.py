@@ -13,7 +13,7 @@ def builtin_variant(name: str, output: str = "input", marker: str = "", **define
     `output`'s type (with the OUTPUT_FP32 define the FP16, BF16 and FP8 built-ins read), extra
     -D values, and `marker` put before its source (the CPU double's FAKE_GPU_ markers)."""
     from core.builtins import builtin_kernels
-    from worker.cases import KernelChoice
+    from worker.measure.cases import KernelChoice
 
     desc = builtin_kernels()[name]
     files = {**desc.files, desc.source: marker + desc.files[desc.source]} if marker else desc.files

@@ -1,10 +1,10 @@
 """Test double for the GPU (CI has none). Never imported by product code.
 
 It is a device and nothing more: it supplies what a GPU would, and the product's own runner
-(worker/runner.py, worker/verify.py, worker/timing.py, worker/stats.py) makes every verdict,
+(worker/measure/runner.py, worker/measure/verify.py, worker/measure/timing.py, worker/measure/stats.py) makes every verdict,
 statistic and ratio from it, the same code as on the H100:
   - inputs and matrices (NumPy, uniform in [-1, 1), from the case's seed);
-  - kernels compiled as a worker compiles them (a job's own kernel goes through worker/compiler.py:
+  - kernels compiled as a worker compiles them (a job's own kernel goes through worker/compile/compiler.py:
     NVRTC from its PyPI wheel, in the confined compile process, so compile errors, refusals and
     the filtered log come back exactly as on a GPU worker); running a kernel computes
     C = alpha·A·B + beta·C on the CPU, as the description lays out its matrices;
@@ -56,9 +56,11 @@ from core.gemm_form import GemmForm, cublas_gemm
 from core.inputs import SIGNED, drawn
 from core.kernel import DeviceFigures, Launch
 from core.settings import Settings
-from worker import compiler, cublaslt, half_arrays, kernel_args, launcher_library, resources
-from worker.runner import Runner
-from worker.timing import Batch
+from worker.compile import compiler, launcher_library
+from worker.gpu import cublaslt, resources
+from worker.arguments import half_arrays, kernel_args
+from worker.measure.runner import Runner
+from worker.gpu.samples import Batch
 
 FAKE_MODEL = "FAKE"
 # The double's GPU: an H100's figures, so descriptions that read them resolve as they would there.
@@ -117,7 +119,7 @@ class Call:
 
 
 class FakeLtGemm:
-    """cuBLASLt's heuristic candidates as worker/cublas_best.py sees them: `use(i)` picks one, the
+    """cuBLASLt's heuristic candidates as worker/measure/cublas_best.py sees them: `use(i)` picks one, the
     call writes the right product into its own C, and each candidate's time is the default call's
     times its factor (FAKE_GPU_CUBLAS_CANDIDATES); a factor of 0 is a candidate that fails to run, and
     one ending in "w" ("0.90w") runs but leaves a wrong C (10 % too large)."""
@@ -128,7 +130,7 @@ class FakeLtGemm:
         self.default, self.out = default, out
         self.factors = [float(f.rstrip("w")) for f in factors]
         self.wrong = {i for i, f in enumerate(factors) if f.endswith("w")}
-        self.c = out  # as cuBLASLt's calls name the C they leave (worker/cublaslt.py)
+        self.c = out  # as cuBLASLt's calls name the C they leave (worker/gpu/cublaslt.py)
         self.candidates = list(range(len(factors)))
         self.use(0)
 
@@ -216,7 +218,7 @@ class FakeDevice:
     # -- kernels ----------------------------------------------------------------------
     def triton_kernel(self, launch: Launch) -> dict:
         """Read as a worker reads it (the confined compile process), for an sm_90 GPU."""
-        from worker import triton_build
+        from worker.compile import triton_build
 
         return triton_build.describe(launch, "9.0", self.cfg)
 

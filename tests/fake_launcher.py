@@ -1,15 +1,16 @@
 """The CPU double's launcher cases (never imported by product code): the device of the confined
-process of a launcher case (worker/launcher_case.py) on the CPU, and its set-up hook.
+process of a launcher case (worker/measure/launcher_case.py) on the CPU, and its set-up hook.
 
 As on the GPU, the product's runner runs there and calls the job's launcher through ctypes with the
-planned arguments (worker/launcher_library.py); here the matrices are NumPy's, so the launcher
+planned arguments (worker/compile/launcher_library.py); here the matrices are NumPy's, so the launcher
 gets host pointers and a null stream, and a launcher that computes on the host
 (tests/fixtures/host_launchers) really computes C. Event times come from the double's model.
 """
 
-from worker import kernel_args, launcher_library
-from worker.host_jail import Allowance
-from worker.launcher_hook import LauncherCase
+from worker.arguments import kernel_args
+from worker.compile import launcher_library
+from worker.launch.host_jail import Allowance
+from worker.measure.launcher_hook import LauncherCase
 from tests.fake_gpu import Call, FakeDevice, FakeKernel
 
 
@@ -39,7 +40,7 @@ class FakeLauncherDevice(FakeDevice):
         return Call(run, 2.0 * m * n * k / (kernel.gflops * 1e6))
 
     def resources(self, kernel, launch, m, n, k) -> dict:
-        return {}  # the entry's, from the GPU child (worker/launcher_case.py)
+        return {}  # the entry's, from the GPU child (worker/measure/launcher_case.py)
 
 
 class CpuLauncherCase(LauncherCase):

@@ -10,7 +10,7 @@ from core.models import Job, Result
 from api.schemas import CommitIn
 from core.store import upsert_commit, upsert_gpu
 
-# As worker/runner.py identity() reports them; upsert_gpu keeps the columns it has, and the
+# As worker/measure/runner.py identity() reports them; upsert_gpu keeps the columns it has, and the
 # whole dict goes into each result's env["gpu"] (that is where the max SM clock lives).
 # The memory bus and clock as NVML reports them (2 x clock x bus / 8: 3.35 and 2.04 TB/s).
 H100 = {"uuid": "GPU-test-h100", "name": "NVIDIA H100 80GB HBM3", "model": "H100", "sm_count": 132,
@@ -44,7 +44,7 @@ def _result(job, case_index, variant, size, gflops, verified, gpu_id, commit_id,
 
 
 def _env(gpu: dict, gflops: float | None) -> dict:
-    """env.gpu, and env.peak as worker/runner.py peak() writes it (FP32, at the top SM clock)."""
+    """env.gpu, and env.peak as worker/measure/runner.py peak() writes it (FP32, at the top SM clock)."""
     tflops = peak_tflops(gpu.get("compute_capability"), "fp32", gpu.get("sm_count"), gpu.get("max_sm_clock_mhz"))
     if not (tflops and gflops):
         return {"gpu": gpu}

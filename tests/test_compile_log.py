@@ -13,9 +13,9 @@ import pytest
 
 from core import kernel_includes
 from core.settings import Settings
-from worker import compiler
-from worker.compile_log import WITHHELD, filter_log, own_file_names, rename_files
-from worker.nvcc import nvcc_path
+from worker.compile import compiler
+from worker.compile.compile_log import WITHHELD, filter_log, own_file_names, rename_files
+from worker.compile.nvcc import nvcc_path
 
 LOGS = Path(__file__).parent / "fixtures" / "compile_logs"
 BUILD = "/tmp/gemmwatch-build-k3x9"

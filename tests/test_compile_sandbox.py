@@ -13,11 +13,11 @@ import pytest
 
 from core.settings import Settings
 from tests.conftest import make_settings, wait_for_job
-from worker import compile_process, compiler
+from worker.compile import compile_process, compiler
 from core.gemm_form import GemmForm
 from core.kernel import Launch
 from tests.descriptions import one_file
-from worker.compiler import WITHHELD, CompileError, CompileRefused
+from worker.compile.compiler import WITHHELD, CompileError, CompileRefused
 
 CANARIES = {
     "DATABASE_URL": "postgresql+psycopg://gemmwatch:canary-db-password@db/gemmwatch",

@@ -1,4 +1,4 @@
-"""What a cubin says of its kernels (worker/cubin_info.py), read from cubins NVRTC and nvcc really
+"""What a cubin says of its kernels (worker/compile/cubin_info.py), read from cubins NVRTC and nvcc really
 make: a template kernel's instantiation (a weak symbol), an extern "C" kernel (sizes only), and a
 device function the compiler keeps beside them (64-bit division), which is no kernel."""
 
@@ -7,7 +7,7 @@ import tempfile
 import pytest
 
 from core.settings import Settings
-from worker import compiler, cubin_info
+from worker.compile import compiler, cubin_info
 
 SOURCE = """
 template <int T> __global__ void kdiv(size_t M, size_t N, __half alpha, const float* __restrict__ A, float* C) {

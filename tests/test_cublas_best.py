@@ -1,4 +1,4 @@
-"""cuBLAS's best as the baseline (issue 40): worker/cublas_best.py's choice from timed
+"""cuBLAS's best as the baseline (issue 40): worker/measure/cublas_best.py's choice from timed
 candidates, its cache, and the runner timing a kernel beside the chosen call, over the CPU double
 (its FAKE_GPU_CUBLAS_CANDIDATES model cuBLASLt's candidates as times relative to the default)."""
 
@@ -7,8 +7,8 @@ import pytest
 from core.result_env import ResultEnv
 from core.settings import Settings
 from tests.fake_gpu import CpuRunner
-from worker import cublas_best
-from worker.cases import TimingPolicy, builtin_case
+from worker.measure import cublas_best
+from worker.measure.cases import TimingPolicy, builtin_case
 
 
 class ListedGemm:

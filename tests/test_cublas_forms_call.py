@@ -1,4 +1,4 @@
-"""Issue 51: cuBLAS's call in a kernel's form, checked on the CPU. worker/cublas_forms.py is run over a
+"""Issue 51: cuBLAS's call in a kernel's form, checked on the CPU. worker/gpu/cublas_forms.py is run over a
 stand-in for CuPy's cuBLAS binding that records each call; the recorded call is then carried out as
 cuBLAS defines it (column-major, each operand through its transpose and leading dimension, alpha
 read in the compute type's own scalar type) over the operands' memory, and must give the form's
@@ -17,9 +17,9 @@ import pytest
 from core.gemm_form import GemmForm
 from core.precision import Precision
 from tests.fake_gpu import CpuRunner, cublas_as_called
-from worker import cublas_forms
-from worker.cases import Case
-from worker.problem import Problem
+from worker.gpu import cublas_forms
+from worker.measure.cases import Case
+from worker.measure.problem import Problem
 
 
 class OnDevice:

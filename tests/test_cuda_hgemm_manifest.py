@@ -219,7 +219,7 @@ def test_block_grid_and_shared_memory_are_what_each_launcher_computes(repo, m, n
 
 
 def _worker_toolkit_has_cublas() -> bool:
-    from worker.nvcc import nvcc_path, toolkit_root
+    from worker.compile.nvcc import nvcc_path, toolkit_root
 
     nvcc = nvcc_path(Settings())
     return bool(nvcc) and (Path(toolkit_root(nvcc)) / "include" / "cublas_v2.h").is_file()
@@ -227,8 +227,9 @@ def _worker_toolkit_has_cublas() -> bool:
 
 @pytest.mark.parametrize("name", [f"cuda_hgemm_{Path(p).stem}" for p in KERNEL_FILES])
 def test_each_launcher_builds_for_sm_90_through_the_workers_nvcc(repo, name, shared_kernel_cache):
-    from worker import compiler, kernel_args, launcher_library
-    from worker.host_jail import landlock_abi
+    from worker.compile import compiler, launcher_library
+    from worker.arguments import kernel_args
+    from worker.launch.host_jail import landlock_abi
 
     if landlock_abi() < 4 or shutil.which("g++") is None:
         pytest.skip("needs Landlock ABI 4 and g++ (nvcc's host compiler)")

@@ -1,7 +1,7 @@
 """Issue 50: a CUTLASS example as it ships. CUTLASS's examples define their GEMM as a type
 (`using Gemm = GemmUniversalAdapter<GemmKernel>;`) and run it from a main that fills its own
 buffers: there is no function of pointers to name. `"launcher": "gemmwatch::cutlass3_gemm<Gemm>"`
-names gemmwatch's own launcher over that type (worker/launcher_adapters/gemmwatch/cutlass3_gemm.h),
+names gemmwatch's own launcher over that type (worker/compile/launcher_adapters/gemmwatch/cutlass3_gemm.h),
 compiled after the example's unit in the confined compile.
 
 The example is the nvidia-cutlass wheel's copy of example 48 (Hopper, warp-specialised, TF32),
@@ -22,8 +22,8 @@ from core.kernel_description import KernelDescription
 from core.kernel_folder import load_folder
 from tests.test_cutlass_library import CUTLASS, REPO as CUTLASS_REPO, needs_nvcc
 from tests.test_launcher_cases import built, needs_confinement
-from worker import kernel_args
-from worker.compiled import CompileError
+from worker.arguments import kernel_args
+from worker.compile.compiled import CompileError
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "docs" / "examples" / "NVIDIA-cutlass-examples.gemmwatch.json"

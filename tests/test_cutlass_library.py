@@ -1,5 +1,5 @@
 """Issue 50: CUTLASS C++ with pinned headers. `"libraries": ["cutlass"]` on an nvcc kernel puts the
-worker's CUTLASS (the nvidia-cutlass wheel's headers, worker/header_libraries.py) on the include
+worker's CUTLASS (the nvidia-cutlass wheel's headers, worker/compile/header_libraries.py) on the include
 path of the confined compile, and its version into every result's compiler.
 
 Real nvcc, the real confined compile process and, through the stack, a real worker; the CPU
@@ -20,7 +20,7 @@ from core.settings import Settings
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.fake_gpu import H100_FIGURES
 from tests.test_launcher_cases import needs_confinement
-from worker import header_libraries, launcher_library, nvcc
+from worker.compile import header_libraries, launcher_library, nvcc
 
 REPO = Path(__file__).parent / "fixtures" / "cutlass_repo"
 CUTLASS = header_libraries.cutlass(None)  # the wheel's, installed by `make install`
@@ -50,7 +50,7 @@ def test_a_library_is_for_nvcc_kernels_only():
 
 
 def test_a_worker_without_cutlass_says_how_to_get_it(tmp_path):
-    from worker.compiled import CompileRefused
+    from worker.compile.compiled import CompileRefused
 
     with pytest.raises(CompileRefused, match=r"pip install --no-deps 'nvidia-cutlass>=4.2'.*GEMMWATCH_CUTLASS_DIR"):
         header_libraries.cutlass(tmp_path)

@@ -13,8 +13,8 @@ from core.precision import Precision, peak_tflops
 from core.settings import Settings
 from tests.descriptions import builtin_variant, one_file
 from tests.fake_gpu import CpuRunner
-from worker import half_arrays
-from worker.cases import Case, KernelChoice, TimingPolicy, builtin_case
+from worker.arguments import half_arrays
+from worker.measure.cases import Case, KernelChoice, TimingPolicy, builtin_case
 
 POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.3, GEMMWATCH_MIN_TIME_S=0))
 
@@ -116,7 +116,7 @@ def test_an_fp8_kernel_is_verified_with_its_scales_in_alpha_and_timed_beside_cub
 def test_an_fp8_kernel_given_alpha_without_the_scales_is_wrong(runner, monkeypatch):
     """The scales reach a kernel folded into alpha: a kernel that left them out (here, handed alpha
     as it was) reads 2^16 times too large, and the gate says so."""
-    from worker.runner import Problem
+    from worker.measure.runner import Problem
 
     monkeypatch.setattr(Problem, "kernel_call", lambda self, function, launch, c, alpha, beta: self.device.kernel_call(
         function, launch, self.m, self.n, self.k, self.a_in, self.b_in, c, alpha, beta))
@@ -215,7 +215,7 @@ def test_an_e4m3_matrix_gets_a_tensor_map_of_bytes_where_its_lines_allow(layout)
     """An E4M3 map is a map of bytes (UINT8: the TMA only moves them). Its line is K bytes for A,
     and for a column-major B (the TN form): K must be a multiple of 16 where BF16 needs 8. (Before
     E4M3 had a map, such a description got through validation and failed as a KeyError.)"""
-    from worker import tensor_maps
+    from worker.arguments import tensor_maps
 
     src = "#include <cuda_fp8.h>\n__global__ void k() {}"
     desc = KernelDescription.model_validate(one_file(

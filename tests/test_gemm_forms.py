@@ -1,7 +1,7 @@
 """GEMM forms (issue 36) through the product's runner on the CPU double: each operand's layout, the
 epilogue, FP16 sums, a batch. The double reads a kernel's A and B from their memory as its form
 (or a wrong-kernel marker) says and carries cuBLAS's call out from its transposes and leading
-dimensions, so the verdicts below come from worker/runner.py and worker/verify.py judging what a
+dimensions, so the verdicts below come from worker/measure/runner.py and worker/measure/verify.py judging what a
 GPU would give: a kernel right in its own form is verified, the same kernel read in another form
 is not, and cuBLAS's call in every form is checked against the reference before it is timed."""
 
@@ -16,8 +16,8 @@ from core.kernel_description import KernelDescription
 from core.precision import Precision, fp16_accumulate_tolerance
 from core.settings import Settings
 from tests.fake_gpu import CpuRunner
-from worker.cases import Case, KernelChoice, TimingPolicy
-from worker.verify import WRITE_ONLY
+from worker.measure.cases import Case, KernelChoice, TimingPolicy
+from worker.measure.verify import WRITE_ONLY
 
 POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.3, GEMMWATCH_MIN_TIME_S=0))
 SOURCE = 'extern "C" __global__ void k() {}\n'

@@ -16,7 +16,7 @@ from core.kernel_description import KernelDescription, TileGrid
 from core.settings import Settings
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.descriptions import one_file
-from worker.cases import Case, KernelChoice, TimingPolicy, builtin_case
+from worker.measure.cases import Case, KernelChoice, TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
 
@@ -27,7 +27,7 @@ POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=1.0))
 
 @pytest.fixture(scope="module")
 def runner():
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     return CupyRunner()
 
@@ -145,7 +145,7 @@ def test_the_memory_roof_from_nvml_matches_the_data_sheet(runner):
 
 
 def test_job_through_the_api_and_a_real_worker(tmp_path, sqlite_url, redis_url, start_worker):
-    from worker.gpu_identity import visible_gpus
+    from worker.gpu.gpu_identity import visible_gpus
 
     model = visible_gpus()[0].model
     cfg = make_settings(tmp_path, sqlite_url, redis_url)
@@ -181,7 +181,7 @@ def test_a_faulting_kernel_restarts_the_gpu_process_and_the_next_job_runs():
 
     source = (Path(__file__).parent / "fixtures" / "out_of_bounds.cu").read_text()
     bad = job_kernel("out_of_bounds", source, "sgemm_out_of_bounds", [32, 1, 1], [32, 32])
-    gpu, conn = gpu_process.acquire("worker.runner:CupyRunner", POLICY)
+    gpu, conn = gpu_process.acquire("worker.measure.runner:CupyRunner", POLICY)
     try:
         conn.send("job")
         assert conn.recv()[0] == "identity"
@@ -195,7 +195,7 @@ def test_a_faulting_kernel_restarts_the_gpu_process_and_the_next_job_runs():
     finally:
         gpu_process.discard()
 
-    fresh, conn = gpu_process.acquire("worker.runner:CupyRunner", POLICY)
+    fresh, conn = gpu_process.acquire("worker.measure.runner:CupyRunner", POLICY)
     try:
         conn.send("job")
         assert conn.recv()[0] == "identity"

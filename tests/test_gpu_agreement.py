@@ -9,14 +9,14 @@ import os
 import pytest
 
 from core.settings import Settings
-from worker.cases import TimingPolicy, builtin_case
+from worker.measure.cases import TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def runner():
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     return CupyRunner()
 
@@ -119,7 +119,7 @@ def torch_beside_gemmwatch(runner, precision: str, n: int, policy) -> dict:
     import cupy as cp
     import torch
 
-    from worker import timing
+    from worker.measure import timing
 
     stream = cp.cuda.Stream()
     with stream, torch.cuda.stream(torch.cuda.ExternalStream(stream.ptr)):

@@ -10,7 +10,7 @@ import pytest
 
 from core.regression import judge_paired
 from tests.test_gpu import KERNELS, POLICY, runner  # noqa: F401 (fixture)
-from worker.cases import builtin_case
+from worker.measure.cases import builtin_case
 
 pytestmark = pytest.mark.gpu
 

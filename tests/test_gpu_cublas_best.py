@@ -4,14 +4,14 @@ candidates, its C right, and the kernel timed beside it. Skipped where no CUDA d
 import pytest
 
 from core.settings import Settings
-from worker.cases import TimingPolicy, builtin_case
+from worker.measure.cases import TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory):
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     return CupyRunner(Settings(GEMMWATCH_DATA_DIR=str(tmp_path_factory.mktemp("data"))))
 

@@ -9,14 +9,14 @@ import pytest
 from core.settings import Settings
 from tests.test_cutlass_adapter import example, examples  # noqa: F401 (a fixture)
 from tests.test_launcher_cases import case, needs_confinement
-from worker.cases import TimingPolicy
+from worker.measure.cases import TimingPolicy
 
 pytestmark = [pytest.mark.gpu, needs_confinement]
 
 
 @pytest.fixture(scope="module")
 def gpu(tmp_path_factory):
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     cfg = Settings(GEMMWATCH_DATA_DIR=str(tmp_path_factory.mktemp("cutlass-adapter")), GEMMWATCH_COMPILE_TIMEOUT_S="600",
                    GEMMWATCH_CASE_TIME_CAP_S="1")

@@ -14,7 +14,7 @@ from core.kernel_folder import load_folder
 from core.precision import Precision
 from core.settings import Settings
 from tests.conftest import wait_for_job
-from worker.cases import Case, TimingPolicy, builtin_case
+from worker.measure.cases import Case, TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
 
@@ -79,8 +79,8 @@ POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.5))
 @pytest.mark.parametrize("mode,accumulate", [("fp32", "fp32"), ("tf32", "fp32"), ("fp16", "fp32"),
                                              ("bf16", "fp32"), ("fp16", "fp16")])
 def test_cublas_in_every_layout_and_batch_computes_the_forms_product(mode, accumulate):
-    from worker.runner import CupyRunner, Problem
-    from worker.verify import rel_error
+    from worker.measure.runner import CupyRunner, Problem
+    from worker.measure.verify import rel_error
 
     dev = CupyRunner().device
     precision = Precision(mode, accumulate=accumulate)
@@ -97,7 +97,7 @@ def test_cublas_in_every_layout_and_batch_computes_the_forms_product(mode, accum
 
 @pytest.mark.parametrize("size", [(1000, 1000, 1000), (1023, 1021, 1019), (4096, 4096, 4096)])
 def test_the_bf16_wgmma_tn_ladder_kernel_verifies_beside_cublas_tn(size):
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     out = CupyRunner().run_case(builtin_case("bf16_wgmma_tn", *size), POLICY)
     assert out.verified, out.error

@@ -1,6 +1,6 @@
 """GPU tests: tf32x3_wgmma claims FP32's accuracy on the tensor cores; here it is held to it.
 
-The gate compares a kernel with cuBLAS FP32 (worker/verify.py); these tests compare the kernel
+The gate compares a kernel with cuBLAS FP32 (worker/measure/verify.py); these tests compare the kernel
 and cuBLAS FP32 with A·B computed in FP64, so the kernel's accuracy is measured, not taken from
 the gate's bound. Three input sets: the runner's (uniform in [-1, 1)), standard normal, and
 uniform in [0, 1), where an error that leans one way adds up over K instead of cancelling. Run with
@@ -11,7 +11,7 @@ import pytest
 
 from core.precision import Precision
 from tests.test_gpu import POLICY, runner  # noqa: F401 (the module-scoped CupyRunner fixture)
-from worker.cases import builtin_case
+from worker.measure.cases import builtin_case
 
 pytestmark = pytest.mark.gpu
 
@@ -21,7 +21,7 @@ INPUTS = ["uniform", "normal", "positive"]
 
 def errors_vs_fp64(runner, variants: list[str], size: tuple[int, int, int], inputs: str) -> dict[str, float]:
     """Relative Frobenius error against the FP64 product, for each variant, cuBLAS FP32 and cuBLAS TF32."""
-    from worker.runner import Problem
+    from worker.measure.runner import Problem
 
     dev = runner.device
     cp = dev.cp

@@ -12,7 +12,7 @@ from core.builtins import builtin_kernels
 from core.precision import Precision
 from core.settings import Settings
 from tests.descriptions import builtin_variant as variant_of
-from worker.cases import Case, TimingPolicy, builtin_case
+from worker.measure.cases import Case, TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
 
@@ -23,7 +23,7 @@ SIZES = [(1000, 1003, 997), (256, 8, 4096), (8, 256, 1024), (1024, 1024, 1024)]
 
 @pytest.fixture(scope="module")
 def runner():
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     return CupyRunner()
 
@@ -32,7 +32,7 @@ def test_e4m3_rounding_is_torchs_bit_for_bit():
     torch = pytest.importorskip("torch")
     import cupy as cp
 
-    from worker import half_arrays
+    from worker.arguments import half_arrays
 
     x = (torch.randn(1 << 20, device="cuda", generator=torch.Generator("cuda").manual_seed(3)) * 100).clamp(-448, 448)
     ours = half_arrays.rounded(cp, cp.asarray(x), "float8_e4m3")
@@ -48,8 +48,8 @@ def test_cublaslt_fp8_is_the_scaled_product_and_torchs_scaled_mm(runner, size):
     torch = pytest.importorskip("torch")
     import cupy as cp
 
-    from worker import half_arrays
-    from worker.runner import Problem
+    from worker.arguments import half_arrays
+    from worker.measure.runner import Problem
 
     m, n, k = size
     case = builtin_case("cublas_fp8", m, n, k, seed=11)
@@ -128,7 +128,7 @@ def test_cublaslt_fp8_in_the_tn_form_reads_b_where_it_lies_and_gives_the_same_c(
     import cupy as cp
 
     from core.gemm_form import GemmForm
-    from worker.runner import Problem
+    from worker.measure.runner import Problem
 
     case = builtin_case("cublas_fp8", 512, 384, 1024, seed=11)
     default = Problem(runner.device, case, GemmForm(), case.precision)

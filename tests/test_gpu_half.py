@@ -7,7 +7,7 @@ import pytest
 from core.builtins import builtin_kernels
 from core.settings import Settings
 from tests.descriptions import builtin_variant as variant_of
-from worker.cases import Case, TimingPolicy
+from worker.measure.cases import Case, TimingPolicy
 
 pytestmark = pytest.mark.gpu
 
@@ -20,7 +20,7 @@ SIZES = [(1000, 1003, 997), (1000, 1000, 1000), (4096, 8, 4096), (8, 4096, 1024)
 
 @pytest.fixture(scope="module")
 def runner():
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     return CupyRunner()
 

@@ -5,7 +5,7 @@ builds it: the runner `matmul.cu` is the unit (its main, <iostream>, its cuBLAS 
 included), -DNDEBUG, -arch=sm_90a. Its launchers are reached through using-declarations, take a
 debug buffer passed as null when timing, set their own grid, block, shared memory and clusters,
 and kernels 10-12 keep the TMA map of C from their first call: each is verified only where every
-call of a case gets the same C (worker/verify.py). The repository comes from $FASTCU_REPO or
+call of a case gets the same C (worker/measure/verify.py). The repository comes from $FASTCU_REPO or
 .devkit/repos/fast.cu (carried to the GPU machine; the tests skip without it). The figures beside
 the repository's own runner: scripts/studies/home_runner_compare.py and docs/BENCHMARKS.md.
 

@@ -7,9 +7,9 @@ import pytest
 from core.builtins import builtin_kernels
 from core.precision import Precision
 from core.settings import Settings
-from worker.cases import Case, KernelChoice, TimingPolicy
-from worker.problem import Problem
-from worker.runner import CupyRunner
+from worker.measure.cases import Case, KernelChoice, TimingPolicy
+from worker.measure.problem import Problem
+from worker.measure.runner import CupyRunner
 
 pytestmark = pytest.mark.gpu
 

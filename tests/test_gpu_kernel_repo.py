@@ -12,8 +12,8 @@ from core.kernel_folder import load_folder
 from tests.test_gpu import POLICY, runner  # noqa: F401 (fixture)
 from tests.test_kernel_compile import config_id
 from tests.test_kernel_repo import REPO
-from worker.cases import Case, KernelChoice
-from worker.verify import LEAVES_C, READS_C
+from worker.measure.cases import Case, KernelChoice
+from worker.measure.verify import LEAVES_C, READS_C
 
 pytestmark = pytest.mark.gpu
 

@@ -1,6 +1,6 @@
 """A repository's own host launcher on the GPU (issue 35, way b): the launchers of
 tests/fixtures/launcher_repo called, each case in a confined process of its own, by the product's
-runner (worker/launcher_case.py, worker/launcher_gpu.py) and verified against cuBLAS and timed; a
+runner (worker/measure/launcher_case.py, worker/measure/launcher_gpu.py) and verified against cuBLAS and timed; a
 hostile launcher built by nvcc fails its case only, and the next case, in the same GPU process, is
 right. The CPU's half of this is tests/test_launcher_cases.py; this file needs the H100.
 """
@@ -9,9 +9,9 @@ import pytest
 
 from core.settings import Settings
 from tests.test_launcher_cases import HOSTILE, REPO, case, described, hostile, needs_confinement
-from worker import launcher_case
-from worker.cases import TimingPolicy
-from worker.runner import CupyRunner
+from worker.measure import launcher_case
+from worker.measure.cases import TimingPolicy
+from worker.measure.runner import CupyRunner
 
 pytestmark = [pytest.mark.gpu, needs_confinement]
 SIZES = [(1000, 1003, 997), (64, 4096, 256)]

@@ -15,7 +15,7 @@ from core.builtins import builtin_kernels
 from core.kernel_description import KernelDescription
 from core.settings import Settings
 from tests.descriptions import one_file
-from worker.cases import Case, KernelChoice, TimingPolicy
+from worker.measure.cases import Case, KernelChoice, TimingPolicy
 
 pytestmark = pytest.mark.gpu
 
@@ -32,7 +32,7 @@ BY_VALUE = ("#define GW_A_MAP_PARAM , const __grid_constant__ CUtensorMap_st A_m
 
 @pytest.fixture(scope="module")
 def runner():
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     return CupyRunner()
 
@@ -53,7 +53,7 @@ def test_a_tma_kernel_taking_its_map_by_value_is_verified(runner, size):
 
 
 def test_a_map_by_value_at_a_size_the_tma_cannot_describe_is_refused_with_the_reason(runner):
-    """Refused before any launch (worker/problem.py); the GPU process makes the case's error of it,
+    """Refused before any launch (worker/measure/problem.py); the GPU process makes the case's error of it,
     as tests/test_user_kernels.py shows through the stack."""
     with pytest.raises(ValueError, match="reaches A through A_map, which it takes by value .* a line of 997 elements "
                                          "is 3988 bytes, not a multiple of 16"):

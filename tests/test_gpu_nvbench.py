@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from core.settings import Settings
-from worker.cases import TimingPolicy, builtin_case
+from worker.measure.cases import TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
 
@@ -78,7 +78,7 @@ def nvbench_samples(benchmarks: dict, tmp: Path) -> dict[str, list[float]]:
 
 
 def test_cold_medians_agree_with_nvbench_at_every_shape(tmp_path):
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     runner = CupyRunner()
     policy = TimingPolicy.from_settings(Settings())  # what a job gets: cold, stream held

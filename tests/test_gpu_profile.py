@@ -7,7 +7,7 @@ import pytest
 
 from core.builtins import builtin_kernels
 from core.settings import Settings
-from worker import profile_step
+from worker.profile import profile_step
 
 pytestmark = pytest.mark.gpu
 

@@ -12,7 +12,7 @@ from core.db import upgrade_database
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.descriptions import one_file
 from tests.test_compile_sandbox import CANARIES, KERNEL, assert_nothing_leaked, job_past_layer_1, past_layer_one  # noqa: F401
-from worker import compiler
+from worker.compile import compiler
 
 pytestmark = pytest.mark.gpu
 
@@ -68,7 +68,7 @@ def test_this_gpu_machine_confines_the_compiler(tmp_path):
 @pytest.mark.parametrize("path", ["/etc/passwd", "/proc/self/environ"])
 def test_layer_2_on_the_gpu_machine(tmp_path, monkeypatch, path):
     from core.settings import Settings
-    from worker.compiler import CompileError
+    from worker.compile.compiler import CompileError
 
     for name, value in CANARIES.items():
         monkeypatch.setenv(name, value)

@@ -6,7 +6,7 @@ import pytest
 
 from core.settings import Settings
 from tests.test_triton_kernels import described
-from worker.cases import Case, KernelChoice, TimingPolicy
+from worker.measure.cases import Case, KernelChoice, TimingPolicy
 
 pytestmark = pytest.mark.gpu
 pytest.importorskip("triton")
@@ -15,7 +15,7 @@ POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=1.0))
 
 @pytest.fixture(scope="module")
 def runner():
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     return CupyRunner()
 

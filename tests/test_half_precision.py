@@ -3,8 +3,8 @@ inputs and outputs, the tolerance and the peak formulas, and the product's runne
 kernels over the CPU double (tests/test_gpu_half.py runs the same kernels on the H100).
 
 The double only supplies matrices in the types asked for (its kernels write C rounded to the
-output type, as a GPU kernel stores it); the verdicts below are made by worker/runner.py and
-worker/verify.py."""
+output type, as a GPU kernel stores it); the verdicts below are made by worker/measure/runner.py and
+worker/measure/verify.py."""
 
 import numpy as np
 import pytest
@@ -16,8 +16,8 @@ from core.precision import Precision, peak_tflops, unit_roundoff
 from core.settings import Settings
 from tests.descriptions import one_file
 from tests.fake_gpu import CpuRunner
-from worker import half_arrays
-from worker.cases import Case, KernelChoice, TimingPolicy, builtin_case
+from worker.arguments import half_arrays
+from worker.measure.cases import Case, KernelChoice, TimingPolicy, builtin_case
 
 POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.3, GEMMWATCH_MIN_TIME_S=0))
 

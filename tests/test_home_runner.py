@@ -24,9 +24,9 @@ from pydantic import ValidationError
 from core.kernel_description import KernelDescription
 from core.kernel_folder import FolderError, load_folder
 from tests.fake_gpu import CpuRunner
-from worker import kernel_args
-from worker.cases import Case, KernelChoice, TimingPolicy
-from worker.host_jail import landlock_abi
+from worker.arguments import kernel_args
+from worker.measure.cases import Case, KernelChoice, TimingPolicy
+from worker.launch.host_jail import landlock_abi
 
 REPO = Path(__file__).parent / "fixtures" / "home_runner_repo"
 POLICY = TimingPolicy(0, min_samples=10, max_noise=0.005, time_cap_s=1, max_rel_error=1e-4, mode="cold")
@@ -163,7 +163,7 @@ def test_a_launcher_that_keeps_its_first_c_is_wrong_when_c_moves(shared_kernel_c
     from core.kernel import resolve
     from core.settings import Settings
     from tests.fake_gpu import H100_FIGURES
-    from worker import launcher_library
+    from worker.compile import launcher_library
 
     cfg = Settings(GEMMWATCH_KERNEL_CACHE_DIR=str(shared_kernel_cache), GEMMWATCH_COMPILE_TIMEOUT_S="300")
     library = launcher_library.build(resolve(kernel("home_kernel_3"), {}, H100_FIGURES, "job"), "9.0", cfg)

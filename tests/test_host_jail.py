@@ -1,4 +1,4 @@
-"""A job's host code, confined: worker/host_jail.py and worker/launcher_call.py, tried as a hostile
+"""A job's host code, confined: worker/launch/host_jail.py and worker/launch/launcher_call.py, tried as a hostile
 launcher would try them.
 
 The launchers in tests/fixtures/hostile_launchers/ are built with gcc as shared libraries (no CUDA
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from worker.host_jail import landlock_abi
+from worker.launch.host_jail import landlock_abi
 from tests.cpu_gemm_hook import cpu_gemm_inputs
-from worker.launcher_call import (AFTER_CALL_FAILED, CRASHED, EXITED, REFUSED, RETURNED, TIMED_OUT, CallOutcome,
+from worker.launch.launcher_call import (AFTER_CALL_FAILED, CRASHED, EXITED, REFUSED, RETURNED, TIMED_OUT, CallOutcome,
                                   run_confined_call)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -245,7 +245,7 @@ WITHOUT_LANDLOCK = """
     for name in ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"):
         f.add_rule(pyseccomp.ERRNO(errno.ENOSYS), name)
     f.load()
-    from worker.launcher_call import run_confined_call
+    from worker.launch.launcher_call import run_confined_call
     o = run_confined_call(sys.argv[1] if len(sys.argv) > 1 else {library!r}, hook={CPU!r}, require={require},
                           timeout_s=60)
     print(json.dumps({{"kind": o.kind, "message": o.message, "confinement": o.confinement}}))
@@ -270,7 +270,7 @@ def test_confine_keeps_open_files_and_threads_and_refuses_the_rest(tmp_path):
     opened.write_text("still readable\n")
     result = _python(f"""
         import json, os, threading  # before confine(): afterwards no module can be read
-        from worker.host_jail import Allowance, confine
+        from worker.launch.host_jail import Allowance, confine
         fd = os.open({str(opened)!r}, os.O_RDONLY)
         c = confine(Allowance(readable=("/usr/share/zoneinfo",)))
         out = {{"fd": os.read(fd, 100).decode(), "describe": c.describe()}}
@@ -300,7 +300,7 @@ def test_threads_made_before_confine_keep_their_rights_without_tsync():
     already exist. It says so; the seccomp filter, synchronised, does hold them."""
     result = _python("""
         import json, os, socket, threading
-        from worker.host_jail import Allowance, confine
+        from worker.launch.host_jail import Allowance, confine
         go, out = threading.Event(), {}
         def older():
             go.wait()
@@ -331,7 +331,7 @@ def test_a_confined_launcher_dies_with_its_parent(world):
     """Its parent killed mid-call (the worker gone), the spinning launcher goes too, at once."""
     parent = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
-            from worker.launcher_call import run_confined_call
+            from worker.launch.launcher_call import run_confined_call
             run_confined_call({str(world.library('spin'))!r}, hook={CPU!r}, timeout_s=600)
         """)], env=_env_with_root(), cwd=ROOT)
     try:

@@ -4,7 +4,7 @@ As reported: `__has_include(</path>)` assembled by token pasting (which the sour
 since CUTLASS-style macros paste) passed the guard; the host preprocessor then said "Permission
 denied" for a file that exists (confinement refused the open) and took the `#else` branch for one
 that does not. Now a read the confinement denies fails as a missing file would
-(worker/denied_as_absent.c, preloaded by the compile process): the compile's answer for an
+(worker/compile/denied_as_absent.c, preloaded by the compile process): the compile's answer for an
 existing file and for a missing one is the same, word for word but the path.
 
 Real nvcc (the nvidia-cuda-nvcc wheel) in the real confined compile process; no GPU needed.
@@ -20,8 +20,8 @@ from tests.conftest import HTTP_TIMEOUT_S, wait_for_job
 from tests.descriptions import one_file
 from tests.fake_gpu import H100_FIGURES
 from tests.test_request_gate import token_with
-from worker import compiler, nvcc
-from worker.compiled import CompileError
+from worker.compile import compiler, nvcc
+from worker.compile.compiled import CompileError
 
 PROBES = {
     "pasted in #if": "#define CAT(a, b) a##b\n#if CAT(__has_, include)(<{path}>)\n#error yes\n#else\n#error no\n#endif\n",

@@ -126,7 +126,7 @@ def test_row_7_the_job_budget_ends_a_long_job_with_a_clear_error(cfg, live_serve
 
 def test_row_7_a_failing_compile_across_three_sizes_compiles_once(cfg, live_server, start_worker):
     """Issue 37, row 7, as reported: a 300-byte template bomb at 3 sizes compiled 3 times, each to
-    its time limit. A failed compile is remembered by its hash (worker/failed_compiles.py): the
+    its time limit. A failed compile is remembered by its hash (worker/compile/failed_compiles.py): the
     second and third sizes fail at once with the same error, and say so in env."""
     api = api_for(cfg, live_server(cfg))
     start_worker(cfg, GEMMWATCH_COMPILE_TIMEOUT_S="4", GEMMWATCH_CASE_TIMEOUT_S="120")

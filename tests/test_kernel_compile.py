@@ -23,7 +23,8 @@ from core.builtins import KERNELS_DIR, builtin_kernels
 from core.kernel import resolve
 from core.settings import Settings
 from tests.fake_gpu import H100_FIGURES
-from worker import compiler, kernel_args
+from worker.compile import compiler
+from worker.arguments import kernel_args
 
 SEED_NAME = re.compile(r"\d{3}_[0-9a-f]{16}\.txt")
 KERNELS = list(builtin_kernels())
@@ -161,7 +162,7 @@ def setmaxnreg_counts(name: str, tmp_path, cache_dir) -> tuple[int, int, int, in
     the consumers' after setmaxnreg.inc) of a built-in, read from its cubin; None without setmaxnreg."""
     import subprocess
 
-    from worker.nvcc import toolkit_program
+    from worker.compile.nvcc import toolkit_program
 
     built = compile_config(name, {}, tmp_path, cache_dir)
     cuobjdump = toolkit_program("cuobjdump")

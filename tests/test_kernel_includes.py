@@ -8,7 +8,7 @@ from core import kernel_includes
 from core.kernel_includes import IncludeRefused, KernelRefused
 from core.settings import Settings
 from core.source_guard import SourceRefused
-from worker import compiler
+from worker.compile import compiler
 
 SYSTEM = ["vector", "string.h", "unistd.h", "cuda_runtime.h", "mma.h", "cublas_v2.h"]
 KERNEL = 'extern "C" __global__ void k(float *c) { c[0] = 1.0f; }\n'

@@ -12,7 +12,7 @@ import pytest
 
 from core import kernel_includes
 from core.settings import Settings
-from worker import compiler
+from worker.compile import compiler
 
 WMMA = """#include <mma.h>
 using namespace nvcuda;

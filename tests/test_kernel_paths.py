@@ -21,7 +21,7 @@ from core.kernel_store import freeze, thaw
 from core.models import Job
 from tests.conftest import make_client, wait_for_job
 from tests.fake_gpu import H100_FIGURES
-from worker.cases import KernelChoice, cases_from_plan, choice_from_stored, kernels_of_job
+from worker.measure.cases import KernelChoice, cases_from_plan, choice_from_stored, kernels_of_job
 
 BUILTINS = list(builtin_kernels())
 

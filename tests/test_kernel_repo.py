@@ -16,7 +16,7 @@ import pytest
 from core.kernel_folder import FolderError, load_folder
 from tests.conftest import make_client, wait_for_job
 from tests.test_ci_hook import ci, server  # noqa: F401 (fixture)
-from worker.verify import LEAVES_C, READS_C
+from worker.measure.verify import LEAVES_C, READS_C
 
 REPO = Path(__file__).parent / "fixtures" / "kernel_repo"
 
@@ -110,7 +110,7 @@ def test_a_compile_error_in_a_header_names_that_headers_own_path_and_line(tmp_pa
     from core.kernel import resolve
     from core.settings import Settings
     from tests.fake_gpu import H100_FIGURES
-    from worker import compiler
+    from worker.compile import compiler
 
     [rowwise] = [d for d in load_folder(REPO) if d.name == "rowwise"]
     header = "src/kernels/common.cuh"
@@ -133,7 +133,7 @@ def test_files_saved_with_a_byte_order_mark_get_in_and_compile(tmp_path):
     from core.kernel_description import KernelDescription
     from core.settings import Settings
     from tests.fake_gpu import H100_FIGURES
-    from worker import compiler
+    from worker.compile import compiler
 
     repo = tmp_path / "repo"
     shutil.copytree(REPO, repo)

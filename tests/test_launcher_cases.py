@@ -3,7 +3,7 @@ built by nvcc into a shared library, its signature read from the library, its ar
 each case run by the product's runner in a confined process of its own that calls the launcher.
 
 Everything here is real but the GPU: nvcc from the wheel in the confined compile process, the
-library's .dynsym, the confined process (worker/launcher_call.py) and the runner in it. On the CPU the
+library's .dynsym, the confined process (worker/launch/launcher_call.py) and the runner in it. On the CPU the
 launchers of tests/fixtures/host_launchers compute C on the host (tests/fake_launcher.py gives them
 host pointers); the GPU's own path is tests/test_gpu_launchers.py.
 """
@@ -22,9 +22,11 @@ from core.kernel_folder import load_folder
 from core.settings import Settings
 from tests.conftest import make_client, wait_for_job
 from tests.fake_gpu import H100_FIGURES, CpuRunner
-from worker import compiler, kernel_args, launcher_case, launcher_library
-from worker.cases import Case, CaseOutcome, KernelChoice, TimingPolicy
-from worker.host_jail import landlock_abi
+from worker.compile import compiler, launcher_library
+from worker.arguments import kernel_args
+from worker.measure import launcher_case
+from worker.measure.cases import Case, CaseOutcome, KernelChoice, TimingPolicy
+from worker.launch.host_jail import landlock_abi
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = FIXTURES / "launcher_repo"

@@ -1,6 +1,6 @@
 """A launcher library that calls a CUDA math library the worker's set-up never loaded (a runner's
 cuRAND, "-lcurand" in its Makefile: yencal/cuda-hgemm-mma seeds its inputs with it) loads in the
-launcher's process: worker/launcher_child.load_math_libraries_named_by finds it beside the cuBLAS
+launcher's process: worker/launch/launcher_child.load_math_libraries_named_by finds it beside the cuBLAS
 the set-up loaded and makes it global before the job's library is opened.
 
 No CUDA here: gcc builds stand-ins with the same file names (libcublas.so.13 as the one the
@@ -49,7 +49,7 @@ def _load_in_fresh_process(toolkit: Path, preload: bool) -> subprocess.Completed
     script = textwrap.dedent(f"""
         import ctypes, os, sys
         sys.path.insert(0, {str(ROOT)!r})
-        from worker.launcher_child import load_math_libraries_named_by
+        from worker.launch.launcher_child import load_math_libraries_named_by
         ctypes.CDLL({str(toolkit / 'cuda' / 'libcublas.so.13')!r}, mode=os.RTLD_GLOBAL)  # the set-up's cuBLAS
         job = {str(toolkit / 'job' / 'launcher.so')!r}
         if {preload!r}:
@@ -78,7 +78,7 @@ def test_a_library_that_names_no_math_api_loads_nothing(toolkit, tmp_path):
     script = textwrap.dedent(f"""
         import ctypes, os, sys
         sys.path.insert(0, {str(ROOT)!r})
-        from worker.launcher_child import load_math_libraries_named_by
+        from worker.launch.launcher_child import load_math_libraries_named_by
         ctypes.CDLL({str(toolkit / 'cuda' / 'libcublas.so.13')!r}, mode=os.RTLD_GLOBAL)
         print(load_math_libraries_named_by({str(plain)!r}))
         """)

@@ -12,7 +12,7 @@ from core.db import upgrade_database
 from core.kernel import resolve, target_compute_capability
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.fake_gpu import H100_FIGURES
-from worker.cases import builtin_case, not_applicable
+from worker.measure.cases import builtin_case, not_applicable
 
 
 def wgmma(tunables=None):

@@ -22,7 +22,8 @@ from core.kernel_folder import load_folder
 from core.settings import Settings
 from tests.conftest import make_client, wait_for_job
 from tests.fake_gpu import H100_FIGURES
-from worker import compile_cache, compile_process, compiler, kernel_args
+from worker.compile import compile_cache, compile_process, compiler
+from worker.arguments import kernel_args
 
 REPO = Path(__file__).parent / "fixtures" / "launcher_repo"
 
@@ -226,6 +227,6 @@ def test_a_target_cannot_carry_more_into_the_librarys_gencode(target):
     spelling gets there."""
     with pytest.raises(ValidationError, match="target"):
         described("launcher_sgemm_tiled", target=target)
-    from worker.nvcc import library_target
+    from worker.compile.nvcc import library_target
 
     assert library_target("-arch=sm_90a") == "-gencode=arch=compute_90a,code=sm_90a"

@@ -17,7 +17,7 @@ from tests.conftest import HTTP_TIMEOUT_S
 from tests.descriptions import one_file
 from tests.test_include_probe import GEMM
 from tests.test_request_gate import token_with
-from worker import nvcc
+from worker.compile import nvcc
 from worker.process_tree import descendants, kill_tree
 
 TREE = """

@@ -13,7 +13,7 @@ import pytest
 
 from core import ncu_metrics, profile_diff, sass_stats
 from core.ncu_metrics import NcuParseError, parse_ncu_csv, parse_number
-from worker.profiler import read_metrics
+from worker.profile.profiler import read_metrics
 from core.profile_diff import diff_launch, diff_profiles
 from core.sass_stats import Instruction, SassParseError, parse_res_usage, parse_sass
 

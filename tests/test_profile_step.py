@@ -15,7 +15,7 @@ from core.models import Job, Profile, Result
 from tests.conftest import make_client, wait_for_job
 from tests.test_ci_hook import KERNEL
 from tests.test_confirm import bench, confirmed
-from worker import profiler
+from worker.profile import profiler
 
 # The head spills: a dynamically indexed array lives in local memory (STL/LDL, a stack frame),
 # and the CPU double times it 3 % slower, so the confirmation finds a regression to profile.
@@ -161,11 +161,11 @@ def test_why_nsight_compute_gave_no_profile_is_said_in_its_words(returncode, tex
 
 
 def test_nsight_compute_runs_with_the_clocks_left_alone_and_only_the_profiled_range():
-    command = profiler.ncu_command("ncu", ["python", "-m", "worker.profile_launch", "s", "r"])
+    command = profiler.ncu_command("ncu", ["python", "-m", "worker.profile.profile_launch", "s", "r"])
     assert command[command.index("--clock-control") + 1] == "none"
     assert command[command.index("--nvtx-include") + 1] == "gemmwatch_profile/"
     assert command[command.index("--target-processes") + 1] == "application-only"  # not the compile's probe
-    assert command[-5:] == ["python", "-m", "worker.profile_launch", "s", "r"]
+    assert command[-5:] == ["python", "-m", "worker.profile.profile_launch", "s", "r"]
     # Every metric the diff reads is asked for, the stall reasons through ncu's own expression.
     asked = command[command.index("--metrics") + 1].split(",")
     assert {"gpu__time_duration.sum", "launch__registers_per_thread", "smsp__inst_executed_op_local_ld.sum",

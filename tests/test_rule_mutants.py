@@ -9,7 +9,7 @@ from core.baselines import IQR_PER_SIGMA, robust_noise
 from core.kernel_description import KernelDescription
 from core.precision import FP8_ACCUMULATE_BITS, Precision, unit_roundoff
 from core.result_status import status_of
-from worker import cublas_best
+from worker.measure import cublas_best
 
 KERNEL = {"name": "k", "source": "k.cu", "files": {"k.cu": 'extern "C" __global__ void k() {}'}, "entry": "k",
           "block": [16, 16], "grid": {"tile": [16, 16]}}

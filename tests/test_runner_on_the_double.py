@@ -1,12 +1,12 @@
 """The product's runner over the CPU double (issue 21): the double only supplies what a GPU would
 (outputs, event times from a seeded model, NVML readings); the verdict, the statistics and the
-% of cuBLAS are made by worker/runner.py, worker/verify.py, worker/timing.py and worker/stats.py.
+% of cuBLAS are made by worker/measure/runner.py, worker/measure/verify.py, worker/measure/timing.py and worker/measure/stats.py.
 So each test below fails if that code is broken in worker/:
-  - the correctness gate (worker/verify.py, Runner.run_case): a wrong kernel must be unverified,
+  - the correctness gate (worker/measure/verify.py, Runner.run_case): a wrong kernel must be unverified,
     an unwritten one too, a C-reading one verified and labelled;
-  - the paired ratio (worker/runner.py pct_of_cublas): % of cuBLAS must be the median of the
+  - the paired ratio (worker/measure/runner.py pct_of_cublas): % of cuBLAS must be the median of the
     per-pair ratios of the stored samples, and must agree with the double's known speeds;
-  - the timing loop (worker/timing.py): throttled batches dropped, or all kept when throttling is
+  - the timing loop (worker/measure/timing.py): throttled batches dropped, or all kept when throttling is
     the steady state; the stop rule reached.
 Everything is seeded (the case's seed drives the double's noise): each test gives the same
 numbers every run.
@@ -19,8 +19,8 @@ import pytest
 from core.settings import Settings
 from tests.fake_gpu import CUBLAS_GFLOPS, SAMPLE_OVERHEAD_MS, CpuRunner, FakeKernel
 from tests.test_kernel_repo import REPO
-from worker.cases import Case, KernelChoice, TimingPolicy, builtin_case
-from worker.verify import LEAVES_C, READS_C
+from worker.measure.cases import Case, KernelChoice, TimingPolicy, builtin_case
+from worker.measure.verify import LEAVES_C, READS_C
 
 POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.3, GEMMWATCH_MIN_TIME_S=0))
 
@@ -141,7 +141,7 @@ def replace_mode(mode):
 def test_the_settle_grows_its_batches_and_stops_when_its_time_is_spent():
     """A slow kernel is not queued 64 times over to settle: batches start at one pair and double
     while they are short, as the timing loop's do."""
-    from worker import timing
+    from worker.measure import timing
 
     class Clocked:
         def __init__(self, ms):
@@ -168,7 +168,7 @@ def test_burst_mode_rests_the_card_before_every_batch_and_keeps_batches_short(ru
     """GEMMWATCH_TIMING_MODE=burst (issue 36): a repository's quick runner times a few launches after a
     pause, before an H200's power cap lowers the clock; burst leaves the card idle before each batch
     and keeps each batch under 5 ms of GPU time."""
-    from worker.timing import BURST_BATCH_MS
+    from worker.measure.timing import BURST_BATCH_MS
 
     policy = TimingPolicy.from_settings(Settings(GEMMWATCH_TIMING_MODE="burst", GEMMWATCH_BURST_REST_MS=50,
                                                  GEMMWATCH_CASE_TIME_CAP_S=0.5, GEMMWATCH_MIN_TIME_S=0))

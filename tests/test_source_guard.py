@@ -277,7 +277,7 @@ def test_a_probe_assembled_by_pasting_sees_nothing_outside_cudas_headers(tmp_pat
     does not exist. (Where the compiler cannot be confined and GEMMWATCH_UNCONFINED_SOURCES=warn
     lets job sources through anyway, it would tell whether a file exists: docs/SECURITY.md.)"""
     from core.settings import Settings
-    from worker import compiler
+    from worker.compile import compiler
 
     dirs = kernel_includes.toolkit_include_dirs()
     if not dirs:

@@ -12,8 +12,8 @@ from api.schemas import ResultDetailOut, ResultOut
 from core.models import Result
 from core.result_env import Stats
 from core.timing_stats import CUBLAS_TWINS, RESULT_STATISTICS, STATISTICS, TimingStats
-from worker import stats
-from worker.cases import CaseOutcome
+from worker.measure import stats
+from worker.measure.cases import CaseOutcome
 
 
 def statistics_named(names) -> set[str]:
@@ -37,7 +37,7 @@ def test_summarise_returns_exactly_the_declared_statistics_in_order(samples):
 
 
 PLACES = {
-    "worker/cases.py CaseOutcome": [f.name for f in dataclasses.fields(CaseOutcome)],
+    "worker/measure/cases.py CaseOutcome": [f.name for f in dataclasses.fields(CaseOutcome)],
     "core/models.py Result (columns)": [c.name for c in Result.__table__.columns],
     "api/schemas.py ResultOut": list(ResultOut.model_fields),
     "api/schemas.py ResultDetailOut": list(ResultDetailOut.model_fields),

@@ -198,10 +198,10 @@ def test_the_medians_interval_covers_95_percent(n):
     assert 0.945 <= coverage < 0.99
 
 
-# -- verification: NaN and Inf never pass (worker/verify.py) ---------------------------------------
+# -- verification: NaN and Inf never pass (worker/measure/verify.py) ---------------------------------------
 
 def test_nan_and_inf_are_an_infinite_error():
-    from worker.verify import rel_error
+    from worker.measure.verify import rel_error
 
     ref = np.ones((4, 4), dtype=np.float32)
     for bad in (float("nan"), float("inf"), -float("inf")):
@@ -212,7 +212,7 @@ def test_nan_and_inf_are_an_infinite_error():
 
 
 def test_a_kernel_that_writes_nan_fails_verification():
-    from worker.verify import Check, check
+    from worker.measure.verify import Check, check
 
     ref = np.full((4, 4), 2.0, dtype=np.float32)
 

@@ -13,7 +13,7 @@ from core.kernel import resolve
 from core.kernel_description import KernelDescription
 from tests.descriptions import one_file
 from tests.test_kernel_compile import H100_FIGURES
-from worker import kernel_args, tensor_maps
+from worker.arguments import kernel_args, tensor_maps
 
 SOURCE = 'extern "C" __global__ void k(int M, int N, int K, float alpha, const float* A, const float* B, float beta, ' \
          'float* C, const void* A_map) {}'

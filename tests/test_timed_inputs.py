@@ -19,9 +19,9 @@ from core.toolchain import said_first, toolchain_changes
 from tests.fake_gpu import CpuRunner
 from tests.test_launcher_cases import HOST, described, needs_confinement
 from tests.test_launcher_cases import POLICY as LAUNCHER_POLICY
-from worker import runner as runner_module
-from worker.cases import Case, KernelChoice, TimingPolicy
-from worker.problem import Problem
+from worker.measure import runner as runner_module
+from worker.measure.cases import Case, KernelChoice, TimingPolicy
+from worker.measure.problem import Problem
 
 HOME = Path(__file__).parent / "fixtures" / "home_runner_repo"
 POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.3, GEMMWATCH_MIN_TIME_S=0))
@@ -165,7 +165,7 @@ def test_inputs_survive_every_way_a_kernel_is_carried():
     """A description's `inputs` through the plan a job stores, its thawed copy (a confirmation's
     kernels) and the cases the worker makes of it; and it is part of the kernel's identity."""
     from core.kernel_store import description_from_stored, kernel_hash
-    from worker.cases import cases_from_plan, plan
+    from worker.measure.cases import cases_from_plan, plan
 
     builtin = builtin_kernels()["smem_tiled"]
     mine = type(builtin).model_validate({**builtin.model_dump(), "inputs": "uniform(0,1)"})

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from api.schemas import JobCreate
 from core.kernel_folder import load_folder
 from tests.conftest import make_client, wait_for_job
-from worker.cases import cases_from_plan, plan
+from worker.measure.cases import cases_from_plan, plan
 from core.builtins import builtin_kernels
 
 HOME = Path(__file__).parent / "fixtures" / "home_runner_repo"
@@ -31,7 +31,7 @@ def test_the_jobs_mode_over_the_kernels_own_over_the_workers():
     assert [e["timing"] for e in forced] == ["cold", "cold"]
     cases = cases_from_plan(own, 1, kernels, {"home_kernel_1"}, timing="hot")
     assert [c.timing for c in cases] == ["hot", "burst"]  # the job's mode fills what the plan left open
-    from worker.cases import TimingPolicy
+    from worker.measure.cases import TimingPolicy
 
     worker = TimingPolicy(0, 10, 0.005, 1, 1e-4, mode="cold")
     assert cases[1].policy(worker).mode == "burst" and cases[1].policy(worker).max_noise == 0.005

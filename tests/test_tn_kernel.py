@@ -13,7 +13,7 @@ from core.gemm_form import cublas_gemm
 from core.kernel import resolve
 from core.settings import Settings
 from tests.fake_gpu import H100_FIGURES
-from worker import compiler
+from worker.compile import compiler
 
 
 def test_its_form_is_tn_and_the_rest_is_bf16_wgmma_ss():

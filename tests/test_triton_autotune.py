@@ -2,7 +2,7 @@
 @triton.autotune whose configurations come from asking Triton's driver, a module-level script that
 runs the kernel on the GPU, benchmarks it and then loops forever), read for its definitions only in
 the confined compile process; its configurations, each compiled as a description of its own; and
-the choice among them per case (worker/triton_autotune.py), kept per kernel, bucket, GPU and Triton
+the choice among them per case (worker/measure/triton_autotune.py), kept per kernel, bucket, GPU and Triton
 release. Real Triton and the real compile process; the timing of each configuration is the one
 thing given here (on the GPU: tests/test_gpu_triton.py)."""
 
@@ -16,8 +16,10 @@ from core.kernel_description import KernelDescription
 from core.kernel_folder import load_folder
 from core.settings import Settings
 from tests.fake_gpu import H100_FIGURES
-from worker import compiler, kernel_args, triton_autotune, triton_build
-from worker.compiled import CompileRefused
+from worker.compile import compiler, triton_build
+from worker.arguments import kernel_args
+from worker.measure import triton_autotune
+from worker.compile.compiled import CompileRefused
 
 triton = pytest.importorskip("triton")
 REPO = Path(__file__).parent / "fixtures" / "triton_script_repo"

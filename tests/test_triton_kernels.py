@@ -1,5 +1,5 @@
 """Issue 50: a Triton kernel in gemmwatch.json (`"language": "triton"`), its @triton.jit function
-compiled ahead of time for the worker's GPU in the confined compile process (worker/triton_sandbox.py),
+compiled ahead of time for the worker's GPU in the confined compile process (worker/compile/triton_sandbox.py),
 where alone the job's Python is imported; the cubin is loaded and launched by the runner like any
 other kernel (its block and shared memory from Triton), so timing never runs the job's code.
 
@@ -20,8 +20,9 @@ from core.kernel_folder import load_folder
 from core.settings import Settings
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.fake_gpu import H100_FIGURES
-from worker import compiler, kernel_args
-from worker.compiled import CompileError, CompileRefused
+from worker.compile import compiler
+from worker.arguments import kernel_args
+from worker.compile.compiled import CompileError, CompileRefused
 
 triton = pytest.importorskip("triton")
 REPO = Path(__file__).parent / "fixtures" / "triton_repo"

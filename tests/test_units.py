@@ -9,9 +9,9 @@ from cli.main import parse_size
 from core.builtins import builtin_kernels
 from core.kernel import resolve
 from tests.fake_gpu import H100_FIGURES
-from worker import stats
-from worker.cases import plan_cases
-from worker.gpu_identity import gpu_model
+from worker.measure import stats
+from worker.measure.cases import plan_cases
+from worker.gpu.gpu_identity import gpu_model
 
 
 def test_noise_and_convergence():
@@ -46,7 +46,7 @@ def test_a_wandering_figure_never_converges():
 
 
 def test_policy_needs_samples_quiet_series_and_sampling_time():
-    from worker.cases import TimingPolicy
+    from worker.measure.cases import TimingPolicy
 
     policy = TimingPolicy(0, min_samples=10, max_noise=0.005, time_cap_s=1, max_rel_error=1e-4, mode="cold",
                           min_time_s=0.05)

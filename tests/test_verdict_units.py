@@ -5,7 +5,7 @@ import pytest
 
 from core.regression import PairedThresholds, judge_paired
 from core.confirm import resource_changes as changes
-from worker.resources import H100, SmLimits, describe, occupancy
+from worker.gpu.resources import H100, SmLimits, describe, occupancy
 
 
 def _confirm_job(rng, gpu_speed: float, true_ratio: float, pairs: int = 40, noise: float = 0.005):

@@ -1,11 +1,11 @@
 """Issue 48, must-show 3: a kernel or launcher that does not do the same work on every call is
-told so (worker/verify.py): runs 1 and 2 of the check are the same call over different C, and
+told so (worker/measure/verify.py): runs 1 and 2 of the check are the same call over different C, and
 run 1 is made again after the timed calls. NumPy stands in for the device's array module."""
 
 import numpy as np
 import pytest
 
-from worker import verify
+from worker.measure import verify
 
 TOL = 1e-4
 RNG = np.random.default_rng(5)

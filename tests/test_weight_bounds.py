@@ -4,9 +4,9 @@ stores, and what every reader then gets, is bounded.
 Row 3: a < 1 KB source whose macros double 20 times around an undefined name made NVRTC write a
 15 MB compile log (165 MB with a longer name), stored whole as its result's error and served in
 GET /api/jobs, / and the job page. Now the compile process sends back the log's head and tail
-(worker/compile_sandbox.py), a caller sees at most GEMMWATCH_COMPILE_LOG_MAX_BYTES of it, and any
+(worker/compile/compile_sandbox.py), a caller sees at most GEMMWATCH_COMPILE_LOG_MAX_BYTES of it, and any
 stored error is at most 64 KiB (core/text_bounds.py). The kernel cache holds at most
-GEMMWATCH_KERNEL_CACHE_MAX_BYTES, least recently used entries evicted (worker/compile_cache.py evict).
+GEMMWATCH_KERNEL_CACHE_MAX_BYTES, least recently used entries evicted (worker/compile/compile_cache.py evict).
 
 Row 8: posted results with 100,000 samples each made GET /api/results 62 MB for every reader. Lists
 now carry no samples (GET /api/results/{id} has them), and a post carries at most
@@ -26,7 +26,7 @@ from core.db import session_factory
 from core.text_bounds import ERROR_MAX_BYTES, head_and_tail
 from core.tokens import create_token
 from tests.descriptions import one_file
-from worker import compile_cache, compiler
+from worker.compile import compile_cache, compiler
 
 DEADLINE_S = 30.0
 PAGE_MAX_BYTES = 2 << 20  # a few MB at most for any page or list here
@@ -80,7 +80,7 @@ def test_row_3_a_compile_log_bomb_is_stored_and_served_as_its_head_and_tail(cfg,
 
 def test_row_3_a_log_cut_in_two_withholds_its_tail_up_to_the_next_location():
     """The tail of a cut log starts inside a diagnostic whose location was left out: withheld up to
-    the next location line (worker/compile_log.py), so a cut never shows another file's lines."""
+    the next location line (worker/compile/compile_log.py), so a cut never shows another file's lines."""
     raw = ("/etc/passwd(1): error: x\n root:x:0:0 quoted\n" * 3 + "job.cu(3): error: mine\n  quoted\n")
     cut = "job.cu(1): error: head\n\u2026 120 bytes left out \u2026\n root:x:0:0 quoted\n" + raw
     shown = compiler.filter_log(cut, "job.cu")

@@ -14,7 +14,7 @@ from celery.signals import celeryd_init, worker_ready, worker_shutdown
 
 from core.broker import make_celery
 from core.settings import settings
-from worker.compiler import probe
+from worker.compile.compiler import probe
 from worker.fleet import node_name, sign_off, start_heartbeat_thread
 from worker.reaper import start_reaper_thread
 
@@ -67,7 +67,7 @@ def _leave_fleet(**_):
 
 @worker_ready.connect
 def _report_compile_confinement(**_):
-    """Say at start-up whether a job's own sources can be compiled here (worker/compiler.py)."""
+    """Say at start-up whether a job's own sources can be compiled here (worker/compile/compiler.py)."""
     found = probe(settings)
     log = logging.getLogger("gemmwatch.worker")
     if found.available:  # all is well: said at INFO (`gemmwatch worker`'s level), not in `up`'s warnings-only log

@@ -21,9 +21,9 @@ import sysconfig
 import traceback
 from multiprocessing.connection import Connection
 
-from worker.cases import CaseOutcome, TimingPolicy, not_applicable
+from worker.measure.cases import CaseOutcome, TimingPolicy, not_applicable
 from core.text_bounds import bounded_error
-from worker.compiler import CompileError, CompileRefused
+from worker.compile.compiler import CompileError, CompileRefused
 
 
 def load_runner(dotted: str):
@@ -56,7 +56,7 @@ def child_main(conn: Connection, runner_path: str, policy: TimingPolicy) -> None
                 mode = case.policy(policy)
                 outcome = not_applicable(case, identity["compute_capability"], mode.mode) or runner.run_case(case, mode)
             except Exception as exc:
-                # A compile that failed before is not compiled again (worker/failed_compiles.py): said in env.
+                # A compile that failed before is not compiled again (worker/compile/failed_compiles.py): said in env.
                 outcome = CaseOutcome(mode=policy.mode, error=_readable(exc),
                                       env={"compile_failure_remembered": True} if getattr(exc, "remembered", False)
                                       else {})
@@ -75,7 +75,7 @@ def _healthy(runner) -> bool:
 
 def _readable(exc: Exception) -> str:
     """Compiler errors carry their (filtered) log in the message, line numbers included, its head
-    and tail where it is long (worker/compiler.py); any error is bounded as stored (issue 37, row 3)."""
+    and tail where it is long (worker/compile/compiler.py); any error is bounded as stored (issue 37, row 3)."""
     text = str(exc).strip() or type(exc).__name__
     if isinstance(exc, CompileError):
         return bounded_error(f"compile error:\n{text}")
@@ -91,7 +91,7 @@ _STDLIB = sysconfig.get_paths()["stdlib"]
 
 def _frames(tb) -> list[str]:
     """Where the error came from, as every reader may see it: the project's own files by their path in
-    the project (worker/runner.py:123 in run_case), a library's by its package, never the server's
+    the project (worker/measure/runner.py:123 in run_case), a library's by its package, never the server's
     folders (issue 49, row 8: a stored error showed the worker's install paths to every reader)."""
     out = []
     for frame in traceback.extract_tb(tb):

@@ -20,8 +20,9 @@ from core.kernel_store import identity_of, kernel_hash
 from core.models import Job, Result, TunedConfig, utcnow
 from core.settings import Settings
 from core.store import upsert_gpu
-from worker.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, kernels_of_job, plan
-from worker import fleet, gpu_process, profile_step, webhook
+from worker.measure.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, kernels_of_job, plan
+from worker import fleet, gpu_process, webhook
+from worker.profile import profile_step
 from worker.job_end import end_job, is_cancelled
 
 log = logging.getLogger(__name__)
@@ -203,7 +204,7 @@ class JobRun:
         return self.finish(kind)
 
     def profile(self) -> None:
-        """A confirmation's profiles, after its last timed sample (worker/profile_step.py); a
+        """A confirmation's profiles, after its last timed sample (worker/profile/profile_step.py); a
         profile that fails is said in its row and never fails the job."""
         self.update(current_case="profiling base and head")
         try:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 
 from worker import process_tree
-from worker.cases import Case, CaseOutcome, TimingPolicy
+from worker.measure.cases import Case, CaseOutcome, TimingPolicy
 from worker.child import child_main
 
 IDLE_CALLBACK_S = 5.0  # how often on_idle runs while a case is in progress

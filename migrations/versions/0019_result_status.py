@@ -2,7 +2,7 @@
 
 Readers told these apart by `verified` and the first words of the error (core/result_status.py).
 Rows stored before are given theirs from what they hold: verified without an error passed; a
-result whose error began "wrong result" (worker/verify.py's words) or that carries a measured
+result whose error began "wrong result" (worker/measure/verify.py's words) or that carries a measured
 relative error without being verified is incorrect; one whose error began "not applicable" was
 not applicable; the rest failed. No stored row was cancelled: a case stopped by a cancel wrote
 no result until now.

@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from core.builtins import builtin_kernels, variant_names  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from worker.cases import TimingPolicy, builtin_case  # noqa: E402
-from worker.runner import CupyRunner  # noqa: E402
+from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
+from worker.measure.runner import CupyRunner  # noqa: E402
 
 
 def parse_size(text: str) -> tuple[int, int, int]:

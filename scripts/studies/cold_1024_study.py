@@ -3,7 +3,7 @@
 warm do_bench one, while torch.matmul with an L2 flush before each sample read 96.77 us.
 
 FP32 cuBLAS at the given sizes, in one process, on the same inputs where the library allows:
-  gemmwatch cold / hot   the runner's timing loop, worker/timing.py (cupy.matmul; cold flushes 2x L2, read-write)
+  gemmwatch cold / hot   the runner's timing loop, worker/measure/timing.py (cupy.matmul; cold flushes 2x L2, read-write)
   nvbench cold           cuda-bench's cold measurement of the same cupy.matmul
   torch flushed          torch.matmul, 256 MB zeroed before each of 300 CUDA-event samples (the report's way)
   cupy flushed           cupy.matmul timed the torch way, to tell the library from the timing
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from core.builtins import CUBLAS  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from cublas_split_k_trace import cublas_calls, summarise_calls, time_pair, traced  # noqa: E402
-from worker.cases import TimingPolicy, builtin_case  # noqa: E402
-from worker.runner import CupyRunner, Problem  # noqa: E402
+from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
+from worker.measure.runner import CupyRunner, Problem  # noqa: E402
 
 
 def torch_flushed(fn, scratch, n: int = 300) -> float:

@@ -17,14 +17,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
 from core.builtins import variant_names  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from worker.cases import TimingPolicy, builtin_case  # noqa: E402
+from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
 
 SHAPES = [(d, d, d) for d in (256, 512, 1024, 2048, 4096, 8192)] + [
     (16, 4096, 4096), (4096, 16, 4096), (64, 8192, 8192), (8192, 8192, 64)]
 
 
 def main() -> None:
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     runner = CupyRunner()
     policy = TimingPolicy.from_settings(Settings())

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Study (issue 40): cuBLAS's default call against cuBLAS's best (the fastest of cuBLASLt's
-heuristic candidates, worker/cublas_best.py) per precision at SIZES^3 on this GPU, through the
+heuristic candidates, worker/measure/cublas_best.py) per precision at SIZES^3 on this GPU, through the
 runner as a job's cuBLAS-alone case measures it (cold). Prints a markdown table and writes the
 cases' env.cublas_best to OUT.json.
   python3 scripts/studies/cublas_best_table.py OUT.json [SIZE ...]
@@ -12,8 +12,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from core.builtins import CUBLAS_VARIANTS  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from worker.cases import TimingPolicy, builtin_case  # noqa: E402
-from worker.runner import CupyRunner  # noqa: E402
+from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
+from worker.measure.runner import CupyRunner  # noqa: E402
 
 out_path = Path(sys.argv[1])
 sizes = [int(s) for s in sys.argv[2:]] or [1024, 2048, 4096, 8192]

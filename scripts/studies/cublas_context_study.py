@@ -6,7 +6,7 @@ In one process, for each size, the same cupy.matmul on the same arrays, each way
 and then once more under a CUPTI trace for the kernels' own start and end:
   loop          isolated cold samples of cuBLAS alone (hold, flush, start, matmul, stop, release, wait)
   loop_after_v  the same, each behind an isolated cold sample of the variant (smem_tiled)
-  runner        the runner's timing loop (worker/timing.py) with the variant, as a job times it (cuBLAS median)
+  runner        the runner's timing loop (worker/measure/timing.py) with the variant, as a job times it (cuBLAS median)
   runner_alone  the same loop with nothing as the variant
 Prints JSON lines.   python3 scripts/studies/cublas_context_study.py [size ...]
 """
@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core.settings import Settings  # noqa: E402
 from cublas_split_k_trace import cublas_calls, sample_in_order, summarise_calls, time_pair, traced  # noqa: E402
-from worker.cases import TimingPolicy, builtin_case  # noqa: E402
-from worker.runner import CupyRunner  # noqa: E402
+from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
+from worker.measure.runner import CupyRunner  # noqa: E402
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Study (issue 36): gemmwatch's cuBLAS baseline in each new form against torch's matmul of the same
 form, over the same memory, timed the same way.
 
-Our side is the product's own call (worker/runner.py Problem.cublas_call -> worker/cublas_forms.py);
+Our side is the product's own call (worker/measure/runner.py Problem.cublas_call -> worker/gpu/cublas_forms.py);
 torch's is torch.matmul (torch.bmm for a batch) over the very same arrays, shared through DLPack,
 B column-major handed to torch as the transposed view it is. Each sample: the L2 flushed (a 2 x L2
 memset), CUDA events around one call; ours and torch's alternate sample by sample, so clocks and
@@ -24,10 +24,10 @@ import torch  # noqa: E402
 from core.gemm_form import GemmForm  # noqa: E402
 from core.precision import Precision, fp16_accumulate_tolerance  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from worker.cases import Case  # noqa: E402
-from worker.cupy_device import CupyDevice  # noqa: E402
-from worker.runner import Problem  # noqa: E402
-from worker.verify import rel_error  # noqa: E402
+from worker.measure.cases import Case  # noqa: E402
+from worker.gpu.cupy_device import CupyDevice  # noqa: E402
+from worker.measure.runner import Problem  # noqa: E402
+from worker.measure.verify import rel_error  # noqa: E402
 
 SAMPLES = int(sys.argv[1]) if len(sys.argv) > 1 else 60
 TORCH_DTYPE = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

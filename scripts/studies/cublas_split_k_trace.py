@@ -4,7 +4,7 @@
 At 256^3 and 512^3 gemmwatch's cold cuBLAS median read 4-6 % below nvbench's while every ladder
 kernel agreed; those are the sizes where one cupy.matmul is two launches (a split-K GEMM and its
 reduction). Three tools time the same cupy.matmul on the same arrays in one process:
-  gemmwatch  the runner's own sampling (worker/timing.py's time_pair, default policy, smem_tiled as the variant)
+  gemmwatch  the runner's own sampling (worker/measure/timing.py's time_pair, default policy, smem_tiled as the variant)
   nvbench    cuda-bench's cold measurement, the launch wrapped as tests/test_gpu_nvbench.py does
   do_bench   triton.testing.do_bench (its own cache clear before each sample, one event pair each)
 First an order trial: isolated cold samples with the flush inside the stream hold (gemmwatch's
@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
 from core.settings import Settings  # noqa: E402
-from worker import timing  # noqa: E402
-from worker.cases import TimingPolicy, builtin_case  # noqa: E402
-from worker.runner import CupyRunner  # noqa: E402
+from worker.measure import timing  # noqa: E402
+from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
+from worker.measure.runner import CupyRunner  # noqa: E402
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 

@@ -32,9 +32,9 @@ import triton.testing  # noqa: E402
 
 from cold_1024_study import torch_flushed  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from worker.cases import TimingPolicy, builtin_case  # noqa: E402
+from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
 from tests.test_gpu_agreement import torch_beside_gemmwatch  # noqa: E402
-from worker.runner import CupyRunner  # noqa: E402
+from worker.measure.runner import CupyRunner  # noqa: E402
 
 
 class ClockSampler:

@@ -39,7 +39,7 @@ runner=$(mktemp -d)  # the runner's build: a copy of its own, so the kernels fol
 cp -r "$REPO/." "$runner/"
 
 # --- which nvcc ---------------------------------------------------------------------------------------
-# The runner is built with the nvcc gemmwatch's worker builds with (worker/nvcc.py), which must find
+# The runner is built with the nvcc gemmwatch's worker builds with (worker/compile/nvcc.py), which must find
 # cublas_v2.h in its toolkit (the repository's common.h includes it). Where that toolkit has none and
 # the nvcc on PATH's has, gemmwatch is pointed at that one (GEMMWATCH_NVCC) and both use it.
 python3 - "$work" > "$OUT/preflight.log" 2>&1 <<'PY' || true
@@ -47,7 +47,7 @@ import sys
 from pathlib import Path
 from core.kernel_folder import load_folder
 from core.settings import Settings
-from worker.nvcc import nvcc_path, toolkit_root
+from worker.compile.nvcc import nvcc_path, toolkit_root
 kernels = load_folder(Path(sys.argv[1]))
 print(f"manifest: {len(kernels)} kernels load as `gemmwatch ci` loads them: {', '.join(k.name for k in kernels)}")
 nvcc = nvcc_path(Settings())
@@ -118,7 +118,7 @@ from pathlib import Path
 from core.kernel import DeviceFigures, resolve
 from core.kernel_folder import load_folder
 from core.settings import Settings
-from worker import compiler, launcher_library
+from worker.compile import compiler, launcher_library
 cc = sys.argv[2]  # "90", as the worker passes it
 figures = DeviceFigures(sm_count=132, smem_per_sm=233472, smem_per_block=232448, regs_per_sm=65536,
                         max_threads_per_sm=2048, l2_bytes=52428800, compute_capability=f"{cc[:-1]}.{cc[-1]}")

@@ -114,7 +114,7 @@ def cutlass48_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
     """Example 48's TFLOPS at SIZE: the median of three runs, each of its own 1000-iteration loop."""
     sys.path.insert(0, str(ROOT))
     from core.settings import settings
-    from worker.header_libraries import cutlass
+    from worker.compile.header_libraries import cutlass
 
     kernel = manifest["kernels"][0]
     flags = ["-gencode=arch=compute_90a,code=sm_90a" if f == "-arch=sm_90a" else f for f in kernel["flags"]]

@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 from core.builtins import builtin_kernels
 from core.kernel_folder import load_folder
 from core.settings import Settings
-from worker.cases import KernelChoice, builtin_case
-from worker.runner import CupyRunner
+from worker.measure.cases import KernelChoice, builtin_case
+from worker.measure.runner import CupyRunner
 name, s = sys.argv[1], int(sys.argv[2])
 folder = {d.name: d for d in load_folder(Path(sys.argv[3]))} if len(sys.argv) > 3 else None
 if folder is not None and name not in folder:

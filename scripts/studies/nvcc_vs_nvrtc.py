@@ -27,9 +27,11 @@ sys.path.insert(0, str(ROOT))
 from core import kernel_includes  # noqa: E402
 from core.kernel_folder import load_folder  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from worker import compiler, resources, timing  # noqa: E402
-from worker.cases import Case, KernelChoice, TimingPolicy, gflops  # noqa: E402
-from worker.runner import CupyRunner, Problem  # noqa: E402
+from worker.compile import compiler  # noqa: E402
+from worker.gpu import resources  # noqa: E402
+from worker.measure import timing  # noqa: E402
+from worker.measure.cases import Case, KernelChoice, TimingPolicy, gflops  # noqa: E402
+from worker.measure.runner import CupyRunner, Problem  # noqa: E402
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 """Study (issue 39): where a confirmed pair's profile spends its time, at SIZE^3 on this GPU, for
 tail_split_k_overlap against its reverted head: the profile process alone (start, CuPy, runner,
 compile from the cache, the launches), then under Nsight Compute with the worker's metrics
-(worker/profiler.py), then with the SASS-patched metrics it used to ask for added. Each three times.
+(worker/profile/profiler.py), then with the SASS-patched metrics it used to ask for added. Each three times.
   python3 scripts/studies/profile_cost.py OUT [SIZE]
 """
 import json
@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from core.builtins import builtin_kernels  # noqa: E402
 from core.ncu_metrics import parse_ncu_csv  # noqa: E402
-from worker import profiler  # noqa: E402
+from worker.profile import profiler  # noqa: E402
 
 out, size = Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 4096
 out.mkdir(parents=True, exist_ok=True)

@@ -8,8 +8,8 @@
 # and OUT_DIR/timings.log (each ncu run's wall time).
 set -uo pipefail
 OUT=$1; shift; mkdir -p "$OUT"
-# The worker's own ncu arguments (worker/profiler.py: clocks left alone, the NVTX range, its metrics).
-mapfile -t ncu_args < <(python3 -c "from worker.profiler import ncu_command; print(*ncu_command('ncu', [])[1:], sep='\n')")
+# The worker's own ncu arguments (worker/profile/profiler.py: clocks left alone, the NVTX range, its metrics).
+mapfile -t ncu_args < <(python3 -c "from worker.profile.profiler import ncu_command; print(*ncu_command('ncu', [])[1:], sep='\n')")
 while [ $# -gt 0 ]; do
   label=$1 name=$2 size=$3; shift 3; dir=""
   if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi

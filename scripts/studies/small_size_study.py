@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Why small kernels read slower in gemmwatch than in nvbench (issue 10): one factor at a time.
 
-For a few small cases, the runner's own sampling (worker/timing.py) under variations, then nvbench's
+For a few small cases, the runner's own sampling (worker/measure/timing.py) under variations, then nvbench's
 cold measurement of the same launches in the same process:
   default        what a job does (each cold sample behind its own stream hold, 2x L2 read-write flush)
   batched        a batch of up to 32 pairs behind one stream hold, back to back (the default until 2026-11-23)
@@ -29,9 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
 from core.settings import Settings  # noqa: E402
-from worker import timing  # noqa: E402
-from worker.cases import TimingPolicy, builtin_case  # noqa: E402
-from worker.runner import CupyRunner, Problem  # noqa: E402
+from worker.measure import timing  # noqa: E402
+from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
+from worker.measure.runner import CupyRunner, Problem  # noqa: E402
 
 CASES = [("warp_tile_large", 256), ("smem_tiled", 256), ("warp_tile_large", 512), ("smem_tiled", 128),
          ("thread_tile_8x8", 128)]
@@ -99,7 +99,7 @@ def main() -> None:
                 continue
             # Only the carveout way sets the flush kernel's preference; every other way leaves it unset.
             flush_kernel.preferred_shared_memory_carveout = 100 if way == "carveout100" else -1
-            # The loop reads its batch sizes from worker/timing.py's module globals on every call.
+            # The loop reads its batch sizes from worker/measure/timing.py's module globals on every call.
             timing.MAX_BATCH_PAIRS = max_batch
             timing.FIRST_BATCH_PAIRS = min(4, max_batch)
             original = dev._flusher

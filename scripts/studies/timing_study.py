@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
 from core.builtins import CUBLAS  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from worker import stats  # noqa: E402
-from worker.cases import TimingPolicy, builtin_case  # noqa: E402
+from worker.measure import stats  # noqa: E402
+from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
 
 SHAPES = [(256, 256, 256), (1024, 1024, 1024), (2048, 2048, 2048), (16, 4096, 4096), (4096, 16, 4096),
           (8192, 8192, 64)]
@@ -35,7 +35,7 @@ WAYS = {
 
 
 def study() -> None:
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     runner = CupyRunner()
     base = TimingPolicy.from_settings(Settings())
@@ -55,7 +55,7 @@ def l2_probe(how: str) -> None:
     """One flush of the given kind, then cuBLAS at 1024^3, five times (ncu reads the GEMM's L2 hits)."""
     import cupy as cp
 
-    from worker.runner import CupyRunner, Problem
+    from worker.measure.runner import CupyRunner, Problem
 
     runner = CupyRunner()
     problem = Problem(runner.device, builtin_case(CUBLAS, 1024, 1024, 1024, seed=42))  # the inputs a job's case gets

@@ -11,8 +11,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from core.settings import Settings  # noqa: E402
-from worker.cases import TimingPolicy, builtin_case  # noqa: E402
-from worker.runner import CupyRunner  # noqa: E402
+from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
+from worker.measure.runner import CupyRunner  # noqa: E402
 
 sizes = [int(s) for s in sys.argv[1:]] or [4096, 8192]
 cfg = Settings(GEMMWATCH_DATA_DIR=tempfile.mkdtemp())

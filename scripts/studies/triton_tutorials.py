@@ -4,7 +4,7 @@ in a separate process on the same GPU (issue 50's must-show 1, docs/BENCHMARKS.m
 gemmwatch side: the tutorial file and a description (below) go through the runner as a job's kernel
 would: read for its definitions in the confined compile process, its @triton.autotune run once per
 bucket outside the timing, verified against cuBLAS, timed in the mode asked. do_bench side: a
-process of its own loads the same file's definitions (worker/triton_module.py: its script is not
+process of its own loads the same file's definitions (worker/compile/triton_module.py: its script is not
 run) and times the same @triton.jit function with the configuration gemmwatch chose, launched by
 Triton as the tutorial's wrapper launches it, with do_bench's defaults (its L2 flush before each
 call, the median of its samples).
@@ -55,8 +55,8 @@ def description(name: str, spec: dict, folder: Path) -> dict:
 def gemmwatch_side(folder: Path, sizes: list[int], modes: list[str]) -> list[dict]:
     from core.kernel_description import KernelDescription
     from core.settings import Settings
-    from worker.cases import Case, KernelChoice, TimingPolicy
-    from worker.runner import CupyRunner
+    from worker.measure.cases import Case, KernelChoice, TimingPolicy
+    from worker.measure.runner import CupyRunner
 
     runner = CupyRunner()
     rows = []
@@ -84,7 +84,7 @@ def do_bench_side(folder: Path, rows: list[dict]) -> list[dict]:
     import triton
     from triton.backends.compiler import GPUTarget
 
-    from worker import triton_module
+    from worker.compile import triton_module
 
     loaded = {}
     out = []

@@ -15,8 +15,8 @@ os.environ.setdefault("GEMMWATCH_DATA_DIR", tempfile.mkdtemp(prefix="gw-harness-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
 from core.settings import Settings  # noqa: E402
-from worker import compiler  # noqa: E402
-from worker.cases import TimingPolicy, builtin_case  # noqa: E402
+from worker.compile import compiler  # noqa: E402
+from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
 
 POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=1.0))
 ODD = [(1, 1, 1), (7, 13, 5), (1000, 1003, 997), (1000, 1024, 1000), (4097, 4095, 1023), (4096, 4096, 4096)]
@@ -59,7 +59,7 @@ def run(runner, name, params, size):
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     configs = [parse(a) for a in sys.argv[2:]] or [("tf32_wgmma", {})]
-    from worker.runner import CupyRunner
+    from worker.measure.runner import CupyRunner
 
     runner = CupyRunner()
     print(runner.identity()["name"], runner.identity()["compute_capability"])

@@ -1,0 +1,253 @@
+"""How a kernel's arguments are passed: the description names what each parameter is (M, alpha, A,
+...), the compiled binary says what type it is (worker/compile/cubin_info.py), and this module decides how
+each value is marshalled, refusing a kernel whose types do not fit its description.
+
+A repository kernel may take `size_t M`, `int M` or `unsigned M`; `float alpha`, `__half alpha`,
+`double alpha` or alpha by pointer (cuBLAS's device-pointer mode); A as `const float*`, `float4*`
+or `const void*`. Passing a 32-bit int where the kernel reads 64 bits shifts every parameter after
+it: the kernel reads garbage and nothing says why. So the plan is made from the binary, once per
+compiled kernel, the same for the GPU and the CPU double (both call `plan` and `values`).
+"""
+
+import re
+from dataclasses import dataclass
+
+import numpy
+
+from core.kernel_description import is_filler
+from worker.arguments import half_arrays
+from worker.arguments.tensor_maps import MAP_BYTES
+
+INTEGER_ROLES = frozenset({"M", "N", "K", "lda", "ldb", "ldc", "batch", "stride_a", "stride_b", "stride_c"})
+SCALAR_ROLES = frozenset({"alpha", "beta"})
+MATRIX_ROLES = frozenset({"A", "B", "C"})
+
+# Scalar C++ types (as the demangler spells them) -> how a value is passed.
+_INTEGERS = {"int": "i32", "unsigned int": "u32", "long": "i64", "unsigned long": "u64", "long long": "i64",
+             "unsigned long long": "u64"}
+_FLOATS = {"float": "f32", "double": "f64", "__half": "f16", "__nv_bfloat16": "bf16"}
+_NUMPY = {"i32": numpy.int32, "u32": numpy.uint32, "i64": numpy.int64, "u64": numpy.uint64, "f32": numpy.float32,
+          "f64": numpy.float64, "f16": numpy.float16, "u16": numpy.uint16}
+# Element types a matrix pointer may name, by the matrix's storage type (vectors of it too).
+# CUTLASS's own element types too: a launcher over a CUTLASS GEMM takes `cutlass::half_t const*`.
+_FAMILIES = {
+    "float32": {"float", "float2", "float4", "cutlass::tfloat32_t"},
+    "float16": {"__half", "__half2", "cutlass::half_t"},
+    "bfloat16": {"__nv_bfloat16", "__nv_bfloat162", "cutlass::bfloat16_t"},
+    "float8_e4m3": {"__nv_fp8_e4m3", "__nv_fp8x2_e4m3", "__nv_fp8x4_e4m3", "unsigned char", "signed char", "char",
+                    "cutlass::float_e4m3_t"},
+    "float64": {"double", "double2"},
+}
+_QUALIFIERS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict)\b")
+
+
+class ArgumentMismatch(ValueError):
+    """The kernel's compiled parameters do not fit its description's `args`."""
+
+
+@dataclass(frozen=True)
+class ArgPlan:
+    """Per parameter, in order: (role, how it is passed). How: i32 u32 i64 u64 u16 f32 f64 f16 bf16
+    (by value), ptr (a matrix or tensor map by address, a launcher's stream), map (a tensor map's 128
+    bytes by value: `const __grid_constant__ CUtensorMap`), null (a null pointer:
+    the role "null", or "ignored" for a pointer), *f32 *f64 *f16 *bf16
+    (a kernel's scalar in device memory, passed by address) or &f32 &f64 &f16 &bf16 (a launcher's
+    scalar in host memory: the launcher dereferences it on the host, as leimao's `T const* alpha`)."""
+
+    passing: tuple[tuple[str, str], ...]
+    spelled: tuple[str, ...]  # each parameter as the binary spells it (or "<n bytes>")
+
+    def describe(self) -> list[str]:
+        return [f"{role}: {spelling}" for (role, _how), spelling in zip(self.passing, self.spelled)]
+
+
+def _plain(type_spelling: str) -> str:
+    return " ".join(_QUALIFIERS.sub(" ", type_spelling).split())
+
+
+def plan(entry: str, roles: tuple[str, ...], params: list[list], input_type: str, output_type: str,
+         host: bool = False) -> ArgPlan:
+    """How each of the kernel's parameters is passed; ArgumentMismatch names the first that does not fit.
+    host: the parameters of a host launcher (a scalar by pointer is then a host pointer)."""
+    spelled = tuple(t if t else f"<{size} bytes>" for t, size in params)
+    if len(params) != len(roles):
+        raise ArgumentMismatch(
+            f"{entry} takes {len(params)} parameter(s) ({', '.join(spelled) or 'none'}) but the description's args "
+            f"name {len(roles)} ({', '.join(roles)}): list each parameter in order")
+    passing = []
+    for i, (role, (spelling, size)) in enumerate(zip(roles, params)):
+        how = _passing(role, _plain(spelling) if spelling else None, size, input_type, output_type)
+        if host and how.startswith("*"):
+            how = "&" + how[1:]
+        if isinstance(how, str) and how.startswith("!"):
+            raise ArgumentMismatch(f"{entry}: parameter {i + 1} ({spelled[i]}) is named {role} in args, but {how[1:]}")
+        passing.append((role, how))
+    return ArgPlan(tuple(passing), spelled)
+
+
+def _passing(role: str, spelling: str | None, size: int | None, input_type: str, output_type: str) -> str:
+    """How one parameter is passed, or "!why" where it cannot be."""
+    if is_filler(role):
+        return _filler(role, spelling, size)
+    if spelling is None:  # an extern "C" kernel: only the size is known; the role says the rest
+        return _by_size(role, size, input_type)
+    pointer = spelling.endswith("*")
+    base = spelling.rstrip("*").strip() if pointer else spelling
+    if role in INTEGER_ROLES:
+        if pointer or base not in _INTEGERS:
+            return f"!{role} must be an integer (int, unsigned, long, size_t)"
+        return _INTEGERS[base]
+    if role in SCALAR_ROLES:
+        if base not in _FLOATS:
+            return f"!{role} must be a float, double, __half or __nv_bfloat16, by value or by pointer"
+        return ("*" if pointer else "") + _FLOATS[base]
+    if role == "stream":
+        return "ptr" if spelling == "CUstream_st*" else "!stream must be a cudaStream_t"
+    if role.endswith("_map") and not pointer and base.startswith("CUtensorMap"):
+        return "map" if size in (None, MAP_BYTES) else f"!{role} is a CUtensorMap of {size} bytes, not {MAP_BYTES}"
+    if not pointer and size != 8:
+        return f"!{role} must be a pointer"
+    if role in MATRIX_ROLES and base.startswith("CUtensorMap"):
+        return f"!{role} is a tensor map, not a matrix: name it {role}_map in args (and describe it in tensor_maps)"
+    if role in MATRIX_ROLES:
+        wanted = input_type if role in ("A", "B") else output_type
+        family = next((t for t, names in _FAMILIES.items() if base in names), None)
+        if family is not None and family != wanted:
+            return f"!{role} points to {base} and this kernel's {role} holds {wanted} (compute_mode, output)"
+    return "ptr"
+
+
+def _filler(role: str, spelling: str | None, size: int | None) -> str:
+    """A parameter that is no role of the GEMM's: "null" for a pointer, "ignored" as zero in whatever
+    type it has, "=c" as the constant c in its (integer or floating) type."""
+    if spelling is None:  # an extern "C" kernel: a pointer and a 64-bit integer look alike, and zero is zero
+        pointer, base = size == 8, {2: "unsigned short", 4: "int", 8: "long"}.get(size or 0)
+    else:
+        pointer = spelling.endswith("*")
+        base = spelling.rstrip("*").strip() if pointer else spelling
+    if role == "null" or (role == "ignored" and pointer and spelling is not None):
+        return "null" if pointer else "!null is for a pointer parameter (a debug buffer passed as nullptr)"
+    kind = None if pointer and spelling is not None else _INTEGERS.get(base or "") or _FLOATS.get(base or "") or (
+        "u16" if base == "unsigned short" else None)
+    if kind is None:
+        return f"!{role} is for a number (an integer or a float); a {spelling or f'{size}-byte'} parameter takes none"
+    if role.startswith("=") and kind in _INTEGERS.values() and not float(role[1:]).is_integer():
+        return f"!the constant {role[1:]} is not an integer, and the parameter is {spelling}"
+    return kind
+
+
+def filler_value(role: str):
+    """What a filler passes: nothing for a null pointer, zero for an ignored number, the constant."""
+    if role == "null":
+        return None
+    value = 0.0 if role == "ignored" else float(role[1:])
+    return int(value) if value.is_integer() else value
+
+
+def _by_size(role: str, size: int, input_type: str) -> str:
+    if role in INTEGER_ROLES:
+        return {4: "i32", 8: "i64"}.get(size, f"!{role} must be a 4- or 8-byte integer, not {size} bytes")
+    if role in SCALAR_ROLES:
+        two = "bf16" if input_type == "bfloat16" else "f16"
+        return {2: two, 4: "f32", 8: "f64"}.get(size, f"!{role} must be a 2-, 4- or 8-byte float, not {size} bytes")
+    if role.endswith("_map") and size == MAP_BYTES:
+        return "map"  # a CUtensorMap by value: no other parameter of the GEMM's is 128 bytes
+    return "ptr" if size == 8 else f"!{role} must be a pointer (8 bytes), not {size} bytes"
+
+
+def maps_by_value(arg_plan: ArgPlan | None) -> frozenset[str]:
+    """The matrices whose tensor maps the kernel takes by value ("A" for an A_map passed so)."""
+    return frozenset() if arg_plan is None else frozenset(
+        role.removesuffix("_map") for role, how in arg_plan.passing if how == "map")
+
+
+def value(how: str, x, xp):
+    """One argument as the kernel takes it: a NumPy scalar of the parameter's type, the array itself
+    (by address), or a one-element device array for a scalar passed by pointer."""
+    if how == "ptr":
+        return x
+    if how == "null":
+        return numpy.uint64(0)
+    if how == "map":  # the map's 128 bytes, passed as the parameter itself (a one-element array: by value)
+        return numpy.frombuffer(x, dtype=numpy.dtype((numpy.void, MAP_BYTES)))
+    pointer = how.startswith("*")
+    kind = how.lstrip("*")
+    if kind == "bf16":
+        scalar = half_arrays.rounded(numpy, numpy.array([x], dtype=numpy.float32), "bfloat16")
+        return xp.asarray(scalar) if pointer else scalar[0]
+    typed = _NUMPY[kind](x)
+    return xp.asarray(numpy.array([typed])) if pointer else typed
+
+
+def values(arg_plan: ArgPlan, named: dict, xp) -> tuple:
+    """The arguments in order, from the values by role."""
+    return tuple(value(how, role_value(role, named), xp) for role, how in arg_plan.passing)
+
+
+def role_value(role: str, named: dict):
+    """The value a parameter gets: the role's own, or a filler's (filler_value)."""
+    return filler_value(role) if is_filler(role) else named[role]
+
+
+def received(how: str, passed) -> float:
+    """The value a kernel reads from an argument passed so (alpha 0.1 as __half is 0.0999755859375):
+    what a model of the kernel must compute with."""
+    if how.lstrip("*") == "bf16":
+        return float(half_arrays.as_float32(numpy, numpy.asarray(passed).reshape(-1))[0])
+    return float(numpy.asarray(passed).reshape(-1)[0])
+
+
+@dataclass(frozen=True)
+class LoadedKernel:
+    """A compiled kernel as a device holds it: the loaded function, how its arguments are passed,
+    and what built it ("NVRTC 13.5", "nvcc 13.5.37")."""
+
+    function: object
+    plan: ArgPlan | None  # None: the entry of a launcher, which passes its arguments itself
+    compiler: str
+    shared_bytes: int | None = None  # the dynamic shared memory its compiler says a launch needs (Triton)
+
+
+def loaded_key(launch) -> tuple:
+    """What a loaded kernel is kept under by a device: everything its build and its argument plan
+    depend on. The args and whether a launcher launches it are in it: the same entry described once
+    behind its repository's launcher (no plan of its own) and once as a kernel (its own plan) is two
+    loaded kernels, not one (a job with both failed on "'NoneType' object has no attribute 'passing'").
+    So is the precision: a Triton kernel's parameter types come from it, and the same file described
+    in FP16 and in FP8 is two cubins (the FP8 one once ran the FP16 cubin over E4M3 bytes)."""
+    return (tuple(sorted(launch.files.items())), launch.source, launch.entry, launch.compile_options(), launch.origin,
+            launch.target, launch.compiler, launch.flags, launch.args, launch.launcher, launch.specialization,
+            launch.num_stages, launch.block, launch.compute_mode, launch.output)
+
+
+def load(built, launch, get_function) -> LoadedKernel:
+    """The launch's entry out of a build (worker/compile/compiler.CompiledKernel), its arguments planned
+    from the parameters the binary records; ArgumentMismatch where they do not fit the description."""
+    kernel = built.entry(launch.entry, launch.defines)
+    precision = launch.precision
+    # A launcher's entry is launched by the launcher, with arguments of its making: only its
+    # resources are read here (the launcher's own plan: worker/compile/launcher_library.py).
+    roles = tuple(launch.args)
+    if "declared" in kernel:  # Triton: the parameters it adds after the declared ones (its scratch pointers) get null
+        scratch = kernel.get("scratch", [0, 1])[0]
+        if scratch:  # a null scratch would fault: refused rather than run
+            raise ArgumentMismatch(f"{launch.entry} needs {scratch} bytes of Triton's global scratch memory a program "
+                                   "(device-side tensor descriptors, tl.make_tensor_descriptor), which gemmwatch "
+                                   "does not allocate yet: pass pointers or describe its matrices' maps another way")
+        if "kept" in kernel:  # the args Triton compiled in (a stride of 1) are no parameters of the cubin
+            roles = tuple(roles[i] for i in kernel["kept"])
+        roles += ("null",) * max(0, len(kernel["params"]) - len(roles))
+    arg_plan = None if launch.launcher else plan(launch.entry, roles, kernel["params"], precision.input_type,
+                                                 precision.output_type)
+    return LoadedKernel(get_function(kernel["symbol"]), arg_plan, built.compiler, kernel.get("shared"))
+
+
+def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float, batch: int = 1) -> dict:
+    """Each role's value for one call: the sizes, leading dimensions and batch strides as the
+    form lays the matrices out (packed), alpha, beta and the matrices."""
+    form = launch.form
+    named = {"M": m, "N": n, "K": k, "alpha": alpha, "beta": beta, "A": a, "B": b, "C": c, "batch": batch}
+    for x in ("A", "B", "C"):
+        named[f"ld{x.lower()}"] = form.leading_dimension(x, m, n, k)
+        named[f"stride_{x.lower()}"] = form.batch_stride(x, m, n, k)
+    return named

@@ -1,0 +1,108 @@
+"""TMA tensor maps for the kernels that take them (a description's `tensor_maps`, args A_map, B_map, C_map).
+
+A tensor map tells Hopper's tensor memory accelerator how a matrix lies in global memory and
+which box one copy moves between it and shared memory, with which swizzle. It is made on the host
+by the driver (cuTensorMapEncodeTiled) and is opaque, 128 bytes. A kernel takes it one of two ways,
+and the runner passes it as the kernel's parameter is declared (worker/arguments/kernel_args.py):
+- by address (`const void*`, `const CUtensorMap*`): the runner puts the map in global memory; the
+  kernel reads it there after `fence.proxy.tensormap::generic.acquire`, since the map was written
+  through the ordinary memory path;
+- by value (`const __grid_constant__ CUtensorMap`, as CUTLASS and most Hopper repositories do):
+  the 128 bytes go in the kernel's parameters.
+
+The TMA needs the matrix's base 16-byte aligned and its line (row of a row-major matrix) a
+multiple of 16 bytes. Where either fails (odd K or N) there is no map: a kernel taking it by
+address gets address 0 and must copy another way, so every size still runs. A kernel that reaches
+a matrix through its map alone (its pointer not among the args), or that takes the map by value
+(no value says "none"), has no other way: such a case is refused, saying why (`unreadable`).
+"""
+
+import ctypes
+from dataclasses import dataclass
+from functools import cache
+
+from core.precision import TYPE_BYTES
+
+# CUtensorMapDataType, CUtensorMapSwizzle and CUtensorMapL2promotion (cuda.h, CUDA 12 and 13).
+# E4M3 as bytes (UINT8): the TMA only moves them, the kernel reads them as E4M3.
+_DATA_TYPE = {"float32": 7, "float16": 6, "bfloat16": 9, "float8_e4m3": 0}
+_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
+_L2_PROMOTION_128B = 2
+MAP_BYTES = 128
+
+
+@dataclass(frozen=True)
+class MapRequest:
+    """What cuTensorMapEncodeTiled is asked for: a 2-D matrix, contiguous dimension first."""
+
+    address: int
+    data_type: str
+    dims: tuple[int, int]  # elements along the contiguous dimension, lines
+    line_bytes: int
+    box: tuple[int, int]
+    swizzle: int
+
+
+def request(matrix: str, layout: str, m: int, n: int, k: int, address: int, data_type: str,
+            box: tuple[int, int, int]) -> MapRequest | None:
+    """The map of A (M x K), B (K x N) or C (M x N) as `layout` stores it, or None where the TMA
+    cannot describe it (a base not 16-byte aligned, a line not a multiple of 16 bytes)."""
+    rows, cols = _shape(matrix, m, n, k)
+    inner, outer = (cols, rows) if layout == "row" else (rows, cols)
+    line_bytes = inner * TYPE_BYTES[data_type]
+    if address % 16 or line_bytes % 16:
+        return None
+    return MapRequest(address, data_type, (inner, outer), line_bytes, (box[0], box[1]), box[2])
+
+
+@cache
+def _driver():
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuTensorMapEncodeTiled.restype = ctypes.c_int
+    return lib
+
+
+def encode(req: MapRequest) -> bytes:
+    """The 128-byte map, from the driver; a RuntimeError with the driver's code if it refuses."""
+    raw = ctypes.create_string_buffer(MAP_BYTES + 64)
+    at = (ctypes.addressof(raw) + 63) & ~63  # CUtensorMap is 64-byte aligned
+    dims = (ctypes.c_uint64 * 2)(*req.dims)
+    strides = (ctypes.c_uint64 * 1)(req.line_bytes)  # bytes between lines; the first dimension's is implied
+    box = (ctypes.c_uint32 * 2)(*req.box)
+    element_strides = (ctypes.c_uint32 * 2)(1, 1)
+    code = _driver().cuTensorMapEncodeTiled(
+        ctypes.c_void_p(at), _DATA_TYPE[req.data_type], 2, ctypes.c_void_p(req.address), dims, strides, box,
+        element_strides, 0, _SWIZZLE[req.swizzle], _L2_PROMOTION_128B, 0)  # no interleave; zeros out of bounds
+    if code != 0:
+        raise RuntimeError(f"cuTensorMapEncodeTiled refused the map of {req} (CUresult {code})")
+    return ctypes.string_at(at, MAP_BYTES)
+
+
+def _shape(matrix: str, m: int, n: int, k: int) -> tuple[int, int]:
+    return {"A": (m, k), "B": (k, n), "C": (m, n)}[matrix]
+
+
+def data_type(launch, matrix: str) -> str:
+    """The type of the elements the map of `matrix` moves: C's is the output's."""
+    return launch.precision.output_type if matrix == "C" else launch.precision.input_type
+
+
+def unreadable(launch, m: int, n: int, k: int, by_value: frozenset[str] = frozenset()) -> str | None:
+    """Why this case cannot run, where the TMA cannot describe a matrix at this size and the kernel
+    has no other way to it: its pointer not among the args, or its map taken by value (by_value:
+    the matrices whose maps are); else None."""
+    for matrix, box in launch.tensor_maps.items():
+        alone = matrix not in launch.args
+        if not alone and matrix not in by_value:
+            continue  # the map by address, the pointer too: at address 0 the kernel copies another way
+        kind = data_type(launch, matrix)
+        layout = launch.form.layout(matrix)
+        # Device allocations are aligned far past 16 bytes: only the line can fail here.
+        if request(matrix, layout, m, n, k, 0, kind, box) is None:
+            rows, cols = _shape(matrix, m, n, k)
+            line = cols if layout == "row" else rows
+            how = (f"through its tensor map alone ({matrix}_map, no {matrix} among its args)" if alone else
+                   f"through {matrix}_map, which it takes by value (a map by address could be 0 here)")
+            return (f"{launch.entry} reaches {matrix} {how}, and the TMA cannot describe {matrix} at {m}x{n}x{k}: "
+                    f"a line of {line} elements is {line * TYPE_BYTES[kind]} bytes, not a multiple of 16")
+    return None

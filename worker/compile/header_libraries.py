@@ -1,0 +1,74 @@
+"""Header libraries a kernel built by nvcc may name (`"libraries": ["cutlass"]`): the worker's own
+pinned copy goes on nvcc's include path and into what the confined compile process may read,
+and its version into the compiler's label, so every result says which CUTLASS it was built with
+(and a verdict between two of them can tell a CUTLASS change from a kernel's).
+
+CUTLASS comes from GEMMWATCH_CUTLASS_DIR (a CUTLASS checkout: include/ and tools/util/include/),
+else from the nvidia-cutlass wheel, whose cutlass_library/source is such a checkout's copy. Only
+its headers are used: the wheel is installed without its Python dependencies (Makefile, Dockerfile).
+"""
+
+import functools
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from worker.compile.compiled import CompileRefused
+
+KNOWN = ("cutlass",)
+
+
+@dataclass(frozen=True)
+class HeaderLibrary:
+    name: str
+    version: str
+    include_dirs: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return f"CUTLASS {self.version}" if self.name == "cutlass" else f"{self.name} {self.version}"
+
+
+def find(names, cfg) -> tuple[HeaderLibrary, ...]:
+    """The worker's copy of each library named; CompileRefused saying how to get one that is missing."""
+    return tuple(cutlass(cfg.cutlass_dir) for name in names if name == "cutlass")
+
+
+@functools.cache
+def cutlass(configured: Path | None) -> HeaderLibrary:
+    root = Path(configured) if configured else _wheel_source()
+    if root is None or not (root / "include" / "cutlass" / "version.h").is_file():
+        where = f"GEMMWATCH_CUTLASS_DIR={configured} has no include/cutlass/version.h" if configured else \
+            "no nvidia-cutlass wheel is installed"
+        raise CompileRefused(f"the kernel names the library cutlass, and this worker has none ({where}): install "
+                             "its headers with `pip install --no-deps 'nvidia-cutlass>=4.2'`, or set "
+                             "GEMMWATCH_CUTLASS_DIR to a CUTLASS checkout")
+    dirs = tuple(str(d) for d in (root / "include", root / "tools" / "util" / "include") if d.is_dir())
+    return HeaderLibrary("cutlass", _version(root / "include" / "cutlass" / "version.h"), dirs)
+
+
+def _wheel_source() -> Path | None:
+    spec = importlib.util.find_spec("cutlass_library")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "source"
+
+
+def _version(header: Path) -> str:
+    """CUTLASS_MAJOR.MINOR.PATCH as version.h defines them."""
+    text = header.read_text(errors="replace")
+    parts = [re.search(rf"#define\s+CUTLASS_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts if m) or "unknown"
+
+
+# gemmwatch's own launchers (core/kernel_description.LAUNCHER_ADAPTERS), each a header compiled after
+# the repository's unit; the folder goes on the include path and into what the compile may read.
+ADAPTER_DIR = Path(__file__).with_name("launcher_adapters")
+_ADAPTER_HEADERS = {"gemmwatch::cutlass3_gemm": "gemmwatch/cutlass3_gemm.h"}
+
+
+def adapter_header(launcher: str | None) -> str | None:
+    """The header (relative to ADAPTER_DIR) of the gemmwatch launcher a description names, else None."""
+    name = (launcher or "").split("<", 1)[0].replace(" ", "")
+    return _ADAPTER_HEADERS.get(name)

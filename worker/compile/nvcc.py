@@ -1,0 +1,95 @@
+"""What an nvcc build of a kernel needs: which nvcc, which host compiler folders it runs from, and
+the command line, as the repository's own build would give it.
+
+A repository keeps each kernel's launcher, host headers and explicit instantiations in the same
+`.cu` and builds it with nvcc; its figures come from nvcc's code, which can differ from NVRTC's
+by tens of percent for the same kernel (docs/BENCHMARKS.md, issue 19). So a description may say
+`"compiler": "nvcc"` with the repository's `flags`; the build runs in the same confined compile
+process as NVRTC's (worker/compile/compile_sandbox.py), which writes the kernel's files into a folder of
+its own, may run nvcc and the host compiler, read their folders and write only its own.
+"""
+
+import functools
+import importlib.util
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from core import compile_flags
+from core.kernel import Launch
+
+
+def nvcc_path(cfg) -> str | None:
+    """GEMMWATCH_NVCC, else the toolkit's nvcc (toolkit_program)."""
+    if getattr(cfg, "nvcc", None):
+        return str(cfg.nvcc)
+    return toolkit_program("nvcc")
+
+
+def toolkit_program(name: str) -> str | None:
+    """A CUDA toolkit program (nvcc, cuobjdump): the nvidia-cuda-* wheel's (the same release as the
+    NVRTC wheel), else CUDA_HOME's, else the first on PATH."""
+    spec = importlib.util.find_spec("nvidia")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        for candidate in sorted(Path(location).glob(f"cu*/bin/{name}"), reverse=True):
+            return str(candidate)
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
+        if home and (Path(home) / "bin" / name).is_file():
+            return str(Path(home) / "bin" / name)
+    return shutil.which(name)
+
+
+def toolkit_root(nvcc: str) -> str:
+    """The toolkit an nvcc belongs to (bin/.., with nvvm/, include/ and its libraries)."""
+    return str(Path(nvcc).resolve().parent.parent)
+
+
+@functools.cache
+def host_compiler_dirs() -> tuple[str, ...]:
+    """The folders the host compiler runs from and reads: its programs, its own libraries and
+    headers, the shared libraries they load, and the system's headers (public files all; no
+    /etc, no home, no data folder)."""
+    compiler = shutil.which("g++") or shutil.which("gcc")
+    if compiler is None:
+        return ()
+    found = {str(Path(compiler).parent), str(Path(compiler).resolve().parent), "/usr/include"}
+    try:
+        machine = subprocess.run([compiler, "-dumpmachine"], capture_output=True, text=True, timeout=30).stdout.strip()
+        # Its own libraries (/usr/lib/gcc/<machine>/<version>/libgcc.a) and its compiler proper
+        # (cc1plus: beside them on Debian, under /usr/libexec/gcc/<machine>/<version> on Ubuntu).
+        own = [subprocess.run([compiler, option], capture_output=True, text=True, timeout=30).stdout.strip()
+               for option in ("-print-libgcc-file-name", "-print-prog-name=cc1plus")]
+    except (OSError, subprocess.SubprocessError):
+        machine, own = "", []
+    for path in own:
+        if os.path.isabs(path):  # <prefix>/gcc/<machine>/<version>/<file> -> <prefix>/gcc
+            found.add(str(Path(path).resolve().parents[2]))
+    for lib in ("/usr/lib64", "/lib64", f"/usr/lib/{machine}" if machine else "", f"/usr/include/{machine}"):
+        if lib and os.path.isdir(lib):
+            found.add(str(Path(lib).resolve()))
+    return tuple(sorted(d for d in found if os.path.isdir(d)))
+
+
+def library_target(arch: str) -> str:
+    """-arch=sm_90a as a shared library's build is given it: -gencode=arch=compute_90a,code=sm_90a,
+    the GPU's code and nothing else. (With -arch=sm_90a, nvcc 13 also embeds compute_90's PTX in
+    anything but a cubin, and sm_90a-only instructions, wgmma's, fail to assemble for it.)"""
+    sm = arch.removeprefix("-arch=")
+    return f"-gencode=arch={sm.replace('sm_', 'compute_', 1)},code={sm}"
+
+
+def options(launch: Launch, arch: str) -> list[str]:
+    """nvcc's command line but the input and output: the target, the repository's flags as the
+    worker builds with them (core/compile_flags.py: the target and libraries taken out), the
+    kernel's defines, and its include folders (as paths under the build folder's src/)."""
+    defines = [f"-D{k}={v}" for k, v in sorted(launch.defines.items())]
+    includes = [f"-Isrc/{d}" for d in launch.include_dirs] + ["-Isrc"]
+    return [arch, *compile_flags.parse(list(launch.flags)).nvcc, *defines, *includes]
+
+
+def request(launch: Launch, nvcc: str, arch: str, timeout_s: float) -> dict:
+    """The confined compile process's request for an nvcc build of this kernel."""
+    return {"tool": "nvcc", "nvcc": nvcc, "files": dict(launch.files), "source": launch.source,
+            "entry": launch.entry, "options": options(launch, arch), "timeout_s": max(1.0, timeout_s - 2),
+            "executable": [toolkit_root(nvcc), *host_compiler_dirs()]}

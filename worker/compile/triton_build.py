@@ -1,0 +1,122 @@
+"""A Triton kernel (`"language": "triton"`) compiled to a cubin the runner loads and launches like
+any other: the request for the confined compile process (worker/compile/triton_sandbox.py does the
+compile there), each parameter's Triton type from its role and the kernel's precision, and the
+cache key. Timing never runs the job's Python: only its compile does, confined.
+"""
+
+import functools
+
+from core.kernel import Launch
+from core.kernel_description import is_filler
+from worker.compile import failed_compiles
+from worker.compile.failed_compiles import digest_of
+from worker.arguments.kernel_args import INTEGER_ROLES
+from worker.compile.compile_cache import build
+from worker.compile.compile_process import run_sandbox
+from worker.compile.compiled import CompiledKernel, CompileRefused, Confinement
+
+# Triton's type for a pointer to each of gemmwatch's element types (core/precision.py).
+POINTER = {"float32": "*fp32", "float16": "*fp16", "bfloat16": "*bf16", "float8_e4m3": "*fp8e4nv"}
+
+
+@functools.lru_cache(maxsize=4)
+def probe(compute_capability: str, timeout_s: float, memory_mb: int) -> Confinement:
+    """Triton's release, and whether its compile process can be confined (asked once per process)."""
+    try:
+        reply = run_sandbox({"tool": "triton", "probe": True, "compute_capability": compute_capability}, timeout_s,
+                            memory_mb)
+    except CompileRefused as exc:
+        return Confinement(False, str(exc), None)
+    if not reply.get("ok"):
+        return Confinement(False, reply.get("error", "no answer"), None)
+    return Confinement(bool(reply["confined"]), reply["confinement"], reply["triton"])
+
+
+def types(launch: Launch) -> list[str]:
+    """Each parameter's Triton type, in the order of args: the matrices' pointers in the
+    precision's types, sizes and strides as i32, alpha and beta as fp32; a constant as its number."""
+    precision = launch.precision
+    out = []
+    for role in launch.args:
+        if role in ("A", "B"):
+            out.append(POINTER[precision.input_type])
+        elif role == "C":
+            out.append(POINTER[precision.output_type])
+        elif role in INTEGER_ROLES:
+            out.append("i32")
+        elif role == "null":
+            out.append("*fp32")
+        elif is_filler(role) and role != "ignored" and float(role[1:]).is_integer():
+            out.append("i32")  # "=1": a stride of 1, say
+        elif role in ("alpha", "beta") or is_filler(role):
+            out.append("fp32")
+        else:
+            raise CompileRefused(f"{launch.variant}: args names {role}, which a Triton kernel cannot take yet")
+    return out
+
+
+def specialization(launch: Launch, values: dict) -> tuple[str, ...]:
+    """Each arg as Triton's launcher would specialize it for these values (kernel_args.named_values):
+    "1" for an integer equal to 1 (compiled in, as Triton does), "D" for a pointer (every matrix
+    gemmwatch allocates is aligned far past 16 bytes) or an integer divisible by 16, else "". The
+    kernel is then compiled as Triton would compile it for the same call: without it, a unit stride
+    and 16-byte alignment are unknown to the compiler and its loads stay narrow."""
+    out = []
+    for role in launch.args:
+        if role in ("A", "B", "C"):
+            out.append("D")
+            continue
+        if role in INTEGER_ROLES:
+            value = values[role]
+        elif is_filler(role) and role != "ignored" and float(role[1:]).is_integer():
+            value = int(float(role[1:]))
+        else:
+            out.append("")
+            continue
+        out.append("1" if value == 1 else "D" if value % 16 == 0 else "")
+    return tuple(out)
+
+
+def _confined_triton(compute_capability: str, cfg) -> tuple[str, Confinement]:
+    cc = compute_capability.replace(".", "")
+    confinement = probe(cc, cfg.compile_timeout_s, cfg.compile_memory_mb)
+    if confinement.version is None:
+        probe.cache_clear()  # only an answer is remembered (as for NVRTC and nvcc)
+        raise CompileRefused(confinement.detail)
+    return cc, confinement
+
+
+# A file's kernel as described by the compile process, per file texts, entry, target and Triton
+# release: its parameters and @triton.autotune configurations. Only answers are kept.
+_described: dict[str, dict] = {}
+
+
+def describe(launch: Launch, compute_capability: str, cfg) -> dict:
+    """The kernel's parameters, tl.constexpr names and the configurations its @triton.autotune
+    lists (worker/compile/triton_module.describe_config each; empty for a plain @triton.jit), read in the
+    confined compile process; CompileRefused with the file's own error where it cannot be read."""
+    cc, confinement = _confined_triton(compute_capability, cfg)
+    request = {"tool": "triton", "describe": True, "files": dict(launch.files), "source": launch.source,
+               "entry": launch.entry, "compute_capability": cc}
+    key = digest_of([sorted(launch.files.items()), launch.source, launch.entry, cc, confinement.version])
+    if key not in _described:
+        reply = run_sandbox(request, cfg.compile_timeout_s, cfg.compile_memory_mb)
+        if not reply.get("ok"):
+            raise CompileRefused(reply.get("log") or reply.get("error") or "no answer")
+        _described[key] = {name: reply[name] for name in ("params", "constexprs", "configs", "skipped")}
+        _described[key]["triton"] = confinement.version
+    return _described[key]
+
+
+def compile_triton(launch: Launch, compute_capability: str, cfg) -> CompiledKernel:
+    cc, confinement = _confined_triton(compute_capability, cfg)
+    num_warps = launch.block[0] // 32 if launch.block else 4
+    request = {"tool": "triton", "files": dict(launch.files), "source": launch.source, "entry": launch.entry,
+               "types": types(launch), "constants": dict(launch.defines), "num_warps": num_warps,
+               "num_stages": launch.num_stages, "compute_capability": cc,
+               "specialization": list(launch.specialization)}
+    key = ["triton", sorted(launch.files.items()), launch.source, launch.entry, request["types"],
+           sorted(request["constants"].items()), num_warps, launch.num_stages, cc, confinement.version,
+           request["specialization"]]
+    return failed_compiles.remembered(build, request, key, confinement, f"Triton {confinement.version}",
+                                      launch.origin == "job", lambda log: log, cfg, ".cubin")

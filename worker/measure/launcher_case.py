@@ -1,0 +1,115 @@
+"""A case whose description names a host launcher (`"launcher": "launch_gemm<float>"`): the
+repository's own launcher, called with its argument order and our stream, every kernel it launches
+timed as one GEMM (docs/KERNELS.md, "A repository's own launcher").
+
+The GPU child never loads a job's library. For each such case it builds the library (the confined
+compile process, worker/compile/launcher_library.py), reads the entry kernel's resources from its cubin,
+and starts a confined process of the case's own (worker/launch/launcher_call.run_confined_call) whose
+set-up hook is a `LauncherCase` (worker/measure/launcher_hook.py): the product's own runner (worker/measure/runner.py: verify against
+cuBLAS, then the paired timing) over a device whose kernel call is the launcher. What that process
+reports is the job's own word (its code shares the process, and could write any figure), and the
+result says so in `env.launcher`. Whatever the launcher does (crash, exit(), hang, reset the device,
+fork) ends that process only; the case's result names it and the next case starts a fresh one.
+
+No compile process can run in the confined process (no exec; nothing of the worker's cache is
+readable there), so the stream hold, whose spin kernel is compiled by NVRTC, is not used, and a cold
+sample's L2 is flushed with the memset flush (cudaMemset: no kernel of ours to build): the result's
+env.stream_hold and env.l2_flush say so. Every lazy step of the run (CuPy's own kernels, the cuBLAS
+handle, NVML's library) happens in the set-up, under its Landlock layer, through a rehearsal: the
+same runner over the same case with cuBLAS standing in for the launcher, so that after confinement
+nothing is left to open but the device files.
+"""
+
+import dataclasses
+import shutil
+import tempfile
+import types
+import typing
+from pathlib import Path
+
+from worker.measure.cases import Case, CaseOutcome, TimingPolicy
+from worker.launch.launcher_call import run_confined_call
+
+SETUP_LIMIT_S = 180.0  # CUDA's and CuPy's initialisation and the rehearsal
+CALL_SLACK_S = 120.0  # beyond the timing's own cap: verification, warm-up, a large case's cuBLAS reference
+JOBS_WORD = ("made in the confined process that ran the job's own host code, which could have written any figure "
+             "there: the job's own word, not the worker's")
+
+
+def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> CaseOutcome:
+    """The case, run by its launcher in a confined process of its own; what happened becomes its result."""
+    library = device.build_launcher(launch)
+    # The kernel the launcher launches, where the description names one: its resources, read here.
+    entry = device.compile(launch) if launch.entry is not None else None
+    inner = confined_policy(policy)
+    request = {"case": encode_case(case), "policy": dataclasses.asdict(inner),
+               "plan": {"passing": [list(p) for p in library.plan.passing], "spelled": list(library.plan.spelled)},
+               "compiler": library.compiler, "compute_capability": device.compute_capability}
+    device.release_memory()  # this process's pooled GPU memory is the case's process's to use now
+    # The library alone in a folder of its own: the confined process may read that folder, nothing of the cache.
+    with tempfile.TemporaryDirectory(prefix="gemmwatch-launcher-case-") as folder:
+        copy = Path(folder) / "launcher.so"
+        shutil.copyfile(library.path, copy)
+        called = run_confined_call(copy, library.symbol, hook=device.launcher_hook, hook_args=request,
+                                   timeout_s=4 * policy.time_cap_s + policy.settle_s + CALL_SLACK_S,
+                                   setup_timeout_s=SETUP_LIMIT_S, through_address=True)
+    about = {"launcher": launch.launcher, "symbol": library.symbol, "what_happened": called.message,
+             "confinement": called.confinement, "results": JOBS_WORD, "output": called.output[-4000:]}
+    if not called.ok or called.result is None:
+        return CaseOutcome(mode=policy.mode, error=f"launcher {launch.launcher}: {called.message}{_said(called.output)}",
+                           env={"launcher": about})
+    out = checked_outcome(called.result, policy.mode)
+    out.env["launcher"] = about
+    if out.error:
+        out.error += _said(called.output)
+    if "launch" in out.env:
+        out.env["launch"]["launcher"] = launch.launcher
+        out.env["resources"] = (device.resources(entry, launch, case.m, case.n, case.k) if entry is not None else
+                                {"why_none": "the description names no entry kernel of the launcher's",
+                                 "compiler": library.compiler})
+    return out
+
+
+def _said(output: str) -> str:
+    """The last line the launcher printed, for a failed case's error: a launcher that declines a
+    shape usually says why there ("cannot run 1000x1003x997: misaligned operand")."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return f" (the launcher's last line of output: {lines[-1][:300]})" if lines else ""
+
+
+def checked_outcome(result: dict, mode: str) -> CaseOutcome:
+    """The confined process's result as a CaseOutcome, each field of the type the result row holds:
+    that process ran the job's code, which can write anything on its report pipe, and a string
+    where a number belongs must fail this case, not the job's row."""
+    fields = {f.name: f.type for f in dataclasses.fields(CaseOutcome)}
+    wrong = [name for name, value in result.items() if name not in fields or not _fits(value, fields[name])]
+    if wrong:
+        return CaseOutcome(mode=mode, error="the launcher's process reported a result that is not a case's (fields "
+                                            f"{', '.join(sorted(wrong))}): its figures are not used")
+    return CaseOutcome(**result)
+
+
+def _fits(value, annotation) -> bool:
+    """Whether a value read from JSON is of a CaseOutcome field's type (a bool is no number here)."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    for option in options:
+        kind = typing.get_origin(option) or option
+        if (value is None and option is type(None)) or (kind is bool and type(value) is bool) \
+                or (kind is int and type(value) is int) or (kind is float and type(value) in (int, float)) \
+                or (kind is str and type(value) is str) or (kind is dict and type(value) is dict) \
+                or (kind is list and type(value) is list and all(type(x) in (int, float) for x in value)):
+            return True
+    return False
+
+
+def confined_policy(policy: TimingPolicy) -> TimingPolicy:
+    """The timing as the confined process can take it: no stream hold, the memset flush (module docstring)."""
+    return dataclasses.replace(policy, hold_stream=False, flush="memset" if policy.flushes else policy.flush)
+
+
+def encode_case(case: Case) -> dict:
+    """The case as JSON for the confined process (never pickle: its replies are a job's word, and
+    its request is kept as plain as they are)."""
+    return {"index": case.index, "variant": case.variant, "m": case.m, "n": case.n, "k": case.k, "seed": case.seed,
+            "description": case.kernel.description.model_dump(mode="json"), "tunables": case.kernel.tunables,
+            "origin": case.kernel.origin}
