@@ -1,5 +1,5 @@
 """Who may call an endpoint: the bearer token a request carries, checked against the stored
-tokens (core/tokens.py)."""
+tokens (core/records/tokens.py)."""
 
 from typing import Annotated
 
@@ -9,9 +9,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.orm import Session
 
-from core.db import session_factory
-from core.models import ApiToken
-from core.tokens import SCOPES, find_token, has_scope, note_use
+from core.records.db import session_factory
+from core.records.models import ApiToken
+from core.records.tokens import SCOPES, find_token, has_scope, note_use
 from core.settings import Settings
 from core.web_deps import settings_of
 

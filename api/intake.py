@@ -28,12 +28,12 @@ from sqlalchemy.orm import Session
 
 from api.auth import forbidden, unauthorized
 from api.queue_cap import over_cap
-from core.tokens import find_tokens, has_scope, note_use
-from core.broker import enqueue_job
-from core.db import session_factory
-from core.fleet import load_fleet
-from core import job_intake as intake_rules
-from core.models import ApiToken, Job, utcnow
+from core.records.tokens import find_tokens, has_scope, note_use
+from core.jobs.broker import enqueue_job
+from core.records.db import session_factory
+from core.jobs.fleet import load_fleet
+from core.jobs import job_intake as intake_rules
+from core.records.models import ApiToken, Job, utcnow
 from api.schemas import JobOut
 from core.settings import Settings
 

@@ -3,7 +3,7 @@ event loop.
 
 Given `body: JobCreate`, FastAPI validates it on the event loop before the route runs, and a
 job's validation is heavy: every source goes through the kernel description's checks and the
-source guard (core/kernel.py, core/source_guard.py). A job of large sources then held every
+source guard (core/description/kernel.py, core/description/source_guard.py). A job of large sources then held every
 request of its process, /healthz included, for as long as that took (issue 37, row 1). Here the
 route reads the body itself (api/request_gate.py has bounded its size and checked its token by
 then) and validates it on a thread, at most all the pool's threads but one at once per process
@@ -26,7 +26,7 @@ from api import validation_pool
 from api.limits import check_job_limits
 from api.posted_schemas import ResultBatchIn
 from api.schemas import JobCreate
-from core import source_size
+from core.description import source_size
 from core.settings import Settings
 from core.web_deps import settings_of
 

@@ -16,11 +16,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from sqlalchemy import case, func, select
 
-from core.db import session_factory
-from core.fleet import load_fleet
-from core.models import Job, Result
+from core.records.db import session_factory
+from core.jobs.fleet import load_fleet
+from core.records.models import Job, Result
 from core.settings import Settings
-from core.job_states import JOB_STATES
+from core.jobs.job_states import JOB_STATES
 
 # A case compiles, verifies and times a kernel beside cuBLAS: from well under a second to minutes.
 CASE_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)

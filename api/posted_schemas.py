@@ -1,7 +1,7 @@
 """What `gemmwatch run --post` sends (POST /api/results): results measured on a machine of its own.
 
 Everything here is typed at the door (issue 20): strict scalars with bounds (core/wire_types.py),
-the environment record as a declared shape (core/result_env.py). A reader never meets a value it
+the environment record as a declared shape (core/results/result_env.py). A reader never meets a value it
 cannot render, sum or serialise.
 """
 
@@ -10,18 +10,18 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator, model_validator
 
 from api.wire_words import CommitIn, GpuModel, Identifier
-from core.form_keys import DEFAULT_KEY, FormKey, is_key
-from core.gpu_records import normal_name
-from core.precision import INPUT_TYPE, ComputeMode
-from core.result_env import ResultEnv
-from core.result_status import ResultStatus, status_of
-from core.timing_stats import timing_fields
+from core.description.form_keys import DEFAULT_KEY, FormKey, is_key
+from core.records.gpu_records import normal_name
+from core.description.precision import INPUT_TYPE, ComputeMode
+from core.results.result_env import ResultEnv
+from core.results.result_status import ResultStatus, status_of
+from core.results.timing_stats import timing_fields
 from core.wire_types import Count, Finite, Gflops, Int32, Integer, Millis, Name, Percent, Ratio, StrictBool, Text
 
 
 class GpuIn(BaseModel):
     """The GPU a posted run measured on. Its record is made by the first writer that names its uuid
-    and is never changed by another token (core/gpu_records.py)."""
+    and is never changed by another token (core/records/gpu_records.py)."""
 
     uuid: Name(80)
     name: Name(120)
@@ -34,12 +34,12 @@ class GpuIn(BaseModel):
     @field_validator("uuid", "name")
     @classmethod
     def _one_spelling(cls, text: str) -> str:
-        """Normalised before it identifies anything (core/gpu_records.py normal_name)."""
+        """Normalised before it identifies anything (core/records/gpu_records.py normal_name)."""
         return normal_name(text)
 
 
 class _ResultInFields(BaseModel):
-    """ResultIn but its timing statistics, which core/timing_stats.py declares (below)."""
+    """ResultIn but its timing statistics, which core/results/timing_stats.py declares (below)."""
 
     variant: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
     m: Integer(1, 1 << 20)
@@ -49,7 +49,7 @@ class _ResultInFields(BaseModel):
     mode: Literal["cold", "hot", "sustained", "burst"] = "cold"
     compute_mode: ComputeMode = "fp32"
     form: FormKey | None = Field(
-        default=None, description='the GEMM\'s form, its key (core/gemm_form.py): "rrr" (A, B, C row-major, '
+        default=None, description='the GEMM\'s form, its key (core/description/gemm_form.py): "rrr" (A, B, C row-major, '
         'C = alpha·A·B + beta·C, FP32 sums), "rcr+ab+acc16", ...; default: env.form.key, else "rrr"')
     tunables: dict[Identifier, Int32] = Field(default_factory=dict, max_length=32)
     verified: StrictBool
@@ -61,10 +61,10 @@ class _ResultInFields(BaseModel):
     converged: StrictBool = False
     error: Text(100_000) | None = None
     status: ResultStatus | None = Field(default=None, description="passed / incorrect / not applicable / failed /"
-                                        " cancelled (core/result_status.py); default: read from verified, error and"
+                                        " cancelled (core/results/result_status.py); default: read from verified, error and"
                                         " rel_error")
     samples_ms: list[Millis] = Field(default_factory=list, max_length=100_000)
-    env: ResultEnv = Field(default_factory=ResultEnv, description="how the number was made (core/result_env.py);"
+    env: ResultEnv = Field(default_factory=ResultEnv, description="how the number was made (core/results/result_env.py);"
                            " keys it does not declare are kept in env.extra")
 
     @model_validator(mode="after")
@@ -97,7 +97,7 @@ class _ResultInFields(BaseModel):
         return {**self.model_dump(exclude={"env"}), "env": self.env.stored()}
 
 
-# Its statistics (core/timing_stats.py RESULT_STATISTICS) last, each bounded: times in milliseconds,
+# Its statistics (core/results/timing_stats.py RESULT_STATISTICS) last, each bounded: times in milliseconds,
 # noise a fraction, and a median, where given, above 0 (the figure every reader divides by).
 ResultIn = create_model(
     "ResultIn", __base__=_ResultInFields,

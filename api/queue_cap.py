@@ -9,13 +9,13 @@ of one token taken by several processes in the same instant may pass the cap by 
 from fastapi import HTTPException, status
 from sqlalchemy.orm import Session
 
-from core import job_intake
+from core.jobs import job_intake
 from core.settings import Settings
 
 
 def over_cap(db: Session, cfg: Settings, token_rows: list) -> list[HTTPException | None]:
     """For each job's token row in order (None: writes open, no cap), None where the job may be
-    stored, else the 429 its request gets (the rule: core/job_intake.py)."""
+    stored, else the 429 its request gets (the rule: core/jobs/job_intake.py)."""
     return [None if why is None else HTTPException(status_code=status.HTTP_429_TOO_MANY_REQUESTS,
                                                    headers={"Retry-After": "30"}, detail=why)
             for why in job_intake.over_cap(db, cfg, token_rows)]

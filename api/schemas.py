@@ -6,15 +6,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_validator
 
-from core.builtins import builtin_kernels, variant_names
-from core.kernel_description import KernelDescription, TimingMode
-from core.result_status import MEANING, ResultStatus
+from core.description.builtins import builtin_kernels, variant_names
+from core.description.kernel_description import KernelDescription, TimingMode
+from core.results.result_status import MEANING, ResultStatus
 from api.wire_words import CommitIn, GpuModel, Identifier, Sha  # noqa: F401 (part of the wire contract)
 from core.wire_types import Int32, Integer
-from core.timing_stats import timing_fields
-from core.baselines import VerdictOut  # noqa: F401 (part of the wire contract)
-from core.confirm import MAX_SOURCES_PER_JOB, ConfirmationOut, ConfirmIn  # noqa: F401 (part of the wire contract)
-from core.job_states import JobStatus  # noqa: F401 (part of the wire contract)
+from core.results.timing_stats import timing_fields
+from core.verdicts.baselines import VerdictOut  # noqa: F401 (part of the wire contract)
+from core.verdicts.confirm import MAX_SOURCES_PER_JOB, ConfirmationOut, ConfirmIn  # noqa: F401 (part of the wire contract)
+from core.jobs.job_states import JobStatus  # noqa: F401 (part of the wire contract)
 
 JobKind = Literal["bench", "autotune"]
 # A confirm job is made by POST /api/jobs/{id}/confirm, never posted as a job of its own.
@@ -192,7 +192,7 @@ class GpuOut(BaseModel):
 
 
 class _ResultFields(BaseModel):
-    """ResultOut but its timing statistics, which core/timing_stats.py declares (below)."""
+    """ResultOut but its timing statistics, which core/results/timing_stats.py declares (below)."""
 
     id: int
     job_id: int
@@ -203,7 +203,7 @@ class _ResultFields(BaseModel):
     dtype: str
     mode: str
     compute_mode: str
-    form: str = Field(description='the GEMM\'s form, its key (core/gemm_form.py): "rrr" is A, B, C row-major, '
+    form: str = Field(description='the GEMM\'s form, its key (core/description/gemm_form.py): "rrr" is A, B, C row-major, '
                                   'C = alpha·A·B + beta·C, FP32 sums; "rcr+ab+acc16" B column-major, C = A·B, FP16 sums')
     gpu: str | None
     commit: str | None
@@ -237,7 +237,7 @@ class _ResultFields(BaseModel):
         return cls(**fields, env=env, gpu=r.gpu.name if r.gpu else None, commit=r.commit.sha if r.commit else None)
 
 
-# Every field of a result row, its statistics (core/timing_stats.py RESULT_STATISTICS) last: each
+# Every field of a result row, its statistics (core/results/timing_stats.py RESULT_STATISTICS) last: each
 # one said, null where the case has none.
 ResultOut = create_model("ResultOut", __base__=_ResultFields, __doc__="One result: a case's verdict and its timing.",
                          **timing_fields(float, float, required=True))
@@ -358,7 +358,7 @@ class VariantOut(BaseModel):
     entry: str
     compute_mode: str
     precision: str  # compute mode and output type: "bf16", "bf16->fp32", "fp32" ...
-    form: str = Field("rrr", description="the GEMM's form key (core/gemm_form.py), as its results carry it")
+    form: str = Field("rrr", description="the GEMM's form key (core/description/gemm_form.py), as its results carry it")
     target: str | None
     tunables: list[dict[str, Any]]
 

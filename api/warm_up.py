@@ -18,9 +18,9 @@ from sqlalchemy import text
 from sqlalchemy.orm import configure_mappers
 
 from api import validation_pool
-from core.tokens import find_token
-from core.broker import publisher
-from core.db import engine_of, session_factory
+from core.records.tokens import find_token
+from core.jobs.broker import publisher
+from core.records.db import engine_of, session_factory
 
 
 @asynccontextmanager

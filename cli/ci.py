@@ -17,11 +17,11 @@ from pathlib import Path
 
 import httpx
 
-from core.baselines import result_anchor
-from core import source_size
-from core.toolchain import CHANGED
+from core.verdicts.baselines import result_anchor
+from core.description import source_size
+from core.results.toolchain import CHANGED
 from core.wire_types import SHA_PATTERN
-from core.kernel_folder import load_folder
+from core.description.kernel_folder import load_folder
 from cli.messages import console as make_console, refusal, unreachable
 from cli.progress import wait_for_job
 from cli.markup import colored
@@ -40,7 +40,7 @@ def build_job(commit: str, branch: str | None, repo: str, sizes: list[list[int]]
         body["commit"]["parents"] = parents
     if kernels_dir is not None:
         # Checked here, kernel by kernel and field by field, before anything is posted
-        # (core.kernel_folder.FolderError says which).
+        # (core.description.kernel_folder.FolderError says which).
         body["sources"] = [d.model_dump(mode="json") for d in load_folder(kernels_dir, variants or None)]
     body["variants"] = variants or [s["name"] for s in body.get("sources", [])]
     if gpu:
@@ -177,7 +177,7 @@ def _form(row: dict) -> str:
 
 def size_of(row: dict) -> str:
     """A case's size as the summary shows it, with its GEMM form where that is not the default
-    (core/gemm_form.py): a TN row and an NN row of one kernel are two GEMMs."""
+    (core/description/gemm_form.py): a TN row and an NN row of one kernel are two GEMMs."""
     form = _form(row)
     return f"{row['m']}×{row['n']}×{row['k']}" + (f" {form}" if form != "rrr" else "")
 

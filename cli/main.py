@@ -52,8 +52,8 @@ TIMING_HELP = ("timing mode of every case: cold (nvbench's), hot (do_bench's loo
 def ensure_local_token() -> None:
     """Give the embedded install a write token once, readable only by its owner."""
     # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
-    from core.tokens import create_token
-    from core.db import session_factory
+    from core.records.tokens import create_token
+    from core.records.db import session_factory
     from core.settings import settings
 
     path = local_token_path()
@@ -85,7 +85,7 @@ def worker_command(queues: list[str], name: str, loglevel: str = "INFO", host: s
 def gpu_worker_plan() -> list[tuple[dict[str, str], list[str], str]]:
     """(extra env, queues, name) per worker: one per visible GPU, or one that answers 'no CUDA device'."""
     # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
-    from core.broker import ANY_GPU_QUEUE, queue_for
+    from core.jobs.broker import ANY_GPU_QUEUE, queue_for
     from worker.gpu.gpu_identity import visible_gpus
 
     gpus = visible_gpus()
@@ -140,7 +140,7 @@ def up(
     import uvicorn
 
     from api.app import create_app
-    from core.db import upgrade_database
+    from core.records.db import upgrade_database
     from core.settings import settings
 
     upgrade_database(settings)
@@ -307,7 +307,7 @@ def ci(
         commit = commit_sha(commit)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    from core.kernel_folder import FolderError
+    from core.description.kernel_folder import FolderError
 
     names = [v.strip() for v in (variants or "").split(",") if v.strip()]
     if not names and kernels_dir is None:
@@ -346,7 +346,7 @@ def run_local(
     # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from cli.ci import commit_sha
     from cli.local_run import batch, measure
-    from core.kernel_folder import FolderError, load_folder
+    from core.description.kernel_folder import FolderError, load_folder
 
     try:  # before anything is measured: a name git knows becomes its sha, anything else is refused now
         commit = commit_sha(commit) if commit else commit

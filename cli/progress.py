@@ -6,7 +6,7 @@ import time
 import httpx
 from rich.console import Console
 from cli.markup import colored
-from core.job_states import OPEN
+from core.jobs.job_states import OPEN
 
 
 def wait_for_job(client: httpx.Client, job: dict, timeout: float, console: Console, what: str = "job",

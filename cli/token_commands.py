@@ -25,8 +25,8 @@ def token_create(
 ):
     """Create a token and print it (the only time it is shown). Any token may read."""
     # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
-    from core.tokens import DEFAULT_SCOPES, create_token
-    from core.db import session_factory, upgrade_database
+    from core.records.tokens import DEFAULT_SCOPES, create_token
+    from core.records.db import session_factory, upgrade_database
     from core.settings import settings
 
     upgrade_database(settings)
@@ -43,8 +43,8 @@ def token_create(
 def token_revoke(name: str):
     """Revoke a token by name: it stops working at once."""
     # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
-    from core.tokens import revoke_token
-    from core.db import session_factory
+    from core.records.tokens import revoke_token
+    from core.records.db import session_factory
     from core.settings import settings
 
     with session_factory(settings)() as db:
@@ -60,8 +60,8 @@ def token_list():
     # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
     from sqlalchemy import select
 
-    from core.db import session_factory
-    from core.models import ApiToken
+    from core.records.db import session_factory
+    from core.records.models import ApiToken
     from core.settings import settings
 
     table = Table("name", "scopes", "repositories", "created", "last used", "state")

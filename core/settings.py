@@ -34,7 +34,7 @@ class Settings(BaseSettings):
     # Request limits (the API answers 422 beyond them).
     max_dim: int = Field(default=16384, validation_alias="GEMMWATCH_MAX_DIM")
     max_cases_per_job: int = Field(default=64, validation_alias="GEMMWATCH_MAX_CASES")
-    # A job's distinct file texts (a runner and headers its kernels share counted once: core/source_size.py),
+    # A job's distinct file texts (a runner and headers its kernels share counted once: core/description/source_size.py),
     # checked before the source guard reads any of them (api/job_body.py): the guard's worst case is
     # about 7 us a byte on a 2-core machine (docs/SECURITY.md), so this bounds what one post costs.
     max_source_bytes: int = Field(default=400_000, validation_alias="GEMMWATCH_MAX_SOURCE_BYTES")
@@ -128,7 +128,7 @@ class Settings(BaseSettings):
     # comma-separated: for a proxy that rewrites Host (api/same_origin.py).
     public_origins: str = Field(default="", validation_alias="GEMMWATCH_PUBLIC_ORIGINS")
 
-    # Regression detection (core/regression.py explains the method).
+    # Regression detection (core/verdicts/regression.py explains the method).
     regression_boundary: float = Field(default=0.999, validation_alias="GEMMWATCH_REGRESSION_BOUNDARY")
     regression_window: int = Field(default=64, validation_alias="GEMMWATCH_REGRESSION_WINDOW")
     regression_min_points: int = Field(default=5, validation_alias="GEMMWATCH_REGRESSION_MIN_POINTS")
@@ -160,7 +160,7 @@ class Settings(BaseSettings):
     # generation differs between NVRTC releases; pin the toolkit a repository builds with.
     nvrtc_library: Path | None = Field(default=None, validation_alias="GEMMWATCH_NVRTC_LIBRARY")
     # Where CUDA's device headers are read from when a kernel includes one (os.pathsep-separated;
-    # unset: the folder of that NVRTC's own release, core/kernel_includes.py toolkit_include_dirs).
+    # unset: the folder of that NVRTC's own release, core/description/kernel_includes.py toolkit_include_dirs).
     cuda_include_dirs: str | None = Field(default=None, validation_alias="GEMMWATCH_CUDA_INCLUDE_DIRS")
     # The nvcc a `"compiler": "nvcc"` kernel is built with (unset: the nvidia-cuda-nvcc wheel's, else
     # CUDA_HOME's, else the one on PATH); its host compiler is the first g++/gcc on PATH.
@@ -172,7 +172,7 @@ class Settings(BaseSettings):
     # Dotted path of the object that does the GPU work. Tests point it at a CPU double.
     runner: str = Field(default="worker.measure.runner:CupyRunner", validation_alias="GEMMWATCH_RUNNER")
 
-    # Same-job A/B confirmation (core/regression.py, "Same-job A/B confirmation", explains the method).
+    # Same-job A/B confirmation (core/verdicts/regression.py, "Same-job A/B confirmation", explains the method).
     confirm_confidence: float = Field(default=0.99, gt=0.5, lt=1, validation_alias="GEMMWATCH_CONFIRM_CONFIDENCE")
     confirm_min_change: float = Field(default=0.01, gt=0, lt=1, validation_alias="GEMMWATCH_CONFIRM_MIN_CHANGE")
     confirm_min_pairs: int = Field(default=10, ge=3, validation_alias="GEMMWATCH_CONFIRM_MIN_PAIRS")
@@ -191,7 +191,7 @@ class Settings(BaseSettings):
     # One profile (the profiler, its process and the kernels' compile) may take this long.
     profile_timeout_s: float = Field(default=300.0, gt=0, validation_alias="GEMMWATCH_PROFILE_TIMEOUT_S")
 
-    # -- Cancelling jobs (core/cancel.py, worker/gpu_process.py) --
+    # -- Cancelling jobs (core/jobs/cancel.py, worker/gpu_process.py) --
     # A cancelled job's case still running this long after the worker saw the cancel is stopped
     # by replacing the GPU process (a kernel that never ends); a case ending sooner keeps its result.
     cancel_grace_s: float = Field(default=10.0, ge=0, validation_alias="GEMMWATCH_CANCEL_GRACE_S")

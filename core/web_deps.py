@@ -15,7 +15,7 @@ flight than the pool has connections, the threads all waited for a connection wh
 connection was held by a request waiting for a thread: 25 clients polling GET /api/jobs stalled
 the API for the pool's 30 s timeout, then 500s (issue 37, docs/BENCHMARKS.md). So a request waits
 on the event loop for one of GEMMWATCH_API_SESSIONS slots before its session is made, and the
-pool has a connection for every slot and every thread beside them (core/db.py). And the session
+pool has a connection for every slot and every thread beside them (core/records/db.py). And the session
 is closed when the endpoint's response is built (scope="function"), not after it is sent: a
 client that reads its answer slowly holds a socket, not a connection.
 """
@@ -26,7 +26,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from core.db import session_factory
+from core.records.db import session_factory
 from core.settings import Settings
 
 

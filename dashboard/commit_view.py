@@ -1,6 +1,6 @@
 """One commit as a whole (`/commits/{sha}`): every result measured for it, on every GPU, each with
-the verdict `gemmwatch ci` gives it against its base by ancestry (core/baselines.py), and the
-same-job confirmations made for it (core/confirm.py); regressions and confirmations first. The
+the verdict `gemmwatch ci` gives it against its base by ancestry (core/verdicts/baselines.py), and the
+same-job confirmations made for it (core/verdicts/confirm.py); regressions and confirmations first. The
 page a CI summary links each of its rows to (`result_anchor`)."""
 
 from dataclasses import dataclass, field
@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.baselines import result_anchor, verdicts
-from core.confirm import KIND as CONFIRM, confirmation, profiles_of
-from core.models import Commit, Job, Profile, Result
-from core.regression import PairedThresholds, Thresholds
-from core.job_states import OPEN
+from core.verdicts.baselines import result_anchor, verdicts
+from core.verdicts.confirm import KIND as CONFIRM, confirmation, profiles_of
+from core.records.models import Commit, Job, Profile, Result
+from core.verdicts.regression import PairedThresholds, Thresholds
+from core.jobs.job_states import OPEN
 
 MIN_PREFIX = 7  # like git's short sha: a shorter prefix would match too much to be a permalink
 # Where a row stands in the page: what needs a look first.
@@ -37,7 +37,7 @@ class CommitRow:
     k: int
     mode: str
     compute_mode: str
-    form: str  # the GEMM's form key (core/gemm_form.py): its verdict is against results of this form only
+    form: str  # the GEMM's form key (core/description/gemm_form.py): its verdict is against results of this form only
     gflops: float | None
     pct_of_cublas: float | None
     delta: float | None

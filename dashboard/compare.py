@@ -4,7 +4,7 @@ as B's speed over A's per variant and size, with an interval, sorted by the size
 
 Each cell is the newest result for its side, variant and size (the same rule as the
 overview and the sweep), so a re-run replaces an earlier number instead of averaging with it.
-The interval comes from each side's stored samples (core/sample_stats.py speed_ratio).
+The interval comes from each side's stored samples (core/results/sample_stats.py speed_ratio).
 """
 
 import math
@@ -15,11 +15,11 @@ from typing import Literal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.models import Commit, Gpu, Job, Result
-from core.result_env import pct_of_peak_of, resources_of
-from core.sample_stats import SpeedRatio, speed_ratio
+from core.records.models import Commit, Gpu, Job, Result
+from core.results.result_env import pct_of_peak_of, resources_of
+from core.results.sample_stats import SpeedRatio, speed_ratio
 from dashboard.filters import Size, size_text
-from core.form_keys import DEFAULT_KEY
+from core.description.form_keys import DEFAULT_KEY
 from dashboard.queries import commit_ids, gpu_ids, of_form, of_precision
 
 By = Literal["commit", "gpu", "mode"]
@@ -35,7 +35,7 @@ class CompareFilter:
     sha: str | None = None  # the commit when comparing GPU models or modes; None: newest results
     mode: str | None = None  # the timing mode when comparing commits or GPU models
     precision: str = "fp32"  # compute mode (dashboard/filters.py PRECISIONS)
-    form: str = DEFAULT_KEY  # GEMM form key (core/gemm_form.py): both sides of one form
+    form: str = DEFAULT_KEY  # GEMM form key (core/description/gemm_form.py): both sides of one form
 
 
 @dataclass(frozen=True)

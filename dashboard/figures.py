@@ -15,7 +15,7 @@ from statistics import fmean
 
 from plotly.colors import qualitative
 
-from core.form_keys import DEFAULT_KEY, label as form_label
+from core.description.form_keys import DEFAULT_KEY, label as form_label
 from dashboard.compare import WHAT, Comparison
 from dashboard.filters import by_flops, size_label, size_text
 from dashboard.history import History

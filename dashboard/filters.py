@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 
 from fastapi import HTTPException, Query
 
-from core.form_keys import DEFAULT_KEY, MAX_LENGTH as FORM_MAX, is_key, label
-from core.precision import COMPUTE_MODES, ComputeMode
+from core.description.form_keys import DEFAULT_KEY, MAX_LENGTH as FORM_MAX, is_key, label
+from core.description.precision import COMPUTE_MODES, ComputeMode
 
 Size = tuple[int, int, int]
 MAX_DIM = 1 << 20
@@ -20,14 +20,14 @@ Dim = Annotated[int | None, Query(ge=1, le=MAX_DIM)]
 # GPU models, variants and modes are compared for equality only; the cap keeps junk out of SQL.
 Name = Annotated[str | None, Query(max_length=120)]
 Names = Annotated[list[str], Query(max_length=120)]
-# The precisions a chart can show, one at a time (core/precision.py): never mixed, since each is
+# The precisions a chart can show, one at a time (core/description/precision.py): never mixed, since each is
 # measured against cuBLAS in its own precision. FP32 unless the URL asks for another.
 PRECISIONS = COMPUTE_MODES
 PrecisionParam = Annotated[ComputeMode, Query(description="compute mode: " + ", ".join(PRECISIONS))]
 
 
 def form_param(form: Annotated[str, Query(max_length=FORM_MAX, description=(
-        'GEMM form key (core/gemm_form.py): rrr (the default: A, B, C row-major, C = alpha·A·B + beta·C, FP32 '
+        'GEMM form key (core/description/gemm_form.py): rrr (the default: A, B, C row-major, C = alpha·A·B + beta·C, FP32 '
         'sums), rcr+ab+acc16, ccc+batch32, ...'))] = DEFAULT_KEY) -> str:
     """A FastAPI dependency: the one form a view shows (a TN figure and an NN one are different
     GEMMs, never on one line). A "+" typed into a URL arrives as a space (a menu sends %2B), so
@@ -35,7 +35,7 @@ def form_param(form: Annotated[str, Query(max_length=FORM_MAX, description=(
     key = form.strip().replace(" ", "+") or DEFAULT_KEY
     if not is_key(key):
         raise HTTPException(status_code=422, detail=f"form: expected a GEMM form key such as rrr or rcr+ab+acc16 "
-                                                    f"(core/gemm_form.py), got {form!r}")
+                                                    f"(core/description/gemm_form.py), got {form!r}")
     return key
 
 

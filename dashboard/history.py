@@ -2,7 +2,7 @@
 GEMM form (a TN figure and an NN one are different GEMMs: never one line).
 
 Commits are ordered by git ancestry where the CI hook sent their parents (each commit after
-its parents, core/ancestry.py), so a rebased commit with an old date still follows the commit it
+its parents, core/verdicts/ancestry.py), so a rebased commit with an old date still follows the commit it
 was rebased onto; commit time (the date the CI hook sent, else when gemmwatch first saw the
 commit) orders what ancestry does not.
 Only the newest `last` commits are drawn, plus `window` older ones fetched only to give the
@@ -16,12 +16,12 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.ancestry import ordered
-from core.baselines import robust_noise_column
-from core.models import Commit, Result
-from core.regression import Point, Thresholds, Verdict, judge
+from core.verdicts.ancestry import ordered
+from core.verdicts.baselines import robust_noise_column
+from core.records.models import Commit, Result
+from core.verdicts.regression import Point, Thresholds, Verdict, judge
 from dashboard.filters import Size
-from core.form_keys import DEFAULT_KEY
+from core.description.form_keys import DEFAULT_KEY
 from dashboard.queries import gpu_ids, of_form, of_precision
 
 DEFAULT_LAST = 100
@@ -35,7 +35,7 @@ class HistoryFilter:
     mode: str | None = None
     last: int = DEFAULT_LAST  # newest commits drawn
     precision: str = "fp32"  # compute mode (dashboard/filters.py PRECISIONS)
-    form: str = DEFAULT_KEY  # GEMM form key (core/gemm_form.py)
+    form: str = DEFAULT_KEY  # GEMM form key (core/description/gemm_form.py)
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from typing import Annotated
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse
 
-from core.tokens import find_token, has_scope, note_use
-from core.cancel import CANCELLABLE, JobAlreadyEnded, JobNotFound, NotYours, cancel_job
+from core.records.tokens import find_token, has_scope, note_use
+from core.jobs.cancel import CANCELLABLE, JobAlreadyEnded, JobNotFound, NotYours, cancel_job
 from core.web_deps import SessionDep, settings_of
 from dashboard import login
 

@@ -10,15 +10,15 @@ from typing import Annotated
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse
 
-from core import job_intake
-from core.cancel import NotYours
-from core.confirm import KIND as CONFIRM, ConfirmIn, plan_confirmation
+from core.jobs import job_intake
+from core.jobs.cancel import NotYours
+from core.verdicts.confirm import KIND as CONFIRM, ConfirmIn, plan_confirmation
 from core.errors import Unprocessable
-from core.models import Job
-from core.tokens import find_token, has_scope, note_use
+from core.records.models import Job
+from core.records.tokens import find_token, has_scope, note_use
 from core.web_deps import SessionDep, settings_of
 from dashboard import login
-from core.job_states import OPEN
+from core.jobs.job_states import OPEN
 
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
 
@@ -60,7 +60,7 @@ def profile_from_page(request: Request, db: SessionDep, job_id: int,
         if row is None or not has_scope(row, "jobs"):
             return RedirectResponse(f"/jobs/{job_id}?profile=denied", status_code=303)
         note_use(db, row)
-    # The API's own intake rules (core/job_intake.py): the per-token queue cap, the stamp, the publish.
+    # The API's own intake rules (core/jobs/job_intake.py): the per-token queue cap, the stamp, the publish.
     if job_intake.over_cap(db, cfg, [row])[0] is not None:
         return RedirectResponse(f"/jobs/{job_id}?profile=over_cap", status_code=303)
     cases = sorted({(r.variant, r.m, r.n, r.k) for r in job.results})

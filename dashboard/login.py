@@ -1,7 +1,7 @@
 """Reads of the dashboard, when GEMMWATCH_AUTH_READS is on: a token once, then a session cookie.
 
 The login page takes an API token and, if it is live, opens a session on the server
-(core/sessions.py) and sets a cookie that holds the session's random id, signed (itsdangerous)
+(core/records/sessions.py) and sets a cookie that holds the session's random id, signed (itsdangerous)
 with the server's secret and stamped with its time: HttpOnly (no script reads it), SameSite=Lax
 (no other site's form or script sends it), Secure over HTTPS. Each request checks that the
 session is still open and its token not revoked, so logging out, `gemmwatch token revoke` and
@@ -22,9 +22,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from core.web_deps import SessionDep, settings_of
-from core import sessions
-from core.models import ApiToken
-from core.tokens import find_token
+from core.records import sessions
+from core.records.models import ApiToken
+from core.records.tokens import find_token
 from dashboard.templating import templates
 
 COOKIE = "gemmwatch_session"

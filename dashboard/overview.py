@@ -11,9 +11,9 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.models import Commit, Gpu, Result
+from core.records.models import Commit, Gpu, Result
 from dashboard.filters import Size
-from core.form_keys import DEFAULT_KEY
+from core.description.form_keys import DEFAULT_KEY
 from dashboard.queries import of_form, of_precision
 from dashboard.roofs import Peak, gpu_roofs
 

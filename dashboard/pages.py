@@ -17,10 +17,10 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from core.web_deps import SessionDep, SettingsDep
-from core.fleet import load_fleet
-from core.models import Job
-from core.confirm import confirmation, profiles_of
-from core.regression import PairedThresholds, Thresholds
+from core.jobs.fleet import load_fleet
+from core.records.models import Job
+from core.verdicts.confirm import confirmation, profiles_of
+from core.verdicts.regression import PairedThresholds, Thresholds
 from dashboard import (commit_view, compare, export, figures, history, job_cancel, job_profile, login, overview, queries, roofline,
                        sweep)
 from dashboard.roofline_figure import roofline_figure

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
-from core.form_keys import DEFAULT_KEY
-from core.regression import AB_MODE  # a confirmation's results belong on its job page only
-from core.models import Commit, Gpu, Job, Result
+from core.description.form_keys import DEFAULT_KEY
+from core.verdicts.regression import AB_MODE  # a confirmation's results belong on its job page only
+from core.records.models import Commit, Gpu, Job, Result
 from dashboard.filters import Size, by_flops
 
 
@@ -32,7 +32,7 @@ def of_precision(precision: str):
 
 
 def of_form(form: str):
-    """A chart shows one GEMM form (core/gemm_form.py): a TN figure and an NN one of the same
+    """A chart shows one GEMM form (core/description/gemm_form.py): a TN figure and an NN one of the same
     kernel name are different GEMMs, so they never share a line, a ladder or a comparison."""
     return Result.form == form
 
@@ -182,7 +182,7 @@ WORKER_COLUMNS = ["name", "host", "model", "gpu", "gpu_index", "state", "since",
 
 
 def worker_row(w) -> dict:
-    """One core.fleet.WorkerView as a flat export row: GET /api/workers' fields, the job spread out."""
+    """One core.jobs.fleet.WorkerView as a flat export row: GET /api/workers' fields, the job spread out."""
     row, job = w.row, w.job
     return {"name": row.name, "host": row.host, "model": row.model, "gpu": row.gpu.name if row.gpu else None,
             "gpu_index": row.gpu_index, "state": w.state, "since": w.since, "job": job.id if job else None,

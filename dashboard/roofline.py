@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.models import Commit, Gpu, Result
-from core.result_env import output_type_of, pct_of_peak_of
+from core.records.models import Commit, Gpu, Result
+from core.results.result_env import output_type_of, pct_of_peak_of
 from dashboard.filters import Size
-from core.form_keys import DEFAULT_KEY
+from core.description.form_keys import DEFAULT_KEY
 from dashboard.queries import gpu_ids, of_form
 from dashboard.roofs import Bandwidth, Peak, gpu_roofs, intensity
-from core.regression import AB_MODE
+from core.verdicts.regression import AB_MODE
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class RooflineFilter:
     mode: str | None = None
     sha: str | None = None  # None: the newest results
     size: Size | None = None  # None: every size
-    form: str = DEFAULT_KEY  # GEMM form key (core/gemm_form.py): cuBLAS beside each point is timed in it
+    form: str = DEFAULT_KEY  # GEMM form key (core/description/gemm_form.py): cuBLAS beside each point is timed in it
 
 
 @dataclass(frozen=True)

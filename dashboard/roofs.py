@@ -1,6 +1,6 @@
 """The GPU's roofs, as the overview's peak line and the roofline draw them.
 
-Compute: SMs x the precision's dense flops per SM per clock (core/precision.py: FP32 lanes x 2,
+Compute: SMs x the precision's dense flops per SM per clock (core/description/precision.py: FP32 lanes x 2,
 an FMA being two flops; tensor cores per compute capability) x the maximum SM clock, as NVML
 reports it. The runner's env.peak is the same arithmetic (worker/measure/runner.py peak()).
 
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.models import Gpu, Result
-from core.precision import INPUT_TYPE, TYPE_BYTES, Precision, flops_per_sm_per_clock
-from core.result_env import gpu_of
+from core.records.models import Gpu, Result
+from core.description.precision import INPUT_TYPE, TYPE_BYTES, Precision, flops_per_sm_per_clock
+from core.results.result_env import gpu_of
 
 @dataclass(frozen=True)
 class Peak:

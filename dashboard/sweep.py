@@ -16,9 +16,9 @@ from typing import Literal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.models import Commit, Gpu, Result
+from core.records.models import Commit, Gpu, Result
 from dashboard.filters import Size, by_flops
-from core.form_keys import DEFAULT_KEY
+from core.description.form_keys import DEFAULT_KEY
 from dashboard.queries import of_form, of_precision
 
 DIMS = ("m", "n", "k")
@@ -36,7 +36,7 @@ class SweepFilter:
     n: int | None = None
     k: int | None = None
     precision: str = "fp32"  # compute mode (dashboard/filters.py PRECISIONS)
-    form: str = DEFAULT_KEY  # GEMM form key (core/gemm_form.py): one form a chart
+    form: str = DEFAULT_KEY  # GEMM form key (core/description/gemm_form.py): one form a chart
 
     @property
     def axis(self) -> int | None:

@@ -1,7 +1,7 @@
 """The Jinja2 environment every dashboard page renders with, and the filters its templates use.
 
 Autoescaping is on (Starlette's default for .html), so any text from a request is text in the
-page. The filters below read stored records through their declared shape (core/result_env.py),
+page. The filters below read stored records through their declared shape (core/results/result_env.py),
 so a value a template formats is a number or absent, never a string or a list in its place.
 """
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
 
-from core.form_keys import label as form_label
-from core.profile_changes import formatted
-from core.result_env import resources_of
+from core.description.form_keys import label as form_label
+from core.profile.profile_changes import formatted
+from core.results.result_env import resources_of
 from dashboard.filters import size_label, size_options, size_text
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")

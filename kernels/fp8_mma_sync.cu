@@ -6,7 +6,7 @@
 // with byte permutes (4 k of one column per word) and stores it into a transposed tile Bt[n][k],
 // which ldmatrix then reads as it reads A. The loads of the next slab are issued before the
 // tensor cores work on this one.
-// The per-tensor scales reach the kernel folded into alpha (core/precision.py).
+// The per-tensor scales reach the kernel folded into alpha (core/description/precision.py).
 // Seed: 001_adac3a76413eb491.txt (the mma.sync fragments and ldmatrix of half_mma_sync.cu), on
 // m16n8k32's 8-bit fragments.
 // C in BF16 (OUTPUT_FP32=1: FP32). For the correctness gate's tests: GEMMWATCH_TEST_SKIP_SLAB

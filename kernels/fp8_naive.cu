@@ -3,7 +3,7 @@
 // FP32 with -DOUTPUT_FP32=1).
 // Why: the first rung of the FP8 ladder, and the reference point for the correctness gate: a
 // kernel that accumulates in true FP32, unlike Hopper's FP8 tensor cores, whose adders keep about
-// 14 bits (core/precision.py).
+// 14 bits (core/description/precision.py).
 // The per-tensor scales of A and B reach the kernel folded into alpha (the runner passes
 // alpha x scale_A x scale_B), so it multiplies the stored E4M3 numbers as they are.
 // Seed: 000_3aaa2eae4ca2accc.txt (matmul_kernel_0, as naive.cu), on E4M3 inputs.

@@ -11,7 +11,7 @@
 // slab's first wgmma) and added into an FP32 total by FADD once a slab (128 of K).
 // Why faster than fp8_mma_sync: wgmma is the H100's FP8 path at full rate; mma.sync is not, and
 // there every warp turned B's bytes itself beside its own mma.sync instructions.
-// The per-tensor scales reach the kernel folded into alpha (core/precision.py). C in BF16
+// The per-tensor scales reach the kernel folded into alpha (core/description/precision.py). C in BF16
 // (OUTPUT_FP32=1: FP32). For the correctness gate's tests: GEMMWATCH_TEST_SKIP_SLAB leaves out
 // k = 32..63; GEMMWATCH_ROUND_TOWARD_ZERO rounds a BF16 C toward zero (half.cuh).
 // Seed: Past the seeds; builds on fp8_mma_sync (B's byte permutes) and half_wgmma_ss (the ring).

@@ -173,7 +173,7 @@ __device__ __forceinline__ void add_row4(float* __restrict__ Cm, int rows, int c
 // How many pieces each of the `tail` tiles of the last partial wave is cut into: the p in
 // 1..MAX_PIECES that makes the tail shortest, ceil(tail * p / WAVE) rounds of 1/p of a tile each,
 // plus a small charge per piece for its prologue, epilogue and fixup; ties go to fewer pieces.
-// Integer arithmetic (720720 = lcm(1..16)) so that split_tail_grid (core/kernel_expr.py), which
+// Integer arithmetic (720720 = lcm(1..16)) so that split_tail_grid (core/description/kernel_expr.py), which
 // sizes the grid, makes exactly the same choice.
 __device__ __forceinline__ int tail_pieces(int tail) {
     long long best_cost = -1;

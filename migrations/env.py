@@ -3,7 +3,7 @@
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from core.models import Base
+from core.records.models import Base
 from core.settings import settings
 
 config = context.config

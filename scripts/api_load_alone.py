@@ -28,8 +28,8 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from core.tokens import create_token  # noqa: E402
-from core.db import session_factory, upgrade_database  # noqa: E402
+from core.records.tokens import create_token  # noqa: E402
+from core.records.db import session_factory, upgrade_database  # noqa: E402
 from core.settings import Settings  # noqa: E402
 sys.path.insert(0, str(ROOT / "scripts"))
 from load_test import post_all  # noqa: E402

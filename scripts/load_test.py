@@ -24,7 +24,7 @@ import httpx
 from sqlalchemy import create_engine, func, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from core.models import Job  # noqa: E402
+from core.records.models import Job  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from raw_http import RawConnection  # noqa: E402

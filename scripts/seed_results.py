@@ -28,7 +28,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.db import engine_for, upgrade_database  # noqa: E402
+from core.records.db import engine_for, upgrade_database  # noqa: E402
 from core.settings import Settings  # noqa: E402
 
 GPUS = [  # (uuid, name, model, sm_count, cc, max clock MHz, cuBLAS GFLOPS at 4096^3)

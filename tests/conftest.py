@@ -21,7 +21,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from core.db import upgrade_database
+from core.records.db import upgrade_database
 from core.settings import Settings
 from cli.main import _die_with_parent
 from tests import parallel
@@ -100,7 +100,7 @@ def pg_url():
         conn.execute(f'CREATE DATABASE "{name}"')
     base = PG_ADMIN_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
     yield f"{base}/{name}"
-    from core.db import engine_for
+    from core.records.db import engine_for
 
     engine_for.cache_clear()
     with _pg_admin() as conn:
@@ -136,8 +136,8 @@ def cfg(tmp_path, database_url) -> Settings:
 
 def make_client(cfg: Settings, token_name: str = "tests") -> TestClient:
     """A client of the real app that writes with a real token (created in cfg's database)."""
-    from core.tokens import create_token
-    from core.db import session_factory
+    from core.records.tokens import create_token
+    from core.records.db import session_factory
 
     with session_factory(cfg)() as db:
         token = create_token(db, token_name)

@@ -1,4 +1,4 @@
-"""Kernel descriptions for tests, in the one form every path carries (core/kernel.py)."""
+"""Kernel descriptions for tests, in the one form every path carries (core/description/kernel.py)."""
 
 
 def one_file(name: str, text: str, entry: str, block: list, tile: list | None = None, **extra) -> dict:
@@ -12,7 +12,7 @@ def builtin_variant(name: str, output: str = "input", marker: str = "", **define
     """A built-in kernel as a KernelChoice, changed the way the precision tests change it: C in
     `output`'s type (with the OUTPUT_FP32 define the FP16, BF16 and FP8 built-ins read), extra
     -D values, and `marker` put before its source (the CPU double's FAKE_GPU_ markers)."""
-    from core.builtins import builtin_kernels
+    from core.description.builtins import builtin_kernels
     from worker.measure.cases import KernelChoice
 
     desc = builtin_kernels()[name]

@@ -25,7 +25,7 @@ What a kernel does on this device, through markers in its source (#define NAME v
 A kernel reads A and B from their memory (layout, leading dimension, batch stride, as a GPU kernel
 does) and, with "accumulate": "fp16", sums its products in FP16, rounding once per 16-deep slab
 as an FP16 tensor-core MMA does; cuBLAS's call is carried out from its transposes and leading
-dimensions (core/gemm_form.py cublas_gemm), so a wrong call gives a wrong C here as on a GPU.
+dimensions (core/description/gemm_form.py cublas_gemm), so a wrong call gives a wrong C here as on a GPU.
 And through the environment, for fault tests:
   FAKE_GPU_CRASH_VARIANT=name   the child process dies (like a sticky CUDA fault) on that variant
   FAKE_GPU_HANG_VARIANT=name    the child process never returns from that variant
@@ -52,9 +52,9 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from core.gemm_form import GemmForm, cublas_gemm
-from core.inputs import SIGNED, drawn
-from core.kernel import DeviceFigures, Launch
+from core.description.gemm_form import GemmForm, cublas_gemm
+from core.description.inputs import SIGNED, drawn
+from core.description.kernel import DeviceFigures, Launch
 from core.settings import Settings
 from worker.compile import compiler, launcher_library
 from worker.gpu import cublaslt, resources

@@ -4,11 +4,11 @@ import random
 import statistics
 from datetime import datetime, timedelta, timezone
 
-from core.db import session_factory
-from core.precision import peak_tflops
-from core.models import Job, Result
+from core.records.db import session_factory
+from core.description.precision import peak_tflops
+from core.records.models import Job, Result
 from api.schemas import CommitIn
-from core.store import upsert_commit, upsert_gpu
+from core.records.store import upsert_commit, upsert_gpu
 
 # As worker/measure/runner.py identity() reports them; upsert_gpu keeps the columns it has, and the
 # whole dict goes into each result's env["gpu"] (that is where the max SM clock lives).
@@ -61,7 +61,7 @@ def add_result(cfg, variant, size, sha, gflops, verified=True, commit_index=0, g
 def add_job(cfg, sha, cases, commit_index=0, gpu=H100, mode="cold", noise=0.003, message=None,
             error="wrong result", status="succeeded", total=None, current_case=None, form="rrr"):
     """A job with a result per case (variant, size, gflops, verified[, cublas_gflops]), each of GEMM form
-    `form` (core/gemm_form.py key); returns its id.
+    `form` (core/description/gemm_form.py key); returns its id.
 
     `total` larger than len(cases) leaves the job part-way, as a running job looks.
     """

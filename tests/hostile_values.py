@@ -2,12 +2,12 @@
 
 Each batch here is valid for POST /api/results (or POST /api/jobs), so the server stores it; a
 reader must then render every page, export and API read of it. Values sit at the bounds of
-core/wire_types.py and core/result_env.py, and every free text carries what broke a reader once:
+core/wire_types.py and core/results/result_env.py, and every free text carries what broke a reader once:
 HTML and Plotly markup, a bare carriage return before a formula, quotes, a right-to-left override,
 characters outside the BMP.
 """
 
-from core.result_env import EXTRA_MAX_DEPTH
+from core.results.result_env import EXTRA_MAX_DEPTH
 
 I32 = 2**31 - 1
 MASK = 2**63 - 1

@@ -12,9 +12,9 @@ from itertools import islice
 from sqlalchemy import func, select
 from starlette.routing import Mount
 
-from core.builtins import builtin_kernels
-from core.db import session_factory
-from core.models import Commit, Gpu, Job, Profile, Result
+from core.description.builtins import builtin_kernels
+from core.records.db import session_factory
+from core.records.models import Commit, Gpu, Job, Profile, Result
 
 # Open to anyone, by design: the API's description, health, the login page, static files.
 PUBLIC = {("GET", "/healthz"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc"), ("GET", "/login"),

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import select
 
-from core.ancestry import ordered
-from core.db import session_factory
-from core.models import Commit
+from core.verdicts.ancestry import ordered
+from core.records.db import session_factory
+from core.records.models import Commit
 from tests.fake_results import add_result
 from tests.test_dashboard import traces
 

@@ -3,8 +3,8 @@
 import pytest
 from sqlalchemy import func, select
 
-from core.db import session_factory
-from core.models import Commit, Job
+from core.records.db import session_factory
+from core.records.models import Commit, Job
 
 GOOD = {"variants": ["naive", "smem_tiled"], "sizes": [[4096, 4096, 4096]]}
 

@@ -8,9 +8,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from api.app import create_app
-from core.tokens import create_token, hash_token, revoke_token
-from core.db import session_factory
-from core.models import ApiToken, Job
+from core.records.tokens import create_token, hash_token, revoke_token
+from core.records.db import session_factory
+from core.records.models import ApiToken, Job
 from tests.conftest import ROOT
 
 BODY = {"variants": ["naive"], "sizes": [[8, 8, 8]]}
@@ -52,7 +52,7 @@ def test_tokens_are_stored_hashed_and_names_are_unique(cfg):
 
 
 def test_reads_are_public_unless_configured(tmp_path, sqlite_url):
-    from core.db import upgrade_database
+    from core.records.db import upgrade_database
     from tests.conftest import make_settings
 
     open_cfg = make_settings(tmp_path, sqlite_url)

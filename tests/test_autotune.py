@@ -2,8 +2,8 @@
 
 import pytest
 
-from core.db import upgrade_database
-from core.builtins import builtin_kernels
+from core.records.db import upgrade_database
+from core.description.builtins import builtin_kernels
 from tests.conftest import make_client, make_settings, wait_for_job
 
 

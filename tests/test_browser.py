@@ -21,8 +21,8 @@ from playwright.sync_api import Page, sync_playwright
 from sqlalchemy import update
 
 from api.app import create_app
-from core.db import session_factory, upgrade_database
-from core.models import Job
+from core.records.db import session_factory, upgrade_database
+from core.records.models import Job
 from tests.conftest import make_settings
 from tests.parallel import free_port
 from tests.fake_results import (REGRESSION_AT, SKINNY_M, SKINNY_N, H100, add_demo_history, add_job,

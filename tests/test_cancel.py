@@ -15,9 +15,9 @@ from datetime import timedelta
 import httpx
 from sqlalchemy import select, update
 
-from core.tokens import create_token
-from core.db import session_factory, upgrade_database
-from core.models import Job, Result, utcnow
+from core.records.tokens import create_token
+from core.records.db import session_factory, upgrade_database
+from core.records.models import Job, Result, utcnow
 from tests.conftest import HTTP_TIMEOUT_S, ROOT, make_client, make_settings, wait_for_job
 from worker.reaper import reap
 

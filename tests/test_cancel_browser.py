@@ -7,9 +7,9 @@ logged in (/login, the signed cookie) just presses the button. A wrong token can
 import pytest
 from playwright.sync_api import sync_playwright
 
-from core.tokens import create_token
-from core.db import session_factory, upgrade_database
-from core.models import Job
+from core.records.tokens import create_token
+from core.records.db import session_factory, upgrade_database
+from core.records.models import Job
 from tests.conftest import make_settings
 from tests.fake_results import add_job
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS

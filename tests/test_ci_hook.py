@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from core.tokens import create_token
-from core.db import session_factory, upgrade_database
+from core.records.tokens import create_token
+from core.records.db import session_factory, upgrade_database
 from tests.conftest import HTTP_TIMEOUT_S, ROOT, make_settings
 
 KERNEL = """

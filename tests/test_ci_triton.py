@@ -1,7 +1,7 @@
 """Issue 50: `gemmwatch ci` over a folder that mixes CUDA and Triton kernels. A Triton kernel whose
 head commit cuts its pipeline from four stages to two is confirmed slower in one A/B job beside an
 unchanged CUDA kernel; a base measured under another Triton release is named in the summary
-(core/toolchain.py), not blamed on the kernel.
+(core/results/toolchain.py), not blamed on the kernel.
 
 The CPU double times a kernel by its source, not by its pipeline: the head's file carries the
 double's slowdown marker (a Python comment) beside its real change, num_stages 4 -> 2 (on the GPU,
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from core.db import session_factory, upgrade_database
-from core.models import Result
-from core.tokens import create_token
+from core.records.db import session_factory, upgrade_database
+from core.records.models import Result
+from core.records.tokens import create_token
 from tests.conftest import make_settings
 from tests.test_ci_hook import KERNEL, ci
 from tests.test_triton_kernels import REPO as TRITON_REPO

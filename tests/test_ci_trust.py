@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.db import session_factory
-from core.tokens import create_token
+from core.records.db import session_factory
+from core.records.tokens import create_token
 from tests.conftest import FAKE_RUNNER, HTTP_TIMEOUT_S, ROOT
 
 CI_TOKEN_NAME = "ci-runner"

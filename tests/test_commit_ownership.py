@@ -18,8 +18,8 @@ import time
 import httpx
 import pytest
 
-from core.db import session_factory
-from core.tokens import create_token
+from core.records.db import session_factory
+from core.records.tokens import create_token
 from tests.descriptions import one_file
 
 pytestmark = pytest.mark.long

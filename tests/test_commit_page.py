@@ -8,9 +8,9 @@ import io
 import pytest
 
 from cli.ci import summary
-from core.baselines import result_anchor
-from core.db import session_factory
-from core.models import Job, Result
+from core.verdicts.baselines import result_anchor
+from core.records.db import session_factory
+from core.records.models import Job, Result
 from tests.conftest import make_client
 from tests.fake_results import (A100, DEMO_COMMITS, H100, LADDER, REGRESSION_AT, CUBLAS, add_demo_history, add_job,
                                 demo_sha)
@@ -86,7 +86,7 @@ def test_a_confirmation_decides_its_rows_and_comes_first(demo, cfg):
     with session_factory(cfg)() as db:
         head = db.query(Job).filter(Job.commit.has(sha=sha), Job.gpu.has(model="H100")).one()
         regressed = [r for r in head.results if r.variant == "warp_tile"]
-        # As core/confirm.py plan_confirmation makes it: two commits measured, so no commit of its own.
+        # As core/verdicts/confirm.py plan_confirmation makes it: two commits measured, so no commit of its own.
         confirm = Job(kind="confirm", status="succeeded", variants=["warp_tile"], sizes=[[1024] * 3], queue="gpu.H100",
                       commit_id=None, gpu_id=head.gpu_id, confirm={"head_job": head.id, "head_sha": sha,
                                                                  "base_sha": demo_sha(REGRESSION_AT - 1)})

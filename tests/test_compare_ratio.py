@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from core.sample_stats import SpeedRatio, median_ci, speed_ratio
+from core.results.sample_stats import SpeedRatio, median_ci, speed_ratio
 from tests.fake_results import A100, H100, add_job, samples_around
 from tests.test_dashboard import traces
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core import kernel_includes
+from core.description import kernel_includes
 from core.settings import Settings
 from worker.compile import compiler
 from worker.compile.compile_log import WITHHELD, filter_log, own_file_names, rename_files

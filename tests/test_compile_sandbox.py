@@ -14,8 +14,8 @@ import pytest
 from core.settings import Settings
 from tests.conftest import make_settings, wait_for_job
 from worker.compile import compile_process, compiler
-from core.gemm_form import GemmForm
-from core.kernel import Launch
+from core.description.gemm_form import GemmForm
+from core.description.kernel import Launch
 from tests.descriptions import one_file
 from worker.compile.compiler import WITHHELD, CompileError, CompileRefused
 
@@ -225,7 +225,7 @@ def test_compile_errors_keep_their_line_numbers(tmp_path):
 
 @pytest.fixture
 def stack(tmp_path, pg_url, redis_url, start_worker):
-    from core.db import upgrade_database
+    from core.records.db import upgrade_database
     from tests.conftest import make_client
 
     settings = make_settings(tmp_path, pg_url, redis_url)
@@ -245,7 +245,7 @@ LAYER_ONE_BYPASS = """\
 # everything, as a spelling the guard does not know would, so that layers 2 and 3 are seen alone.
 import os
 if os.environ.get("GEMMWATCH_TEST_SKIP_LAYER_ONE") == "1":
-    from core import kernel_includes, source_guard
+    from core.description import kernel_includes, source_guard
     kernel_includes.resolve = lambda files, source, include_dirs=(), compiler="nvrtc": kernel_includes.Headers({}, False)
 """
 
@@ -266,9 +266,9 @@ def past_layer_one(tmp_path):
 def job_past_layer_1(settings, client, text: str, entry: str = "k", **stored: object) -> dict:
     """A job stored and queued as the API would, without the API's check (layer 1): what a
     way past the guard, or a write straight to the database, would hand the worker."""
-    from core.broker import enqueue_job, queue_for
-    from core.db import session_factory
-    from core.models import Job
+    from core.jobs.broker import enqueue_job, queue_for
+    from core.records.db import session_factory
+    from core.records.models import Job
 
     source = {**one_file("mine", text, entry, [32, 1, 1], [1, 32]), **stored}
     with session_factory(settings)() as db:

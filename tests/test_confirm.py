@@ -4,8 +4,8 @@ GPU): kernels kept per commit, base found by ancestry, paired verdict, resources
 import pytest
 from sqlalchemy import select
 
-from core.db import session_factory
-from core.models import Job, KernelSource
+from core.records.db import session_factory
+from core.records.models import Job, KernelSource
 from tests.conftest import make_client, wait_for_job
 from tests.descriptions import one_file
 from tests.test_ci_hook import KERNEL

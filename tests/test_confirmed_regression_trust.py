@@ -21,11 +21,11 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from core.confirm import KIND as CONFIRM
-from core.db import session_factory, upgrade_database
-from core.kernel_folder import load_folder
-from core.models import Job
-from core.tokens import create_token
+from core.verdicts.confirm import KIND as CONFIRM
+from core.records.db import session_factory, upgrade_database
+from core.description.kernel_folder import load_folder
+from core.records.models import Job
+from core.records.tokens import create_token
 from tests.conftest import HTTP_TIMEOUT_S, make_settings
 from tests.test_ci_hook import KERNEL, SLOWER, ci, kernels_dir
 

@@ -20,7 +20,7 @@ extern "C" __global__ void plain(long long M, double alpha, unsigned short s, fl
 @pytest.fixture(scope="module")
 def nvrtc_cubin():
     cfg = Settings(GEMMWATCH_DATA_DIR=tempfile.mkdtemp(), GEMMWATCH_COMPILE_TIMEOUT_S="300")
-    from core import kernel_includes
+    from core.description import kernel_includes
 
     dirs = kernel_includes.toolkit_include_dirs()
     built = compiler.compile_kernel('#include <cuda_fp16.h>\n' + SOURCE, name="k.cu",

@@ -4,7 +4,7 @@ candidates, its cache, and the runner timing a kernel beside the chosen call, ov
 
 import pytest
 
-from core.result_env import ResultEnv
+from core.results.result_env import ResultEnv
 from core.settings import Settings
 from tests.fake_gpu import CpuRunner
 from worker.measure import cublas_best

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from core.gemm_form import GemmForm
-from core.precision import Precision
+from core.description.gemm_form import GemmForm
+from core.description.precision import Precision
 from tests.fake_gpu import CpuRunner, cublas_as_called
 from worker.gpu import cublas_forms
 from worker.measure.cases import Case

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from core import compile_flags
-from core.kernel import resolve
-from core.kernel_description import KernelDescription
-from core.kernel_folder import load_folder
-from core.kernel_includes import resolve as resolve_includes
+from core.description import compile_flags
+from core.description.kernel import resolve
+from core.description.kernel_description import KernelDescription
+from core.description.kernel_folder import load_folder
+from core.description.kernel_includes import resolve as resolve_includes
 from core.settings import Settings
 from tests.fake_gpu import H100_FIGURES
 
@@ -44,7 +44,7 @@ KERNEL_FILES = ["src/simt_naive.cu"] + [f"src/wmma/wmma_{s}.cu" for s in (
     f"src/mma/mma_{s}.cu" for s in ("naive", "base", "permuted", "async", "async_pg2s", "async_pg2s_ps2r",
                                     "async_stage2", "async_stage3", "async_stage4")]
 # CMakeLists.txt's CUDA_NVCC_FLAGS for a Release build, less -Xcompiler -fopenmp (host OpenMP, which only
-# main.cu uses; refused by core/compile_flags.py) and -gencode (gemmwatch builds for the GPU it runs on).
+# main.cu uses; refused by core/description/compile_flags.py) and -gencode (gemmwatch builds for the GPU it runs on).
 RELEASE_FLAGS = ["-std=c++11", "--expt-relaxed-constexpr", "--use_fast_math", "-O3"]
 LAUNCHER_PARAMS = ["A: __half*", "B: __half*", "C: __half*", "M: unsigned long", "N: unsigned long",
                    "K: unsigned long"]

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from core.inputs import drawn
-from core.kernel_description import KernelDescription
-from core.kernel_folder import load_folder
+from core.description.inputs import drawn
+from core.description.kernel_description import KernelDescription
+from core.description.kernel_folder import load_folder
 from tests.test_cutlass_library import CUTLASS, REPO as CUTLASS_REPO, needs_nvcc
 from tests.test_launcher_cases import built, needs_confinement
 from worker.arguments import kernel_args

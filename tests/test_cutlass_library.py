@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from core.db import upgrade_database
-from core.kernel import resolve
-from core.kernel_description import KernelDescription
-from core.kernel_folder import load_folder
+from core.records.db import upgrade_database
+from core.description.kernel import resolve
+from core.description.kernel_description import KernelDescription
+from core.description.kernel_folder import load_folder
 from core.settings import Settings
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.fake_gpu import H100_FIGURES

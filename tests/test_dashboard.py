@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 import pytest
 from sqlalchemy import event, update
 
-from core.db import engine_of, session_factory
-from core.models import Job
+from core.records.db import engine_of, session_factory
+from core.records.models import Job
 from dashboard.roofs import peak
 from dashboard.sweep import SweepFilter, settle
 from tests.fake_results import A100, H100, add_job, add_result
@@ -385,7 +385,7 @@ def test_drawn_verdicts_agree_with_flag_series():
     exactly what api/regression.flag_series flags."""
     import random
 
-    from core.regression import Point, Thresholds, flag_series
+    from core.verdicts.regression import Point, Thresholds, flag_series
     from dashboard.history import flag_drawn
 
     rng = random.Random(3)
@@ -404,8 +404,8 @@ def test_each_precision_has_its_own_charts_and_they_never_mix(client, cfg):
     cuBLAS in it, with its own peak; an unknown precision is a 422, not an empty chart."""
     from sqlalchemy import update
 
-    from core.db import session_factory
-    from core.models import Result
+    from core.records.db import session_factory
+    from core.records.models import Result
 
     for i, sha in enumerate(["aaaa01", "bbbb02"]):
         add_result(cfg, "naive", (4096, 4096, 4096), sha, gflops=5000.0 + i, commit_index=i)
@@ -439,8 +439,8 @@ def test_each_gemm_form_has_its_own_lines_and_the_menu_offers_each(client, cfg):
     both exist the menu offers both, labelled; ?form=rcr%2Bab%2Bacc16 shows the TN line alone, its form
     said in the title (a "+" typed into the URL means the same); every view, export and verdict holds
     one form; the commit page says each row's form."""
-    from core.gemm_form import label
-    from core.models import Result
+    from core.description.gemm_form import label
+    from core.records.models import Result
 
     tn, h = "rcr+ab+acc16", f"{H100_4096}&precision=fp16"
 
@@ -500,7 +500,7 @@ def test_the_menus_loose_index_scan_finds_every_distinct_value_in_one_statement(
     (sizes sharing M, or M and N) and names that sort close ("a" < "a_" < "ab"), in each mode."""
     from sqlalchemy import select
 
-    from core.models import Result
+    from core.records.models import Result
     from dashboard.queries import distinct
 
     sizes = [(64, 64, 64), (64, 64, 32), (64, 128, 8), (1, 4096, 4096), (4096, 1, 1), (64, 64, 64)]
@@ -531,8 +531,8 @@ def test_the_menus_loose_index_scan_finds_every_distinct_value_in_one_statement(
 
 def test_a_job_that_ended_on_no_gpu_does_not_wait_for_one(client, cfg):
     """A failed job no worker ran (broker down, a refused plan) said "GPU not yet known" forever."""
-    from core.db import session_factory
-    from core.models import Job
+    from core.records.db import session_factory
+    from core.records.models import Job
     from tests.fake_results import add_job
 
     ended, queued = (add_job(cfg, "aaaa07", [], status=status) for status in ("failed", "queued"))

@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from api.app import create_app
-from core.tokens import create_token, revoke_token
-from core.db import session_factory, upgrade_database
-from core.models import Commit, Job
+from core.records.tokens import create_token, revoke_token
+from core.records.db import session_factory, upgrade_database
+from core.records.models import Commit, Job
 from dashboard.login import COOKIE
 from tests.conftest import make_settings
 from tests.fake_results import add_job

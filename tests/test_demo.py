@@ -24,8 +24,8 @@ from playwright.sync_api import Page, sync_playwright
 
 from api.app import create_app
 from cli.demo import FIGURES, REGRESSION_COMMIT, VIEWS
-from core.db import session_factory, upgrade_database
-from core.tokens import create_token
+from core.records.db import session_factory, upgrade_database
+from core.records.tokens import create_token
 from tests.conftest import ROOT, make_settings, worker_env
 from tests.route_walk import Mount
 

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select, text
 
 from api.app import create_app
-from core.db import alembic_config, session_factory
-from core.models import Result
+from core.records.db import alembic_config, session_factory
+from core.records.models import Result
 from tests.conftest import make_settings
 from tests.fake_results import add_job
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from core import compile_flags
-from core.kernel_description import KernelDescription
+from core.description import compile_flags
+from core.description.kernel_description import KernelDescription
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "docs" / "examples").glob("*.gemmwatch.json"))
 

@@ -13,8 +13,8 @@ import pytest
 import redis
 from sqlalchemy import select
 
-from core.db import session_factory, upgrade_database
-from core.models import Result
+from core.records.db import session_factory, upgrade_database
+from core.records.models import Result
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.parallel import free_port
 from tests.private_postgres import PrivatePostgres

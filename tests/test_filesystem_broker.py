@@ -1,4 +1,4 @@
-"""The embedded broker shows a message only once it is whole (core/filesystem_broker.py).
+"""The embedded broker shows a message only once it is whole (core/jobs/filesystem_broker.py).
 
 Kombu's own filesystem transport created the message file and then wrote into it; a worker that
 polled in between read an empty file, its consumer died on the JSON error and the job waited for
@@ -15,8 +15,8 @@ from queue import Empty  # what a kombu channel's _get raises on an empty queue
 import pytest
 from kombu.exceptions import ChannelError
 
-from core import filesystem_broker
-from core.broker import make_celery
+from core.jobs import filesystem_broker
+from core.jobs.broker import make_celery
 from tests.conftest import make_settings
 
 MESSAGES = 200

@@ -17,8 +17,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from core.db import session_factory, upgrade_database
-from core.models import Job, Worker
+from core.records.db import session_factory, upgrade_database
+from core.records.models import Job, Worker
 from tests.conftest import ROOT, make_client, make_settings, wait_for_job, worker_env
 from worker.reaper import reap
 
@@ -261,7 +261,7 @@ def test_a_model_no_worker_ever_had_is_answered_with_the_models_there_are():
     have served, live or not, so the typo shows; a model that had a worker says when it was last seen."""
     from datetime import datetime, timezone
 
-    from core.fleet import Fleet, WorkerView
+    from core.jobs.fleet import Fleet, WorkerView
 
     beat = datetime(2026, 11, 29, 6, 0, tzinfo=timezone.utc)
     workers = [WorkerView(Worker(name=f"w{i}", queues=queues, last_beat_at=beat), state, None)

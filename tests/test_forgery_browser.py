@@ -15,9 +15,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from core.db import session_factory, upgrade_database
-from core.models import ApiToken, DashboardSession, Job
-from core.tokens import create_token
+from core.records.db import session_factory, upgrade_database
+from core.records.models import ApiToken, DashboardSession, Job
+from core.records.tokens import create_token
 from dashboard.login import COOKIE
 from tests.conftest import HTTP_TIMEOUT_S, make_settings
 from tests.fake_results import add_job

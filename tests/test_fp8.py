@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from core.builtins import builtin_kernels
-from core.kernel_description import KernelDescription
-from core.precision import Precision, peak_tflops
+from core.description.builtins import builtin_kernels
+from core.description.kernel_description import KernelDescription
+from core.description.precision import Precision, peak_tflops
 from core.settings import Settings
 from tests.descriptions import builtin_variant, one_file
 from tests.fake_gpu import CpuRunner

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
 from api.app import create_app
-from core.tokens import create_token
-from core.db import session_factory, upgrade_database
+from core.records.tokens import create_token
+from core.records.db import session_factory, upgrade_database
 from tests.conftest import make_settings
 
 FUZZ_EXAMPLES = int(os.environ.get("GEMMWATCH_FUZZ_EXAMPLES", "40"))

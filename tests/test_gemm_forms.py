@@ -10,10 +10,10 @@ import itertools
 import pytest
 from pydantic import ValidationError
 
-from core import gemm_form
-from core.gemm_form import GemmForm, cublas_gemm, label
-from core.kernel_description import KernelDescription
-from core.precision import Precision, fp16_accumulate_tolerance
+from core.description import gemm_form
+from core.description.gemm_form import GemmForm, cublas_gemm, label
+from core.description.kernel_description import KernelDescription
+from core.description.precision import Precision, fp16_accumulate_tolerance
 from core.settings import Settings
 from tests.fake_gpu import CpuRunner
 from worker.measure.cases import Case, KernelChoice, TimingPolicy
@@ -110,7 +110,7 @@ def test_fp16_sums_pass_their_bound_and_a_skipped_k_tile_does_not(k):
 
 
 def test_the_fp16_bound_is_the_derived_one():
-    """2 u16 sqrt(K) + 2 u16 (core/precision.py): a mutated formula moves these figures."""
+    """2 u16 sqrt(K) + 2 u16 (core/description/precision.py): a mutated formula moves these figures."""
     assert fp16_accumulate_tolerance(4096) == pytest.approx(2 * 2**-11 * 64 + 2 * 2**-11)
     assert Precision("fp16", accumulate="fp16").default_tolerance(1024) == pytest.approx(2**-11 * 66)
     assert fp16_accumulate_tolerance(4096) < (32 / 4096) ** 0.5  # a dropped 32-deep slab stays outside it
@@ -193,7 +193,7 @@ FORMS_REPO = __import__("pathlib").Path(__file__).parent / "fixtures" / "forms_r
 def test_the_forms_fixture_compiles_as_a_job_and_verifies_on_the_double(name, m, n, k, batch):
     """The same kernels the GPU test runs (tests/test_gpu_forms.py), compiled by NVRTC as a job's are,
     their parameter types read from the binary (size_t sizes, long long strides)."""
-    from core.kernel_folder import load_folder
+    from core.description.kernel_folder import load_folder
 
     desc = next(d for d in load_folder(FORMS_REPO) if d.name == name)
     out = CpuRunner().run_case(Case(0, name, m, n, k, 9, KernelChoice(desc, {}, "job"), batch=batch), POLICY)

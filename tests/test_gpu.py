@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.builtins import builtin_kernels
-from core.db import upgrade_database
-from core.kernel_description import KernelDescription, TileGrid
+from core.description.builtins import builtin_kernels
+from core.records.db import upgrade_database
+from core.description.kernel_description import KernelDescription, TileGrid
 from core.settings import Settings
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.descriptions import one_file
@@ -49,7 +49,7 @@ def test_kernel_matches_cublas(runner, variant, size):
         pytest.skip(out.error)
     assert out.verified, out.error
     # TF32 keeps 10 mantissa bits: its own bound (the runner's), and a cuBLAS TF32 baseline; FP16
-    # and BF16 theirs, by K (core/precision.py), beside cuBLAS in the same precision.
+    # and BF16 theirs, by K (core/description/precision.py), beside cuBLAS in the same precision.
     desc = builtin_kernels()[variant]
     bound = {"fp32": 1e-4, "tf32": POLICY.max_rel_error_tf32}.get(desc.compute_mode) or \
         desc.precision.default_tolerance(size[2])

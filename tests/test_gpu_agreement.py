@@ -68,7 +68,7 @@ def torch_gemm(torch, precision: str, n: int):
     gen = torch.Generator(device="cuda").manual_seed(11)
     a, b = (torch.rand((n, n), device="cuda", generator=gen) * 2 - 1 for _ in range(2))
     if precision == "fp8":
-        from core.precision import Precision
+        from core.description.precision import Precision
 
         scale = Precision("fp8").tensor_scale
         a8 = (a / scale).to(torch.float8_e4m3fn)

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from core.regression import judge_paired
+from core.verdicts.regression import judge_paired
 from tests.test_gpu import KERNELS, POLICY, runner  # noqa: F401 (fixture)
 from worker.measure.cases import builtin_case
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from core.gemm_form import GemmForm
-from core.kernel_folder import load_folder
-from core.precision import Precision
+from core.description.gemm_form import GemmForm
+from core.description.kernel_folder import load_folder
+from core.description.precision import Precision
 from core.settings import Settings
 from tests.conftest import wait_for_job
 from worker.measure.cases import Case, TimingPolicy, builtin_case

@@ -9,7 +9,7 @@ uniform in [0, 1), where an error that leans one way adds up over K instead of c
 
 import pytest
 
-from core.precision import Precision
+from core.description.precision import Precision
 from tests.test_gpu import POLICY, runner  # noqa: F401 (the module-scoped CupyRunner fixture)
 from worker.measure.cases import builtin_case
 

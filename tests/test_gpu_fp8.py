@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from core.builtins import builtin_kernels
-from core.precision import Precision
+from core.description.builtins import builtin_kernels
+from core.description.precision import Precision
 from core.settings import Settings
 from tests.descriptions import builtin_variant as variant_of
 from worker.measure.cases import Case, TimingPolicy, builtin_case
@@ -127,7 +127,7 @@ def test_cublaslt_fp8_in_the_tn_form_reads_b_where_it_lies_and_gives_the_same_c(
     is the default form's, bit for bit, for the same numbers."""
     import cupy as cp
 
-    from core.gemm_form import GemmForm
+    from core.description.gemm_form import GemmForm
     from worker.measure.runner import Problem
 
     case = builtin_case("cublas_fp8", 512, 384, 1024, seed=11)

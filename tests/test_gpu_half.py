@@ -4,7 +4,7 @@ k-slab) and by a correct kernel that rounds otherwise than cuBLAS (toward zero).
 
 import pytest
 
-from core.builtins import builtin_kernels
+from core.description.builtins import builtin_kernels
 from core.settings import Settings
 from tests.descriptions import builtin_variant as variant_of
 from worker.measure.cases import Case, TimingPolicy

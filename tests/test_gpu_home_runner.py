@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from core.kernel_folder import load_folder
+from core.description.kernel_folder import load_folder
 from tests.conftest import wait_for_job
 
 pytestmark = pytest.mark.gpu

@@ -1,11 +1,11 @@
-"""The timed runs' inputs on the GPU (issue 48, core/inputs.py): CuPy draws each distribution, the
+"""The timed runs' inputs on the GPU (issue 48, core/description/inputs.py): CuPy draws each distribution, the
 swap keeps every buffer's address and puts the checked values back exactly, in every layout, a
 batch and FP16/FP8; a case over [0, 1) verifies, times and says so, and a confirmation (A/B) too."""
 
 import pytest
 
-from core.builtins import builtin_kernels
-from core.precision import Precision
+from core.description.builtins import builtin_kernels
+from core.description.precision import Precision
 from core.settings import Settings
 from worker.measure.cases import Case, KernelChoice, TimingPolicy
 from worker.measure.problem import Problem

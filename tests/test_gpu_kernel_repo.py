@@ -8,7 +8,7 @@ Run on the lent H100 (`gpu` marker); skipped where no CUDA device exists.
 
 import pytest
 
-from core.kernel_folder import load_folder
+from core.description.kernel_folder import load_folder
 from tests.test_gpu import POLICY, runner  # noqa: F401 (fixture)
 from tests.test_kernel_compile import config_id
 from tests.test_kernel_repo import REPO

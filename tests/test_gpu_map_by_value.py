@@ -11,8 +11,8 @@ Skipped where no CUDA device exists (CI), never faked.
 
 import pytest
 
-from core.builtins import builtin_kernels
-from core.kernel_description import KernelDescription
+from core.description.builtins import builtin_kernels
+from core.description.kernel_description import KernelDescription
 from core.settings import Settings
 from tests.descriptions import one_file
 from worker.measure.cases import Case, KernelChoice, TimingPolicy

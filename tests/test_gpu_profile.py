@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from core.builtins import builtin_kernels
+from core.description.builtins import builtin_kernels
 from core.settings import Settings
 from worker.profile import profile_step
 

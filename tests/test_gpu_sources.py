@@ -8,7 +8,7 @@ and one with headers of its own, host and CUDA includes, is compiled in the conf
 
 import pytest
 
-from core.db import upgrade_database
+from core.records.db import upgrade_database
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.descriptions import one_file
 from tests.test_compile_sandbox import CANARIES, KERNEL, assert_nothing_leaked, job_past_layer_1, past_layer_one  # noqa: F401

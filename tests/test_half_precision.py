@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from core.builtins import builtin_kernels
-from core.kernel_description import KernelDescription
-from core.precision import Precision, peak_tflops, unit_roundoff
+from core.description.builtins import builtin_kernels
+from core.description.kernel_description import KernelDescription
+from core.description.precision import Precision, peak_tflops, unit_roundoff
 from core.settings import Settings
 from tests.descriptions import one_file
 from tests.fake_gpu import CpuRunner

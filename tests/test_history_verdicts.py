@@ -1,13 +1,13 @@
 """One history, one verdict: the dashboard's history chart and the CI's verdicts read a result's
-noise the same way (core/baselines.py robust_noise: from the quartiles, which one outlier sample
+noise the same way (core/verdicts/baselines.py robust_noise: from the quartiles, which one outlier sample
 barely moves). Before, the chart used stddev/mean: the demo's 3.6 % bf16_wgmma regression on the
 H100 was flagged by `gemmwatch ci` and drawn as within its threshold on the history page."""
 
 import pytest
 from sqlalchemy import select, update
 
-from core.db import session_factory
-from core.models import Result
+from core.records.db import session_factory
+from core.records.models import Result
 from tests.fake_results import add_result
 
 SIZE = (4096, 4096, 4096)

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from core.kernel_description import KernelDescription
-from core.kernel_folder import FolderError, load_folder
+from core.description.kernel_description import KernelDescription
+from core.description.kernel_folder import FolderError, load_folder
 from tests.fake_gpu import CpuRunner
 from worker.arguments import kernel_args
 from worker.measure.cases import Case, KernelChoice, TimingPolicy
@@ -160,7 +160,7 @@ def test_a_launcher_that_keeps_its_first_c_is_wrong_when_c_moves(shared_kernel_c
 
     import numpy as np
 
-    from core.kernel import resolve
+    from core.description.kernel import resolve
     from core.settings import Settings
     from tests.fake_gpu import H100_FIGURES
     from worker.compile import launcher_library
@@ -181,7 +181,7 @@ def test_a_launcher_that_keeps_its_first_c_is_wrong_when_c_moves(shared_kernel_c
 def test_an_entry_behind_a_launcher_and_the_same_entry_as_a_kernel_are_loaded_apart():
     """The crash of issue 48: a job that timed an entry through its launcher, then the same entry as a
     kernel with gemmwatch's own arguments, got the launcher's loaded kernel back (no plan of its own)."""
-    from core.kernel import resolve
+    from core.description.kernel import resolve
     from tests.fake_gpu import H100_FIGURES
     from tests.test_launcher_cases import REPO as LAUNCHER_REPO, described
 

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from core.source_guard import MAX_PROBLEMS_SHOWN, SourceRefused, check_source, scan_source
+from core.description.source_guard import MAX_PROBLEMS_SHOWN, SourceRefused, check_source, scan_source
 from tests.descriptions import one_file
 from tests.test_request_gate import token_with
 

@@ -12,8 +12,8 @@ import re
 import httpx
 import pytest
 
-from core.db import session_factory, upgrade_database
-from core.tokens import create_token
+from core.records.db import session_factory, upgrade_database
+from core.records.tokens import create_token
 from tests.conftest import make_settings
 
 GPU = {"uuid": "GPU-hostile-writer", "name": "NVIDIA H100 80GB HBM3", "model": "H100", "sm_count": 132}

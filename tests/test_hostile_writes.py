@@ -13,8 +13,8 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from core.db import session_factory
-from core.models import Gpu
+from core.records.db import session_factory
+from core.records.models import Gpu
 from tests.conftest import HTTP_TIMEOUT_S
 from tests.descriptions import one_file
 from tests.test_request_gate import token_with
@@ -105,14 +105,14 @@ def test_row_8_a_stored_error_names_no_server_path():
 
 def test_row_5_the_profile_button_meets_the_apis_queue_cap(tmp_path, database_url):
     """The dashboard's "Profile base and head" stores and publishes through the API's intake rules
-    (core/job_intake.py): with one job of the token's queued and a cap of 1, the API says 429 and
+    (core/jobs/job_intake.py): with one job of the token's queued and a cap of 1, the API says 429 and
     the button says so too, storing nothing (it once queued a second job)."""
     from fastapi.testclient import TestClient
 
     from api.app import create_app
-    from core.db import upgrade_database
-    from core.models import ApiToken, Job
-    from core.tokens import create_token
+    from core.records.db import upgrade_database
+    from core.records.models import ApiToken, Job
+    from core.records.tokens import create_token
     from tests.conftest import make_settings
 
     cfg = make_settings(tmp_path, database_url, GEMMWATCH_MAX_QUEUED_JOBS_PER_TOKEN="1")

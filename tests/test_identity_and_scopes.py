@@ -12,9 +12,9 @@ import sys
 import httpx
 import pytest
 
-from core.db import session_factory, upgrade_database
-from core.store import upsert_gpu
-from core.tokens import create_token
+from core.records.db import session_factory, upgrade_database
+from core.records.store import upsert_gpu
+from core.records.tokens import create_token
 from tests.conftest import ROOT, make_settings
 
 H100 = {"uuid": "GPU-1111-aaaa", "name": "NVIDIA H100 80GB HBM3", "model": "H100", "sm_count": 132,

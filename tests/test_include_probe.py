@@ -13,8 +13,8 @@ Real nvcc (the nvidia-cuda-nvcc wheel) in the real confined compile process; no 
 import httpx
 import pytest
 
-from core.kernel import resolve
-from core.kernel_description import KernelDescription
+from core.description.kernel import resolve
+from core.description.kernel_description import KernelDescription
 from core.settings import Settings
 from tests.conftest import HTTP_TIMEOUT_S, wait_for_job
 from tests.descriptions import one_file

@@ -15,10 +15,10 @@ from fastapi import HTTPException
 from sqlalchemy import select
 from sqlalchemy.exc import DataError
 
-from core.tokens import create_token, revoke_token
-from core.db import session_factory, upgrade_database
+from core.records.tokens import create_token, revoke_token
+from core.records.db import session_factory, upgrade_database
 from api.intake import MAX_GROUP, JobIntake
-from core.models import Job
+from core.records.models import Job
 from tests.conftest import make_settings
 
 

@@ -11,10 +11,10 @@ import time
 import httpx
 import pytest
 
-from core.builtins import builtin_kernels
-from core.db import session_factory
-from core.kernel_store import kernel_hash
-from core.tokens import create_token
+from core.description.builtins import builtin_kernels
+from core.records.db import session_factory
+from core.records.kernel_store import kernel_hash
+from core.records.tokens import create_token
 from tests.descriptions import one_file
 
 DEADLINE_S = 20.0  # one HTTP answer
@@ -69,7 +69,7 @@ def own_naive(block_values: list[int]) -> dict:
 def test_row_6_a_jobs_own_naive_neither_changes_nor_takes_the_builtins_tuned_config(cfg, live_server, start_worker):
     """Issue 37, row 6, as reported: an autotune of a job's own `naive` with BLOCK: [8] made
     everyone's next `naive` on that GPU model run with BLOCK = 8. Tuned configurations are kept
-    under the kernel's hash now (core/kernel_store.py kernel_hash)."""
+    under the kernel's hash now (core/records/kernel_store.py kernel_hash)."""
     api = api_for(cfg, live_server(cfg))
     start_worker(cfg)
     size = [16, 16, 16]

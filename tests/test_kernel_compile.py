@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from allpairspy import AllPairs
 
-from core.builtins import KERNELS_DIR, builtin_kernels
-from core.kernel import resolve
+from core.description.builtins import KERNELS_DIR, builtin_kernels
+from core.description.kernel import resolve
 from core.settings import Settings
 from tests.fake_gpu import H100_FIGURES
 from worker.compile import compiler

@@ -4,10 +4,10 @@ files named at once."""
 
 import pytest
 
-from core import kernel_includes
-from core.kernel_includes import IncludeRefused, KernelRefused
+from core.description import kernel_includes
+from core.description.kernel_includes import IncludeRefused, KernelRefused
 from core.settings import Settings
-from core.source_guard import SourceRefused
+from core.description.source_guard import SourceRefused
 from worker.compile import compiler
 
 SYSTEM = ["vector", "string.h", "unistd.h", "cuda_runtime.h", "mma.h", "cublas_v2.h"]

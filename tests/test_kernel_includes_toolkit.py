@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core import kernel_includes
+from core.description import kernel_includes
 from core.settings import Settings
 from worker.compile import compiler
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from cli.ci import build_job
-from core.builtins import KERNELS_DIR, builtin_kernels
-from core.db import session_factory
-from core.kernel import resolve
-from core.kernel_description import KernelDescription
-from core.kernel_store import freeze, thaw
-from core.models import Job
+from core.description.builtins import KERNELS_DIR, builtin_kernels
+from core.records.db import session_factory
+from core.description.kernel import resolve
+from core.description.kernel_description import KernelDescription
+from core.records.kernel_store import freeze, thaw
+from core.records.models import Job
 from tests.conftest import make_client, wait_for_job
 from tests.fake_gpu import H100_FIGURES
 from worker.measure.cases import KernelChoice, cases_from_plan, choice_from_stored, kernels_of_job
@@ -126,7 +126,7 @@ def test_the_builtin_folder_is_a_folder_a_user_could_copy(tmp_path):
     """kernels/ copied elsewhere, as a user would start from it: it loads to the same kernels."""
     import shutil
 
-    from core.kernel_folder import load_folder
+    from core.description.kernel_folder import load_folder
 
     copy = tmp_path / "my-kernels"
     shutil.copytree(KERNELS_DIR, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
@@ -138,7 +138,7 @@ def test_rows_from_before_the_one_description_still_run(cfg):
     """A job's source, a plan's frozen kernel and a confirmation's thawed kernel as they were stored
     before kernels had one description (one source text, a tile, an `arch`) are read as the
     description they amount to, every field they had kept."""
-    from core.kernel_store import description_from_stored, keep
+    from core.records.kernel_store import description_from_stored, keep
 
     old_source = {"name": "mine", "source": "extern \"C\" __global__ void k(int M) {}\n", "entry": "k",
                   "block": [16, 16], "tile": [32, 64], "defines": {"BK": 8}}
@@ -165,7 +165,7 @@ NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutla
 
 @pytest.mark.parametrize(("folder", "name"), NEWER_FIELDS, ids=lambda x: getattr(x, "name", x))
 def test_libraries_and_triton_kernels_keep_every_field_down_the_cli_and_the_store(cfg, folder, name):
-    from core.kernel_folder import load_folder
+    from core.description.kernel_folder import load_folder
 
     desc = next(d for d in load_folder(folder) if d.name == name)
     assert desc.libraries or desc.language == "triton"  # the fields under test are set

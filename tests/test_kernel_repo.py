@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from core.kernel_folder import FolderError, load_folder
+from core.description.kernel_folder import FolderError, load_folder
 from tests.conftest import make_client, wait_for_job
 from tests.test_ci_hook import ci, server  # noqa: F401 (fixture)
 from worker.measure.verify import LEAVES_C, READS_C
@@ -107,7 +107,7 @@ def test_an_include_the_repository_does_not_carry_is_named_with_its_file_and_lin
 def test_a_compile_error_in_a_header_names_that_headers_own_path_and_line(tmp_path):
     """NVRTC names an in-memory header by the name its #include spells; the error a user reads
     names the file of their repository, with the line."""
-    from core.kernel import resolve
+    from core.description.kernel import resolve
     from core.settings import Settings
     from tests.fake_gpu import H100_FIGURES
     from worker.compile import compiler
@@ -129,8 +129,8 @@ def test_files_saved_with_a_byte_order_mark_get_in_and_compile(tmp_path):
     token (and the source guard, a line starting with it as no directive), so a repository saved
     that way failed to compile; its manifest failed to parse. The mark is dropped on reading and
     from a posted description's files, before the guard reads them."""
-    from core.kernel import resolve
-    from core.kernel_description import KernelDescription
+    from core.description.kernel import resolve
+    from core.description.kernel_description import KernelDescription
     from core.settings import Settings
     from tests.fake_gpu import H100_FIGURES
     from worker.compile import compiler

@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from core.tokens import create_token
-from core.db import session_factory, upgrade_database
+from core.records.tokens import create_token
+from core.records.db import session_factory, upgrade_database
 from tests.conftest import ROOT, make_settings
 
 spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")

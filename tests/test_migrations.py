@@ -3,7 +3,7 @@
 from alembic import command
 from sqlalchemy import create_engine, inspect
 
-from core.db import alembic_config
+from core.records.db import alembic_config
 
 
 def test_upgrade_creates_tables_and_history_index_then_downgrade_drops_them(database_url):
@@ -36,8 +36,8 @@ def test_0016_gives_each_stored_result_the_form_its_env_says(tmp_path, database_
     as it is. A "layout" anywhere else in the text is no evidence. Downgrade drops the column."""
     from sqlalchemy import select, text, update
 
-    from core.db import session_factory
-    from core.models import Result
+    from core.records.db import session_factory
+    from core.records.models import Result
     from tests.conftest import make_settings
     from tests.fake_results import add_job
 
@@ -76,8 +76,8 @@ def test_0019_gives_each_stored_result_the_status_its_fields_say(tmp_path, datab
     kernel: not applicable; a compile error, or verified but never timed: failed."""
     from sqlalchemy import select, text, update
 
-    from core.db import session_factory
-    from core.models import Result
+    from core.records.db import session_factory
+    from core.records.models import Result
     from tests.conftest import make_settings
     from tests.fake_results import add_job
 
@@ -121,8 +121,8 @@ def _migration_0018():
 def _as_kept_then(described: dict, known_then) -> dict:
     """A description as a plan of 0018's time kept it: a field added since is absent where it is at
     today's default."""
-    from core.kernel_description import KernelDescription
-    from core.kernel_store import _same
+    from core.description.kernel_description import KernelDescription
+    from core.records.kernel_store import _same
 
     today = {name: field.get_default(call_default_factory=True)
              for name, field in KernelDescription.model_fields.items() if not field.is_required()}
@@ -134,8 +134,8 @@ def test_0018s_frozen_kernel_hash_is_todays_for_every_built_in():
     """0018 keeps its own copy of the kernel hash, so a replay never changes with the live code. If
     the live hash moves for kernels of that time (a default changed, a field now counted), this
     fails: the tuned configurations keyed by the old hash then need a migration of their own."""
-    from core.builtins import builtin_kernels
-    from core.kernel_store import identity_of
+    from core.description.builtins import builtin_kernels
+    from core.records.kernel_store import identity_of
 
     migration, text = _migration_0018()
     assert "from core" not in text and "import core" not in text
@@ -150,8 +150,8 @@ def test_0018s_frozen_kernel_hash_is_todays_for_every_built_in():
 def test_0018_keys_each_tuned_row_by_its_plans_kernel_and_drops_a_row_without_one(tmp_path, database_url):
     import sqlalchemy as sa
 
-    from core.builtins import builtin_kernels
-    from core.kernel_store import identity_of
+    from core.description.builtins import builtin_kernels
+    from core.records.kernel_store import identity_of
     from tests.conftest import make_settings
     from tests.fake_results import add_job
 

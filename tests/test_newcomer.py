@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import update
 
 from cli.server import DEFAULT_SERVER, find_server, forget_server, local_url, record_server
-from core.db import session_factory
-from core.models import Job
+from core.records.db import session_factory
+from core.records.models import Job
 from tests.conftest import ROOT, make_client
 from tests.fake_results import add_job
 
@@ -267,8 +267,8 @@ def test_up_still_shows_a_real_error(tmp_path):
 @pytest.fixture
 def served(tmp_path, sqlite_url, live_server):
     """A real `gemmwatch serve` and a write token for it."""
-    from core.db import upgrade_database
-    from core.tokens import create_token
+    from core.records.db import upgrade_database
+    from core.records.tokens import create_token
     from tests.conftest import make_settings
 
     cfg = make_settings(tmp_path, sqlite_url)
@@ -285,7 +285,7 @@ def _cli(*args: str, cwd, **extra_env: str) -> subprocess.CompletedProcess:
 
 
 def test_a_mistyped_variant_is_named_with_the_closest_names(served, tmp_path):
-    from core.builtins import variant_names
+    from core.description.builtins import variant_names
 
     base, token = served
     run = _cli("submit", "--server", base, "--token", token, "--variants", "smem_tiledd,naive", "--size", "8",

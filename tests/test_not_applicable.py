@@ -7,9 +7,9 @@ says, so the same job is tried as if on an A100 (8.0) and on an H100 (9.0).
 
 import pytest
 
-from core.builtins import builtin_kernels
-from core.db import upgrade_database
-from core.kernel import resolve, target_compute_capability
+from core.description.builtins import builtin_kernels
+from core.records.db import upgrade_database
+from core.description.kernel import resolve, target_compute_capability
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.fake_gpu import H100_FIGURES
 from worker.measure.cases import builtin_case, not_applicable

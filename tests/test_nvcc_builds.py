@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from core import compile_flags
-from core.kernel import resolve
-from core.kernel_description import KernelDescription
-from core.kernel_folder import load_folder
+from core.description import compile_flags
+from core.description.kernel import resolve
+from core.description.kernel_description import KernelDescription
+from core.description.kernel_folder import load_folder
 from core.settings import Settings
 from tests.conftest import make_client, wait_for_job
 from tests.fake_gpu import H100_FIGURES
@@ -150,7 +150,7 @@ def test_refused_flags_name_the_field_to_use():
 def test_every_refused_flag_is_named_at_once_under_flags():
     """A Makefile's line often holds several flags gemmwatch does not take: all of them, in one
     message, under the field's name (not "(the kernel)")."""
-    from core.kernel_description import explain
+    from core.description.kernel_description import explain
 
     with pytest.raises(ValidationError) as refused:
         described("launcher_sgemm_tiled", flags=["-O3", "-U__CUDA_NO_HALF_OPERATORS__", "-diag-suppress 177",

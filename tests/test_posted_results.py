@@ -7,9 +7,9 @@ import sys
 
 from sqlalchemy import func, select
 
-from core.tokens import create_token
-from core.db import session_factory, upgrade_database
-from core.models import Result
+from core.records.tokens import create_token
+from core.records.db import session_factory, upgrade_database
+from core.records.models import Result
 from tests.conftest import FAKE_RUNNER, HTTP_TIMEOUT_S, ROOT, make_client, make_settings
 
 GPU = {"uuid": "GPU-abc", "name": "NVIDIA H100 80GB HBM3", "model": "H100", "sm_count": 132}
@@ -77,7 +77,7 @@ def test_a_sustained_result_keeps_its_mode_and_an_unknown_mode_is_refused(client
 def test_a_posted_results_form_is_stored_listed_and_filtered(client, cfg):
     """A result posted with its GEMM form keeps it (the column, GET /api/results and its form= filter);
     one posted without it says it by env.form.key, else it is the default "rrr". A key outside the
-    grammar of core/gemm_form.py, FP16 sums on a kernel that is not fp16, or a form its env.form.key
+    grammar of core/description/gemm_form.py, FP16 sums on a kernel that is not fp16, or a form its env.form.key
     contradicts is a 422 that stores nothing."""
     tn = "rcr+ab+acc16"
     body = {"run_id": "run-0007-abcdef", "gpu": GPU, "results": [

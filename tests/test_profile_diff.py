@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from core import ncu_metrics, profile_diff, sass_stats
-from core.ncu_metrics import NcuParseError, parse_ncu_csv, parse_number
+from core.profile import ncu_metrics, profile_diff, sass_stats
+from core.profile.ncu_metrics import NcuParseError, parse_ncu_csv, parse_number
 from worker.profile.profiler import read_metrics
-from core.profile_diff import diff_launch, diff_profiles
-from core.sass_stats import Instruction, SassParseError, parse_res_usage, parse_sass
+from core.profile.profile_diff import diff_launch, diff_profiles
+from core.profile.sass_stats import Instruction, SassParseError, parse_res_usage, parse_sass
 
 FIXTURES = Path(__file__).parent / "fixtures" / "profiles"
 

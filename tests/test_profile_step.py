@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from core.db import session_factory
-from core.models import Job, Profile, Result
+from core.records.db import session_factory
+from core.records.models import Job, Profile, Result
 from tests.conftest import make_client, wait_for_job
 from tests.test_ci_hook import KERNEL
 from tests.test_confirm import bench, confirmed

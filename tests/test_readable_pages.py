@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from api.app import create_app
-from core.db import session_factory, upgrade_database
-from core.models import Commit, Gpu, Job, Result, Worker, utcnow
-from core.store import upsert_gpu
+from core.records.db import session_factory, upgrade_database
+from core.records.models import Commit, Gpu, Job, Result, Worker, utcnow
+from core.records.store import upsert_gpu
 from tests.conftest import make_client, make_settings
 from tests.fake_results import A100, H100, add_demo_history, add_job
 

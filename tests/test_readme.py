@@ -129,7 +129,7 @@ def empty_front_page(repo: Path) -> str:
     from fastapi.testclient import TestClient
 
     from api.app import create_app
-    from core.db import upgrade_database
+    from core.records.db import upgrade_database
     from core.settings import Settings
 
     cfg = Settings(GEMMWATCH_DATA_DIR=str(repo / "empty"))

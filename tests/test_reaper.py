@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from core.db import session_factory, upgrade_database
-from core.models import Job, Worker, utcnow
+from core.records.db import session_factory, upgrade_database
+from core.records.models import Job, Worker, utcnow
 from tests.conftest import make_settings
 from worker.reaper import reap
 

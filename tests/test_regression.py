@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from core.regression import Point, Thresholds, flag_series, judge, t_quantile
+from core.verdicts.regression import Point, Thresholds, flag_series, judge, t_quantile
 
 
 def synthetic(n_before: int, drop: float, noise: float, seed: int, n_after: int = 1) -> list[Point]:
@@ -98,7 +98,7 @@ def test_a_tn_result_is_judged_against_tn_results_only(client, cfg):
     """One kernel name, one GPU, size and mode, two GEMM forms: NN (rrr) at 1000 GFLOPS and TN with FP16
     sums (rcr+ab+acc16) at 2000 over six commits. A TN head 5 % down is a regression against the TN
     history (were NN in the baseline, its mean would be 1500 and the head "faster"); the NN head beside
-    it is ok against NN alone; a TN kernel with only NN history has no baseline (core/baselines.py)."""
+    it is ok against NN alone; a TN kernel with only NN history has no baseline (core/verdicts/baselines.py)."""
     from tests.fake_results import add_result
 
     size, tn = (2048, 2048, 2048), "rcr+ab+acc16"

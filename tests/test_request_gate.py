@@ -14,11 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from core.db import session_factory
-from core.tokens import create_token
+from core.records.db import session_factory
+from core.records.tokens import create_token
 from tests.descriptions import one_file
 
-# Just under the kernel description's own cap (core/kernel.py, 4,000,000 bytes), as in the issue.
+# Just under the kernel description's own cap (core/description/kernel.py, 4,000,000 bytes), as in the issue.
 FOUR_MB = 3_900_000
 DEADLINE_S = 20.0  # each refusal and each /healthz answer, however busy the machine
 
@@ -108,7 +108,7 @@ def test_a_job_checked_on_a_thread_is_still_a_422_that_names_the_field(cfg, live
 def test_row_2_a_source_of_ten_thousand_directives_is_judged_at_once(cfg, live_server):
     """Issue 37, row 2, as reported: 199 KB of `/*\\n*/#define A<j>` took the guard 67 s, since every
     directive looked for the end of a line that a multi-line comment never ends. The guard now finds
-    each line's end once (core/source_guard.py _line_ends): the answer comes within the deadline,
+    each line's end once (core/description/source_guard.py _line_ends): the answer comes within the deadline,
     and the source is still judged (a refused directive among them is still refused, at its line)."""
     base = live_server(cfg)
     token = token_with(cfg, "writer")

@@ -22,10 +22,10 @@ import pytest
 from sqlalchemy import select
 
 from api.app import create_app
-from core.db import session_factory, upgrade_database
-from core.models import Gpu, Worker, utcnow
-from core.store import upsert_gpu
-from core.tokens import create_token
+from core.records.db import session_factory, upgrade_database
+from core.records.models import Gpu, Worker, utcnow
+from core.records.store import upsert_gpu
+from core.records.tokens import create_token
 from tests import hostile_values, route_walk
 from tests.conftest import make_settings, wait_for_job
 from tests.stateful_fuzz import run_stateful

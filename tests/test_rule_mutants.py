@@ -5,10 +5,10 @@ pins one rule at the value that tells the rule from its mutant."""
 import pytest
 from pydantic import ValidationError
 
-from core.baselines import IQR_PER_SIGMA, robust_noise
-from core.kernel_description import KernelDescription
-from core.precision import FP8_ACCUMULATE_BITS, Precision, unit_roundoff
-from core.result_status import status_of
+from core.verdicts.baselines import IQR_PER_SIGMA, robust_noise
+from core.description.kernel_description import KernelDescription
+from core.description.precision import FP8_ACCUMULATE_BITS, Precision, unit_roundoff
+from core.results.result_status import status_of
 from worker.measure import cublas_best
 
 KERNEL = {"name": "k", "source": "k.cu", "files": {"k.cu": 'extern "C" __global__ void k() {}'}, "entry": "k",
@@ -84,14 +84,14 @@ def test_cublas_best_is_the_default_when_the_default_is_fastest_and_a_candidate_
 
 
 def test_who_acts_for_a_jobs_submitter_is_one_rule(cfg):
-    """Cancel and confirm ask core/tokens.acts_for; a base kernel is taken from the submitter's or an
+    """Cancel and confirm ask core/records/tokens.acts_for; a base kernel is taken from the submitter's or an
     admin's jobs, and "admin" is a whole scope word (a LIKE '%admin%' once matched any scope that
     held the letters)."""
     from sqlalchemy import select
 
-    from core.db import session_factory
-    from core.models import ApiToken
-    from core.tokens import acts_for, admin_token_ids, create_token, find_token
+    from core.records.db import session_factory
+    from core.records.models import ApiToken
+    from core.records.tokens import acts_for, admin_token_ids, create_token, find_token
 
     with session_factory(cfg)() as db:
         mine, other, admin = (find_token(db, create_token(db, name, scopes=scopes))
@@ -106,12 +106,12 @@ def test_who_acts_for_a_jobs_submitter_is_one_rule(cfg):
         assert set(db.scalars(select(ApiToken.id))) == {mine.id, other.id, admin.id}
 
 
-# --- the profile summary (core/profile_changes.py, core/profile_diff.py) --------------------------
+# --- the profile summary (core/profile/profile_changes.py, core/profile/profile_diff.py) --------------------------
 
 def test_every_magnitude_is_capped_at_one():
     """A register count that quadruples is not four times the cause a spill that appears is: each
     kind of magnitude stops at 1, so weights, not sheer ratios, rank the rows."""
-    from core.profile_changes import magnitude
+    from core.profile.profile_changes import magnitude
 
     assert magnitude("relative", 32, 128) == 1.0 and magnitude("relative", 100, 150) == 0.5
     assert magnitude("points", 10.0, 250.0) == 1.0
@@ -119,8 +119,8 @@ def test_every_magnitude_is_capped_at_one():
 
 
 def test_the_summary_names_each_group_once_by_its_best_row():
-    from core.profile_changes import Change
-    from core.profile_diff import ProfileDiff
+    from core.profile.profile_changes import Change
+    from core.profile.profile_diff import ProfileDiff
 
     def row(key, group, score):
         return Change(key, group, key, "ncu", 1.0, 2.0, magnitude=0.5, score=score)
@@ -136,8 +136,8 @@ def test_a_main_loop_class_is_weighed_against_the_loop_not_the_whole_function():
     the function around it (here 4,000 instructions, where they would be a thousandth)."""
     from types import SimpleNamespace
 
-    from core.profile_diff import _sass_rows
-    from core.sass_stats import CLASS_ORDER
+    from core.profile.profile_diff import _sass_rows
+    from core.profile.sass_stats import CLASS_ORDER
 
     def counts(**given):
         return {cls: given.get(cls, 0) for cls in CLASS_ORDER}

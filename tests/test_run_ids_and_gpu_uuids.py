@@ -1,15 +1,15 @@
 """Issue 37, rows 10 and 11, through the real server on both databases: a posted run_id is its
 token's own (api/routes/results.py, migration 0015), and a GPU uuid that differs only by case or
 surrounding spaces is the same GPU, for posted results and for a worker's registration alike
-(core/gpu_records.py normal_uuid)."""
+(core/records/gpu_records.py normal_uuid)."""
 
 import time
 
 import httpx
 
-from core.db import session_factory
-from core.models import Job
-from core.tokens import create_token
+from core.records.db import session_factory
+from core.records.models import Job
+from core.records.tokens import create_token
 from tests.conftest import HTTP_TIMEOUT_S
 
 GPU = {"uuid": "GPU-5c3e1a2b-0000-4000-8000-00000000abcd", "name": "NVIDIA H100 80GB HBM3", "model": "H100",

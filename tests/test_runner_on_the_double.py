@@ -57,7 +57,7 @@ def test_the_pct_of_cublas_is_the_median_of_the_paired_ratios(runner):
 
 
 def test_the_c_convention_and_unwritten_elements(runner):
-    from core.kernel_folder import load_folder
+    from core.description.kernel_folder import load_folder
 
     rowwise = next(d for d in load_folder(REPO) if d.name == "rowwise")  # reads C at beta = 0
     out = runner.run_case(Case(0, "rowwise", 40, 33, 20, 3, KernelChoice(rowwise, {}, "job")), POLICY)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from core.db import upgrade_database
+from core.records.db import upgrade_database
 from tests.conftest import ROOT, _die_with_parent, free_port, make_settings, worker_env
 
 

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import kernel_includes
-from core.builtins import KERNELS_DIR
-from core.kernel_includes import IncludeRefused
-from core.source_guard import ALLOWED_DIRECTIVES, SourceRefused, check_source
+from core.description import kernel_includes
+from core.description.builtins import KERNELS_DIR
+from core.description.kernel_includes import IncludeRefused
+from core.description.source_guard import ALLOWED_DIRECTIVES, SourceRefused, check_source
 
 # An include is a directive of its own now, but never of a file outside the kernel.
 FORBIDDEN_DIRECTIVES = ["include", "include_next", "import", "embed", "assert", "ident", "sccs"]
@@ -322,7 +322,7 @@ def test_a_directive_made_by_a_macro_is_no_directive():
 
 
 def test_this_projects_kernels_folder_is_accepted_by_the_api(client):
-    from core.kernel_folder import load_folder
+    from core.description.kernel_folder import load_folder
 
     sources = [d.model_dump(mode="json") for d in load_folder(KERNELS_DIR)]
     resp = client.post("/api/jobs", json={"sources": sources, "sizes": [[64, 64, 64]]})

@@ -1,4 +1,4 @@
-"""The timing statistics are declared once (core/timing_stats.py, issue 38): every place that
+"""The timing statistics are declared once (core/results/timing_stats.py, issue 38): every place that
 carries them names exactly that set, so a statistic added to summarise() and forgotten in the row,
 the posted schema or the API's answer (or the other way round) fails here, not in a reader."""
 
@@ -9,9 +9,9 @@ from pydantic import ValidationError
 
 from api.posted_schemas import ResultIn
 from api.schemas import ResultDetailOut, ResultOut
-from core.models import Result
-from core.result_env import Stats
-from core.timing_stats import CUBLAS_TWINS, RESULT_STATISTICS, STATISTICS, TimingStats
+from core.records.models import Result
+from core.results.result_env import Stats
+from core.results.timing_stats import CUBLAS_TWINS, RESULT_STATISTICS, STATISTICS, TimingStats
 from worker.measure import stats
 from worker.measure.cases import CaseOutcome
 
@@ -38,7 +38,7 @@ def test_summarise_returns_exactly_the_declared_statistics_in_order(samples):
 
 PLACES = {
     "worker/measure/cases.py CaseOutcome": [f.name for f in dataclasses.fields(CaseOutcome)],
-    "core/models.py Result (columns)": [c.name for c in Result.__table__.columns],
+    "core/records/models.py Result (columns)": [c.name for c in Result.__table__.columns],
     "api/schemas.py ResultOut": list(ResultOut.model_fields),
     "api/schemas.py ResultDetailOut": list(ResultDetailOut.model_fields),
     "api/posted_schemas.py ResultIn": list(ResultIn.model_fields),
@@ -49,7 +49,7 @@ PLACES = {
 def test_every_result_shape_holds_the_declared_statistics_and_no_other(place):
     named = statistics_named(PLACES[place])
     assert named == set(RESULT_STATISTICS), (
-        f"{place}: missing {sorted(set(RESULT_STATISTICS) - named)}, not declared in core/timing_stats.py "
+        f"{place}: missing {sorted(set(RESULT_STATISTICS) - named)}, not declared in core/results/timing_stats.py "
         f"{sorted(named - set(RESULT_STATISTICS))}")
 
 

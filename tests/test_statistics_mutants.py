@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from core.regression import PairedThresholds, Point, Thresholds, judge, judge_paired
+from core.verdicts.regression import PairedThresholds, Point, Thresholds, judge, judge_paired
 
 BASE5 = [98.0, 99.0, 100.0, 101.0, 102.0]  # mean 100, sample variance 10/4 = 2.5
 
@@ -48,7 +48,7 @@ def test_the_independent_t_agrees_with_printed_tables():
     assert t_exact(0.975, 10) == pytest.approx(2.228, abs=1e-3)
 
 
-# core/regression.py's t_quantile is exact now (it was a Cornish-Fisher expansion, 0.84 % low at 4
+# core/verdicts/regression.py's t_quantile is exact now (it was a Cornish-Fisher expansion, 0.84 % low at 4
 # degrees of freedom); the bounds below are still compared within 0.1 % of the t term, room for the
 # two integrations' rounding only.
 T_TOL = 0.001
@@ -62,7 +62,7 @@ def expected_lower(history: list[float], own_se: float = 0.0, boundary: float = 
     return mean - t_exact(boundary, n - 1) * math.sqrt(var * (1 + 1 / n) + own_se**2)
 
 
-# -- the history verdict (core/regression.py judge) ------------------------------------------------
+# -- the history verdict (core/verdicts/regression.py judge) ------------------------------------------------
 
 def test_the_bound_uses_n_minus_1_degrees_of_freedom():
     """n = 5: t(0.999, 4) = 7.173, spread sqrt(2.5 * 1.2) = sqrt(3) = 1.732, so the bound is
@@ -123,7 +123,7 @@ def test_against_one_base_result_the_heads_own_noise_counts_too():
     assert not v.regression, v.reason
 
 
-# -- the paired A/B verdict (core/regression.py judge_paired) --------------------------------------
+# -- the paired A/B verdict (core/verdicts/regression.py judge_paired) --------------------------------------
 
 def _pairs(ratios: list[float], seed: int = 3) -> tuple[list[float], list[float]]:
     """Base times drifting between 1 and 2 ms (a clock that steps), heads at base x ratio."""
@@ -181,7 +181,7 @@ def test_a_99_percent_interval_cuts_half_a_percent_from_each_tail():
     assert judge_paired(base, head, PairedThresholds(confidence=0.98, resamples=200_000)).status == "regression"
 
 
-# -- the median's interval (core/sample_stats.py) --------------------------------------------------
+# -- the median's interval (core/results/sample_stats.py) --------------------------------------------------
 
 @pytest.mark.parametrize("n", [10, 20, 50, 100, 200, 1000])
 def test_the_medians_interval_covers_95_percent(n):
@@ -189,7 +189,7 @@ def test_the_medians_interval_covers_95_percent(n):
     probability P(l <= B < u), B ~ Bin(n, 1/2), whatever the distribution. Samples 0..n-1, shuffled,
     make the returned values their own ranks. At z = 1.96 that coverage is 0.950 or more for these n;
     a one-sided z (1.645, a doubled tail) gives 0.91 to 0.93."""
-    from core.sample_stats import median_ci
+    from core.results.sample_stats import median_ci
 
     samples = [float(i) for i in np.random.default_rng(n).permutation(n)]
     lo, hi = median_ci(samples)
@@ -239,7 +239,7 @@ SIZE = (1024, 1024, 1024)
 
 @pytest.fixture
 def sqlite_cfg(tmp_path):
-    from core.db import upgrade_database
+    from core.records.db import upgrade_database
     from core.settings import Settings
 
     cfg = Settings(GEMMWATCH_DATA_DIR=str(tmp_path / "data"), DATABASE_URL=f"sqlite:///{tmp_path / 'g.db'}")
@@ -248,8 +248,8 @@ def sqlite_cfg(tmp_path):
 
 
 def _commits(cfg, **fields_by_sha):
-    from core.db import session_factory
-    from core.models import Commit
+    from core.records.db import session_factory
+    from core.records.models import Commit
 
     with session_factory(cfg)() as db:
         for sha, fields in fields_by_sha.items():
@@ -260,9 +260,9 @@ def _commits(cfg, **fields_by_sha):
 
 
 def _verdict(cfg, job_id, base=None, window=64):
-    from core.baselines import verdicts
-    from core.db import session_factory
-    from core.models import Job
+    from core.verdicts.baselines import verdicts
+    from core.records.db import session_factory
+    from core.records.models import Job
 
     with session_factory(cfg)() as db:
         (v,) = verdicts(db, db.get(Job, job_id), base, None, Thresholds(window=window))
@@ -270,9 +270,9 @@ def _verdict(cfg, job_id, base=None, window=64):
 
 
 def test_a_sha_prefix_names_the_newest_matching_commit_of_the_heads_repository(sqlite_cfg):
-    from core.confirm import base_commit
-    from core.db import session_factory
-    from core.models import Commit
+    from core.verdicts.confirm import base_commit
+    from core.records.db import session_factory
+    from core.records.models import Commit
 
     with session_factory(sqlite_cfg)() as db:
         for sha, repo in (("abcd0001", "r"), ("abcd0002", "r"), ("abcd0003", "fork"), ("ffff0001", "r")):

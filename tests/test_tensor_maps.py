@@ -8,9 +8,9 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from core.builtins import builtin_kernels
-from core.kernel import resolve
-from core.kernel_description import KernelDescription
+from core.description.builtins import builtin_kernels
+from core.description.kernel import resolve
+from core.description.kernel_description import KernelDescription
 from tests.descriptions import one_file
 from tests.test_kernel_compile import H100_FIGURES
 from worker.arguments import kernel_args, tensor_maps

@@ -1,4 +1,4 @@
-"""Issue 48: what the timed runs multiply (core/inputs.py). A card at its power limit clocks by the
+"""Issue 48: what the timed runs multiply (core/description/inputs.py). A card at its power limit clocks by the
 data it multiplies (an H200's cuBLAS FP16 GEMM at 8192^3: 6-8 % faster over [0, 1) than over
 [-1, 1)), so a repository whose runner fills its matrices with curand's [0, 1) is matched only over
 the same kind of data. The check always multiplies signed inputs; the timed runs the chosen ones,
@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.builtins import builtin_kernels
-from core.inputs import SIGNED, drawn
-from core.kernel_folder import FolderError, load_folder
+from core.description.builtins import builtin_kernels
+from core.description.inputs import SIGNED, drawn
+from core.description.kernel_folder import FolderError, load_folder
 from core.settings import Settings
-from core.toolchain import said_first, toolchain_changes
+from core.results.toolchain import said_first, toolchain_changes
 from tests.fake_gpu import CpuRunner
 from tests.test_launcher_cases import HOST, described, needs_confinement
 from tests.test_launcher_cases import POLICY as LAUNCHER_POLICY
@@ -164,7 +164,7 @@ def test_a_launcher_case_is_timed_over_its_inputs_in_its_confined_process(shared
 def test_inputs_survive_every_way_a_kernel_is_carried():
     """A description's `inputs` through the plan a job stores, its thawed copy (a confirmation's
     kernels) and the cases the worker makes of it; and it is part of the kernel's identity."""
-    from core.kernel_store import description_from_stored, kernel_hash
+    from core.records.kernel_store import description_from_stored, kernel_hash
     from worker.measure.cases import cases_from_plan, plan
 
     builtin = builtin_kernels()["smem_tiled"]

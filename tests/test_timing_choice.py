@@ -8,10 +8,10 @@ import pytest
 from pydantic import ValidationError
 
 from api.schemas import JobCreate
-from core.kernel_folder import load_folder
+from core.description.kernel_folder import load_folder
 from tests.conftest import make_client, wait_for_job
 from worker.measure.cases import cases_from_plan, plan
-from core.builtins import builtin_kernels
+from core.description.builtins import builtin_kernels
 
 HOME = Path(__file__).parent / "fixtures" / "home_runner_repo"
 

@@ -8,9 +8,9 @@ import dataclasses
 
 import pytest
 
-from core.builtins import builtin_kernels
-from core.gemm_form import cublas_gemm
-from core.kernel import resolve
+from core.description.builtins import builtin_kernels
+from core.description.gemm_form import cublas_gemm
+from core.description.kernel import resolve
 from core.settings import Settings
 from tests.fake_gpu import H100_FIGURES
 from worker.compile import compiler

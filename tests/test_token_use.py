@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from core.tokens import LAST_USED_RESOLUTION, revoke_token
-from core.db import session_factory
-from core.models import ApiToken
+from core.records.tokens import LAST_USED_RESOLUTION, revoke_token
+from core.records.db import session_factory
+from core.records.models import ApiToken
 
 BODY = {"variants": ["naive"], "sizes": [[8, 8, 8]]}
 

@@ -1,8 +1,8 @@
 """Issue 50: versions are part of a result's environment, and a verdict whose base and head were
 built or run with another toolchain (compiler and the CUTLASS it was built against, driver, CUDA
-runtime, CuPy) says so first (core/toolchain.py), instead of blaming the kernel."""
+runtime, CuPy) says so first (core/results/toolchain.py), instead of blaming the kernel."""
 
-from core.toolchain import said_first, toolchain, toolchain_changes
+from core.results.toolchain import said_first, toolchain, toolchain_changes
 from tests.conftest import make_client
 from tests.test_confirm import SIZE, bench
 from tests.test_ci_hook import KERNEL

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from core.kernel import resolve
-from core.kernel_description import KernelDescription
-from core.kernel_folder import load_folder
+from core.description.kernel import resolve
+from core.description.kernel_description import KernelDescription
+from core.description.kernel_folder import load_folder
 from core.settings import Settings
 from tests.fake_gpu import H100_FIGURES
 from worker.compile import compiler, triton_build
@@ -172,7 +172,7 @@ def test_the_bucket_rounds_each_dimension_up_to_a_power_of_two(size, bucket):
 def test_an_autotuned_kernel_runs_through_the_stack(tmp_path, pg_url, redis_url, start_worker):
     """The fixture's file as it is, posted as a job: every configuration timed once for the first
     case's bucket, the fastest run and said on the result; the next case of that bucket reuses it."""
-    from core.db import upgrade_database
+    from core.records.db import upgrade_database
     from tests.conftest import make_client, make_settings, wait_for_job
 
     cfg = make_settings(tmp_path, pg_url, redis_url)

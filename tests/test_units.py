@@ -6,8 +6,8 @@ import pytest
 import typer
 
 from cli.main import parse_size
-from core.builtins import builtin_kernels
-from core.kernel import resolve
+from core.description.builtins import builtin_kernels
+from core.description.kernel import resolve
 from tests.fake_gpu import H100_FIGURES
 from worker.measure import stats
 from worker.measure.cases import plan_cases

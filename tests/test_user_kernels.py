@@ -2,7 +2,7 @@
 
 import pytest
 
-from core.db import upgrade_database
+from core.records.db import upgrade_database
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.descriptions import one_file
 

@@ -7,7 +7,7 @@ own GPU record by copying its identity from GET /api/gpus.
 
 Through the real server, on both databases: the victim's history and regression, then every write
 route tried with every scope an attacker's token can hold, each in the shapes the report used; the
-victim's verdict must not move. A verdict stands only on results its owner would trust (core/trust.py).
+victim's verdict must not move. A verdict stands only on results its owner would trust (core/verdicts/trust.py).
 """
 
 import itertools
@@ -16,10 +16,10 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from core.db import session_factory
-from core.models import Gpu, Worker
-from core.store import upsert_gpu
-from core.tokens import create_token
+from core.records.db import session_factory
+from core.records.models import Gpu, Worker
+from core.records.store import upsert_gpu
+from core.records.tokens import create_token
 from tests.conftest import HTTP_TIMEOUT_S
 
 REPO = "victim/kernels"

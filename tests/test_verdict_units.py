@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from core.regression import PairedThresholds, judge_paired
-from core.confirm import resource_changes as changes
+from core.verdicts.regression import PairedThresholds, judge_paired
+from core.verdicts.confirm import resource_changes as changes
 from worker.gpu.resources import H100, SmLimits, describe, occupancy
 
 

@@ -22,9 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from core.db import session_factory
+from core.records.db import session_factory
 from core.text_bounds import ERROR_MAX_BYTES, head_and_tail
-from core.tokens import create_token
+from core.records.tokens import create_token
 from tests.descriptions import one_file
 from worker.compile import compile_cache, compiler
 

@@ -6,8 +6,8 @@ The GPU is replaced by tests/fake_gpu.py (a CPU double); everything else is the 
 import pytest
 from sqlalchemy import func, select
 
-from core.db import session_factory, upgrade_database
-from core.models import Gpu, Job, Result
+from core.records.db import session_factory, upgrade_database
+from core.records.models import Gpu, Job, Result
 from tests.conftest import make_client, make_settings, wait_for_job
 
 SIZES = [[64, 48, 32], [7, 13, 5]]

@@ -12,7 +12,7 @@ import warnings
 from celery.exceptions import SecurityWarning
 from celery.signals import celeryd_init, worker_ready, worker_shutdown
 
-from core.broker import make_celery
+from core.jobs.broker import make_celery
 from core.settings import settings
 from worker.compile.compiler import probe
 from worker.fleet import node_name, sign_off, start_heartbeat_thread

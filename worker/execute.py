@@ -14,12 +14,12 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from core.confirm import KIND as CONFIRM
-from core.db import session_factory
-from core.kernel_store import identity_of, kernel_hash
-from core.models import Job, Result, TunedConfig, utcnow
+from core.verdicts.confirm import KIND as CONFIRM
+from core.records.db import session_factory
+from core.records.kernel_store import identity_of, kernel_hash
+from core.records.models import Job, Result, TunedConfig, utcnow
 from core.settings import Settings
-from core.store import upsert_gpu
+from core.records.store import upsert_gpu
 from worker.measure.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, kernels_of_job, plan
 from worker import fleet, gpu_process, webhook
 from worker.profile import profile_step

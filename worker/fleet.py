@@ -1,10 +1,10 @@
 """This worker's place in the fleet: it registers at start, beats while it lives, signs off at exit.
 
-The row (core/models.py Worker) is keyed by the Celery node name (gpu0@host), so a restarted
+The row (core/records/models.py Worker) is keyed by the Celery node name (gpu0@host), so a restarted
 worker takes its old row back. The GPU is named through the runner's registration_identity()
 (NVML only: the worker process never makes a CUDA context; its GPU child does). A worker whose
 beats stop is marked offline by the reaper (worker/reaper.py), and readers judge staleness
-themselves too (core/fleet.py), so a fleet with no live worker left still reads right.
+themselves too (core/jobs/fleet.py), so a fleet with no live worker left still reads right.
 """
 
 import logging
@@ -18,10 +18,10 @@ from pathlib import Path
 
 from sqlalchemy import select, update
 
-from core.db import session_factory
-from core.models import Worker, utcnow
+from core.records.db import session_factory
+from core.records.models import Worker, utcnow
 from core.settings import Settings
-from core.store import upsert_gpu
+from core.records.store import upsert_gpu
 from worker.child import load_runner
 
 log = logging.getLogger(__name__)

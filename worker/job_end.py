@@ -1,4 +1,4 @@
-"""How a worker ends a job without overwriting a cancel (core/cancel.py) that raced it.
+"""How a worker ends a job without overwriting a cancel (core/jobs/cancel.py) that raced it.
 
 The cancel and the worker's last write are both conditional UPDATEs on the job's status, so
 whichever comes second sees the other: a job cancelled while it ran stays `cancelled`, with
@@ -8,7 +8,7 @@ the results it stored and the time its worker really stopped.
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from core.models import Job, utcnow
+from core.records.models import Job, utcnow
 from core.text_bounds import bounded_error
 
 

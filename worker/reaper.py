@@ -17,9 +17,9 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from core.broker import enqueue_job, make_celery
-from core.db import session_factory
-from core.models import Job, Worker, utcnow
+from core.jobs.broker import enqueue_job, make_celery
+from core.records.db import session_factory
+from core.records.models import Job, Worker, utcnow
 from core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def reap(cfg: Settings) -> list[int]:
         # beating, ran it, and the reaper queued it again under that worker (issue 38's load runs).
         worker_alive = select(Worker.id).where(Worker.name == Job.worker, Worker.last_beat_at >= stale).exists()
         for job in db.scalars(select(Job).where(Job.status == "running", Job.heartbeat_at < stale, ~worker_alive)).all():
-            # Conditional, as the cancel (core/cancel.py) is: a job cancelled since the SELECT stays cancelled.
+            # Conditional, as the cancel (core/jobs/cancel.py) is: a job cancelled since the SELECT stays cancelled.
             if db.execute(update(Job).where(Job.id == job.id, Job.status == "running", Job.heartbeat_at < stale)
                           .values(status="queued", current_case=None)).rowcount:
                 log.warning("job %s: worker %s silent since %s; queueing it again", job.id, job.worker, job.heartbeat_at)

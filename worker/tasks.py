@@ -1,6 +1,6 @@
 """Thin Celery tasks: take an id, hand it to the plain-Python executor."""
 
-from core.broker import RUN_JOB_TASK
+from core.jobs.broker import RUN_JOB_TASK
 from core.settings import settings
 from worker.celery_app import app
 from worker.execute import execute_job

@@ -9,10 +9,10 @@ import threading
 
 from tenacity import retry, stop_after_attempt, wait_exponential
 
-from core.confirm import confirmation
-from core.db import session_factory
-from core.models import Job
-from core.regression import PairedThresholds
+from core.verdicts.confirm import confirmation
+from core.records.db import session_factory
+from core.records.models import Job
+from core.verdicts.regression import PairedThresholds
 from core.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -5,10 +5,10 @@ from fastapi import APIRouter, HTTPException
 from sqlalchemy import select
 
 from core.web_deps import SessionDep, SettingsDep
-from core.models import Gpu, TunedConfig
+from core.records.models import Gpu, TunedConfig
 from api.schemas import MAX_SOURCES_PER_JOB, GpuOut, LimitsOut, TunedConfigOut, VariantOut
-from core.builtins import CUBLAS_SUMMARIES, builtin_kernels
-from core.kernel_description import KernelDescription
+from core.description.builtins import CUBLAS_SUMMARIES, builtin_kernels
+from core.description.kernel_description import KernelDescription
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 

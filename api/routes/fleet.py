@@ -1,9 +1,9 @@
-"""The fleet: every GPU worker and its state, and the depth of each queue (core/fleet.py)."""
+"""The fleet: every GPU worker and its state, and the depth of each queue (core/jobs/fleet.py)."""
 
 from fastapi import APIRouter
 
 from core.web_deps import SessionDep, SettingsDep
-from core.fleet import load_fleet
+from core.jobs.fleet import load_fleet
 from api.schemas import QueueOut, WorkerOut
 
 router = APIRouter(prefix="/api", tags=["fleet"])

@@ -5,19 +5,19 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
 
 from api.auth import Credentials, authorize_write, write_token
-from core.broker import queue_for
-from core.cancel import JobAlreadyEnded, JobNotFound, NotYours, cancel_job
+from core.jobs.broker import queue_for
+from core.jobs.cancel import JobAlreadyEnded, JobNotFound, NotYours, cancel_job
 from core.web_deps import SessionDep, SettingsDep
-from core.fleet import load_fleet
+from core.jobs.fleet import load_fleet
 from api.intake import job_intake
 from api.job_body import INVALID, JOB_BODY_OPENAPI, job_from
-from core.models import Job
-from core.baselines import verdicts
-from core.confirm import confirmation, plan_confirmation, profiles_of
-from core.regression import PairedThresholds, Thresholds
+from core.records.models import Job
+from core.verdicts.baselines import verdicts
+from core.verdicts.confirm import confirmation, plan_confirmation, profiles_of
+from core.verdicts.regression import PairedThresholds, Thresholds
 from api.schemas import ConfirmationOut, ConfirmIn, JobOut, JobStatus, VerdictOut
-from core.commit_records import CommitConflict, claim_commit
-from core.models import ApiToken
+from core.records.commit_records import CommitConflict, claim_commit
+from core.records.models import ApiToken
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
@@ -125,7 +125,7 @@ def get_verdicts(
                         503: {"description": "the broker is unreachable: the job was stored as failed"}})
 async def confirm_job(job_id: JobId, body: ConfirmIn, request: Request, cfg: SettingsDep, creds: Credentials):
     """Queue a confirmation of this job's results: each case's base-commit kernel and head kernel,
-    timed interleaved on one GPU (core/confirm.py). Only the token that submitted the job (or an
+    timed interleaved on one GPU (core/verdicts/confirm.py). Only the token that submitted the job (or an
     admin token) confirms it, against base jobs that token (or an admin) submitted."""
     def build(db: Session, token: ApiToken | None) -> Job:
         head = db.get(Job, job_id)

@@ -7,17 +7,17 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import defer
 
 from api.auth import Credentials, authorize_write
-from core.db import session_factory
+from core.records.db import session_factory
 from core.web_deps import SessionDep
-from core.models import Commit, Gpu, Job, Profile, Result, utcnow
+from core.records.models import Commit, Gpu, Job, Profile, Result, utcnow
 from api.job_body import INVALID, RESULTS_BODY_OPENAPI, checked_results, off_the_loop
 from api.posted_schemas import ResultBatchIn, ResultBatchOut
 from api.schemas import ProfileOut, ResultDetailOut, ResultOut
-from core.form_keys import PATTERN as FORM_KEY
-from core.gpu_records import IdentityConflict, claim_gpu
-from core.mode_comparison import other_modes
-from core.trust import posted_by
-from core.commit_records import CommitConflict, claim_commit
+from core.description.form_keys import PATTERN as FORM_KEY
+from core.records.gpu_records import IdentityConflict, claim_gpu
+from core.results.mode_comparison import other_modes
+from core.verdicts.trust import posted_by
+from core.records.commit_records import CommitConflict, claim_commit
 from core.text_bounds import bounded_error
 
 router = APIRouter(prefix="/api/results", tags=["results"])
@@ -35,7 +35,7 @@ def list_results(
     n: Dim = None,
     k: Dim = None,
     form: Annotated[str | None, Query(max_length=40, pattern=FORM_KEY, description=(
-        'GEMM form key (core/gemm_form.py), e.g. rrr or rcr+ab+acc16; a "+" in a URL is %2B'))] = None,
+        'GEMM form key (core/description/gemm_form.py), e.g. rrr or rcr+ab+acc16; a "+" in a URL is %2B'))] = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 100,
     before: Annotated[int | None, Query(ge=1, le=2**31 - 1, description=(
         "the next page: results older than this id (the last id of the page before)"))] = None,
@@ -174,7 +174,7 @@ def _posted_before(db, run_id: str, token) -> Job | None:
 
 
 def _claim(db, ident: dict, token):
-    """The posted GPU's record (core/gpu_records.py); 409 when it is recorded otherwise."""
+    """The posted GPU's record (core/records/gpu_records.py); 409 when it is recorded otherwise."""
     try:
         try:
             return claim_gpu(db, ident, token)
@@ -187,7 +187,7 @@ def _claim(db, ident: dict, token):
 
 
 def _commit(db, commit, token):
-    """The posted commit's record (core/commit_records.py); 409 when another token recorded it otherwise."""
+    """The posted commit's record (core/records/commit_records.py); 409 when another token recorded it otherwise."""
     try:
         return claim_commit(db, commit, token)
     except CommitConflict as conflict:

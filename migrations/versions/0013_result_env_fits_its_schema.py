@@ -1,4 +1,4 @@
-"""every stored result's env made to fit its declared shape (core/result_env.py)
+"""every stored result's env made to fit its declared shape (core/results/result_env.py)
 
 Before issue 20 a posted env could be any JSON: a value 300 levels deep (every read of it then
 answered 500), a `gpu` that is a string (the overview failed on it). New posts are checked at the
@@ -17,7 +17,7 @@ import json
 from alembic import op
 import sqlalchemy as sa
 
-from core.result_env import conform
+from core.results.result_env import conform
 
 revision = '0013'
 down_revision = '0012'

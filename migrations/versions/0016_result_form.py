@@ -1,6 +1,6 @@
 """a result's GEMM form (result.form), and the dashboard index led by mode and form
 
-A GEMM's form (core/gemm_form.py: each operand's layout, the epilogue, the accumulate type, the
+A GEMM's form (core/description/gemm_form.py: each operand's layout, the epilogue, the accumulate type, the
 batch) is now part of every result, as its key: "rrr", "rcr+ab+acc16", ... A TN figure and an NN
 one are different GEMMs, so histories, baselines and charts hold one form each.
 
@@ -33,7 +33,7 @@ branch_labels = None
 depends_on = None
 
 BATCH = 500
-# core/form_keys.py PATTERN as it is today; written out, so the migration means what it meant.
+# core/description/form_keys.py PATTERN as it is today; written out, so the migration means what it meant.
 FORM_KEY = re.compile(r"^[rc]{3}(\+ab|\+alpha)?(\+acc16)?(\+batch([2-9]|[1-9][0-9]{1,5}))?$")
 CANDIDATES = ('%"layout": "column"%', '%"layout":"column"%', '%"key": "%', '%"key":"%')
 OLD_INDEX = ['mode', 'm', 'n', 'k', 'gpu_id', 'commit_id', 'verified', 'variant', 'id']

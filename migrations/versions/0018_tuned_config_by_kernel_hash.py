@@ -3,7 +3,7 @@
 Tuned settings were shared by name: an autotune of a job's own source named `naive` with
 `BLOCK: [8]` made everyone's next `naive` on that GPU model run with BLOCK = 8 (issue 37, row 6).
 Now a tuned configuration is kept per (GPU model, variant, kernel hash, size), the hash of the
-kernel's whole description but its name and prose (core/kernel_store.py kernel_hash): only the
+kernel's whole description but its name and prose (core/records/kernel_store.py kernel_hash): only the
 same kernel inherits it.
 
 Rows kept before are given the hash of the kernel their autotune job planned (its plan holds each
@@ -32,7 +32,7 @@ tuned = sa.table("tuned_config", sa.column("id", sa.Integer), sa.column("variant
                  sa.column("job_id", sa.Integer), sa.column("kernel_hash", sa.String))
 job = sa.table("job", sa.column("id", sa.Integer), sa.column("plan", sa.JSON))
 
-# The kernel hash as core/kernel_store.py made it when this revision was written: the description
+# The kernel hash as core/records/kernel_store.py made it when this revision was written: the description
 # as a plan freezes it, less its name and prose and every field at its default, as sorted compact
 # JSON. Kept here, not imported, so a replay computes the same hashes whatever the live code becomes
 # (tests/test_migrations.py checks that today's hash still agrees for every built-in).

@@ -1,6 +1,6 @@
 """a result's status (result.status): passed, incorrect, not applicable, failed or cancelled
 
-Readers told these apart by `verified` and the first words of the error (core/result_status.py).
+Readers told these apart by `verified` and the first words of the error (core/results/result_status.py).
 Rows stored before are given theirs from what they hold: verified without an error passed; a
 result whose error began "wrong result" (worker/measure/verify.py's words) or that carries a measured
 relative error without being verified is incorrect; one whose error began "not applicable" was

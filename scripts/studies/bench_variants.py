@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from core.builtins import builtin_kernels, variant_names  # noqa: E402
+from core.description.builtins import builtin_kernels, variant_names  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
 from worker.measure.runner import CupyRunner  # noqa: E402

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from core.builtins import CUBLAS  # noqa: E402
+from core.description.builtins import CUBLAS  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from cublas_split_k_trace import cublas_calls, summarise_calls, time_pair, traced  # noqa: E402
 from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402

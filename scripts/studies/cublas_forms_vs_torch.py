@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import cupy as cp  # noqa: E402
 import torch  # noqa: E402
 
-from core.gemm_form import GemmForm  # noqa: E402
-from core.precision import Precision, fp16_accumulate_tolerance  # noqa: E402
+from core.description.gemm_form import GemmForm  # noqa: E402
+from core.description.precision import Precision, fp16_accumulate_tolerance  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from worker.measure.cases import Case  # noqa: E402
 from worker.gpu.cupy_device import CupyDevice  # noqa: E402
@@ -101,7 +101,7 @@ def main():
               f"{ratio:.4f} | {errors[0]:.2e} | {errors[1]:.2e} |", flush=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     print("\nFP16 accumulate (CUBLAS_COMPUTE_16F), TN: no torch call; C against the FP32 product")
-    print("| size | ms (median) | TFLOPS | rel err | bound (core/precision.py) |")
+    print("| size | ms (median) | TFLOPS | rel err | bound (core/description/precision.py) |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for k in (256, 1024, 4096, 8192):
         m = n = 4096

@@ -25,7 +25,7 @@ while read -r sha parents sizes; do
   have=$(python3 - "$kernels" $VARIANTS <<'PY'
 import sys
 from pathlib import Path
-from core.kernel_folder import load_folder
+from core.description.kernel_folder import load_folder
 names = {d.name for d in load_folder(Path(sys.argv[1]))}
 print(",".join(v for v in sys.argv[2:] if v in names))
 PY

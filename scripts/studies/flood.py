@@ -99,7 +99,7 @@ def main() -> None:
 
     data = tempfile.mkdtemp()
     env = {**os.environ, "GEMMWATCH_DATA_DIR": data}
-    from core.db import session_factory, upgrade_database
+    from core.records.db import session_factory, upgrade_database
     from core.settings import Settings
 
     upgrade_database(Settings(GEMMWATCH_DATA_DIR=data))  # `serve` serves a database it is given
@@ -116,7 +116,7 @@ def main() -> None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.2)
-        from core.tokens import create_token
+        from core.records.tokens import create_token
 
         with session_factory(Settings(GEMMWATCH_DATA_DIR=data))() as db:
             token = create_token(db, "seed")

@@ -45,7 +45,7 @@ cp -r "$REPO/." "$runner/"
 python3 - "$work" > "$OUT/preflight.log" 2>&1 <<'PY' || true
 import sys
 from pathlib import Path
-from core.kernel_folder import load_folder
+from core.description.kernel_folder import load_folder
 from core.settings import Settings
 from worker.compile.nvcc import nvcc_path, toolkit_root
 kernels = load_folder(Path(sys.argv[1]))
@@ -115,8 +115,8 @@ if [ "${PREBUILD:-1}" = 1 ] && [ "${BUILD_ONLY:-0}" != 1 ]; then
 import os, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from core.kernel import DeviceFigures, resolve
-from core.kernel_folder import load_folder
+from core.description.kernel import DeviceFigures, resolve
+from core.description.kernel_folder import load_folder
 from core.settings import Settings
 from worker.compile import compiler, launcher_library
 cc = sys.argv[2]  # "90", as the worker passes it

@@ -156,7 +156,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=SIZE, help="M = N = K of every step")
     ap.add_argument("--only", default=None, help="variant names for the gemmwatch steps (default: the manifest's)")
     ap.add_argument("--inputs", default=None, help='what the timed runs multiply, over the manifest\'s "inputs" '
-                                                   "(core/inputs.py): to see what the runner's data is worth")
+                                                   "(core/description/inputs.py): to see what the runner's data is worth")
     args = ap.parse_args()
     SIZE = args.size
     args.out.mkdir(parents=True, exist_ok=True)

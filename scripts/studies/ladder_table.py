@@ -13,7 +13,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
-from core.builtins import builtin_kernels  # noqa: E402
+from core.description.builtins import builtin_kernels  # noqa: E402
 
 SIZES = [1024, 2048, 4096, 8192]
 

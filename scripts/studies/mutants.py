@@ -36,36 +36,36 @@ class Mutant:
 
 
 MUTANTS = [
-    Mutant("1a", "regression window takes the oldest results", "core/regression.py",
+    Mutant("1a", "regression window takes the oldest results", "core/verdicts/regression.py",
            (("recent = history[-th.window:]", "recent = history[:th.window]"),)),
-    Mutant("1b", "ancestry baseline keeps the oldest rows of its window", "core/baselines.py",
+    Mutant("1b", "ancestry baseline keeps the oldest rows of its window", "core/verdicts/baselines.py",
            (("for g, noise, n, q1, q3, med, _, _ in rows[-window:]]", "for g, noise, n, q1, q3, med, _, _ in rows[:window]]"),)),
-    Mutant("1c", "time-ordered baseline keeps the oldest rows", "core/baselines.py",
+    Mutant("1c", "time-ordered baseline keeps the oldest rows", "core/verdicts/baselines.py",
            ((".order_by(_COMMIT_TIME.desc(), Result.id.desc()).limit(window)",
              ".order_by(_COMMIT_TIME.asc(), Result.id.asc()).limit(window)"),)),
-    Mutant("2a", "history verdict ignores the head's own noise", "core/regression.py",
+    Mutant("2a", "history verdict ignores the head's own noise", "core/verdicts/regression.py",
            (("own_se = 1.2533 * current.noise * current.value / math.sqrt(current.n_samples)", "own_se = 0.0"),)),
-    Mutant("2b", "few-results verdict ignores the head's own noise", "core/regression.py",
+    Mutant("2b", "few-results verdict ignores the head's own noise", "core/verdicts/regression.py",
            (("combined = math.sqrt((current.noise or 0.0) ** 2 + ", "combined = math.sqrt(0.0 + "),)),
-    Mutant("3", "Student t with n instead of n-1 degrees of freedom", "core/regression.py",
+    Mutant("3", "Student t with n instead of n-1 degrees of freedom", "core/verdicts/regression.py",
            (("t_quantile(th.boundary, n - 1)", "t_quantile(th.boundary, n)"),)),
-    Mutant("4", "sqrt(1+1/n) -> sqrt(1/n) in the prediction interval", "core/regression.py",
+    Mutant("4", "sqrt(1+1/n) -> sqrt(1/n) in the prediction interval", "core/verdicts/regression.py",
            (("sd**2 * (1 + 1 / n)", "sd**2 * (1 / n)"),)),
-    Mutant("5", "A/B verdict from the point ratio, not the interval", "core/regression.py",
+    Mutant("5", "A/B verdict from the point ratio, not the interval", "core/verdicts/regression.py",
            (("if low > band_high:", "if ratio > band_high:"),
             ("elif high < band_low:", "elif ratio < band_low:"),
             ("elif low >= band_low and high <= band_high:", "elif band_low <= ratio <= band_high:"))),
-    Mutant("6", "pairing lost: head samples shuffled against base", "core/regression.py",
+    Mutant("6", "pairing lost: head samples shuffled against base", "core/verdicts/regression.py",
            (("ratios = np.asarray(head_ms, dtype=float) / np.asarray(base_ms, dtype=float)",
              "ratios = np.random.default_rng(12345).permutation(np.asarray(head_ms, dtype=float))"
              " / np.asarray(base_ms, dtype=float)"),)),
-    Mutant("7a", "bootstrap interval's tail doubled (99 % read as 1 % a tail)", "core/regression.py",
+    Mutant("7a", "bootstrap interval's tail doubled (99 % read as 1 % a tail)", "core/verdicts/regression.py",
            (("tail = (1 - confidence) / 2", "tail = 1 - confidence"),)),
-    Mutant("7b", "median interval with a one-sided z (1.645 for 1.96)", "core/sample_stats.py",
+    Mutant("7b", "median interval with a one-sided z (1.645 for 1.96)", "core/results/sample_stats.py",
            (("Z95 = 1.96", "Z95 = 1.645"),)),
-    Mutant("9a", "oldest sha-prefix match as the confirmation's base", "core/confirm.py",
+    Mutant("9a", "oldest sha-prefix match as the confirmation's base", "core/verdicts/confirm.py",
            ((".order_by(Commit.id.desc()))", ".order_by(Commit.id.asc()))"),)),
-    Mutant("9b", "oldest sha-prefix match as the verdicts' base", "core/baselines.py",
+    Mutant("9b", "oldest sha-prefix match as the verdicts' base", "core/verdicts/baselines.py",
            ((".order_by(Commit.id.desc()))", ".order_by(Commit.id.asc()))"),)),
     Mutant("10a", "NaN/Inf relative error read as 0", "worker/measure/verify.py",
            (('return err if err == err and err != float("inf") else float("inf")',
@@ -73,16 +73,16 @@ MUTANTS = [
     Mutant("10b", "a NaN error compared as passing in the verdict", "worker/measure/verify.py",
            (("if not self.rel_error <= tolerance:", "if self.rel_error > tolerance:"),)),
     # Issue 51's survivors of rules, caught by tests/test_rule_mutants.py.
-    Mutant("51a", "FP8's bound counts K/32 rounded down", "core/precision.py",
+    Mutant("51a", "FP8's bound counts K/32 rounded down", "core/description/precision.py",
            (("steps = -(-k // FP8_MMA_K)", "steps = k // FP8_MMA_K"),)),
-    Mutant("51b", "a verified result with an error reported passed", "core/result_status.py",
+    Mutant("51b", "a verified result with an error reported passed", "core/results/result_status.py",
            (('return "passed" if not error else "failed"', 'return "passed"'),)),
-    Mutant("51c", "FP16 sums accepted with an FP32 C", "core/gemm_form.py",
+    Mutant("51c", "FP16 sums accepted with an FP32 C", "core/description/gemm_form.py",
            (('if accumulate == "fp16" and (compute_mode != "fp16" or output != "input"):',
              'if accumulate == "fp16" and compute_mode != "fp16":'),)),
-    Mutant("51d", "batch strides accepted without a batch", "core/gemm_form.py",
+    Mutant("51d", "batch strides accepted without a batch", "core/description/gemm_form.py",
            (('if "batch" not in args and any(a.startswith("stride_") for a in args):', "if False:"),)),
-    Mutant("51e", "a result's noise without the /1.349", "core/baselines.py",
+    Mutant("51e", "a result's noise without the /1.349", "core/verdicts/baselines.py",
            (("return (q3 - q1) / IQR_PER_SIGMA / median", "return (q3 - q1) / median"),)),
     Mutant("51f", "cuBLAS's best: index <= 0 read as the default", "worker/measure/cublas_best.py",
            (('"default" if best["index"] < 0 else "best"', '"default" if best["index"] <= 0 else "best"'),)),
@@ -102,11 +102,11 @@ MUTANTS = [
            (("plan.lda, second.data.ptr, in_type, plan.ldb, beta.ctypes.data",
              "plan.ldb, second.data.ptr, in_type, plan.lda, beta.ctypes.data"),)),
     # The profile summary, caught by tests/test_rule_mutants.py.
-    Mutant("51l", "profile summary: a group named once per row, not once", "core/profile_diff.py",
+    Mutant("51l", "profile summary: a group named once per row, not once", "core/profile/profile_diff.py",
            (("            if change.group not in seen:\n", "            if True:\n"),)),
-    Mutant("51m", "profile rows: a relative magnitude uncapped", "core/profile_changes.py",
+    Mutant("51m", "profile rows: a relative magnitude uncapped", "core/profile/profile_changes.py",
            (("return min(1.0, delta / abs(base)) if base else 1.0", "return delta / abs(base) if base else 1.0"),)),
-    Mutant("51n", "profile rows: a main-loop class weighed against the whole function", "core/profile_diff.py",
+    Mutant("51n", "profile rows: a main-loop class weighed against the whole function", "core/profile/profile_diff.py",
            (("magnitude(\"appear\" if spill else \"share\", lb[cls], lh[cls], length)",
              "magnitude(\"appear\" if spill else \"share\", lb[cls], lh[cls], total)"),)),
 ]
@@ -154,11 +154,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="gemmwatch-mutants-") as tmp:
         work = Path(tmp)
         copy_tree(work)
-        where = subprocess.run([sys.executable, "-c", "import core.regression as r; print(r.__file__)"], cwd=work,
+        where = subprocess.run([sys.executable, "-c", "import core.verdicts.regression as r; print(r.__file__)"], cwd=work,
                                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(work)},
                                capture_output=True, text=True).stdout.strip()
         if not where.startswith(str(work)):
-            raise SystemExit(f"the copy does not import its own modules (core.regression from {where!r})")
+            raise SystemExit(f"the copy does not import its own modules (core.verdicts.regression from {where!r})")
         t0 = time.monotonic()
         rc, failed, tail = run_tests(work, args.tests)
         if rc != 0:

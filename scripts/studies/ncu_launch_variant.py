@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 import cupy as cp
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
-from core.builtins import builtin_kernels
-from core.kernel_folder import load_folder
+from core.description.builtins import builtin_kernels
+from core.description.kernel_folder import load_folder
 from core.settings import Settings
 from worker.measure.cases import KernelChoice, builtin_case
 from worker.measure.runner import CupyRunner

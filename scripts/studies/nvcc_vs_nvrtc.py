@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]  # scripts/studies/ -> the project root
 sys.path.insert(0, str(ROOT))
 
-from core import kernel_includes  # noqa: E402
-from core.kernel_folder import load_folder  # noqa: E402
+from core.description import kernel_includes  # noqa: E402
+from core.description.kernel_folder import load_folder  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from worker.compile import compiler  # noqa: E402
 from worker.gpu import resources  # noqa: E402

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from fastapi.testclient import TestClient  # noqa: E402
 
 from api.app import create_app  # noqa: E402
-from core.db import session_factory  # noqa: E402
+from core.records.db import session_factory  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from core.tokens import create_token  # noqa: E402
+from core.records.tokens import create_token  # noqa: E402
 from tests import route_walk  # noqa: E402
 
 

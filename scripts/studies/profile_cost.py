@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from core.builtins import builtin_kernels  # noqa: E402
-from core.ncu_metrics import parse_ncu_csv  # noqa: E402
+from core.description.builtins import builtin_kernels  # noqa: E402
+from core.profile.ncu_metrics import parse_ncu_csv  # noqa: E402
 from worker.profile import profiler  # noqa: E402
 
 out, size = Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 4096

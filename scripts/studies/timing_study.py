@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
-from core.builtins import CUBLAS  # noqa: E402
+from core.description.builtins import CUBLAS  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from worker.measure import stats  # noqa: E402
 from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402

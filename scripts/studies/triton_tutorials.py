@@ -53,7 +53,7 @@ def description(name: str, spec: dict, folder: Path) -> dict:
 
 
 def gemmwatch_side(folder: Path, sizes: list[int], modes: list[str]) -> list[dict]:
-    from core.kernel_description import KernelDescription
+    from core.description.kernel_description import KernelDescription
     from core.settings import Settings
     from worker.measure.cases import Case, KernelChoice, TimingPolicy
     from worker.measure.runner import CupyRunner

@@ -27,9 +27,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from core.db import session_factory, upgrade_database  # noqa: E402
+from core.records.db import session_factory, upgrade_database  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from core.tokens import create_token  # noqa: E402
+from core.records.tokens import create_token  # noqa: E402
 from worker.process_tree import descendants  # noqa: E402
 
 
@@ -75,7 +75,7 @@ def main() -> None:
     heavy = [{"variant": "naive", "m": 64, "n": 64, "k": 64 + i, "verified": False, "error": "e" * 99_000,
               "n_samples": 0} for i in range(300)]
     def varied(job: dict, n: int) -> dict:
-        """Another text each time: the guard remembers the texts it judged (core/source_guard.py)."""
+        """Another text each time: the guard remembers the texts it judged (core/description/source_guard.py)."""
         source = dict(job["sources"][0])
         source["files"] = {"worst.cu": f"// {n}\n" + text}
         return {**job, "sources": [source]}

@@ -21,7 +21,7 @@ import ctypes
 from dataclasses import dataclass
 from functools import cache
 
-from core.precision import TYPE_BYTES
+from core.description.precision import TYPE_BYTES
 
 # CUtensorMapDataType, CUtensorMapSwizzle and CUtensorMapL2promotion (cuda.h, CUDA 12 and 13).
 # E4M3 as bytes (UINT8): the TMA only moves them, the kernel reads them as E4M3.

@@ -25,7 +25,7 @@ import os
 import posixpath
 import re
 
-from core.kernel_includes import is_toolkit_header
+from core.description.kernel_includes import is_toolkit_header
 from core.text_bounds import MARKER_LINE
 
 WITHHELD = "[a diagnostic located outside the job's source was withheld]"

@@ -7,7 +7,7 @@ source meets the compiler only in worker/compile/compile_sandbox.py, a process t
   - runs under a memory limit (GEMMWATCH_COMPILE_MEMORY_MB) and a time limit
     (GEMMWATCH_COMPILE_TIMEOUT_S), so a runaway compile ends its case clearly,
   - confines itself with Landlock before it compiles: no file can be opened, but for reading
-    CUDA's own header folders where the kernel includes a device header (core/kernel_includes.py).
+    CUDA's own header folders where the kernel includes a device header (core/description/kernel_includes.py).
 The kernel's own files and the stand-ins for host headers reach NVRTC in memory.
 Where Landlock is missing, a job's own sources are refused unless GEMMWATCH_UNCONFINED_SOURCES
 says `warn` (built-in sources from the registry are ours and always compile).
@@ -28,10 +28,10 @@ entries evicted as a new one comes in.
 
 import re
 
-from core import kernel_includes
-from core.kernel import Launch, target_compute_capability
-from core.kernel_includes import IncludeRefused
-from core.source_guard import SourceRefused
+from core.description import kernel_includes
+from core.description.kernel import Launch, target_compute_capability
+from core.description.kernel_includes import IncludeRefused
+from core.description.source_guard import SourceRefused
 from worker.compile import absent_reads, failed_compiles, header_libraries, nvcc
 from worker.compile.compile_cache import build
 from worker.compile.compile_log import WITHHELD, filter_log, own_file_names, own_file_names_of, rename_files  # noqa: F401

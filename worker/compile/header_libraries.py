@@ -62,7 +62,7 @@ def _version(header: Path) -> str:
     return ".".join(m.group(1) for m in parts if m) or "unknown"
 
 
-# gemmwatch's own launchers (core/kernel_description.LAUNCHER_ADAPTERS), each a header compiled after
+# gemmwatch's own launchers (core/description/kernel_description.LAUNCHER_ADAPTERS), each a header compiled after
 # the repository's unit; the folder goes on the include path and into what the compile may read.
 ADAPTER_DIR = Path(__file__).with_name("launcher_adapters")
 _ADAPTER_HEADERS = {"gemmwatch::cutlass3_gemm": "gemmwatch/cutlass3_gemm.h"}

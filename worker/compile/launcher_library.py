@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy
 
-from core.kernel import Launch
+from core.description.kernel import Launch
 from worker.compile import compiler
 from worker.arguments import half_arrays, kernel_args
 

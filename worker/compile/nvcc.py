@@ -16,8 +16,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from core import compile_flags
-from core.kernel import Launch
+from core.description import compile_flags
+from core.description.kernel import Launch
 
 
 def nvcc_path(cfg) -> str | None:
@@ -81,7 +81,7 @@ def library_target(arch: str) -> str:
 
 def options(launch: Launch, arch: str) -> list[str]:
     """nvcc's command line but the input and output: the target, the repository's flags as the
-    worker builds with them (core/compile_flags.py: the target and libraries taken out), the
+    worker builds with them (core/description/compile_flags.py: the target and libraries taken out), the
     kernel's defines, and its include folders (as paths under the build folder's src/)."""
     defines = [f"-D{k}={v}" for k, v in sorted(launch.defines.items())]
     includes = [f"-Isrc/{d}" for d in launch.include_dirs] + ["-Isrc"]

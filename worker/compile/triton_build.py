@@ -6,8 +6,8 @@ cache key. Timing never runs the job's Python: only its compile does, confined.
 
 import functools
 
-from core.kernel import Launch
-from core.kernel_description import is_filler
+from core.description.kernel import Launch
+from core.description.kernel_description import is_filler
 from worker.compile import failed_compiles
 from worker.compile.failed_compiles import digest_of
 from worker.arguments.kernel_args import INTEGER_ROLES
@@ -15,7 +15,7 @@ from worker.compile.compile_cache import build
 from worker.compile.compile_process import run_sandbox
 from worker.compile.compiled import CompiledKernel, CompileRefused, Confinement
 
-# Triton's type for a pointer to each of gemmwatch's element types (core/precision.py).
+# Triton's type for a pointer to each of gemmwatch's element types (core/description/precision.py).
 POINTER = {"float32": "*fp32", "float16": "*fp16", "bfloat16": "*bf16", "float8_e4m3": "*fp8e4nv"}
 
 

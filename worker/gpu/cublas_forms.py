@@ -2,7 +2,7 @@
 FP16, a strided batch in one call.
 
 One cublasGemmEx (cublasGemmStridedBatchedEx for a batch) through CuPy's binding, with the
-transposes and leading dimensions core/gemm_form.py derives (`cublas_gemm`). The compute type is
+transposes and leading dimensions core/description/gemm_form.py derives (`cublas_gemm`). The compute type is
 the kernel's: CUBLAS_COMPUTE_32F for FP32 inputs and for FP16/BF16 with FP32 sums (TF32 off, as
 cuBLAS's default math mode leaves it), CUBLAS_COMPUTE_32F_FAST_TF32 for tf32, CUBLAS_COMPUTE_16F
 for FP16 sums, whose alpha and beta cuBLAS then reads as __half. The runner checks this call's C
@@ -11,8 +11,8 @@ against the reference before it times anything beside it (worker/measure/runner.
 
 import numpy as np
 
-from core.gemm_form import GemmForm, cublas_gemm
-from core.precision import Precision
+from core.description.gemm_form import GemmForm, cublas_gemm
+from core.description.precision import Precision
 
 CUDA_TYPE = {"float32": 0, "float16": 2, "bfloat16": 14}  # CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF
 CUBLAS_COMPUTE_16F = 64

@@ -8,7 +8,7 @@ within 0.2 % at 4096^3 and 8192^3 (docs/BENCHMARKS.md, scripts/studies/half_cubl
 
 import numpy as np
 
-from core.precision import Precision
+from core.description.precision import Precision
 
 CUDA_TYPE = {"float32": 0, "float16": 2, "bfloat16": 14}  # CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF
 CUBLAS_COMPUTE_32F = 68

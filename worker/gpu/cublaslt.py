@@ -15,7 +15,7 @@ import functools
 import glob
 import os
 
-from core.precision import Precision
+from core.description.precision import Precision
 
 CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF, CUDA_R_8F_E4M3 = 0, 2, 14, 28
 CUDA_TYPE = {"float32": CUDA_R_32F, "float16": CUDA_R_16F, "bfloat16": CUDA_R_16BF}
@@ -135,7 +135,7 @@ def algo_config(algo: Algo) -> dict:
 
 def offers_candidates(form, batch: int) -> bool:
     """Whether cuBLAS's best is chosen among cuBLASLt's candidates for a GEMM of this form (a
-    core/gemm_form.GemmForm): A and C row-major, B either way (the default form, and TN, the form
+    core/description/gemm_form.GemmForm): A and C row-major, B either way (the default form, and TN, the form
     of x·Wᵀ: `LtGemm` reads a column-major B transposed), FP32 sums, one matrix. Any other is
     timed beside cuBLAS's default call alone."""
     return batch == 1 and form.accumulate == "fp32" and form.a == form.c == "row"

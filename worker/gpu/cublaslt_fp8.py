@@ -7,7 +7,7 @@ GEMM a baseline needs. Two rules of cuBLASLt's FP8 GEMM shape the call:
   - both operands K-major ("TN"): for row-major C = A B, cuBLAS (column-major) computes
     C^T = B^T A^T, so its first operand is B^T, which must be stored with K contiguous: for a
     row-major B the call gets its own transposed copy (N x K), made once when the call is built;
-    a column-major B (an FP8 kernel in the TN form, core/gemm_form.py) is read as it lies;
+    a column-major B (an FP8 kernel in the TN form, core/description/gemm_form.py) is read as it lies;
   - A's and B's leading dimensions a multiple of 16 bytes, and C's: where K or N is not a
     multiple of 16, the call multiplies copies of A and B padded with zeros to the next multiple
     (zeros add nothing to the product) into a padded C of its own (`c`: its first N columns). It
@@ -21,7 +21,7 @@ result (env.cublas_plan).
 
 import ctypes
 
-from core.precision import Precision
+from core.description.precision import Precision
 from worker.gpu.cublaslt import (CUBLAS_COMPUTE_32F, CUBLAS_OP_N, CUBLAS_OP_T, CUDA_R_8F_E4M3, CUDA_R_16BF, CUDA_R_32F,
                              DESC_A_SCALE_POINTER, DESC_B_SCALE_POINTER, DESC_TRANSA, DESC_TRANSB, TYPE_NAME,
                              WORKSPACE_BYTES, CublasLtError, LtCall, candidates, check, layout, library,

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy
 
-from core.kernel import DeviceFigures, Launch
-from core.precision import Precision
+from core.description.kernel import DeviceFigures, Launch
+from core.description.precision import Precision
 from core.settings import Settings
-from core.gemm_form import GemmForm
-from core.inputs import SIGNED, drawn
+from core.description.gemm_form import GemmForm
+from core.description.inputs import SIGNED, drawn
 from worker.compile import compiler, launcher_library
 from worker.gpu import cublas_forms, cublas_half, cublaslt, cublaslt_fp8, gpu_identity, resources
 from worker.arguments import kernel_args, tensor_maps
@@ -120,7 +120,7 @@ class CupyDevice:
 
     # -- matrices ---------------------------------------------------------------------
     def uniform(self, seed: int, rows: int, cols: int, inputs: str = SIGNED):
-        """Uniform in [-1, 1) unless `inputs` names another distribution (core/inputs.py): never
+        """Uniform in [-1, 1) unless `inputs` names another distribution (core/description/inputs.py): never
         zeros, which hide unwritten outputs and run unrealistically fast."""
         return drawn(self.cp.random.default_rng(seed), rows, cols, inputs, self.cp.float32)
 

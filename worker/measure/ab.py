@@ -1,9 +1,9 @@
 """A confirmation case on the GPU: the base commit's kernel and the head's, verified, then timed
 interleaved (head, base, head, base ...) by the runner's own paired timing loop, so each pair of
-samples shares the clocks and temperature of its moment (core/regression.py judges the ratios).
+samples shares the clocks and temperature of its moment (core/verdicts/regression.py judges the ratios).
 Each side is its own description (files, grid, target, compute mode...), resolved on this GPU."""
 
-from core.regression import AB_MODE
+from core.verdicts.regression import AB_MODE
 from worker.measure import stats, timing, triton_autotune
 from worker.measure.cases import Case, CaseOutcome, TimingPolicy, gflops
 from worker.measure.problem import Problem

@@ -7,15 +7,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from core.builtins import CUBLAS_VARIANTS, builtin_kernels
-from core.precision import Precision
-from core.result_status import status_of
-from core.gemm_form import DEFAULT_KEY, GemmForm
-from core.inputs import SIGNED
-from core.kernel import dotted, target_refusal
-from core.kernel_description import KernelDescription, explain
-from core.kernel_store import description_from_stored, freeze
-from core.timing_stats import TimingStats, timing_dataclass
+from core.description.builtins import CUBLAS_VARIANTS, builtin_kernels
+from core.description.precision import Precision
+from core.results.result_status import status_of
+from core.description.gemm_form import DEFAULT_KEY, GemmForm
+from core.description.inputs import SIGNED
+from core.description.kernel import dotted, target_refusal
+from core.description.kernel_description import KernelDescription, explain
+from core.records.kernel_store import description_from_stored, freeze
+from core.results.timing_stats import TimingStats, timing_dataclass
 from worker.measure import stats
 
 
@@ -127,7 +127,7 @@ class Case:
 
     @property
     def inputs(self) -> str:
-        """What its timed runs multiply (core/inputs.py): its kernel's choice (a confirmation: the
+        """What its timed runs multiply (core/description/inputs.py): its kernel's choice (a confirmation: the
         head's, for both sides), else signed inputs."""
         return self.kernel.description.inputs if self.kernel is not None else SIGNED
 
@@ -158,7 +158,7 @@ class Case:
         return f"{self.variant} {self.m}x{self.n}x{self.k}{batch}{params}" + (" head vs base" if self.base else "")
 
 
-# The statistics a case fills from summarise() (core/timing_stats.py RESULT_STATISTICS), each None
+# The statistics a case fills from summarise() (core/results/timing_stats.py RESULT_STATISTICS), each None
 # until timed.
 CaseTiming = timing_dataclass("CaseTiming", __name__)
 
@@ -177,9 +177,9 @@ class CaseOutcome(CaseTiming):
     mode: str = "cold"
     compute_mode: str = "fp32"
     dtype: str = "float32"  # of A and B
-    form: str = DEFAULT_KEY  # the GEMM's form (core/gemm_form.py key): layouts, epilogue, accumulate, batch
+    form: str = DEFAULT_KEY  # the GEMM's form (core/description/gemm_form.py key): layouts, epilogue, accumulate, batch
     error: str | None = None
-    # core/result_status.py; None: read from verified, error and rel_error when stored. The runner
+    # core/results/result_status.py; None: read from verified, error and rel_error when stored. The runner
     # says "incorrect" itself where the error was NaN or Inf (no rel_error to store).
     status: str | None = None
     samples_ms: list[float] = field(default_factory=list)
@@ -202,7 +202,7 @@ class CaseOutcome(CaseTiming):
         return bool(self.env.get("not_applicable"))
 
     def add_timing(self, samples_ms: list[float], summary: TimingStats) -> None:
-        """Copy a summary from worker.measure.stats.summarise (its keys are fields here: core/timing_stats.py)
+        """Copy a summary from worker.measure.stats.summarise (its keys are fields here: core/results/timing_stats.py)
         and keep the raw samples."""
         self.samples_ms = samples_ms
         self.n_samples = len(samples_ms)
@@ -296,7 +296,7 @@ def freeze_plan(db, entries: list[dict[str, Any]], kernels: dict[str, KernelDesc
 
 
 def choice_from_stored(stored: dict[str, Any]) -> KernelChoice:
-    """A kernel thawed from the store (core/kernel_store.py thaw) as a case runs it; a confirmation
+    """A kernel thawed from the store (core/records/kernel_store.py thaw) as a case runs it; a confirmation
     planned before kernels had one description holds the old shape (one source text), read as such."""
     described = stored["description"] if "description" in stored else stored
     return KernelChoice(description_from_stored(described), dict(stored.get("tunables") or {}),

@@ -6,7 +6,7 @@ Everything it needs is imported with this module, before the process's Landlock 
 import dataclasses
 import json
 
-from core.kernel_description import KernelDescription
+from core.description.kernel_description import KernelDescription
 from core.settings import Settings
 from worker.arguments import kernel_args
 from worker.measure.cases import Case, CaseOutcome, KernelChoice, TimingPolicy
@@ -49,7 +49,7 @@ class LauncherCase:
                                     sustained_warmup_s=0.01)
         self.runner.run_case(self.case, brief)
         self.runner.run_case(dataclasses.replace(self.case, kernel=None), brief)
-        # The timed runs' own inputs (core/inputs.py) are drawn and swapped in only around a verified
+        # The timed runs' own inputs (core/description/inputs.py) are drawn and swapped in only around a verified
         # kernel's timing, which the stand-in may not reach (a form whose beta the kernel ignores):
         # drawn and swapped once here, so nothing they need is first loaded after confinement.
         with Problem(self.device, self.case, self.case.form, self.case.precision).timed_inputs(self.case.inputs):

@@ -4,10 +4,10 @@ runner (worker/measure/runner.py) for a case, and by a confirmation for each of 
 
 from contextlib import contextmanager
 
-from core.gemm_form import GemmForm
-from core.inputs import SIGNED
-from core.kernel import Launch
-from core.precision import Precision
+from core.description.gemm_form import GemmForm
+from core.description.inputs import SIGNED
+from core.description.kernel import Launch
+from core.description.precision import Precision
 from worker.arguments import half_arrays, kernel_args, tensor_maps
 from worker.measure.cases import Case
 
@@ -38,7 +38,7 @@ class Problem:
         self.a_in, self.b_in = self.laid(self.a_stored, form.a), self.laid(self.b_stored, form.b)
 
     def operands(self, inputs: str, seed: int):
-        """A and B drawn from `inputs` (core/inputs.py), scaled and rounded to the input type, row-major."""
+        """A and B drawn from `inputs` (core/description/inputs.py), scaled and rounded to the input type, row-major."""
         device, xp = self.device, self.device.xp
         scale = self.precision.input_scale(self.k) / self.precision.tensor_scale
         a32 = device.uniform(seed, self.batch * self.m, self.k, inputs)  # a batch of 1: the matrices as ever

@@ -9,9 +9,9 @@ ratio is made here and in worker/measure/verify.py, worker/measure/timing.py and
 the same code on CI as on the H100.
 """
 
-from core.gemm_form import cublas_gemm
-from core.kernel import Launch, resolve
-from core.precision import peak_tflops
+from core.description.gemm_form import cublas_gemm
+from core.description.kernel import Launch, resolve
+from core.description.precision import peak_tflops
 from core.settings import Settings
 from worker.measure import ab, cublas_best, stats, timing, triton_autotune, verify
 from worker.measure import launcher_case
@@ -238,7 +238,7 @@ class Runner:
 def bound_for(precision, k: int, policy: TimingPolicy) -> float:
     """The one bound on a C's relative error in a precision, for a kernel without its own and for
     cuBLAS's: the deployment's for FP32 and TF32 (GEMMWATCH_MAX_REL_ERROR and _TF32), else the bound
-    a narrow precision and K allow (core/precision.py derives it)."""
+    a narrow precision and K allow (core/description/precision.py derives it)."""
     if precision.compute_mode == "tf32":
         return policy.max_rel_error_tf32
     if precision.compute_mode == "fp32":
@@ -278,7 +278,7 @@ def pct_of_cublas(variant_ms: list[float], cublas_ms: list[float]) -> float:
 
 
 def peak(figures, compute_mode: str, gflops_measured: float | None) -> dict:
-    """The GPU's peak for this precision (core/precision.py: SMs x top SM clock x operations per SM
+    """The GPU's peak for this precision (core/description/precision.py: SMs x top SM clock x operations per SM
     per clock) and how much of it the kernel reached."""
     tflops = peak_tflops(figures.compute_capability, compute_mode, figures.sm_count, figures.max_sm_clock_mhz)
     pct = 100.0 * gflops_measured / 1000.0 / tflops if tflops and gflops_measured else None

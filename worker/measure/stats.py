@@ -15,8 +15,8 @@ the median:
 import math
 import statistics
 
-from core.sample_stats import median_ci
-from core.timing_stats import TimingStats
+from core.results.sample_stats import median_ci
+from core.results.timing_stats import TimingStats
 
 
 def noise(samples: list[float]) -> float:
@@ -48,7 +48,7 @@ def has_converged(samples: list[float], min_samples: int, max_noise: float, max_
 
 
 def summarise(samples: list[float]) -> TimingStats:
-    """The statistics core/timing_stats.py declares, each under its name there."""
+    """The statistics core/results/timing_stats.py declares, each under its name there."""
     q1, _, q3 = statistics.quantiles(samples, n=4) if len(samples) >= 2 else (samples[0],) * 3
     return {
         "median_ms": statistics.median(samples),

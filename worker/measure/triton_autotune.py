@@ -18,9 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from core.kernel import Launch, resolve
-from core.kernel_description import KernelDescription, TritonOptions
-from core.kernel_store import kernel_hash
+from core.description.kernel import Launch, resolve
+from core.description.kernel_description import KernelDescription, TritonOptions
+from core.records.kernel_store import kernel_hash
 from worker.measure import cublas_best
 from worker.arguments import kernel_args
 from worker.compile import triton_build

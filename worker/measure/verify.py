@@ -83,8 +83,8 @@ def check(xp, run: Run, ref, c, refill: Refill, seed: int, synchronize: Callable
     """Every run writes the same C, refilled in place before it: the kernel gets the addresses a
     home runner gives it on every call, so a launcher that keeps C's tensor map from its first call
     is right here where it is right at home. `read(c)`: C's values in FP32 (C may be FP16 or BF16);
-    `sentinel`: the unreachable fill, a value of C's type (core/precision.py Precision.sentinel);
-    `epilogue` (core/gemm_form.py): what the kernel computes with the scalars. An ab_only kernel
+    `sentinel`: the unreachable fill, a value of C's type (core/description/precision.py Precision.sentinel);
+    `epilogue` (core/description/gemm_form.py): what the kernel computes with the scalars. An ab_only kernel
     takes neither, so run 3 would repeat run 2 and is skipped; an alpha_only one must scale by
     alpha and ignore C. Where C is no input, the NaN probe is a check like the others: a NaN left
     in C is a wrong result."""

@@ -1,6 +1,6 @@
 """A confirmation's profile (issue 39): after all of a confirm job's timed samples, its confirmed
 changes (and every case, where the confirmation was asked with "profile": true) are profiled, base
-and head, on the GPU that timed them, and the diff stored (core.models.Profile).
+and head, on the GPU that timed them, and the diff stored (core.records.models.Profile).
 
 The order is the guarantee that no timed sample sees a profiler: this step runs once the GPU
 process has answered the job's last case (worker/execute.py), in a process of its own that
@@ -18,12 +18,12 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from core.confirm import KIND, confirmation
-from core.models import Job, Profile, utcnow
-from core.ncu_metrics import KernelProfile, NcuParseError, parse_ncu_csv
-from core.profile_diff import ProfileDiff, diff_launch
-from core.regression import PairedThresholds
-from core.sass_stats import FunctionSass, ResUsage, SassParseError, parse_res_usage, parse_sass
+from core.verdicts.confirm import KIND, confirmation
+from core.records.models import Job, Profile, utcnow
+from core.profile.ncu_metrics import KernelProfile, NcuParseError, parse_ncu_csv
+from core.profile.profile_diff import ProfileDiff, diff_launch
+from core.verdicts.regression import PairedThresholds
+from core.profile.sass_stats import FunctionSass, ResUsage, SassParseError, parse_res_usage, parse_sass
 from worker.profile import profiler
 from worker.profile.profile_launch import SIDES
 

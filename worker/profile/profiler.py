@@ -1,6 +1,6 @@
 """Running the tools behind a profile (issue 39): Nsight Compute over worker/profile/profile_launch.py,
-and cuobjdump over the cubins it reports. Each run's output is read by core/ncu_metrics.py and
-core/sass_stats.py; here only the command lines, and why a tool could not run, in words.
+and cuobjdump over the cubins it reports. Each run's output is read by core/profile/ncu_metrics.py and
+core/profile/sass_stats.py; here only the command lines, and why a tool could not run, in words.
 
 Nsight Compute is run with `--clock-control none`: it never locks or changes the card's clocks
 (a worker shares its GPU with nothing else, but its figures are measured at the clocks the card
@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.ncu_metrics import METRICS, MIX, OCCUPANCY_LIMITS
+from core.profile.ncu_metrics import METRICS, MIX, OCCUPANCY_LIMITS
 from worker.compile.nvcc import toolkit_program
 from worker.profile.profile_launch import PROFILE_RANGE
 
-# ncu's own expression for every stall reason core/ncu_metrics.py's STALL_RE reads.
+# ncu's own expression for every stall reason core/profile/ncu_metrics.py's STALL_RE reads.
 STALL_METRICS = r"regex:^smsp__average_warps_issue_stalled_\w+_per_issue_active\.ratio$"
 
 
@@ -42,7 +42,7 @@ def ncu_path(cfg) -> str | None:
 
 
 def ncu_command(ncu: str, program: list[str]) -> list[str]:
-    """ncu over `program`, asking for just the metrics core/ncu_metrics.py reads: fewer replay
+    """ncu over `program`, asking for just the metrics core/profile/ncu_metrics.py reads: fewer replay
     passes than ncu's sections, and no SASS-patched metric (each costs a replay of its own)."""
     return [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{PROFILE_RANGE}/",
             # Only the profile process: ncu would otherwise inject itself into every process it
@@ -53,7 +53,7 @@ def ncu_command(ncu: str, program: list[str]) -> list[str]:
 
 
 def read_metrics() -> list[str]:
-    """Every metric core/ncu_metrics.py reads, the stall reasons by a regular expression."""
+    """Every metric core/profile/ncu_metrics.py reads, the stall reasons by a regular expression."""
     names = [m.metric for m in (*METRICS, *MIX)] + list(OCCUPANCY_LIMITS.values())
     return [*dict.fromkeys(names), STALL_METRICS]
 

@@ -1,0 +1,532 @@
+"""A kernel, described once: the one schema every path carries (docs/KERNELS.md).
+
+A `KernelDescription` is what a kernel engineer writes in a kernels folder's `gemmwatch.json`
+(this project's own `kernels/` is one), what `POST /api/jobs` takes in `sources`, what a job's
+plan keeps in the kernel store for later confirmations, and what the A/B runner thaws. Its JSON
+(`model_dump(mode="json")`) is the one serialised form; its JSON Schema is published at
+`GET /api/kernels/schema`. On a GPU it becomes a `Launch` (core/description/kernel.py).
+"""
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError, field_validator,
+                      model_validator)
+
+from core.description import compile_flags, gemm_form, kernel_expr, kernel_includes
+from core.description.gemm_form import Accumulate, Epilogue, GemmForm
+from core.description.inputs import DESCRIPTION as inputs_text, SIGNED, Inputs
+from core.description.kernel_includes import IncludeRefused
+from core.description.precision import NARROW_MODES, ComputeMode, Precision
+from core.description.source_guard import SourceRefused
+from core.description.kernel_expr import ExprError
+
+# Names an expression may read, beside the kernel's own tunables and defines.
+PROBLEM_NAMES = ("M", "N", "K", "BATCH")
+DEVICE_NAMES = ("SM_COUNT", "SMEM_PER_SM", "SMEM_PER_BLOCK", "REGS_PER_SM", "MAX_THREADS_PER_SM", "L2_BYTES", "CC")
+RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
+
+# The arguments a GEMM kernel may take, in the order it declares them (the default: cuBLAS's
+# order, which most kernel repositories follow). Dimensions and leading dimensions are passed as
+# 32-bit ints, alpha and beta as floats, A, B and C as pointers to the matrices in `layout`.
+# A_map, B_map and C_map: a TMA tensor map over A, B or C (`tensor_maps`), by address or by value
+# (`const __grid_constant__ CUtensorMap`), as the kernel declares it.
+# stream: a launcher's cudaStream_t (the stream the runner times on); launchers only.
+# batch: the number of matrices of a batched call; stride_a, stride_b, stride_c: the elements
+# between one matrix of the batch and the next (packed: rows x cols).
+ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map", "C_map", "stream",
+                  "batch", "stride_a", "stride_b", "stride_c"]
+DEFAULT_ARGS: tuple[ArgName, ...] = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
+# A parameter that is none of the GEMM's own, said in the repository's words: "null", a pointer passed
+# as nullptr (a debug buffer a runner passes when it times); "ignored", one the kernel never reads
+# (a beta it leaves unused: zero in its type, null for a pointer; the form is then the one the other
+# args imply); "=2", "=0.5", a constant of the parameter's own type. Any of them may appear more than once.
+FILLERS = ("null", "ignored")
+CONSTANT_PATTERN = r"^=-?[0-9]{1,18}(\.[0-9]{1,18})?([eE][-+]?[0-9]{1,3})?$"
+ArgConstant = Annotated[str, StringConstraints(pattern=CONSTANT_PATTERN)]
+Arg = ArgName | Literal["null", "ignored"] | ArgConstant
+
+
+def is_filler(arg: str) -> bool:
+    """A parameter the runner passes a fixed value for (FILLERS, "=constant"): no role of the GEMM."""
+    return arg in FILLERS or arg.startswith("=")
+
+
+Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+# A file of the kernel, by its path inside the kernels folder: plain components, no '.' or '..'
+# (a file is found by resolving includes, never by climbing out of the folder).
+FilePath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*$",
+                                            max_length=200)]
+Expr = Annotated[str, StringConstraints(min_length=1, max_length=kernel_expr.MAX_LENGTH)]
+Dim = StrictInt | Expr
+# "sm_90a": the kernel is built for that target and runs on that compute capability only; "sm_80+":
+# built for whichever GPU runs it, of compute capability 8.0 or later (an architecture's
+# instructions, cp.async or mma.sync, that later GPUs keep).
+Target = Annotated[str, StringConstraints(pattern=r"^sm_[0-9]{2,3}(a|\+)?$")]
+# A C++ name a user writes to reach a function: namespaces, template arguments anywhere
+# ("gemm::MMADirect<128, 64, __half>::Run"). Only these characters, so the name cannot end the
+# expression it is pasted into (no parentheses, quotes, semicolons or comments); brackets balanced.
+CALLABLE_PATTERN = r"^(::)?[A-Za-z_][A-Za-z0-9_:<>, +*-]*$"
+TimingMode = Literal["cold", "hot", "burst", "sustained"]
+# Bytes of all of one description's files together: a bound on the work a description can cause
+# before any per-deployment limit (GEMMWATCH_MAX_SOURCE_BYTES, checked by the API) applies.
+ABSOLUTE_MAX_BYTES = 4_000_000
+
+
+class Tunable(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    values: list[StrictInt] = Field(min_length=1, max_length=16, description="the values an autotune job tries")
+    default: StrictInt = Field(description="the value a bench job uses unless told otherwise")
+
+    @model_validator(mode="after")
+    def _default_is_a_value(self) -> "Tunable":
+        if len(set(self.values)) != len(self.values):
+            raise ValueError(f"values {self.values} repeat")
+        if self.default not in self.values:
+            raise ValueError(f"default {self.default} is not one of the values {self.values}")
+        return self
+
+
+class TileGrid(BaseModel):
+    """One block per tile of C: the grid covers M x N with tiles of `tile` = [rows, cols]."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tile: list[Dim] = Field(min_length=2, max_length=2, description="[rows (along M), cols (along N)] of C per block")
+    order: Literal["n_first", "m_first"] = Field(
+        "n_first", description="n_first: blockIdx.x walks the tile columns (N), blockIdx.y the rows (M); "
+                               "m_first: blockIdx.x walks the rows (M)")
+
+    @field_validator("tile")
+    @classmethod
+    def _tile_ints_positive(cls, tile: list) -> list:
+        if any(type(t) is int and not 1 <= t <= 65536 for t in tile):
+            raise ValueError(f"tile {tile}: each of rows, cols must be in 1..65536")
+        return tile
+
+
+class ExprGrid(BaseModel):
+    """A grid of any shape: x, y, z as expressions (a persistent grid: "SM_COUNT * 2")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    x: Dim
+    y: Dim = 1
+    z: Dim = 1
+
+    @model_validator(mode="after")
+    def _ints_launchable(self) -> "ExprGrid":
+        """A grid of integers CUDA cannot launch is refused here, naming the field, not in the
+        worker (issue 49, row 8: {"x": -5} was taken and failed the job with a traceback)."""
+        for name, most in (("x", 2**31 - 1), ("y", 65535), ("z", 65535)):
+            value = getattr(self, name)
+            if type(value) is int and not 1 <= value <= most:
+                raise ValueError(f"grid.{name} = {value}: CUDA launches 1..{most} blocks along {name}")
+        return self
+
+
+class TensorMap(BaseModel):
+    """A TMA tensor map (Hopper's tensor memory accelerator) over one matrix as it lies in memory,
+    made by the runner with cuTensorMapEncodeTiled (`A_map`, `B_map`, `C_map`), passed by address or
+    by value as the kernel's parameter is declared."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    box: list[Dim] = Field(min_length=2, max_length=2,
+                           description="the box one copy moves: elements along the matrix's contiguous dimension "
+                                       "(K for a row-major A, N for a row-major B), then lines across it; each 1..256")
+    swizzle: Literal[0, 32, 64, 128] = Field(0, description="the shared-memory swizzle span in bytes (0: none); the "
+                                                           "box's contiguous side may be at most this many bytes")
+
+
+class OperandLayouts(BaseModel):
+    """Each operand's layout of its own: {"A": "row", "B": "col", "C": "row"} is B column-major
+    beside a row-major A and C (what cuBLAS on row-major data calls TN)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    A: Literal["row", "col", "column"] = "row"
+    B: Literal["row", "col", "column"] = "row"
+    C: Literal["row", "col", "column"] = "row"
+
+
+class TritonOptions(BaseModel):
+    """How a Triton kernel is compiled: its warps (the block is 32 of them) and pipeline stages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_warps: Literal[1, 2, 4, 8, 16, 32] = Field(4, description="warps per program (block of 32 x num_warps threads)")
+    num_stages: int = Field(3, ge=1, le=8, description="software pipeline stages of its loops")
+    config: int | None = Field(None, ge=0, le=255, description=(
+        "for a kernel under @triton.autotune: which of its configurations to run (by position in its list); "
+        "left out, the worker runs the autotune once per case outside the timing and keeps the choice"))
+
+
+class KernelDescription(BaseModel):
+    """One kernel: its files, entry, launch geometry, target, compute mode and constants."""
+
+    model_config = ConfigDict(extra="forbid", title="gemmwatch kernel description")
+
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,59}$")] = Field(
+        description="variant name (snake_case); a built-in's name means this commit's version of it")
+    files: dict[FilePath, str] = Field(
+        min_length=1, max_length=64,
+        description="every file the kernel compiles from, by path in its folder: the source and the headers it "
+                    "includes with #include \"...\" (resolved from the including file's folder, then `include_dirs`)")
+    source: FilePath = Field(description="the file compiled as the translation unit (one of `files`)")
+    include_dirs: list[FilePath] = Field(default_factory=list, max_length=16,
+                                         description="folders of `files` searched for #include <...> and, after the "
+                                                     "including file's folder, #include \"...\"")
+    entry: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_:]*(<[A-Za-z0-9_, +*-]*>)?$",
+                                            max_length=200)] | None = Field(
+        None, description='the __global__ function, or a template instantiation such as "sgemm<BM, BN, 8>" '
+                          "(the kernel's defines and tunables are macros there); with a launcher, optional: the "
+                          "kernel whose resources (registers, shared memory, spills) the result shows")
+    launcher: Annotated[str, StringConstraints(pattern=CALLABLE_PATTERN, max_length=200)] | None = Field(
+        None, description='the repository\'s own host launcher, any name C++ reaches a function by: "run_sgemm_tiled", '
+                          '"launch_gemm<float>", "ns::Gemm<128, __half>::Run" (a static member), a name brought in '
+                          "by a using-declaration, an extern \"C\" function (nvcc only): the runner calls it, in a "
+                          "confined process of the case's own, and times every kernel it launches as one GEMM; "
+                          "`args` are then its parameters (stream included), it sets its own grid, block, shared "
+                          "memory and cluster (no `block` or `grid`), and `entry`, where given, is the kernel whose "
+                          "resources the result shows")
+    timing: TimingMode | None = Field(
+        None, description="the timing mode that matches the runner this kernel is timed by at home (README, "
+                          '"Which timing mode"): cold (nvbench\'s cold samples), hot (do_bench, a loop of '
+                          "launches), burst (a few back-to-back launches after a pause: a repository's own quick "
+                          "runner), sustained; none: the job's, else the worker's GEMMWATCH_TIMING_MODE")
+    inputs: Inputs = Field(SIGNED, description=inputs_text)
+    args: list[Arg] = Field(default_factory=lambda: list[Arg](DEFAULT_ARGS), min_length=3, max_length=24,
+                                description="the kernel's parameters in order; M, N, K, lda, ldb, ldc as int, alpha and "
+                                            "beta as float, A, B, C as pointers; A_map, B_map, C_map: the matrix's "
+                                            "tensor map (`tensor_maps`), by address (0 where the TMA cannot describe "
+                                            "the matrix: a line not a multiple of 16 bytes) or by value "
+                                            "(`const __grid_constant__ CUtensorMap`: such a case is refused); "
+                                            "with a `launcher`, its parameters in order, `stream` among them, each "
+                                            "passed in the type its library declares (a scalar by pointer: a host one); "
+                                            '"null" (a pointer passed as nullptr: a debug buffer), "ignored" (a '
+                                            'parameter never read: zero in its type), "=2" (a constant in its type)')
+    tensor_maps: dict[Literal["A", "B", "C"], TensorMap] = Field(
+        default_factory=dict, description="TMA tensor maps the kernel takes (sm_90 and later), by matrix; each needs "
+                                          "its A_map, B_map or C_map in args")
+    layout: Literal["row", "column"] | OperandLayouts = Field(
+        "row", description='how A (M x K), B (K x N) and C (M x N) lie in memory: all alike ("row", "column"), or '
+                           'each its own ({"A": "row", "B": "col", "C": "row"}); leading dimensions and batch '
+                           "strides are packed")
+    epilogue: Epilogue | None = Field(
+        None, description="alpha_beta: C = alpha·A·B + beta·C; alpha_only: C = alpha·A·B; ab_only: C = A·B (C only "
+                          "written). Default: the one args imply (alpha and beta among them, alpha alone, neither); "
+                          "alpha and beta are passed in the type the kernel's binary declares, by value or pointer")
+    accumulate: Accumulate = Field(
+        "fp32", description='what the products are summed in: "fp32", or "fp16" (fp16 kernels writing an FP16 C: '
+                            "half WMMA accumulators, mma .f16.f16.f16.f16, a half sum), timed beside cuBLAS with "
+                            "CUBLAS_COMPUTE_16F and checked with FP16 accumulation's bound (core/description/precision.py)")
+    block: list[Dim] | None = Field(None, min_length=1, max_length=3,
+                                    description="threads per block [x, y, z] (a kernel's; a launcher sets its own)")
+    grid: TileGrid | ExprGrid | None = Field(None, description="the kernel's grid (a launcher sets its own)")
+    dynamic_smem: Dim = Field(0, description="bytes of dynamic shared memory per block")
+    target: Target | None = Field(None, description='a GPU target the kernel needs, e.g. "sm_90a" for wgmma; '
+                                                     "none: built for whatever GPU runs it")
+    compiler: Literal["nvrtc", "nvcc"] = Field(
+        "nvrtc", description="nvrtc: device code only, compiled in memory; nvcc: the file as the repository builds "
+                             "it, host code (launchers, host headers) included, with `flags`")
+    language: Literal["cuda", "triton"] = Field(
+        "cuda", description='cuda: C++ built by NVRTC or nvcc; triton: `source` is a Python file and `entry` a '
+                            "@triton.jit function in it, compiled ahead of time in the confined compile process "
+                            "(its module imported there only); `args` names its parameters that are not "
+                            "tl.constexpr, in order; each tl.constexpr gets its value from `defines` or `tunables`; "
+                            "`block` is left out (32 x `triton.num_warps` threads)")
+    triton: TritonOptions | None = Field(None, description="a Triton kernel's num_warps and num_stages")
+    libraries: list[Literal["cutlass"]] = Field(
+        default_factory=list, max_length=4,
+        description='header libraries the worker provides, pinned, for an nvcc kernel: "cutlass" puts CUTLASS\'s '
+                    "include/ and tools/util/include/ on the include path (its version is in the result's compiler)")
+    flags: list[Annotated[str, StringConstraints(max_length=64)]] = Field(
+        default_factory=list, max_length=48,
+        description="nvcc's code-generation flags, as the repository's build passes them (-O3, --use_fast_math, "
+                    "-maxrregcount=128, -Xptxas -v, ...; core/description/compile_flags.py lists what is allowed)")
+    compute_mode: ComputeMode = Field(
+        "fp32", description="the inputs and the math (core/description/precision.py). fp32: FP32 A and B, timed beside cuBLAS "
+                            "FP32; tf32: FP32 A and B rounded to TF32 on the tensor cores, beside cuBLAS TF32; "
+                            "fp16, bf16: A and B in that type (__half, __nv_bfloat16), FP32 accumulate, beside "
+                            "cuBLAS in the same precision; fp8: A and B in E4M3 (__nv_fp8_e4m3) with per-tensor "
+                            "scales folded into alpha, FP32 accumulate, C in BF16, beside cuBLASLt FP8")
+    output: Literal["input", "fp32"] = Field(
+        "input", description='the type of C: "input" (the type of A and B; BF16 for fp8) or "fp32" (for fp16, bf16 '
+                             'and fp8)')
+    tolerance: float | None = Field(None, gt=0, le=0.1, allow_inf_nan=False,
+                                    description="largest relative Frobenius error against the FP32 product of the same "
+                                                "inputs (default: 1e-4 for fp32, 2e-3 for tf32; for fp16 and bf16 "
+                                                "2 u_out + 2 K u_fp32, for fp8 2 u_out + 2 (K/32) 2^-14, "
+                                                "core/description/precision.py says why)")
+    defines: dict[Identifier, Dim] = Field(default_factory=dict, max_length=64,
+                                           description="-D NAME=value; a value may be an expression of the GPU's "
+                                                       "figures, the tunables and other defines")
+    tunables: dict[Identifier, Tunable] = Field(default_factory=dict, max_length=16,
+                                                description="-D values an autotune job sweeps")
+    technique: Annotated[str, StringConstraints(max_length=2000)] | None = Field(
+        None, description="what the kernel does, in a sentence")
+    seed: Annotated[str, StringConstraints(max_length=200)] | None = Field(
+        None, description="where the technique comes from")
+
+    @field_validator("files")
+    @classmethod
+    def _no_byte_order_mark(cls, files: dict) -> dict:
+        """A byte-order mark that an editor put at the start of a file is not part of the kernel:
+        NVRTC reads it as an unrecognized token. Dropped before the source guard reads the text,
+        so what the guard judges is what NVRTC compiles."""
+        return {path: text.removeprefix("\ufeff") for path, text in files.items()}
+
+    @field_validator("flags")
+    @classmethod
+    def _flags_allowed(cls, flags: list) -> list:
+        """Every refused flag named at once (a Makefile's line often holds several)."""
+        compile_flags.check_flags(flags)
+        return flags
+
+    @property
+    def build_flags(self) -> compile_flags.Flags:
+        """The flags as the worker builds with them (core/description/compile_flags.py)."""
+        return compile_flags.parse(self.flags)
+
+    @property
+    def effective_target(self) -> str | None:
+        """The target the description names, else the one its flags name (-arch=sm_90a)."""
+        return self.target or self.build_flags.target
+
+    @field_validator("launcher")
+    @classmethod
+    def _brackets_balanced(cls, launcher: str | None) -> str | None:
+        depth = 0
+        for ch in launcher or "":
+            depth += (ch == "<") - (ch == ">")
+            if depth < 0:
+                break
+        if depth != 0:
+            raise ValueError(f"launcher {launcher!r}: its template brackets < > do not balance")
+        return launcher
+
+    @field_validator("block")
+    @classmethod
+    def _block_ints_in_range(cls, block: list | None) -> list | None:
+        if block is None:
+            return None
+        ints = [b for b in block if type(b) is int]
+        if any(b < 1 or b > 1024 for b in ints) or (len(ints) == len(block) and math.prod(ints) > 1024):
+            raise ValueError(f"block {block}: each dimension >= 1 and at most 1024 threads in all")
+        return block
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "KernelDescription":
+        if self.source not in self.files:
+            raise ValueError(f"source {self.source!r} is not among the files ({', '.join(sorted(self.files))})")
+        size = sum(len(text.encode()) for text in self.files.values())
+        if size > ABSOLUTE_MAX_BYTES:
+            raise ValueError(f"the files hold {size} bytes; at most {ABSOLUTE_MAX_BYTES}")
+        clash = (set(self.defines) | set(self.tunables)) & RESERVED
+        if clash:
+            raise ValueError(f"{', '.join(sorted(clash))}: reserved for the problem and the GPU "
+                             f"({', '.join(sorted(RESERVED))}); name the constant otherwise")
+        both = set(self.defines) & set(self.tunables)
+        if both:
+            raise ValueError(f"{', '.join(sorted(both))}: both a define and a tunable")
+        if self.flags and self.compiler != "nvcc":
+            raise ValueError('flags are nvcc\'s: set "compiler": "nvcc" (an NVRTC build takes `defines`)')
+        flag_target = self.build_flags.target
+        if self.target and flag_target and flag_target != self.target:
+            raise ValueError(f"target {self.target} and the flags' {flag_target} differ: give one (the flags' -arch "
+                             "or -gencode is the kernel's target when `target` is left out)")
+        _check_triton(self)
+        if self.libraries and self.compiler != "nvcc":
+            raise ValueError(f"libraries {self.libraries}: a library's headers are for a kernel nvcc builds "
+                             '("compiler": "nvcc")')
+        _check_launcher(self)
+        if self.output == "fp32" and self.compute_mode not in NARROW_MODES:
+            raise ValueError(f'output "fp32" is for fp16, bf16 and fp8 kernels; a {self.compute_mode} kernel writes '
+                             'FP32 already (leave output as "input")')
+        # A, B and C each by its pointer, its tensor map or both (a TMA kernel may read an operand,
+        # or write C, through its map alone).
+        roles = self.roles
+        if len(set(roles)) != len(roles):
+            raise ValueError(f"args {self.args}: each name once (null, ignored and =constants may repeat)")
+        missing = [x for x in ("A", "B", "C") if x not in self.args and f"{x}_map" not in self.args]
+        if missing:
+            raise ValueError(f"args {self.args}: A, B and C each as its pointer (A, B, C) or its tensor map (A_map, "
+                             f"B_map, C_map, with tensor_maps); missing {', '.join(missing)}")
+        maps_in_args = {a.removesuffix("_map") for a in self.args if a.endswith("_map")}
+        if maps_in_args != set(self.tensor_maps):
+            raise ValueError(f"args name the tensor maps of {sorted(maps_in_args) or 'no matrix'} and tensor_maps "
+                             f"describes {sorted(self.tensor_maps) or 'none'}: each map in both")
+        self.form  # the layouts, epilogue and accumulate fit each other and the rest (core/description/gemm_form.py)
+        if math.prod(len(t.values) for t in self.tunables.values()) > 4096:
+            raise ValueError("the tunables make more than 4096 combinations")
+        for value, where in self.expressions():
+            if self.language == "triton" and where.startswith("grid"):
+                # A Triton grid reads its @triton.autotune configuration's values as well ("cdiv(M,
+                # BLOCK_SIZE_M)"), known only once its file is read: checked when the case runs.
+                continue
+            try:
+                kernel_expr.check(value, self.known_names(where))
+            except ExprError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+        define_order(self.defines)  # a define that reads itself, through others or not, is refused
+        if self.language == "cuda":  # a Triton kernel's Python is read by nothing but its confined compile
+            try:  # layer 1 of 3 against a hostile source (docs/SECURITY.md), and where each #include leads
+                kernel_includes.resolve(self.files, self.source, self.include_dirs, compiler=self.compiler)
+            except (SourceRefused, IncludeRefused) as refusal:
+                raise ValueError(f"source refused: {refusal}") from None
+        return self
+
+    # -- expressions ----------------------------------------------------------------
+    @property
+    def roles(self) -> list[str]:
+        """The args that name a role of the GEMM's (fillers left out)."""
+        return [a for a in self.args if not is_filler(a)]
+
+    def expressions(self) -> list[tuple[Any, str]]:
+        """(value, field) for every int-or-expression field, to check the names each may read."""
+        grid = ([] if self.grid is None else [(d, "grid.tile") for d in self.grid.tile]
+                if isinstance(self.grid, TileGrid)
+                else [(self.grid.x, "grid.x"), (self.grid.y, "grid.y"), (self.grid.z, "grid.z")])
+        return ([(b, "block") for b in self.block or []] + grid + [(self.dynamic_smem, "dynamic_smem")]
+                + [(v, f"defines.{k}") for k, v in self.defines.items()]
+                + [(d, f"tensor_maps.{x}.box") for x, t in self.tensor_maps.items() for d in t.box])
+
+    def known_names(self, where: str) -> set[str]:
+        """What an expression in this field may read: the GPU's figures and the kernel's constants
+        everywhere; M, N and K only where they vary per case (grid, dynamic shared memory), never
+        in a -D or the block, which are fixed when the kernel is compiled."""
+        known = set(DEVICE_NAMES) | set(self.tunables) | set(self.defines)
+        if where.startswith(("grid", "dynamic_smem")):
+            known |= set(PROBLEM_NAMES)
+        return known
+
+    # -- tunables ---------------------------------------------------------------------
+    def defaults(self) -> dict[str, int]:
+        return {name: t.default for name, t in self.tunables.items()}
+
+    def check_tunables(self, chosen: dict[str, int] | None) -> dict[str, int]:
+        """The chosen values over the defaults; a name or value outside the tunables is a ValueError."""
+        merged = self.defaults()
+        for name, value in (chosen or {}).items():
+            if name not in self.tunables:
+                raise ValueError(f"{self.name} has no tunable {name!r}; tunables: {sorted(self.tunables) or 'none'}")
+            if type(value) is not int or value not in self.tunables[name].values:
+                raise ValueError(f"{self.name}: {name}={value!r} not allowed; allowed: {self.tunables[name].values}")
+            merged[name] = value
+        return merged
+
+    def configurations(self) -> list[dict[str, int]]:
+        """Every combination of the tunables, the defaults first ({} for a kernel without any)."""
+        names = list(self.tunables)
+        combos = [dict(zip(names, vs)) for vs in itertools.product(*(self.tunables[n].values for n in names))]
+        default = self.defaults()
+        return [default] + [c for c in combos if c != default]
+
+    @property
+    def precision(self) -> Precision:
+        return Precision(self.compute_mode, self.output, self.accumulate, scaled=self.form.epilogue != "ab_only")
+
+    @property
+    def form(self) -> GemmForm:
+        return gemm_form.form_of(self.layout, self.epilogue, self.accumulate, self.roles, self.compute_mode,
+                                 self.output)
+
+    def summary(self) -> dict[str, Any]:
+        """What GET /api/variants says of a kernel."""
+        return {"name": self.name, "technique": self.technique or "", "seed": self.seed, "source_file": self.source,
+                "entry": self.entry, "compute_mode": self.compute_mode, "form": self.form.key(),
+                "precision": self.precision.label(), "target": self.effective_target,
+                "tunables": [{"name": n, "values": t.values, "default": t.default} for n, t in self.tunables.items()]}
+
+
+def _check_triton(desc: KernelDescription) -> None:
+    """A Triton kernel is one @triton.jit function in a Python file, launched by the runner: none of
+    what C++ builds and launchers take."""
+    if desc.language != "triton":
+        if desc.triton is not None:
+            raise ValueError('triton: options for a Triton kernel; set "language": "triton"')
+        return
+    if not desc.source.endswith(".py"):
+        raise ValueError(f'source {desc.source}: a Triton kernel\'s source is a Python file (.py)')
+    if desc.entry is None or not desc.entry.isidentifier():
+        raise ValueError(f"entry {desc.entry!r}: the name of the @triton.jit function in {desc.source}")
+    given = [name for name, value in (("launcher", desc.launcher), ("block", desc.block), ("flags", desc.flags),
+                                      ("libraries", desc.libraries), ("tensor_maps", desc.tensor_maps),
+                                      ("include_dirs", desc.include_dirs)) if value]
+    if given or desc.compiler != "nvrtc" or desc.dynamic_smem != 0:
+        what = ", ".join(given + (["compiler"] if desc.compiler != "nvrtc" else [])
+                         + (["dynamic_smem"] if desc.dynamic_smem != 0 else []))
+        raise ValueError(f"{what}: not for a Triton kernel (Triton compiles it and says its block and shared "
+                         "memory; a wrapper that launches it is not taken yet)")
+    if desc.grid is None:
+        raise ValueError("grid: a Triton kernel's launch needs its grid (its programs along x, y, z)")
+
+
+def _check_launcher(desc: KernelDescription) -> None:
+    """A launcher is host code: only nvcc builds it, only it takes a stream, and it makes its own
+    launches (no tensor map of the runner's reaches it)."""
+    if desc.launcher is None:
+        if desc.language == "triton":
+            return  # its block is Triton's (_check_triton)
+        if "stream" in desc.args:
+            raise ValueError('args: "stream" is a launcher\'s parameter; a kernel takes none (name the launcher in '
+                             '"launcher")')
+        missing = [name for name, value in (("entry", desc.entry), ("block", desc.block), ("grid", desc.grid))
+                   if value is None]
+        if missing:
+            raise ValueError(f"{', '.join(missing)}: a kernel's launch needs them (a description with a `launcher` "
+                             "may leave them out: the launcher sets its own)")
+        return
+    if desc.compiler != "nvcc":
+        raise ValueError('launcher: host code is built by nvcc only: set "compiler": "nvcc"')
+    if desc.tensor_maps:
+        raise ValueError("launcher: tensor_maps are the runner's for a kernel it launches; a launcher makes its own")
+    _check_adapter(desc.launcher, desc.libraries)
+
+
+# gemmwatch's own launchers over a type a repository defines, and the header library each needs:
+# gemmwatch::cutlass3_gemm<Gemm> runs a CUTLASS 3 device GEMM (worker/compile/launcher_adapters).
+LAUNCHER_ADAPTERS = {"gemmwatch::cutlass3_gemm": "cutlass"}
+
+
+def _check_adapter(launcher: str, libraries: Sequence[str]) -> None:
+    """A launcher in gemmwatch's namespace is one of gemmwatch's adapters, given the type it runs
+    and the library it is written against."""
+    name = launcher.split("<", 1)[0].replace(" ", "")
+    if not name.startswith("gemmwatch::"):
+        return
+    library = LAUNCHER_ADAPTERS.get(name)
+    if library is None:
+        raise ValueError(f"launcher: {name} is not one of gemmwatch's launchers ({', '.join(LAUNCHER_ADAPTERS)})")
+    if "<" not in launcher:
+        raise ValueError(f'launcher: name the GEMM type {name} runs, as the repository spells it: "{name}<Gemm>"')
+    if library not in libraries:
+        raise ValueError(f'launcher: {name} is written against {library}: add "libraries": ["{library}"]')
+
+
+def explain(exc: ValidationError, who: str) -> str:
+    """A description's validation errors, one line each: who, which field, why."""
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(the kernel)"
+        lines.append(f"{who}: {where}: {err['msg'].removeprefix('Value error, ')}")
+    return "\n".join(lines)
+
+
+def define_order(defines: dict[str, Any]) -> list[str]:
+    """The defines in an order where each comes after those it reads; a cycle is a ValueError."""
+    reads = {name: (kernel_expr.names(v) & set(defines)) if type(v) is not int else set() for name, v in defines.items()}
+    order: list[str] = []
+    done: set[str] = set()
+    while len(order) < len(defines):
+        ready = [n for n in defines if n not in done and reads[n] <= done]
+        if not ready:
+            stuck = sorted(n for n in defines if n not in done)
+            raise ValueError(f"defines {', '.join(stuck)} read each other in a cycle")
+        order += ready
+        done |= set(ready)
+    return order

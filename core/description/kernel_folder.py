@@ -1,0 +1,105 @@
+"""A kernels folder: `gemmwatch.json` beside the CUDA files it describes.
+
+The manifest is a JSON list of kernel descriptions (core/description/kernel.py), or an object holding that
+list as "kernels" beside fields every kernel of the folder shares ("timing"), in which `files` may be
+left out: each kernel carries its `source` and every file that source reaches through #include,
+read from the folder (never from outside it). `files` may also list paths of further files to
+carry (a header reached only through a macro, say). This project's own `kernels/` is such a
+folder, and so is any kernel engineer's repository with a manifest added.
+
+Every problem is reported before anything is posted, naming the kernel and the field.
+"""
+
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from core.description.kernel_description import KernelDescription, explain
+from core.description.kernel_includes import reached_files
+
+MANIFEST = "gemmwatch.json"
+
+
+class FolderError(ValueError):
+    """A kernels folder that cannot be read or described; the message names the kernel and field."""
+
+
+def load_folder(folder: Path, names: list[str] | None = None) -> list[KernelDescription]:
+    """The folder's kernels (of those named, the ones it describes), each checked as the API would."""
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        raise FolderError(f"{folder}: no {MANIFEST} describes its kernels (docs/KERNELS.md shows one)")
+    try:
+        entries = json.loads(manifest.read_text(encoding="utf-8-sig"))  # as some editors save it
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FolderError(f"{manifest}: not JSON ({exc})") from None
+    entries = folder_defaults(manifest, entries)
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise FolderError(f"{manifest}: a list of kernel descriptions ({{\"name\": ..., \"source\": ...}}) is expected, "
+                          'or {"timing": ..., "kernels": [...]}')
+    if names:  # a name the folder does not describe may be a built-in: the server judges it
+        entries = [e for e in entries if e.get("name") in names]
+    out, problems = [], []
+    for index, entry in enumerate(entries):
+        who = f"{manifest.name}: kernel {entry.get('name')!r} (entry {index + 1})"
+        try:
+            out.append(KernelDescription.model_validate(with_files(folder, entry)))
+        except ValidationError as exc:
+            # A refused source names each of its problems on a line of its own: indented under the kernel.
+            problems.append("\n".join(line if line.startswith(who) else f"  {line}"
+                                       for line in explain(exc, who).splitlines()))
+        except FolderError as exc:
+            problems.append(f"{who}: {exc}")
+    if problems:
+        raise FolderError("\n".join(problems))
+    seen = [d.name for d in out]
+    twice = sorted({n for n in seen if seen.count(n) > 1})
+    if twice:
+        raise FolderError(f"{manifest}: {', '.join(twice)} described more than once")
+    return out
+
+
+# What the object form of a manifest may say for every kernel of the folder, each kernel's own
+# field first: {"timing": "burst", "inputs": "uniform(0,1)", "kernels": [...]}, the folder's runner being
+# a quick loop over curand's uniform inputs.
+FOLDER_FIELDS = ("timing", "inputs")
+
+
+def folder_defaults(manifest: Path, entries):
+    """The kernels of a manifest in its object form, each given the folder's fields it does not set
+    itself; a list is returned as it is."""
+    if not isinstance(entries, dict):
+        return entries
+    unknown = sorted(set(entries) - {"kernels", *FOLDER_FIELDS})
+    if unknown or not isinstance(entries.get("kernels"), list):
+        raise FolderError(f"{manifest}: the object form holds \"kernels\" (a list of kernel descriptions) and "
+                          f"{', '.join(repr(f) for f in FOLDER_FIELDS)} for all of them"
+                          + (f"; not {', '.join(repr(u) for u in unknown)}" if unknown else ""))
+    shared = {f: entries[f] for f in FOLDER_FIELDS if f in entries}
+    return [{**shared, **e} if isinstance(e, dict) else e for e in entries["kernels"]]
+
+
+def with_files(folder: Path, entry: dict) -> dict:
+    """The entry with `files` filled from the folder: its source, what that includes, and any
+    paths `files` lists. A dict of texts is taken as it is."""
+    given = entry.get("files")
+    if isinstance(given, dict):
+        return entry
+    if given is not None and not (isinstance(given, list) and all(isinstance(p, str) for p in given)):
+        raise FolderError("files: a list of paths in the folder (or leave it out)")
+    source = entry.get("source")
+    if not isinstance(source, str):
+        return {**entry, "files": {}}  # the missing or wrong source is reported by the schema
+    root = folder.resolve()
+    for path in [source, *(given or [])]:
+        on_disk = (root / path).resolve()
+        if not on_disk.is_relative_to(root):
+            raise FolderError(f"{path}: outside the kernels folder")
+        if not on_disk.is_file():
+            raise FolderError(f"{path}: no such file in {folder}")
+    try:
+        files = reached_files(folder, source, entry.get("include_dirs") or [], given or [])
+    except UnicodeDecodeError as exc:
+        raise FolderError(f"a file is not UTF-8 text ({exc})") from None
+    return {**entry, "files": files}
