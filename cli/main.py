@@ -21,6 +21,7 @@ from cli.demo import demo
 from cli.progress import wait_for_job
 from cli.token_commands import token_app
 from cli.variants import variants
+from cli.export import export
 from cli.server import (LOCAL_HELP, SERVER_HELP, api_client, find_server, forget_server, local_token_path, local_url,
                         port_taken, record_server, trusted_server)
 from cli.markup import colored, escape
@@ -32,6 +33,7 @@ app = typer.Typer(help="gemmwatch: GEMM kernels (FP32, TF32, FP16, BF16, FP8) ag
 app.add_typer(token_app, name="token")
 app.command()(demo)  # cli/demo.py: real figures for a machine without a GPU
 app.command()(variants)
+app.command()(export)
 console = make_console()  # no 80-column limit where output is not a terminal (cli/messages.py)
 errors = make_console(stderr=True)  # what a script or CI log must see apart from the results
 

@@ -20,8 +20,9 @@ from core.web_deps import SessionDep, SettingsDep
 from core.jobs.fleet import load_fleet
 from core.records.models import Job
 from core.verdicts.confirm import confirmation, profiles_of
+from core.verdicts import commit_view
 from core.verdicts.regression import PairedThresholds, Thresholds
-from dashboard import (commit_view, compare, export, figures, history, job_cancel, job_profile, login, overview, queries, roofline,
+from dashboard import (compare, export, figures, history, job_cancel, job_profile, login, overview, queries, roofline,
                        sweep)
 from dashboard.roofline_figure import roofline_figure
 from dashboard.filters import (PRECISIONS, Dim, Format, Name, Names, PrecisionParam, Size, clean, form_options,

@@ -51,6 +51,7 @@ class CommitRow:
     history_status: str | None = None
     profile_id: int | None = None  # the confirmation's result whose profile explains this row, where profiled
     confirm_job_id: int | None = None  # the confirmation that measured this row (its page's Profile button)
+    result_id: int | None = None  # the head result the row is of
 
     @property
     def anchor(self) -> str:
@@ -112,7 +113,7 @@ def load_commit(db: Session, sha: str, th: Thresholds, pth: PairedThresholds) ->
         profiles += sorted(found.values(), key=lambda p: p.result_id)
         profiled.update({r.id: r for r in job.results if r.id in found})
         for c in confirmation(job, pth, found):
-            confirmed[(job.confirm.get("head_job"), c.variant, c.m, c.n, c.k, c.form)] = (c, job.id)
+            confirmed[((job.confirm or {}).get("head_job"), c.variant, c.m, c.n, c.k, c.form)] = (c, job.id)
     for job in jobs:
         by_id = {r.id: r for r in job.results}
         for v in verdicts(db, job, None, None, th):
@@ -121,7 +122,7 @@ def load_commit(db: Session, sha: str, th: Thresholds, pth: PairedThresholds) ->
                             mode=r.mode, compute_mode=r.compute_mode, form=r.form, gflops=v.gflops,
                             pct_of_cublas=v.pct_of_cublas,
                             delta=v.delta, status=v.status, reason=v.reason, resource_changes=v.resource_changes,
-                            history_status=v.status)
+                            history_status=v.status, result_id=r.id)
             c, confirm_job_id = confirmed.get((job.id, v.variant, v.m, v.n, v.k, r.form), (None, None))
             if c is not None and v.status != "unverified":
                 row.confirm_job_id = confirm_job_id
