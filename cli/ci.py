@@ -277,8 +277,9 @@ def one_as_reported(jobs: list[dict]) -> dict:
 
 def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str | None, timeout: float,
            with_confirmation: bool = True, always_confirm: bool = False, profile: bool = False,
-           start_hint: bool = False) -> int:
-    """start_hint: the server is this machine's own (`--local`), so an unreachable one is told how to start it."""
+           start_hint: bool = False, summary_out: Path | None = None) -> int:
+    """start_hint: the server is this machine's own (`--local`), so an unreachable one is told how to start it.
+    summary_out: the Markdown summary is written there too (a pull request's comment reads it)."""
     jobs, verdicts, confirmations = [], [], []
     params = {k: v for k, v in (("base", base), ("base_branch", base_branch)) if v}
     try:
@@ -317,4 +318,6 @@ def run_ci(client: httpx.Client, body: dict, base: str | None, base_branch: str 
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
             f.write(text)
+    if summary_out is not None:
+        summary_out.write_text(text)
     return exit_code(job, verdicts, confirmation)

@@ -22,6 +22,7 @@ from cli.progress import wait_for_job
 from cli.token_commands import token_app
 from cli.variants import variants
 from cli.export import export
+from cli.pr_comment import pr_comment
 from cli.server import (LOCAL_HELP, SERVER_HELP, api_client, find_server, forget_server, local_token_path, local_url,
                         port_taken, record_server, trusted_server)
 from cli.markup import colored, escape
@@ -34,6 +35,7 @@ app.add_typer(token_app, name="token")
 app.command()(demo)  # cli/demo.py: real figures for a machine without a GPU
 app.command()(variants)
 app.command()(export)
+app.command("pr-comment")(pr_comment)
 console = make_console()  # no 80-column limit where output is not a terminal (cli/messages.py)
 errors = make_console(stderr=True)  # what a script or CI log must see apart from the results
 
@@ -297,6 +299,8 @@ def ci(
                                                "is profiled anyway)")] = False,
     local: Annotated[bool, typer.Option("--local", help=LOCAL_HELP)] = False,
     timing: Annotated[TimingChoice | None, typer.Option(help=TIMING_HELP)] = None,
+    summary_out: Annotated[Path | None, typer.Option(help="write the Markdown summary to this file too (for a pull "
+                                                           "request's comment: `gemmwatch pr-comment`)")] = None,
 ):
     """Benchmark a commit and compare with its base; a change is confirmed by an A/B job unless
     --no-confirm. Exit 0: no regression; 1: regression; 2: a failed or unverified result;
@@ -324,7 +328,7 @@ def ci(
         raise typer.Exit(FAILED)
     with api_client(server, token, from_data_dir=local) as client:
         raise typer.Exit(run_ci(client, body, base, base_branch, timeout, confirm, always_confirm, profile,
-                                start_hint=local))
+                                start_hint=local, summary_out=summary_out))
 
 
 @app.command("run")
