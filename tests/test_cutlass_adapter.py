@@ -111,3 +111,12 @@ def test_a_type_gemmwatchs_launcher_cannot_run_is_refused_in_the_compilers_words
     said = str(refused.value)
     assert "gemmwatch/cutlass3_gemm.h" in said and "static assertion failed" in said, said
     assert "Gemm must be a CUTLASS 3 device GEMM" in said and "a launcher of the repository's own" in said
+
+
+def test_every_launcher_gemmwatch_names_has_its_header():
+    from core.description.kernel_description import LAUNCHER_ADAPTERS
+    from worker.compile.header_libraries import ADAPTER_DIR, adapter_header
+
+    for name in LAUNCHER_ADAPTERS:
+        assert (ADAPTER_DIR / adapter_header(f"{name}<Gemm>")).is_file(), name
+    assert adapter_header("gemmwatch::cutlass2_gemm<Gemm>") is None and adapter_header("launch_gemm<float>") is None

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.description.kernel_description import LAUNCHER_ADAPTERS
 from worker.compile.compiled import CompileRefused
 
 KNOWN = ("cutlass",)
@@ -62,13 +63,13 @@ def _version(header: Path) -> str:
     return ".".join(m.group(1) for m in parts if m) or "unknown"
 
 
-# gemmwatch's own launchers (core/description/kernel_description.LAUNCHER_ADAPTERS), each a header compiled after
-# the repository's unit; the folder goes on the include path and into what the compile may read.
+# gemmwatch's own launchers (core/description/kernel_description.LAUNCHER_ADAPTERS), each a header
+# compiled after the repository's unit, named as the launcher is (gemmwatch::X is gemmwatch/X.h); the
+# folder goes on the include path and into what the compile may read.
 ADAPTER_DIR = Path(__file__).with_name("launcher_adapters")
-_ADAPTER_HEADERS = {"gemmwatch::cutlass3_gemm": "gemmwatch/cutlass3_gemm.h"}
 
 
 def adapter_header(launcher: str | None) -> str | None:
     """The header (relative to ADAPTER_DIR) of the gemmwatch launcher a description names, else None."""
     name = (launcher or "").split("<", 1)[0].replace(" ", "")
-    return _ADAPTER_HEADERS.get(name)
+    return f"gemmwatch/{name.removeprefix('gemmwatch::')}.h" if name in LAUNCHER_ADAPTERS else None
