@@ -22,7 +22,7 @@ PUBLIC = {("GET", "/healthz"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET
 # Reads that need a token when GEMMWATCH_AUTH_READS is on: 401 without one.
 API_READS = {("GET", p) for p in ("/api/jobs", "/api/jobs/{job_id}", "/api/jobs/{job_id}/verdicts",
                                   "/api/jobs/{job_id}/confirmation", "/api/results", "/api/results/{result_id}",
-                                  "/api/results/{result_id}/profile",
+                                  "/api/results/{result_id}/profile", "/api/commits/{sha}/export",
                                   "/api/variants", "/api/gpus", "/api/tuned", "/api/workers", "/api/queues",
                                   "/metrics", "/api/kernels/schema", "/api/kernels/{name}", "/api/limits")}
 # Dashboard pages and their exports: a login (303 to /login) without a session or token.
@@ -86,6 +86,7 @@ def route_of(path: str) -> str:
     path = re.sub(r"^/api/results/\d+/profile$", "/api/results/{result_id}/profile", path)
     path = re.sub(r"^/api/kernels/(?!schema$)[^/]+$", "/api/kernels/{name}", path)
     path = re.sub(r"^/commits/[0-9a-fA-F]+$", "/commits/{sha}", path)
+    path = re.sub(r"^/api/commits/[0-9a-fA-F]+/export$", "/api/commits/{sha}/export", path)
     return re.sub(r"/jobs/\d+", "/jobs/{job_id}", path)
 
 
@@ -120,7 +121,9 @@ def read_urls(have: dict) -> list[tuple[str, dict, set[int]]]:
              for rid in sorted(set(have["results"]) | have["profiled"])]
     for sha in have["commits"]:
         page(f"/commits/{sha}")
+        urls += [(f"/api/commits/{sha}/export", {"format": fmt}, ok) for fmt in ("gemmwatch", "bmf")]
     page("/commits/0123456789abcdef")  # a commit never measured: the page says so
+    urls.append(("/api/commits/0123456789abcdef/export", {}, {404}))  # and the export, a 404 that says so
     for gpu in have["models"] + have["names"]:
         urls.append(("/api/results", {"gpu": gpu}, ok))
     for model in have["models"]:

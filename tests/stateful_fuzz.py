@@ -48,10 +48,11 @@ def run_stateful(base_url: str, token: str, calls_wanted: int) -> Counter:
         # POST /api/results starts no scenario by itself: schemathesis takes its gpu.uuid for a
         # reference to a resource nothing produces, and starts scenarios only from operations it
         # deems likely to succeed. So it is made a root here. Hypothesis picks among the rules
-        # evenly; a second name doubles the share of posted results among ~50 link rules (posted
+        # evenly; more names raise the share of posted results among ~50 link rules (posted
         # results are what a hostile writer stores).
         post_measured_results = root("post_measured_results")
         post_measured_results_again = root("post_measured_results_again")
+        post_measured_results_third = root("post_measured_results_third")
         post_runnable_job = root("post_runnable_job", runnable_jobs)
 
         def get_call_kwargs(self, case):
