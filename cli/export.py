@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-import httpx
 import typer
 
-from cli.messages import console as make_console, unreachable
-from cli.server import SERVER_HELP, api_client, find_server
+from cli.messages import read_or_exit
+from cli.server import SERVER_HELP, find_server
 
 
 def export(
@@ -24,19 +23,8 @@ def export(
     """Export a commit's results and verdicts. Exits 2 if the server refuses (an unknown commit,
     a format it does not write), 3 if it cannot be reached."""
     server = find_server(server)
-    say = make_console()
-    try:
-        with api_client(server, token) as client:
-            resp = client.get(f"/api/commits/{sha}/export", params={"format": format})
-    except httpx.HTTPError as exc:
-        say.print(unreachable(server, exc), style="red", markup=False, highlight=False)
-        raise typer.Exit(3)
-    if resp.status_code != 200:
-        detail = resp.json().get("detail") if resp.headers.get("content-type", "").startswith("application/json") else None
-        say.print(f"{server}/api/commits/{sha}/export: {resp.status_code} {detail or resp.text[:500]}", style="red",
-                  markup=False, highlight=False)
-        raise typer.Exit(2)
-    text = json.dumps(resp.json(), indent=2) + "\n"
+    body = read_or_exit(server, token, f"/api/commits/{sha}/export", {"format": format})
+    text = json.dumps(body, indent=2) + "\n"
     if out is None:
         print(text, end="")
     else:

@@ -109,3 +109,28 @@ def startup_lines(cfg, plan: list[tuple[dict, list[str], str]], url: str) -> lis
         lines.append(f"  broker    {_without_password(cfg.broker_url)}")
     lines.append("  stop      Ctrl-C here (the API and its workers stop together)")
     return lines
+
+
+def read_or_exit(server: str, token: str | None, path: str, params: dict | None = None):
+    """GET `path`'s JSON from the server, or exit as the read-only commands do: 3 where the server
+    cannot be reached, 2 where it refuses (its own reason shown, as a person reads it)."""
+    import typer  # here: this module is imported by commands that never read
+
+    from cli.server import api_client
+
+    say = console()
+    try:
+        with api_client(server, token) as client:
+            resp = client.get(path, params=params)
+    except httpx.HTTPError as exc:
+        say.print(unreachable(server, exc), style="red", markup=False, highlight=False)
+        raise typer.Exit(3)
+    if resp.status_code != 200:
+        try:
+            detail = resp.json().get("detail")
+        except ValueError:
+            detail = None
+        say.print(f"{server}{path}: {resp.status_code} {detail if isinstance(detail, str) else resp.text[:500]}",
+                  style="red", markup=False, highlight=False)
+        raise typer.Exit(2)
+    return resp.json()

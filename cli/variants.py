@@ -2,12 +2,11 @@
 
 from typing import Annotated
 
-import httpx
 import typer
 from rich.table import Table
 
-from cli.messages import console as make_console, unreachable
-from cli.server import SERVER_HELP, api_client, find_server
+from cli.messages import console as make_console, read_or_exit
+from cli.server import SERVER_HELP, find_server
 
 
 def variants(
@@ -20,17 +19,7 @@ def variants(
     and technique. Exits 3 if the server cannot be reached."""
     server = find_server(server)
     out = make_console()
-    try:
-        with api_client(server, token) as client:
-            resp = client.get("/api/variants")
-    except httpx.HTTPError as exc:
-        out.print(unreachable(server, exc), style="red", markup=False, highlight=False)
-        raise typer.Exit(3)
-    if resp.status_code != 200:
-        out.print(f"{server}/api/variants: {resp.status_code} {resp.text[:500]}", style="red", markup=False,
-                  highlight=False)
-        raise typer.Exit(2)
-    found = resp.json()
+    found = read_or_exit(server, token, "/api/variants")
     if names_only:
         for v in found:
             print(v["name"])
