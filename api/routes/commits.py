@@ -31,6 +31,6 @@ def export_commit(
     view = load_commit(db, sha, Thresholds.from_settings(cfg), PairedThresholds.from_settings(cfg))
     if not view.commits:
         raise HTTPException(status_code=404, detail=view.reason)
-    export = commit_export(db, view, utcnow())
+    export = commit_export(view, utcnow())
     body = to_bmf(export) if format == "bmf" else export.model_dump(mode="json", by_alias=True)
     return JSONResponse(body)

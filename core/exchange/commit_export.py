@@ -11,10 +11,6 @@ from datetime import datetime
 from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
-from core.records.models import Result
 from core.results.result_status import ResultStatus
 from core.verdicts.commit_view import CommitView
 
@@ -85,16 +81,14 @@ class CommitExport(BaseModel):
     results: list[ExportedResult] = Field(description="regressions first, as the commit's page orders them")
 
 
-def commit_export(db: Session, view: CommitView, now: datetime) -> CommitExport:
+def commit_export(view: CommitView, now: datetime) -> CommitExport:
     """The commit view (core/verdicts/commit_view.load_commit) with each row's own result beside it."""
-    ids = [row.result_id for row in view.rows if row.result_id is not None]
-    results = {r.id: r for r in db.scalars(select(Result).where(Result.id.in_(ids)))} if ids else {}
     head = view.commits[0]
     exported = []
     for row in view.rows:
-        if row.result_id is None:  # load_commit sets it on every row
+        r = row.result
+        if r is None:  # load_commit sets it on every row
             continue
-        r = results[row.result_id]
         exported.append(ExportedResult(
             result_id=r.id, job_id=row.job_id, variant=row.variant, gpu=row.gpu, gpu_name=r.gpu.name if r.gpu else None,
             m=row.m, n=row.n, k=row.k, form=row.form, compute_mode=row.compute_mode, status=cast(ResultStatus, r.status),

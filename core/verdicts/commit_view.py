@@ -51,7 +51,7 @@ class CommitRow:
     history_status: str | None = None
     profile_id: int | None = None  # the confirmation's result whose profile explains this row, where profiled
     confirm_job_id: int | None = None  # the confirmation that measured this row (its page's Profile button)
-    result_id: int | None = None  # the head result the row is of
+    result: Result | None = field(default=None, repr=False)  # the head result the row is of
 
     @property
     def anchor(self) -> str:
@@ -122,7 +122,7 @@ def load_commit(db: Session, sha: str, th: Thresholds, pth: PairedThresholds) ->
                             mode=r.mode, compute_mode=r.compute_mode, form=r.form, gflops=v.gflops,
                             pct_of_cublas=v.pct_of_cublas,
                             delta=v.delta, status=v.status, reason=v.reason, resource_changes=v.resource_changes,
-                            history_status=v.status, result_id=r.id)
+                            history_status=v.status, result=r)
             c, confirm_job_id = confirmed.get((job.id, v.variant, v.m, v.n, v.k, r.form), (None, None))
             if c is not None and v.status != "unverified":
                 row.confirm_job_id = confirm_job_id
