@@ -120,3 +120,16 @@ def test_every_launcher_gemmwatch_names_has_its_header():
     for name in LAUNCHER_ADAPTERS:
         assert (ADAPTER_DIR / adapter_header(f"{name}<Gemm>")).is_file(), name
     assert adapter_header("gemmwatch::cutlass2_gemm<Gemm>") is None and adapter_header("launch_gemm<float>") is None
+
+
+@pytest.mark.parametrize("launcher", [
+    'gemmwatch::cutlass3_gemm<Gemm>; void *p = (void *)&system; //',  # a statement after the type
+    "gemmwatch::cutlass3_gemm<Gemm>)) {} int x = ((1",  # closing the expression it is pasted into
+    "gemmwatch::cutlass3_gemm<Gemm>>",  # unbalanced brackets
+    "gemmwatch::cutlass3_gemm<Gemm /* a comment */>",
+    "gemmwatch::cutlass3_gemm<Gemm>\n#include </etc/passwd>",
+])
+def test_a_type_named_for_gemmwatchs_launcher_cannot_be_code(examples, launcher):
+    """The type is pasted into the launcher unit, as any launcher's name is: the same bound holds."""
+    with pytest.raises(ValidationError, match="launcher"):
+        example(examples, launcher=launcher)
