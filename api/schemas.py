@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_validator
 
 from core.description.builtins import builtin_kernels, variant_names
-from core.description.kernel_description import KernelDescription, TimingMode
+from core.description.kernel_description import KernelDescription
+from core.description.timing_modes import TimingMode
 from core.results.result_status import MEANING, ResultStatus
 from api.wire_words import CommitIn, GpuModel, Identifier, Sha  # noqa: F401 (part of the wire contract)
 from core.wire_types import Int32, Integer

@@ -18,6 +18,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.description.timing_modes import TimingMode
+
 
 class Settings(BaseSettings):
     # The environment only: no `.env` file. Read from the working directory, it made any checked-out
@@ -80,8 +82,7 @@ class Settings(BaseSettings):
     # burst: hot samples in short batches, the card left idle burst_rest_ms before each, so it runs
     # at the clock a repository's own quick runner sees (a few launches after a pause) and never
     # reaches its power cap; a batch NVML saw capped is dropped (docs/BENCHMARKS.md, issue 36).
-    timing_mode: Literal["cold", "hot", "sustained", "burst"] = Field(default="cold",
-                                                                      validation_alias="GEMMWATCH_TIMING_MODE")
+    timing_mode: TimingMode = Field(default="cold", validation_alias="GEMMWATCH_TIMING_MODE")
     sustained_warmup_s: float = Field(default=1.0, ge=0, le=60, validation_alias="GEMMWATCH_SUSTAINED_WARMUP_S")
     burst_rest_ms: float = Field(default=100.0, ge=0, le=5000, validation_alias="GEMMWATCH_BURST_REST_MS")
     # A sample holds no host launch overhead: a blocking kernel holds the stream while a batch is

@@ -11,7 +11,7 @@ from core.description.kernel import resolve
 from tests.fake_gpu import H100_FIGURES
 from worker.measure import stats
 from worker.measure.cases import plan_cases
-from worker.gpu.gpu_identity import gpu_model
+from core.records.gpu_records import gpu_model
 
 
 def test_noise_and_convergence():

@@ -20,6 +20,7 @@ from core.description.gemm_form import Accumulate, Epilogue, GemmForm
 from core.description.inputs import DESCRIPTION as inputs_text, SIGNED, Inputs
 from core.description.kernel_includes import IncludeRefused
 from core.description.precision import NARROW_MODES, ComputeMode, Precision
+from core.description.timing_modes import TimingMode
 from core.description.source_guard import SourceRefused
 from core.description.kernel_expr import ExprError
 
@@ -69,7 +70,6 @@ Target = Annotated[str, StringConstraints(pattern=r"^sm_[0-9]{2,3}(a|\+)?$")]
 # ("gemm::MMADirect<128, 64, __half>::Run"). Only these characters, so the name cannot end the
 # expression it is pasted into (no parentheses, quotes, semicolons or comments); brackets balanced.
 CALLABLE_PATTERN = r"^(::)?[A-Za-z_][A-Za-z0-9_:<>, +*-]*$"
-TimingMode = Literal["cold", "hot", "burst", "sustained"]
 # Bytes of all of one description's files together: a bound on the work a description can cause
 # before any per-deployment limit (GEMMWATCH_MAX_SOURCE_BYTES, checked by the API) applies.
 ABSOLUTE_MAX_BYTES = 4_000_000

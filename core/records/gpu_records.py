@@ -9,6 +9,7 @@ keep writing through core/records/store.py upsert_gpu, which also takes a record
 then owns it).
 """
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -54,6 +55,23 @@ class WorkersOwnGpu(IdentityConflict):
                                  "and results; a posted run names the GPU it was measured on, under its own uuid")
         self.gpu = gpu
         self.differences = []
+
+
+# Words that say who made or sold the card, not which chip it is.
+_VENDOR_WORDS = {"NVIDIA", "GEFORCE", "TESLA", "QUADRO"}
+
+
+def gpu_model(name: str) -> str:
+    """Short model used to name queues and to file a GPU by (an imported run names its GPU by name alone): 'NVIDIA H100 80GB HBM3' -> 'H100', 'NVIDIA GeForce RTX 3080' -> 'RTX-3080'."""
+    words = [w for w in re.split(r"[\s_-]+", name.strip()) if w and w.upper() not in _VENDOR_WORDS]
+    kept = []
+    for w in words:
+        # Memory size and form factor come after the model and would split one model's queue.
+        if re.fullmatch(r"\d+GB|PCIE|SXM\d*|HBM\d*E?|NVL|MIG", w, flags=re.IGNORECASE):
+            break
+        kept.append(w)
+    model = "-".join(kept) or "unknown"
+    return re.sub(r"[^A-Za-z0-9-]", "", model)
 
 
 def normal_name(text: str) -> str:

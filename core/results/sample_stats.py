@@ -2,7 +2,10 @@
 compare view's intervals: both must read the samples the same way."""
 
 import math
+import statistics
 from dataclasses import dataclass
+
+from core.results.timing_stats import TimingStats
 
 Z95 = 1.96
 
@@ -70,3 +73,25 @@ def speed_ratio(a_median_ms: float, b_median_ms: float, a_samples: list[float] |
     spread = math.exp(Z95 * se)
     return SpeedRatio(ratio, ratio / spread, ratio * spread, math.erf(abs(math.log(ratio)) / (se * math.sqrt(2))), band)
 
+
+def noise(samples: list[float]) -> float:
+    """Relative noise: sample standard deviation over the mean."""
+    if len(samples) < 2:
+        return float("inf")
+    mean = statistics.fmean(samples)
+    return statistics.stdev(samples) / mean if mean > 0 else float("inf")
+
+
+def summarise(samples: list[float]) -> TimingStats:
+    """The statistics core/results/timing_stats.py declares, each under its name there."""
+    q1, _, q3 = statistics.quantiles(samples, n=4) if len(samples) >= 2 else (samples[0],) * 3
+    return {
+        "median_ms": statistics.median(samples),
+        "mean_ms": statistics.fmean(samples),
+        "stddev_ms": statistics.stdev(samples) if len(samples) >= 2 else 0.0,
+        "min_ms": min(samples),
+        "max_ms": max(samples),
+        "q1_ms": q1,
+        "q3_ms": q3,
+        "noise": noise(samples),
+    }

@@ -72,3 +72,9 @@ def timing_dataclass(name: str, module: str, names: tuple[str, ...] = RESULT_STA
                                              for stat in names])
     made.__module__ = module
     return made
+
+
+def gflops(m: int, n: int, k: int, ms: float, batch: int = 1) -> float:
+    """A GEMM's speed from its time: 2·M·N·K flops per matrix of the batch (the worker's figures and an
+    import's are read the same way)."""
+    return 2.0 * m * n * k * batch / (ms * 1e-3) / 1e9

@@ -30,7 +30,8 @@ from core.settings import Settings  # noqa: E402
 from worker.compile import compiler  # noqa: E402
 from worker.gpu import resources  # noqa: E402
 from worker.measure import timing  # noqa: E402
-from worker.measure.cases import Case, KernelChoice, TimingPolicy, gflops  # noqa: E402
+from core.results.timing_stats import gflops  # noqa: E402
+from worker.measure.cases import Case, KernelChoice, TimingPolicy  # noqa: E402
 from worker.measure.runner import CupyRunner, Problem  # noqa: E402
 
 

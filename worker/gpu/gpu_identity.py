@@ -4,29 +4,13 @@ NVML ignores CUDA_VISIBLE_DEVICES, so a device is matched by PCI bus id or UUID,
 """
 
 import os
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pynvml
 
-# Words that say who made or sold the card, not which chip it is.
-_VENDOR_WORDS = {"NVIDIA", "GEFORCE", "TESLA", "QUADRO"}
-
-
-def gpu_model(name: str) -> str:
-    """Short model used to name queues: 'NVIDIA H100 80GB HBM3' -> 'H100', 'NVIDIA GeForce RTX 3080' -> 'RTX-3080'."""
-    words = [w for w in re.split(r"[\s_-]+", name.strip()) if w and w.upper() not in _VENDOR_WORDS]
-    kept = []
-    for w in words:
-        # Memory size and form factor come after the model and would split one model's queue.
-        if re.fullmatch(r"\d+GB|PCIE|SXM\d*|HBM\d*E?|NVL|MIG", w, flags=re.IGNORECASE):
-            break
-        kept.append(w)
-    model = "-".join(kept) or "unknown"
-    return re.sub(r"[^A-Za-z0-9-]", "", model)
-
+from core.records.gpu_records import gpu_model
 
 @dataclass(frozen=True)
 class VisibleGpu:

@@ -5,7 +5,8 @@ Each side is its own description (files, grid, target, compute mode...), resolve
 
 from core.verdicts.regression import AB_MODE
 from worker.measure import stats, timing, triton_autotune
-from worker.measure.cases import Case, CaseOutcome, TimingPolicy, gflops
+from core.results.timing_stats import gflops
+from worker.measure.cases import Case, CaseOutcome, TimingPolicy
 from worker.measure.problem import Problem
 
 

@@ -333,7 +333,3 @@ def builtin_case(name: str, m: int, n: int, k: int, seed: int = 1, tunables: dic
     desc = builtin_kernels().get(name)
     kernel = KernelChoice(desc, desc.check_tunables(tunables), "builtin") if desc is not None else None
     return Case(index, name, m, n, k, seed, kernel)
-
-
-def gflops(m: int, n: int, k: int, ms: float, batch: int = 1) -> float:
-    return 2.0 * m * n * k * batch / (ms * 1e-3) / 1e9

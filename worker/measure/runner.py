@@ -15,7 +15,8 @@ from core.description.precision import peak_tflops
 from core.settings import Settings
 from worker.measure import ab, cublas_best, stats, timing, triton_autotune, verify
 from worker.measure import launcher_case
-from worker.measure.cases import Case, CaseOutcome, KernelChoice, TimingPolicy, gflops, not_applicable
+from core.results.timing_stats import gflops
+from worker.measure.cases import Case, CaseOutcome, KernelChoice, TimingPolicy, not_applicable
 from worker.gpu.cupy_device import CupyDevice, NoCudaDevice  # noqa: F401 (NoCudaDevice: part of this module's API)
 from worker.measure.verify import Run
 from worker.measure.problem import Problem

@@ -15,16 +15,8 @@ the median:
 import math
 import statistics
 
-from core.results.sample_stats import median_ci
-from core.results.timing_stats import TimingStats
-
-
-def noise(samples: list[float]) -> float:
-    """Relative noise: sample standard deviation over the mean."""
-    if len(samples) < 2:
-        return float("inf")
-    mean = statistics.fmean(samples)
-    return statistics.stdev(samples) / mean if mean > 0 else float("inf")
+# summarise and noise are the samples' statistics as core reads them too (an import's samples).
+from core.results.sample_stats import median_ci, noise, summarise  # noqa: F401  (worker.measure.stats.summarise)
 
 
 def convergence(samples: list[float]) -> dict[str, float]:
@@ -45,18 +37,3 @@ def has_converged(samples: list[float], min_samples: int, max_noise: float, max_
         return False
     c = convergence(samples)
     return c["median_ci_rel"] <= max_noise and c["drift_rel"] <= max_drift
-
-
-def summarise(samples: list[float]) -> TimingStats:
-    """The statistics core/results/timing_stats.py declares, each under its name there."""
-    q1, _, q3 = statistics.quantiles(samples, n=4) if len(samples) >= 2 else (samples[0],) * 3
-    return {
-        "median_ms": statistics.median(samples),
-        "mean_ms": statistics.fmean(samples),
-        "stddev_ms": statistics.stdev(samples) if len(samples) >= 2 else 0.0,
-        "min_ms": min(samples),
-        "max_ms": max(samples),
-        "q1_ms": q1,
-        "q3_ms": q3,
-        "noise": noise(samples),
-    }
