@@ -84,6 +84,35 @@ def test_against_a_single_base_result_the_floor_and_sample_noise_decide():
     assert "-20.0 %" in judge(base, Point(80.0, noise=0.002, n_samples=20)).reason
 
 
+def test_faster_is_the_regression_rule_mirrored_not_any_gain_over_the_floor():
+    """A gain inside the noise is "ok", as a loss inside it is (seen: +3.4 % against a 26 % noise
+    threshold was called faster)."""
+    base = [Point(100.0, noise=0.05, n_samples=20)]
+    assert not judge(base, Point(110.0, noise=0.05, n_samples=20)).faster  # +10 % inside 3x the noise (21 %)
+    assert judge(base, Point(125.0, noise=0.05, n_samples=20)).faster
+    assert "above the" in judge(base, Point(125.0, noise=0.05, n_samples=20)).reason
+    quiet = [Point(100.0, noise=0.001, n_samples=20)]
+    assert not judge(quiet, Point(101.0, noise=0.001, n_samples=20)).faster  # under the 2 % floor
+    assert judge(quiet, Point(103.0, noise=0.001, n_samples=20)).faster
+    history = [Point(v, noise=0.001, n_samples=50) for v in (100.0, 101.0, 99.0, 100.5, 99.5, 100.0)]
+    assert not judge(history, Point(104.0, noise=0.001, n_samples=50)).faster  # inside the interval
+    assert judge(history, Point(110.0, noise=0.001, n_samples=50)).faster
+    assert "above the mean of 6" in judge(history, Point(110.0, noise=0.001, n_samples=50)).reason
+    assert not judge(history, Point(97.0, noise=0.001, n_samples=50)).faster
+
+
+def test_a_side_of_unknown_noise_is_judged_against_the_cap():
+    """A tool that reports one mean and no spread (nvbench's batch time, the CUTLASS profiler) could
+    be noisy to any degree: against one earlier result, only a change past the cap counts."""
+    known = [Point(100.0, noise=0.001, n_samples=20)]
+    assert judge(known, Point(90.0, noise=0.001, n_samples=20)).regression
+    unknown_now = judge(known, Point(90.0, noise=None, n_samples=None))
+    assert not unknown_now.regression and "the cap: a side's sample noise is unknown" in unknown_now.reason
+    unknown_before = judge([Point(100.0, noise=None)], Point(90.0, noise=0.001, n_samples=20))
+    assert not unknown_before.regression and not judge([Point(100.0)], Point(130.0)).faster
+    assert judge([Point(100.0)], Point(45.0)).regression  # half the speed is a regression whatever the noise
+
+
 def test_no_noise_excuses_a_kernel_at_half_speed():
     # Seen on a loaded CI machine: the CPU double's samples spread 32 %, and 3x that called a
     # 20x slower kernel "ok". The noise term stops at half.
