@@ -29,6 +29,8 @@ class VerdictOut(BaseModel):
     n: int
     k: int
     form: str = Field("rrr", description="the GEMM's form key (core/description/gemm_form.py); its baseline is of this form only")
+    mode: str = Field("cold", description="how it was timed (core/description/timing_modes.py); its baseline was timed "
+                                          "the same way")
     gflops: float | None
     pct_of_cublas: float | None
     verified: bool
@@ -169,7 +171,7 @@ def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | Non
             status = "no baseline"
         elif v.regression:
             status = "regression"
-        elif v.delta >= th.min_drop:
+        elif v.faster:
             status = "faster"
         else:
             status = "ok"
@@ -187,7 +189,7 @@ def _verdict(r: Result, *, status: VerdictStatus, delta: float | None, baseline_
              baseline_points: int, reason: str, resource_changes: list[str],
              baseline_posted_by: list[str] | None = None) -> VerdictOut:
     """A result's verdict: its own fields, and the judgement's."""
-    return VerdictOut(result_id=r.id, variant=r.variant, m=r.m, n=r.n, k=r.k, form=r.form, gflops=r.gflops,
+    return VerdictOut(result_id=r.id, variant=r.variant, m=r.m, n=r.n, k=r.k, form=r.form, mode=r.mode, gflops=r.gflops,
                       pct_of_cublas=r.pct_of_cublas, verified=r.verified, status=status, delta=delta,
                       baseline_mean=baseline_mean, baseline_points=baseline_points, reason=reason,
                       resource_changes=resource_changes, baseline_posted_by=baseline_posted_by or [])
