@@ -91,6 +91,10 @@ def overview_page(request: Request, db: SessionDep, size: SizeDep, form: FormDep
     if not (size and mode):  # open on the newest result's size and mode
         newest = (queries.newest(db, gpu, size, mode, precision=precision, form=form)
                   or queries.newest(db, gpu, size, mode, verified=False, precision=precision, form=form))
+        kind = None if newest or {"precision", "form"} & set(request.query_params) else queries.newest_kind(db, gpu)
+        if kind:  # nothing in FP32 "rrr" and the URL chose neither: the newest result's precision and form
+            precision, form = kind
+            newest = queries.newest(db, gpu, size, mode, precision=precision, form=form)
         size, mode = size or (newest.size if newest else None), mode or (newest.mode if newest else None)
     cat = queries.catalog(db, mode, form)
     ladders = overview.load_ladders(db, size, mode, gpu, precision, form) if size and mode else []

@@ -99,6 +99,16 @@ def newest(db: Session, gpu: str | None = None, size: Size | None = None, mode: 
     return Newest(row[0], (row[1], row[2], row[3]), row[4]) if row else None
 
 
+def newest_kind(db: Session, gpu: str | None = None) -> tuple[str, str] | None:
+    """The precision and form of the newest verified result (on that GPU): what a page opens on when
+    its URL names neither and nothing is in the default ones (FP32, "rrr"), say an install whose
+    only results are an imported FP16 run."""
+    where = _given(db, gpu, None, None, None, None) + [Result.verified.is_(True)]
+    row = db.execute(select(Result.compute_mode, Result.form)
+                     .where(Result.id == select(func.max(Result.id)).where(*where).scalar_subquery())).first()
+    return (row[0], row[1]) if row else None
+
+
 # How far back /history looks for the series to open on: the newest results only, so the choice
 # costs one range of the primary key however many results are kept.
 RECENT_RESULTS = 5000
