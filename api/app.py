@@ -12,7 +12,7 @@ from api.rate_limit import RateLimit
 from api.loop_slots import LoopSlots
 from api.metrics import install_metrics
 from api.request_gate import RequestGate
-from api.routes import catalog, commits, fleet, health, jobs, results
+from api.routes import catalog, commits, fleet, health, imports, jobs, results
 from api.same_origin import SameOriginWrites
 from api.security_headers import SecurityHeaders
 from api.warm_up import lifespan
@@ -50,7 +50,7 @@ def create_app(cfg: Settings, with_dashboard: bool = True) -> FastAPI:
     app.add_middleware(SecurityHeaders)
     app.add_middleware(RateLimit, cfg=cfg)  # outermost: a client past its rate is answered before anything else
 
-    for module in (jobs, results, commits, catalog, fleet):
+    for module in (jobs, results, imports, commits, catalog, fleet):
         app.include_router(module.router, dependencies=[Reader])  # public unless GEMMWATCH_AUTH_READS
     app.include_router(health.router)
     install_metrics(app, cfg, dependencies=[Reader])

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from api import validation_pool
+from api.import_schemas import ImportIn
 from api.limits import check_job_limits
 from api.posted_schemas import ResultBatchIn
 from api.schemas import JobCreate
@@ -84,7 +85,7 @@ def _parsed(model, raw: bytes):
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
 
 
-def _parsed_from_python(model, raw: bytes):
+def parsed_from_python(model, raw: bytes):
     """Parsed by Python's json, then validated, as FastAPI parses a model's body: an env nested past
     its schema's depth is refused by the schema's own words ("nested deeper than 4 levels"), not by
     the JSON parser's recursion limit."""
@@ -100,7 +101,7 @@ def _parsed_from_python(model, raw: bytes):
 
 
 def checked_results(raw: bytes, _cfg: Settings) -> ResultBatchIn:
-    return _parsed_from_python(ResultBatchIn, raw)
+    return parsed_from_python(ResultBatchIn, raw)
 
 
 def _checked_job(raw: bytes, cfg: Settings) -> JobCreate:
@@ -132,14 +133,14 @@ def _sources_within_limit(raw: bytes, cfg: Settings) -> None:
 
 
 def describe_job_body(app: FastAPI) -> None:
-    """Put JobCreate, ResultBatchIn and the models they name among the OpenAPI schema's components."""
+    """Put JobCreate, ResultBatchIn, ImportIn and the models they name among the OpenAPI schema's components."""
     make = app.openapi
 
     def openapi() -> dict:
         if app.openapi_schema is None:
             schema = make()
             components = schema.setdefault("components", {}).setdefault("schemas", {})
-            for top in (JobCreate, ResultBatchIn):
+            for top in (JobCreate, ResultBatchIn, ImportIn):
                 described = top.model_json_schema(ref_template=_SCHEMAS)
                 for name, model in {**described.pop("$defs", {}), top.__name__: described}.items():
                     components.setdefault(name, model)

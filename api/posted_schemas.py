@@ -13,6 +13,7 @@ from api.wire_words import CommitIn, GpuModel, Identifier
 from core.description.form_keys import DEFAULT_KEY, FormKey, is_key
 from core.records.gpu_records import normal_name
 from core.description.precision import INPUT_TYPE, ComputeMode
+from core.description.timing_modes import ImportedMode, TimingMode
 from core.results.result_env import ResultEnv
 from core.results.result_status import ResultStatus, status_of
 from core.results.timing_stats import timing_fields
@@ -46,7 +47,8 @@ class _ResultInFields(BaseModel):
     n: Integer(1, 1 << 20)
     k: Integer(1, 1 << 20)
     dtype: Literal["float32", "float16", "bfloat16", "float8_e4m3"] = "float32"  # of A and B
-    mode: Literal["cold", "hot", "sustained", "burst"] = "cold"
+    mode: TimingMode | ImportedMode = Field(default="cold", description="how it was timed: gemmwatch's own modes, or an "
+                                             "imported tool's (core/description/timing_modes.py)")
     compute_mode: ComputeMode = "fp32"
     form: FormKey | None = Field(
         default=None, description='the GEMM\'s form, its key (core/description/gemm_form.py): "rrr" (A, B, C row-major, '

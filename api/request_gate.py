@@ -41,6 +41,7 @@ GATES = (
     Gate(re.compile(r"/api/jobs"), "max_job_bytes", "jobs"),
     Gate(re.compile(r"/api/jobs/\d+/(confirm|cancel)"), None, "jobs"),
     Gate(re.compile(r"/api/results"), "max_results_bytes", "results"),
+    Gate(re.compile(r"/api/imports"), "max_results_bytes", "results"),
 )
 
 

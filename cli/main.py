@@ -22,6 +22,7 @@ from cli.progress import wait_for_job
 from cli.token_commands import token_app
 from cli.variants import variants
 from cli.export import export
+from cli.import_file import import_file
 from cli.pr_comment import pr_comment
 from cli.server import (LOCAL_HELP, SERVER_HELP, api_client, find_server, forget_server, local_token_path, local_url,
                         port_taken, record_server, trusted_server)
@@ -35,6 +36,7 @@ app.add_typer(token_app, name="token")
 app.command()(demo)  # cli/demo.py: real figures for a machine without a GPU
 app.command()(variants)
 app.command()(export)
+app.command("import")(import_file)
 app.command("pr-comment")(pr_comment)
 console = make_console()  # no 80-column limit where output is not a terminal (cli/messages.py)
 errors = make_console(stderr=True)  # what a script or CI log must see apart from the results

@@ -15,6 +15,7 @@ from typing import Literal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from core.description.timing_modes import mode_words
 from core.records.models import Commit, Gpu, Job, Result
 from core.results.result_env import pct_of_peak_of, resources_of
 from core.results.sample_stats import SpeedRatio, speed_ratio
@@ -101,7 +102,7 @@ class Comparison:
         """What both sides share: the GPU, the commit, the timing mode that is not compared."""
         f = self.f
         held = [f"on {f.gpu}" if f.by != "gpu" and f.gpu else "", f"at {f.sha}" if f.by != "commit" and f.sha else "",
-                f"{f.mode} L2" if f.by != "mode" and f.mode else ""]
+                mode_words(f.mode) if f.by != "mode" and f.mode else ""]
         return ", ".join(h for h in held if h)
 
 

@@ -15,6 +15,7 @@ from statistics import fmean
 
 from plotly.colors import qualitative
 
+from core.description.timing_modes import mode_words
 from core.description.form_keys import DEFAULT_KEY, label as form_label
 from dashboard.compare import WHAT, Comparison
 from dashboard.filters import by_flops, size_label, size_text
@@ -166,7 +167,7 @@ def history_figure(h: History) -> Figure | str:
         ))
     fig.update_layout(
         **LAYOUT,
-        title={"text": f"GFLOPS by commit: {_t(f.gpu)}, {size_text(f.size)}, {_t(f.mode)} L2{_in(f.precision)}"
+        title={"text": f"GFLOPS by commit: {_t(f.gpu)}, {size_text(f.size)}, {_t(mode_words(f.mode))}{_in(f.precision)}"
                        f"{_form_in(f.form)}",
                "subtitle": {"text": f"{_form_said(f.form)}{len(h.commits)} newest commits, oldest first; band: ±noise; "
                                     f"{len(h.regressions)} regression(s) flagged"}},
@@ -230,7 +231,7 @@ def ladder_figure(lad: Ladder, size: tuple[int, int, int], mode: str, precision:
                                  line={"dash": "dot", "color": "#b66a00"}, hoverinfo="name"))
     fig.update_layout(
         **LAYOUT,
-        title={"text": f"{_t(lad.gpu_name)}: {size_text(size)}, {_t(mode)} L2{_in(precision)}{_form_in(form)}",
+        title={"text": f"{_t(lad.gpu_name)}: {size_text(size)}, {_t(mode_words(mode))}{_in(precision)}{_form_in(form)}",
                "subtitle": {"text": f"{_form_said(form)}each variant's newest result · {_t(lad.peak.how)}"}},
         xaxis={"title": {"text": "variant"}, "type": "category", "categoryorder": "array", "categoryarray": labels},
         yaxis={"title": {"text": "GFLOPS"}, "rangemode": "tozero"},
@@ -292,13 +293,13 @@ def sweep_figure(points: list[SweepPoint], f: SweepFilter) -> Figure | str:
                                 "<b>%{customdata[0]}</b> %{customdata[2]}<br>%{customdata[1]}"))
     if f.axis is None:
         sizes = sorted({p.size for p in points}, key=by_flops)
-        title = f"GFLOPS by size, {_t(f.mode)} L2{_in(f.precision)}"
+        title = f"GFLOPS by size, {_t(mode_words(f.mode))}{_in(f.precision)}"
         xaxis = {"title": {"text": "M×N×K (by flop count)"}, "type": "category", "categoryorder": "array",
                  "categoryarray": [size_text(s) for s in sizes]}
     else:
         dim = f.vary.upper()
         values = sorted({p.size[f.axis] for p in points})
-        title = f"GFLOPS against {dim} at {_held_text(f)}, {_t(f.mode)} L2{_in(f.precision)}"
+        title = f"GFLOPS against {dim} at {_held_text(f)}, {_t(mode_words(f.mode))}{_in(f.precision)}"
         # Ticks at the measured values only: a log axis's own 10, 100, 1000 hide 16 and 4096.
         xaxis = {"title": {"text": f"{dim} (log scale)"}, "type": "log", "tickvals": values, "ticktext": [str(v) for v in values]}
     fig.update_layout(

@@ -2,6 +2,7 @@
 log-log, the memory roof's slope up to each precision's compute roof, a series per variant
 grouped in the legend by precision, cuBLAS as stars."""
 
+from core.description.timing_modes import mode_words
 from dashboard.figures import LAYOUT, Figure, _color, _form_in, _form_said, _t, scatter
 from dashboard.filters import size_text
 from dashboard.roofline import Roofline, RoofPoint
@@ -54,7 +55,7 @@ def roofline_figure(r: Roofline) -> Figure | str:
                               name=f"cuBLAS {pm.upper()}", legendgroup=pm, legendgrouptitle={"text": pm.upper()},
                               marker={"symbol": "star", "size": 13, "color": "#111", "line": {"width": 1, "color": "white"}},
                               customdata=[_hover(p) for p in pts], hovertemplate=HOVER))
-    where = ", ".join(w for w in (f"{r.f.mode} L2", size_text(r.f.size) if r.f.size else "every size",
+    where = ", ".join(w for w in (mode_words(r.f.mode), size_text(r.f.size) if r.f.size else "every size",
                                   f"commit {r.f.sha}" if r.f.sha else "newest results") if w)
     how = "each point: a variant's newest result · stars: cuBLAS in the same jobs · the roofs' arithmetic is under the chart"
     if r.memory and r.memory.gbs is None:

@@ -29,7 +29,8 @@ API_READS = {("GET", p) for p in ("/api/jobs", "/api/jobs/{job_id}", "/api/jobs/
 PAGES = {("GET", p) for p in ("/", "/history", "/sweep", "/compare", "/roofline", "/jobs", "/jobs/{job_id}",
                                "/fleet", "/commits/{sha}")}
 # Everything that changes state: a token (and its scope), and this site's own origin for forms.
-API_WRITES = {("POST", "/api/jobs"), ("POST", "/api/results"), ("POST", "/api/jobs/{job_id}/cancel"),
+API_WRITES = {("POST", "/api/jobs"), ("POST", "/api/results"), ("POST", "/api/imports"),
+              ("POST", "/api/jobs/{job_id}/cancel"),
               ("POST", "/api/jobs/{job_id}/confirm")}
 FORM_WRITES = {("POST", "/jobs/{job_id}/cancel"), ("POST", "/jobs/{job_id}/profile"), ("POST", "/login"),
                ("POST", "/logout")}

@@ -111,17 +111,22 @@ def test_every_readme_example_runs_verbatim_after_make_up(made_up):
     assert jobs, "the examples posted no job"
     by_id = {j["id"]: j for j in jobs}
     assert by_id[2]["queue"] == "gpu.H100" and by_id[2]["status"] == "cancelled"  # the README's cancel example
+    # The import example: an nvbench run stored whole as a posted run, under its commit, in nvbench's modes.
+    imported = [j for j in jobs if j["queue"] == "posted"]
+    assert [j["status"] for j in imported] == ["succeeded"], imported
+    results = httpx.get(f"{base}/api/results", params={"sha": "5e1d2b7"}, timeout=HTTP_TIMEOUT_S).json()
+    assert len(results) == 12 and {r["mode"] for r in results} == {"nvbench:cold", "nvbench:batch"}, results
     if not HAVE_GPU:
-        assert {j["status"] for j in jobs} <= {"failed", "cancelled", "queued"}, jobs
+        assert {j["status"] for j in jobs if j["queue"] != "posted"} <= {"failed", "cancelled", "queued"}, jobs
         assert by_id[1]["status"] == "failed" and by_id[1]["error"].startswith("no CUDA device")
         # The job for an H100 said at once why it waits: in the POST's answer and from `gemmwatch submit`.
         said = [out for out in outputs if "waiting: no live worker serves gpu.H100; last seen never" in out]
         assert len(said) == 2, outputs
 
-    # The command the front page suggests while it has no result to show works too. (A GPU
-    # machine has results by now, and a ladder instead: the hint is read from an empty install.)
+    # The command the front page suggests while it has no result to show works too. (The imported
+    # run, and on a GPU machine the jobs, are results by now: the hint is read from an empty install.)
     page = httpx.get(f"{base}/", timeout=HTTP_TIMEOUT_S).text
-    hint = front_page_hint(empty_front_page(repo) if HAVE_GPU and "gemmwatch submit" not in page else page)
+    hint = front_page_hint(empty_front_page(repo) if "gemmwatch submit" not in page else page)
     run_example(repo, ". .venv/bin/activate\n" + hint, env, f"the front page's hint `{hint}`")
 
 

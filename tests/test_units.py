@@ -95,3 +95,14 @@ def test_parse_size():
     assert parse_size("16x4096x4096") == [16, 4096, 4096] and parse_size("8192×8192×64") == [8192, 8192, 64]
     with pytest.raises(typer.BadParameter):
         parse_size("10x10")
+
+
+def test_the_cli_offers_gemmwatch_s_own_timing_modes_and_only_those():
+    """One list of modes (core/description/timing_modes.py): the CLI's choices are its own modes,
+    never an imported tool's (a job cannot be timed "nvbench:cold")."""
+    from cli.main import TimingChoice
+    from core.description.timing_modes import IMPORTED_MODES, OWN_MODES, mode_words
+
+    assert [c.value for c in TimingChoice] == list(OWN_MODES)
+    assert mode_words("cold") == "cold L2" and mode_words("nvbench:cold") == "imported: nvbench:cold"
+    assert not set(IMPORTED_MODES) & set(OWN_MODES)

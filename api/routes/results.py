@@ -113,13 +113,13 @@ def store_posted_run(raw: bytes, cfg, creds) -> tuple[int, dict, dict | None]:
         body = checked_results(raw, cfg)
         response = Response(status_code=201)
         with session_factory(cfg)() as db:
-            out = _store_run(body, db, cfg, response, creds)
+            out = store_run(body, db, cfg, response, creds)
         return response.status_code, out.model_dump(mode="json"), None
     except HTTPException as exc:  # it does not pickle, its parts do: the route raises it again
         return exc.status_code, {"detail": exc.detail}, dict(exc.headers or {}) or None
 
 
-def _store_run(body: ResultBatchIn, db, cfg, response: Response, creds) -> ResultBatchOut:
+def store_run(body: ResultBatchIn, db, cfg, response: Response, creds) -> ResultBatchOut:
     token = authorize_write(cfg, db, creds, "results")
     _within_sample_budget(body, cfg.max_posted_samples)
     existing = _posted_before(db, body.run_id, token)

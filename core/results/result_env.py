@@ -230,6 +230,22 @@ def _bounded_json(value: Any, depth: int) -> None:
         raise ValueError("env.extra holds NaN or an infinity (JSON has neither)")
 
 
+class ImportSource(_Record):
+    """Where an imported result came from (core/exchange/imports/): the tool and its version, the file
+    and the entry in it, how the tool times, which of its statistics gave the figure and what, if
+    anything, checked the kernel's output."""
+
+    tool: Name(40)
+    version: Name(80) | None = None
+    file: Text(200) | None = None
+    entry: Text(300) | None = None  # nvbench's state name, the CSV's row
+    timed: Text(300) | None = None
+    figure: Literal["median", "mean"] = "median"  # the statistic its GFLOPS is read from
+    samples: Count | None = None  # as many as the tool took
+    samples_stored: StrictBool = False  # its sample times are the result's samples_ms
+    checked: Text(300) | None = None
+
+
 class ResultEnv(_Record):
     notes: Annotated[list[Text(500)], Field(max_length=16)] | None = None
     gpu: GpuRecord | None = None
@@ -260,6 +276,7 @@ class ResultEnv(_Record):
     # right kernel "failed"): passed, incorrect (its C checked like a kernel's), and why where it is wrong.
     cublas_status: Literal["passed", "incorrect", "not supported", "failed"] | None = None
     cublas_error: Text(500) | None = None
+    imported: ImportSource | None = None  # measured by another tool, brought in by `gemmwatch import`
     peak: Peak | None = None
     # What the timed runs multiplied (core/description/inputs.py); the check always multiplies signed inputs.
     inputs: Inputs | None = None
