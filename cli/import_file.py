@@ -126,15 +126,16 @@ def _sample_files(file: Path, text: str) -> dict[str, str]:
     """nvbench's sample files (--jsonbin) that sit beside the JSON, base64, by the name it gives them."""
     try:
         document = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}  # the server says what is wrong with it
-    found = {}
-    for bench in document.get("benchmarks") or [] if isinstance(document, dict) else []:
-        for state in bench.get("states") or []:
-            for summary in state.get("summaries") or []:
+    found: dict[str, str] = {}
+    benchmarks = document.get("benchmarks") if isinstance(document, dict) else None
+    for bench in benchmarks if isinstance(benchmarks, list) else []:
+        for state in _objects(bench, "states"):
+            for summary in _objects(state, "summaries"):
                 if not str(summary.get("tag", "")).startswith(SAMPLE_FILES + "nv/cold/sample_times"):
                     continue
-                name = next((d.get("value") for d in summary.get("data") or [] if d.get("name") == "filename"), None)
+                name = next((d.get("value") for d in _objects(summary, "data") if d.get("name") == "filename"), None)
                 path = file.parent / str(name)
                 if name and path.is_file() and path.resolve().is_relative_to(file.parent.resolve()):
                     found[str(name)] = base64.b64encode(path.read_bytes()).decode()
@@ -148,3 +149,10 @@ def _print_verdicts(say, verdicts: list[dict]) -> None:
         speed = f" {v['gflops']:,.0f} GFLOPS" if v.get("gflops") else ""
         say.print(f"{v['status']:<11} {v['variant']} {v['m']}x{v['n']}x{v['k']} {v.get('form', '')} {v.get('mode', '')}"
                   f"{speed}{delta}: {v.get('reason', '')}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _objects(parent: object, key: str) -> list[dict]:
+    """parent[key]'s objects, where parent is an object and that is a list (the server says what is
+    wrong with a file of another shape)."""
+    items = parent.get(key) if isinstance(parent, dict) else None
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []

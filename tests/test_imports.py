@@ -362,3 +362,52 @@ def test_gemmwatch_import_sends_the_file_with_its_samples_and_exits_1_on_a_regre
     bad = subprocess.run([sys.executable, "-m", "cli.main", "import", str(CUTLASS), "--commit", "aaaa0001",
                           "--server", server, "--token", token], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert bad.returncode == 2 and "does not say which GPU" in " ".join((bad.stdout + bad.stderr).split())
+
+
+# -- hostile files: refused as what they are, never a server error -------------------------------------
+
+def _json_values():
+    from hypothesis import strategies as st
+
+    leaves = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False) | st.text(max_size=8)
+    return st.recursive(leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["benchmarks", "devices", "states", "axes", "name", "axis_values", "summaries", "tag", "data",
+                         "value", "id", "device", "results", "kernel", "m", "n", "k", "dtype", "median_ms"]), inner,
+        max_size=5), max_leaves=30)
+
+
+def test_any_json_in_any_format_is_read_or_refused_never_an_error():
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(_json_values())
+    def check(value):
+        for format in ("nvbench", "json", "csv", "cutlass-profiler"):
+            try:
+                read_import(format, json.dumps(value), axes=SIZE_AXES, dtype="fp16", form="rrr", file_name=None,
+                            files={}, timed=None, device=None)
+            except ImportRefused:
+                pass
+
+    check()
+
+
+@pytest.mark.parametrize("content", [
+    "[" * 100_000,  # deeper than any JSON parser goes
+    '{"benchmarks": [{"name": "g", "axes": "Size", "states": [{"axis_values": 7}]}]}',
+    '{"benchmarks": [{"name": "g", "axes": [{"name": "M"}, {"name": "N"}, {"name": "K"}], "states": [{"device": 0, '
+    '"axis_values": [{"name": "M", "value": "1e3"}], "summaries": "x"}]}]}',
+    '{"meta": {"version": "x"}, "devices": [1], "benchmarks": [{"name": 5, "axes": [{"name": "M"}, {"name": "N"}, '
+    '{"name": "K"}, {"name": "T"}], "states": [{"device": 0, "axis_values": [{"name": "M", "value": 8}, {"name": "N", '
+    '"value": 8}, {"name": "K", "value": 8}, {"name": "T", "value": "F16"}], "summaries": [{"tag": '
+    '"nv/cold/time/gpu/mean", "data": [{"name": "value", "value": "nan"}]}]}]}]}',
+])
+def test_a_malformed_nvbench_file_is_refused_saying_so(content):
+    run = None
+    try:
+        run = read_nvbench(content=content, axes={}, files={})
+    except ImportRefused as refused:
+        assert str(refused)
+    if run is not None:  # read, but nothing in it is a measured GEMM: an import of it says so
+        with pytest.raises(ImportRefused, match="nothing to import"):
+            as_batch(run, gpu={"name": "NVIDIA H200"}, commit=None, run_id=None, digest_of="x", max_samples=10)

@@ -2,6 +2,7 @@
 CSV, a plain table. Each reader makes an ImportedRun (imported_run.py); POST /api/imports stores it
 as a posted run under a mode that names its tool (core/description/timing_modes.py)."""
 
+import csv
 import json
 from typing import Any, Literal
 
@@ -13,17 +14,22 @@ ImportFormat = Literal["nvbench", "cutlass-profiler", "csv", "json"]
 
 def read_import(format: ImportFormat, content: str, *, axes: dict[str, str], dtype: str | None, form: str,
                 file_name: str | None, files: dict[str, bytes], timed: str | None, device: int | None) -> ImportedRun:
-    """The run a file holds, read by its format's reader; ImportRefused says what is wrong with it."""
-    if format == "nvbench":
-        try:
-            document: Any = json.loads(content)
-        except ValueError as exc:
-            raise ImportRefused(f"not JSON: {exc}") from None
-        return nvbench_json.read(document, axes=axes, dtype=dtype, form=form, file_name=file_name, files=files,
-                                 device=device)
-    if format == "cutlass-profiler":
-        return cutlass_csv.read(content, file_name=file_name)
-    return plain_table.read(content, as_json=format == "json", form=form, file_name=file_name, timed=timed)
+    """The run a file holds, read by its format's reader; ImportRefused says what is wrong with it.
+    The readers expect the shape their tool writes; a file of another shape (a list where nvbench
+    writes an object, a number for a name) is refused as such, never a server error."""
+    try:
+        if format == "nvbench":
+            try:
+                document: Any = json.loads(content)
+            except (ValueError, RecursionError) as exc:
+                raise ImportRefused(f"not JSON: {str(exc)[:200]}") from None
+            return nvbench_json.read(document, axes=axes, dtype=dtype, form=form, file_name=file_name, files=files,
+                                     device=device)
+        if format == "cutlass-profiler":
+            return cutlass_csv.read(content, file_name=file_name)
+        return plain_table.read(content, as_json=format == "json", form=form, file_name=file_name, timed=timed)
+    except (AttributeError, TypeError, KeyError, IndexError, csv.Error) as exc:
+        raise ImportRefused(f"not a {format} file as its tool writes one: {type(exc).__name__} {str(exc)[:200]}") from None
 
 
 def guess_format(file_name: str, head: str) -> ImportFormat:

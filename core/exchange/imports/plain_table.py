@@ -44,8 +44,8 @@ def read(text: str, *, as_json: bool, form: str, file_name: str | None, timed: s
 def _json_rows(text: str) -> list[dict]:
     try:
         data = json.loads(text)
-    except ValueError as exc:
-        raise ImportRefused(f"not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise ImportRefused(f"not JSON: {str(exc)[:200]}") from None
     rows = data.get("results") if isinstance(data, dict) else data
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise ImportRefused('a JSON table is a list of objects, or {"results": [...]}, one object per kernel and shape')
