@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model,
 from core.description.builtins import builtin_kernels, variant_names
 from core.description.kernel_description import KernelDescription
 from core.description.timing_modes import TimingMode
+from core.results.result_env import ENV_SCHEMA_ID
 from core.results.result_status import MEANING, ResultStatus
 from api.wire_words import CommitIn, GpuModel, Identifier, Sha  # noqa: F401 (part of the wire contract)
 from core.wire_types import Int32, Integer
@@ -252,6 +253,7 @@ class ResultDetailOut(ResultOut):
         default_factory=dict, description="the same case on the same commit and GPU timed in another mode: its "
                                           "GFLOPS, this result's GFLOPS over it (ratio) and its result_id "
                                           "(README, \"Which timing mode\")")
+    env_schema: str = Field(ENV_SCHEMA_ID, description="the versioned shape of env (docs/schemas/result-env-1.json)")
 
     @classmethod
     def from_row(cls, r, samples: bool = True, posted_by: str | None = None,

@@ -343,6 +343,23 @@ def _record_type(annotation) -> type[BaseModel] | None:
     return None
 
 
+
+# The record's shape is versioned as a whole, as nvbench versions its JSON: a change a reader of
+# one version could misread (a key renamed or removed, another unit or meaning) makes the next; a
+# new key does not. Its JSON Schema is docs/schemas/result-env-1.json (tests/test_result_env_schema.py
+# keeps the two equal), and a result's detail names it (env_schema).
+ENV_SCHEMA = "gemmwatch.result-env"
+ENV_VERSION = 1
+ENV_SCHEMA_ID = f"{ENV_SCHEMA}/{ENV_VERSION}"
+
+
+def env_json_schema() -> dict[str, Any]:
+    """The JSON Schema of `env`, version ENV_VERSION, as POST /api/results takes it."""
+    schema = ResultEnv.model_json_schema(mode="validation")
+    schema["$id"] = ENV_SCHEMA_ID
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
+
 def conform(env: Any) -> dict[str, Any]:
     """A record stored before this schema, made to fit it (migration 0013). Infinities (which the
     worker writes where fewer than 4 samples leave no interval, and JSON cannot carry) become null;

@@ -1,0 +1,62 @@
+"""Issue 51: a result's `env` has a versioned schema, as nvbench's JSON has one. docs/schemas/result-env-1.json
+is the JSON Schema of the record as the server stores and returns it; this keeps the file equal to the
+model (core/results/result_env.py) and checks real records against it: the H100 and H200 workers' envs
+of the demo's figures (cli/demo_figures/), and an imported nvbench result's."""
+
+import copy
+import glob
+import json
+
+import jsonschema
+import pytest
+
+from core.results.result_env import ENV_SCHEMA_ID, ResultEnv, env_json_schema
+from tests.conftest import ROOT, make_client
+from tests.test_imports import nvbench_body
+
+SCHEMA_FILE = ROOT / "docs" / "schemas" / "result-env-1.json"
+
+
+def validator():
+    schema = json.loads(SCHEMA_FILE.read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def worker_envs() -> list[dict]:
+    """Every result's env of the demo's real jobs, stored as the server stores a posted one."""
+    found = []
+    for path in sorted(glob.glob(str(ROOT / "cli" / "demo_figures" / "*" / "*.json"))):
+        found += [ResultEnv.model_validate(r["env"]).stored() for r in json.loads(open(path).read())["results"]]
+    return found
+
+
+def test_the_schema_file_is_the_env_model_s_own():
+    assert json.loads(SCHEMA_FILE.read_text()) == env_json_schema()
+    assert env_json_schema()["$id"] == ENV_SCHEMA_ID == "gemmwatch.result-env/1"
+
+
+def test_real_worker_envs_fit_version_1_and_a_misread_value_does_not():
+    check = validator()
+    envs = worker_envs()
+    assert len(envs) > 100 and any("resources" in e and "cublas_stats" in e for e in envs)
+    for env in envs:
+        check.validate(env)
+    spoiled = copy.deepcopy(next(e for e in envs if "peak" in e))
+    spoiled["peak"]["tflops"] = "989 TFLOPS"  # a unit in the value: what a reader of version 1 cannot read
+    with pytest.raises(jsonschema.ValidationError):
+        check.validate(spoiled)
+    renamed = copy.deepcopy(envs[0]) | {"cublas_statistics": envs[0].get("cublas_stats")}
+    with pytest.raises(jsonschema.ValidationError):  # a renamed key is a new version, not a silent one
+        check.validate(renamed)
+
+
+def test_a_result_names_its_env_schema_and_an_imported_env_fits_it(cfg):
+    client = make_client(cfg)
+    job = client.post("/api/imports", json=nvbench_body("base", "aaaa0001", [])).json()
+    result = client.get("/api/jobs/" + str(job["job_id"])).json()["results"][0]
+    detail = client.get(f"/api/results/{result['id']}").json()
+    assert detail["env_schema"] == "gemmwatch.result-env/1"
+    validator().validate(detail["env"])
+    assert detail["env"]["imported"]["tool"] == "nvbench"
