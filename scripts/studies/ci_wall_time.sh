@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Study (issue 53): where a CI run's wall time goes, for every kernel of kernels/ base then head with
+# --always-confirm, on this machine's GPU. Prints each `gemmwatch ci` run's wall seconds and, per job
+# the run made (bench or confirm), its wait in the queue and its run time from the job records.
+#   bash scripts/studies/ci_wall_time.sh OUT [SIZE]        (SIZE default 4096)
+set -euo pipefail
+out=$1; size=${2:-4096}
+export GEMMWATCH_DATA_DIR=${GEMMWATCH_DATA_DIR:-/tmp/gw-ci-wall}
+mkdir -p "$GEMMWATCH_DATA_DIR" "$out"
+source scripts/studies/stack.sh
+start_stack 8000 "$out/up.log" 120
+for run in base:c0ffee0001: head:c0ffee0002:c0ffee0001; do
+    IFS=: read -r name sha parent <<< "$run"
+    start=$(date +%s.%N)
+    python3 -m cli.main ci --local --commit "$sha" --branch main --parents "$parent" --kernels-dir kernels \
+        --size "$size" --always-confirm > "$out/summary-$name.md" 2> "$out/ci-$name.log" || echo "$name: exit $?"
+    echo "$name: $(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$start" "$(date +%s.%N)") s wall" \
+        | tee -a "$out/wall.txt"
+done
+python3 - "$GEMMWATCH_DATA_DIR" <<'PY' | tee -a "$out/wall.txt"
+import sqlite3, sys
+from datetime import datetime
+db = sqlite3.connect(f"{sys.argv[1]}/gemmwatch.db")
+def t(s): return datetime.fromisoformat(s) if s else None
+for jid, kind, status, n, created, started, finished in db.execute(
+        "select id, kind, status, progress_total, created_at, started_at, finished_at from job order by id"):
+    c, s, f = t(created), t(started), t(finished)
+    wait = (s - c).total_seconds() if c and s else None
+    ran = (f - s).total_seconds() if s and f else None
+    print(f"job {jid} {kind:8} {status:10} {n:3} cases  queued {wait} s  ran {ran} s")
+PY
