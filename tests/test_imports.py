@@ -286,7 +286,7 @@ def test_imported_results_are_charted_apart_and_never_a_baseline_of_gemmwatch_s_
     # against gemmwatch cold results only: there are none before it, whatever nvbench said.
     own = {"run_id": "own-cold-0001", "gpu": {"uuid": "imported-h200_132", "name": "NVIDIA H200", "model": "H200",
                                               "sm_count": 132, "compute_capability": "9.0", "memory_mib": 143155},
-           "commit": {"sha": "dddd0004", "repo": "acme/gemm", "parents": ["cccc0003"]},
+           "commit": {"sha": "cccc0003", "repo": "acme/gemm", "parents": ["aaaa0001"]},
            "results": [{"variant": "torch_matmul", "m": 4096, "n": 4096, "k": 4096, "dtype": "float16",
                         "compute_mode": "fp16", "form": "rrr+ab", "verified": True, "gflops": 1000.0, "median_ms": 137.0,
                         "noise": 0.01}]}
@@ -303,6 +303,16 @@ def test_imported_results_are_charted_apart_and_never_a_baseline_of_gemmwatch_s_
     page = client.get("/history", params={"gpu": "H200", "size": "4096", "mode": "nvbench:cold", "precision": "fp16",
                                           "form": "rrr+ab"}).text
     assert "imported: nvbench:cold" in page and 1000.0 not in [r["gflops"] for r in rows]
+    # Set beside each other on purpose only: the compare view by mode, on one commit and GPU.
+    beside = client.get("/compare", params={"by": "mode", "a": "cold", "b": "nvbench:cold", "gpu": "H200",
+                                            "sha": "cccc0003", "precision": "fp16", "form": "rrr+ab", "format": "json"})
+    assert beside.status_code == 200, beside.text
+    pairs = [r for r in beside.json()["rows"] if r["ratio"] is not None]  # a size timed in both modes
+    nvbench_4096 = next(c for c in read_nvbench("slower").cases if c.mode == "nvbench:cold" and c.m == 4096
+                        and c.compute_mode == "fp16")
+    assert [(r["variant"], r["m"]) for r in pairs] == [("torch_matmul", 4096)], pairs
+    assert pairs[0]["ratio"] == pytest.approx(137.0 / nvbench_4096.stats["median_ms"], rel=1e-6)
+
     # The front page, with no FP32 "rrr" result to show, opens on the newest result's precision and form.
     front = client.get("/", params={"format": "json"}).json()
     assert front["filters"]["precision"] == "fp16" and front["filters"]["form"] == "rrr+ab", front["filters"]
