@@ -12,6 +12,7 @@ One way to them per kind of process, each Settings made once as the process star
 Every setting is read from the environment here, and nowhere else.
 """
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -147,6 +148,12 @@ class Settings(BaseSettings):
     # Compiling a kernel (worker/compile/compiler.py): a confined process of its own, with these limits.
     compile_timeout_s: float = Field(default=60.0, gt=0, validation_alias="GEMMWATCH_COMPILE_TIMEOUT_S")
     compile_memory_mb: int = Field(default=4096, ge=256, validation_alias="GEMMWATCH_COMPILE_MEMORY_MB")
+    # A job's kernels compiled ahead of its cases, this many at once beside the timing (each a confined
+    # compile process of its own, within the two limits above); below 2, each compiles as its case comes.
+    # Default: the machine's CPUs, at most 8 (the first job of the 47 built-ins on an H200's 16-CPU host,
+    # nothing in the kernel cache: 69.9 s compiling one by one, 21.9 s with 8; docs/BENCHMARKS.md).
+    compile_workers: int = Field(default_factory=lambda: min(8, os.cpu_count() or 1), ge=1, le=64,
+                                 validation_alias="GEMMWATCH_COMPILE_WORKERS")
     # Where the compiler cannot be confined (no Landlock): refuse a job's own sources, or warn and compile.
     unconfined_sources: Literal["refuse", "warn"] = Field(default="refuse", validation_alias="GEMMWATCH_UNCONFINED_SOURCES")
     kernel_cache_dir_override: Path | None = Field(default=None, validation_alias="GEMMWATCH_KERNEL_CACHE_DIR")

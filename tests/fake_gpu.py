@@ -57,6 +57,7 @@ from core.description.inputs import SIGNED, drawn
 from core.description.kernel import DeviceFigures, Launch
 from core.settings import Settings
 from worker.compile import compiler, launcher_library
+from worker.compile.prefetch import Prefetch
 from worker.gpu import cublaslt, resources
 from worker.arguments import half_arrays, kernel_args
 from worker.measure.runner import Runner
@@ -161,6 +162,11 @@ class FakeDevice:
         self.compute_capability = os.environ.get("FAKE_GPU_COMPUTE_CAPABILITY", "0.0").replace(".", "")
         self._rng = np.random.default_rng(0)
         self._now = 0.0  # the clock the timing loop reads: advanced by the modelled samples
+        # A job's kernels compiled ahead as the GPU device does (worker/compile/prefetch.py): the
+        # ones compile() builds for real, a job's, for an sm_90 GPU.
+        self._prefetch = Prefetch(lambda launch: compiler.compile_launch(launch, "9.0", self.cfg),
+                                  self.cfg.compile_workers)
+        self.prefetched: list[str] = []  # the variants queued ahead, for the tests to read
 
     @staticmethod
     def registration_identity() -> dict:
@@ -222,8 +228,17 @@ class FakeDevice:
 
         return triton_build.describe(launch, "9.0", self.cfg)
 
+    def prefetch(self, launches: list[Launch]) -> int:
+        jobs = [launch for launch in launches if launch.origin == "job"]
+        self.prefetched += [launch.variant for launch in jobs]
+        return self._prefetch.start([(kernel_args.loaded_key(launch), launch) for launch in jobs])
+
+    def end_prefetch(self) -> None:
+        self._prefetch.stop()
+
     def compile(self, launch: Launch) -> FakeKernel:
         if launch.origin == "job":  # compiled as a worker would, for an sm_90 GPU; its arguments as its binary says
+            self._prefetch.wait(kernel_args.loaded_key(launch))
             built = compiler.compile_launch(launch, "9.0", self.cfg)
             loaded = kernel_args.load(built, launch, lambda symbol: None)
             return FakeKernel(launch, launch.variant, loaded.plan, loaded.compiler)

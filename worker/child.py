@@ -50,6 +50,9 @@ def child_main(conn: Connection, runner_path: str, policy: TimingPolicy) -> None
             conn.send(("fatal", f"could not read the GPU's identity: {exc}"))
             return
         while (case := conn.recv()) is not None:
+            if isinstance(case, tuple) and case[:1] == ("prefetch",):  # the job's cases, to compile ahead
+                getattr(runner, "prefetch", lambda cases: 0)(case[1])
+                continue
             conn.send(("started", case.index))
             try:
                 # A kernel built for another GPU target is reported, not run (any runner, the CPU double too).
@@ -64,6 +67,7 @@ def child_main(conn: Connection, runner_path: str, policy: TimingPolicy) -> None
             if outcome.error and not _healthy(runner):
                 conn.send(("fatal", f"{case.label} left the GPU unusable (sticky CUDA error); GPU process restarted"))
                 return
+        getattr(runner, "end_job", lambda: None)()
         conn.send(("done",))
         getattr(runner, "release_memory", lambda: None)()
 

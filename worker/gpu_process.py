@@ -161,6 +161,7 @@ def converse(
                 todo = deque(on_identity(msg[1]))
                 by_index = {c.index: c for c in todo}
                 spent = spent_before()
+                conn.send(("prefetch", list(todo)))  # compiled ahead while the first cases run
                 send_next()
             elif kind == "fatal":
                 problems.append(msg[1])

@@ -2,13 +2,13 @@
 # Study (issue 53): where a CI run's wall time goes, for every kernel of kernels/ base then head with
 # --always-confirm, on this machine's GPU. Prints each `gemmwatch ci` run's wall seconds and, per job
 # the run made (bench or confirm), its wait in the queue and its run time from the job records.
-#   bash scripts/studies/ci_wall_time.sh OUT [SIZE]        (SIZE default 4096)
+#   bash scripts/studies/ci_wall_time.sh OUT [SIZE]        (SIZE default 4096; PORT default 8000)
 set -euo pipefail
 out=$1; size=${2:-4096}
 export GEMMWATCH_DATA_DIR=${GEMMWATCH_DATA_DIR:-/tmp/gw-ci-wall}
 mkdir -p "$GEMMWATCH_DATA_DIR" "$out"
 source scripts/studies/stack.sh
-start_stack 8000 "$out/up.log" 120
+start_stack "${PORT:-8000}" "$out/up.log" 120
 for run in base:c0ffee0001: head:c0ffee0002:c0ffee0001; do
     IFS=: read -r name sha parent <<< "$run"
     start=$(date +%s.%N)

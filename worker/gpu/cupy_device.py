@@ -16,6 +16,7 @@ from core.settings import Settings
 from core.description.gemm_form import GemmForm
 from core.description.inputs import SIGNED, drawn
 from worker.compile import compiler, launcher_library
+from worker.compile.prefetch import Prefetch
 from worker.gpu import cublas_forms, cublas_half, cublaslt, cublaslt_fp8, gpu_identity, resources
 from worker.arguments import kernel_args, tensor_maps
 from worker.gpu.stream_hold import StreamHold
@@ -52,6 +53,9 @@ class CupyDevice:
         self.compute_capability = self.device.compute_capability  # "90" for 9.0
         self.pci_bus_id = self.device.pci_bus_id
         self._functions: dict[tuple, kernel_args.LoadedKernel] = {}
+        # A job's next kernels compile while its first cases are timed (worker/compile/prefetch.py).
+        self._prefetch = Prefetch(lambda launch: compiler.compile_launch(launch, self.compute_capability, cfg),
+                                  cfg.compile_workers)
         self._flush_buffer = None
         self._readwrite_flush = None
         self._hold = None
@@ -152,10 +156,18 @@ class CupyDevice:
         arguments are passed comes from the parameters the cubin records (worker/arguments/kernel_args.py)."""
         key = kernel_args.loaded_key(launch)
         if key not in self._functions:
+            self._prefetch.wait(key)  # compiled ahead, into the kernel cache: the compile below reads it there
             built = compiler.compile_launch(launch, self.compute_capability, self.cfg)
             self._functions[key] = kernel_args.load(built, launch, lambda symbol: self.cp.RawModule(
                 path=str(built.cubin_path)).get_function(symbol))
         return self._functions[key]
+
+    def prefetch(self, launches: list[Launch]) -> int:
+        """Start compiling these kernels ahead of their cases, in order; how many were queued."""
+        return self._prefetch.start([(kernel_args.loaded_key(launch), launch) for launch in launches])
+
+    def end_prefetch(self) -> None:
+        self._prefetch.stop()
 
     def build_launcher(self, launch: Launch) -> launcher_library.LauncherLibrary:
         """The launch's host launcher as a shared library, from the confined compile process; never loaded here."""

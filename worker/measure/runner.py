@@ -42,6 +42,25 @@ class Runner:
     def release_memory(self) -> None:
         self.device.release_memory()
 
+    def prefetch(self, cases: list[Case]) -> int:
+        """The job's kernels compiled ahead of their cases, several at once beside the timing
+        (worker/compile/prefetch.py): plain CUDA kernels, the head's and a confirmation's base. A Triton
+        kernel (its autotune chooses what to build) and a repository's launcher build as their case comes."""
+        launches = []
+        for case in cases:
+            for choice in (case.kernel, case.base):
+                if choice is None or choice.description.launcher or choice.description.language != "cuda":
+                    continue
+                try:
+                    launches.append(self.resolve(choice))
+                except Exception:  # its case says what is wrong with it
+                    continue
+        return self.device.prefetch(launches)
+
+    def end_job(self) -> None:
+        """What the job's prefetch has not started is dropped."""
+        self.device.end_prefetch()
+
     def resolve(self, choice: KernelChoice) -> Launch:
         """The kernel's description on this GPU: its figures (SM count, shared memory) from the device."""
         return resolve(choice.description, choice.tunables, self.device.figures(), choice.origin)
