@@ -238,7 +238,9 @@ class FakeDevice:
 
     def compile(self, launch: Launch) -> FakeKernel:
         if launch.origin == "job":  # compiled as a worker would, for an sm_90 GPU; its arguments as its binary says
-            self._prefetch.wait(kernel_args.loaded_key(launch))
+            failed = self._prefetch.wait(kernel_args.loaded_key(launch))
+            if failed is not None:
+                raise failed
             built = compiler.compile_launch(launch, "9.0", self.cfg)
             loaded = kernel_args.load(built, launch, lambda symbol: None)
             return FakeKernel(launch, launch.variant, loaded.plan, loaded.compiler)

@@ -30,10 +30,12 @@ def test_compiles_run_several_at_once_each_once_and_a_case_waits_for_its_own():
 
     prefetch = Prefetch(compile_one, workers=2)
     assert prefetch.start([("a", "a"), ("b", "b"), ("a", "a again"), ("bad", "bad")]) == 3  # "a" once
-    for key in ("a", "b", "bad"):
-        prefetch.wait(key)  # returns once it is compiled; a failure is the case's own to meet again
+    assert prefetch.wait("a") is None and prefetch.wait("b") is None  # returns once each is compiled
+    failed = prefetch.wait("bad")
+    assert isinstance(failed, ValueError) and str(failed) == "does not compile"  # the first case raises it
+    assert prefetch.wait("bad") is None  # handed over once: a later case compiles, and meets it remembered
     assert sorted(done) == ["a", "b"]
-    prefetch.wait("never queued")
+    assert prefetch.wait("never queued") is None
     prefetch.stop()
     assert Prefetch(compile_one, workers=1).start([("a", "a")]) == 0  # one worker: each compiles as its case comes
 

@@ -5,7 +5,7 @@ A job's cases run one after the other on the GPU, and each compiled its kernel w
 in the kernel cache). Each compile is a confined process of its own (worker/compile/compile_process.py)
 that needs CPU and no GPU, so while the first case is timed the next kernels compile beside it, a few
 at once, into the kernel cache. A case whose kernel is still compiling waits for that compile instead
-of starting a second; one whose compile failed compiles again itself, so its error is its own.
+of starting a second; where it failed, the first case to need it raises its error as its own.
 """
 
 import logging
@@ -39,16 +39,18 @@ class Prefetch:
                 queued += 1
         return queued
 
-    def wait(self, key: Hashable) -> None:
-        """Before a case compiles its kernel: the prefetch's compile of it, finished (its failure is
-        the case's own to meet again)."""
-        future = self._futures.get(key)
-        if future is None:
-            return
-        try:
-            future.result()
-        except Exception as exc:  # the case compiles again and reports its own error
-            log.debug("prefetch of %s failed: %s", key, exc)
+    def wait(self, key: Hashable) -> BaseException | None:
+        """Before a case compiles its kernel: the prefetch's compile of it, finished, and handed over
+        once. Its failure is returned for the case to raise as its own (the first case to meet a
+        failing kernel reports the compile, later ones that it is remembered); None where it built
+        or was never queued."""
+        future = self._futures.pop(key, None)
+        if future is None or future.cancelled():
+            return None
+        failed = future.exception()
+        if failed is not None:
+            log.debug("prefetch of %s failed: %s", key, failed)
+        return failed
 
     def stop(self) -> None:
         """At the job's end: what has not started is dropped, what runs finishes into the cache."""

@@ -156,7 +156,9 @@ class CupyDevice:
         arguments are passed comes from the parameters the cubin records (worker/arguments/kernel_args.py)."""
         key = kernel_args.loaded_key(launch)
         if key not in self._functions:
-            self._prefetch.wait(key)  # compiled ahead, into the kernel cache: the compile below reads it there
+            failed = self._prefetch.wait(key)  # compiled ahead, into the kernel cache: the compile below reads it
+            if failed is not None:
+                raise failed
             built = compiler.compile_launch(launch, self.compute_capability, self.cfg)
             self._functions[key] = kernel_args.load(built, launch, lambda symbol: self.cp.RawModule(
                 path=str(built.cubin_path)).get_function(symbol))
