@@ -6,6 +6,9 @@ in the kernel cache). Each compile is a confined process of its own (worker/comp
 that needs CPU and no GPU, so while the first case is timed the next kernels compile beside it, a few
 at once, into the kernel cache. A case whose kernel is still compiling waits for that compile instead
 of starting a second; where it failed, the first case to need it raises its error as its own.
+A compile made ahead counts in no case's share of the job's budget (GEMMWATCH_JOB_BUDGET_S); what has
+not started when the job ends is dropped, so a job adds at most `workers` compiles past its end, each
+within the compile's own limits.
 """
 
 import logging
