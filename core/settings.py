@@ -150,9 +150,10 @@ class Settings(BaseSettings):
     compile_memory_mb: int = Field(default=4096, ge=256, validation_alias="GEMMWATCH_COMPILE_MEMORY_MB")
     # A job's kernels compiled ahead of its cases, this many at once beside the timing (each a confined
     # compile process of its own, within the two limits above); below 2, each compiles as its case comes.
-    # Default: the machine's CPUs, at most 8 (the first job of the 47 built-ins on an H200's 16-CPU host,
-    # nothing in the kernel cache: 69.9 s compiling one by one, 21.9 s with 8; docs/BENCHMARKS.md).
-    compile_workers: int = Field(default_factory=lambda: min(8, os.cpu_count() or 1), ge=1, le=64,
+    # Default: half the machine's CPUs, at most 8 (the first job of the 47 built-ins on an H200's 16-CPU
+    # host, nothing in the kernel cache: 69.9 s compiling one by one, 21.9 s with 8; docs/BENCHMARKS.md).
+    # A 2-CPU machine (a CI runner with the CPU double) compiles as cases come, its CPUs left to the cases.
+    compile_workers: int = Field(default_factory=lambda: min(8, max(1, (os.cpu_count() or 1) // 2)), ge=1, le=64,
                                  validation_alias="GEMMWATCH_COMPILE_WORKERS")
     # Where the compiler cannot be confined (no Landlock): refuse a job's own sources, or warn and compile.
     unconfined_sources: Literal["refuse", "warn"] = Field(default="refuse", validation_alias="GEMMWATCH_UNCONFINED_SOURCES")
