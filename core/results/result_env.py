@@ -122,6 +122,14 @@ class StreamHold(_Record):
     batches_dropped: Count | None = None
 
 
+# A case's stages in the order it meets them (worker/measure/stage_clock.py times them).
+CASE_STAGES = ("compile", "reference", "verify", "cublas_best", "cublas_check", "samples", "after_check", "resources")
+_stage_fields: dict[str, Any] = {name: (Annotated[Finite, Field(ge=0, le=1e6)] | None, None) for name in CASE_STAGES}
+Stages = create_model("Stages", __base__=_Record,
+                      __doc__="Host wall seconds a case spent in each stage (worker/measure/stage_clock.py).",
+                      **_stage_fields)
+
+
 class Sustained(_Record):
     """How a "sustained" result's card was brought to its loaded state (worker/measure/timing.py settle())."""
 
@@ -282,6 +290,7 @@ class ResultEnv(_Record):
     inputs: Inputs | None = None
     # Whether the kernel reads C when beta = 0 (worker/measure/verify.py says it in words).
     c_convention: Text(200) | None = None
+    stages_s: Stages | None = None  # where the case's time went: compile, check, cuBLAS's search, samples
     # Keys this schema does not declare, at any level ("launch.swizzle"), as sent; shown nowhere.
     extra: Annotated[dict[Key, JsonValue], Field(max_length=64)] = Field(default_factory=dict)
 

@@ -18,7 +18,7 @@ for run in base:c0ffee0001: head:c0ffee0002:c0ffee0001; do
         | tee -a "$out/wall.txt"
 done
 python3 - "$GEMMWATCH_DATA_DIR" <<'PY' | tee -a "$out/wall.txt"
-import sqlite3, sys
+import json, sqlite3, sys
 from datetime import datetime
 db = sqlite3.connect(f"{sys.argv[1]}/gemmwatch.db")
 def t(s): return datetime.fromisoformat(s) if s else None
@@ -28,4 +28,15 @@ for jid, kind, status, n, created, started, finished in db.execute(
     wait = (s - c).total_seconds() if c and s else None
     ran = (f - s).total_seconds() if s and f else None
     print(f"job {jid} {kind:8} {status:10} {n:3} cases  queued {wait} s  ran {ran} s")
+    # Where the job's time went: each result's stages (env.stages_s) summed, and the cases' wall
+    # time in the GPU process beyond them (case_s: IPC, the result's record, the device's state).
+    stages, case_total = {}, 0.0
+    for case_s, env in db.execute("select case_s, env from result where job_id = ?", (jid,)):
+        case_total += case_s or 0.0
+        for name, secs in (json.loads(env or "{}").get("stages_s") or {}).items():
+            stages[name] = stages.get(name, 0.0) + (secs or 0.0)
+    inside = sum(stages.values())
+    parts = "  ".join(f"{k} {v:.1f}" for k, v in sorted(stages.items(), key=lambda kv: -kv[1]))
+    print(f"    stages (s): {parts}  | cases {case_total:.1f}, of which outside the stages {case_total - inside:.1f};"
+          f" job beyond its cases {(ran or 0) - case_total:.1f}")
 PY

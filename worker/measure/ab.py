@@ -8,6 +8,7 @@ from worker.measure import stats, timing, triton_autotune
 from core.results.timing_stats import gflops
 from worker.measure.cases import Case, CaseOutcome, TimingPolicy
 from worker.measure.problem import Problem
+from worker.measure.stage_clock import StageClock
 
 
 def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
@@ -22,29 +23,35 @@ def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
         return out
     problem = {side: Problem(dev, case, launch.form, launch.precision) for side, launch in
                (("head", head_launch), ("base", base_launch))}
-    for side, choice in (("head", case.kernel), ("base", case.base)):  # each side's own @triton.autotune choice
-        launch = head_launch if side == "head" else base_launch
-        if launch.language == "triton":
-            launch, out.env[f"triton_{side}"] = triton_autotune.settle(runner, choice, launch, case, problem[side],
-                                                                       policy)
-            head_launch, base_launch = (launch, base_launch) if side == "head" else (head_launch, launch)
-    functions = {"head": dev.compile(head_launch), "base": dev.compile(base_launch)}
+    clock = StageClock()
+    with clock.stage("compile"):
+        for side, choice in (("head", case.kernel), ("base", case.base)):  # each side's own @triton.autotune choice
+            launch = head_launch if side == "head" else base_launch
+            if launch.language == "triton":
+                launch, out.env[f"triton_{side}"] = triton_autotune.settle(runner, choice, launch, case,
+                                                                           problem[side], policy)
+                head_launch, base_launch = (launch, base_launch) if side == "head" else (head_launch, launch)
+        functions = {"head": dev.compile(head_launch), "base": dev.compile(base_launch)}
     launches = {"head": head_launch, "base": base_launch}
     # Each side against the product of its own inputs: the same draws, rounded to its input type
     # (a commit that changed the kernel's precision is compared as it runs).
-    refs = {"head": dev.reference(problem["head"].a, problem["head"].b)}
-    refs["base"] = (refs["head"] if base_launch.precision.input_type == head_launch.precision.input_type
-                    else dev.reference(problem["base"].a, problem["base"].b))
+    with clock.stage("reference"):
+        refs = {"head": dev.reference(problem["head"].a, problem["head"].b)}
+        refs["base"] = (refs["head"] if base_launch.precision.input_type == head_launch.precision.input_type
+                        else dev.reference(problem["base"].a, problem["base"].b))
     wrong = []
     for side in ("head", "base"):
-        checked = runner.verify(functions[side], launches[side], problem[side], refs[side], case.seed)
+        with clock.stage("verify"):
+            checked = runner.verify(functions[side], launches[side], problem[side], refs[side], case.seed)
         ok, why = checked.verdict(runner.tolerance(launches[side], policy, case.k))
         if side == "head":
             out.rel_error = checked.rel_error if checked.rel_error != float("inf") else None
         if not ok:
             wrong.append(f"{side}: {why}")
-    out.env["resources"] = dev.resources(functions["head"], head_launch, case.m, case.n, case.k)
-    out.env["base_resources"] = dev.resources(functions["base"], base_launch, case.m, case.n, case.k)
+    with clock.stage("resources"):
+        out.env["resources"] = dev.resources(functions["head"], head_launch, case.m, case.n, case.k)
+        out.env["base_resources"] = dev.resources(functions["base"], base_launch, case.m, case.n, case.k)
+    out.env["stages_s"] = clock.record()  # again below, with the samples
     if wrong:
         out.error, out.status = "; ".join(wrong), "incorrect"
         return out
@@ -54,9 +61,11 @@ def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
     calls = {side: problem[side].kernel_call(functions[side], launches[side], problem[side].c, 1.0, 0.0)
              for side in ("head", "base")}
     out.env["inputs"] = case.inputs
-    with problem["head"].timed_inputs(case.inputs), problem["base"].timed_inputs(case.inputs), dev.measuring():
+    with clock.stage("samples"), problem["head"].timed_inputs(case.inputs), \
+            problem["base"].timed_inputs(case.inputs), dev.measuring():
         t = timing.time_pair(dev, calls["head"], calls["base"], policy)
     record(out, case, t.variant_ms, t.cublas_ms, t.converged)
+    out.env["stages_s"] = clock.record()
     return out
 
 

@@ -20,6 +20,7 @@ from worker.measure.cases import Case, CaseOutcome, KernelChoice, TimingPolicy, 
 from worker.gpu.cupy_device import CupyDevice, NoCudaDevice  # noqa: F401 (NoCudaDevice: part of this module's API)
 from worker.measure.verify import Run
 from worker.measure.problem import Problem
+from worker.measure.stage_clock import StageClock
 
 
 class Runner:
@@ -124,14 +125,18 @@ class Runner:
         out.env["precision"] = precision.describe()
         out.env["form"] = case.form.describe(case.batch)
         problem = Problem(dev, case, case.form, precision)
-        if launch is not None and launch.language == "triton":  # its @triton.autotune choice, where it has one
-            launch, out.env["triton"] = triton_autotune.settle(self, case.kernel, launch, case, problem, policy)
-        function = dev.compile(launch) if launch is not None else None
+        clock = StageClock()
+        with clock.stage("compile"):  # a prefetched kernel's compile was waited for here
+            if launch is not None and launch.language == "triton":  # its @triton.autotune choice, where it has one
+                launch, out.env["triton"] = triton_autotune.settle(self, case.kernel, launch, case, problem, policy)
+            function = dev.compile(launch) if launch is not None else None
         out.env["before"] = dev.state()
 
-        ref = dev.reference(problem.a, problem.b)
+        with clock.stage("reference"):
+            ref = dev.reference(problem.a, problem.b)
         if launch is not None:
-            checked = self.verify(function, launch, problem, ref, case.seed)
+            with clock.stage("verify"):
+                checked = self.verify(function, launch, problem, ref, case.seed)
             out.verified, out.error = checked.verdict(self.tolerance(launch, policy, case.k))
             out.rel_error = checked.rel_error if checked.rel_error != float("inf") else None
             out.env["c_convention"] = checked.convention
@@ -143,14 +148,16 @@ class Runner:
         c = problem.c  # the checked kernel's own C: a launcher that keeps its first C's map times as it checked
         if launch is not None:
             problem.refill(c, seed=case.seed + 1)  # finite values: the NaN probe left NaN behind
-        run_cublas = self.baseline(problem, case, policy, out, ref) if out.verified else problem.cublas_call()
+        with clock.stage("cublas_best"):
+            run_cublas = self.baseline(problem, case, policy, out, ref) if out.verified else problem.cublas_call()
         if getattr(run_cublas, "plan", None):  # cuBLASLt's choice, where the baseline makes one
             out.env["cublas_plan"] = run_cublas.plan
         if not (case.form.default and case.batch == 1):
             # The call that gives this form's product, and proof that it does: a baseline of
             # another GEMM would make every ratio of this form a lie.
             out.env["cublas_call"] = cublas_gemm(case.form, case.m, case.n, case.k).text()
-            wrong = self.cublas_disagrees(problem, ref, launch, policy, case.k, out)
+            with clock.stage("cublas_check"):
+                wrong = self.cublas_disagrees(problem, ref, launch, policy, case.k, out)
             out.env["cublas_status"] = "incorrect" if wrong else "passed"
             if wrong:  # cuBLAS's C is wrong, not the kernel's: the kernel keeps its own verdict, no ratio is made
                 out.env["cublas_error"] = wrong
@@ -160,10 +167,11 @@ class Runner:
 
         if out.verified:  # a wrong kernel gets no speed
             out.env["inputs"] = case.inputs
-            with problem.timed_inputs(case.inputs), dev.measuring():
+            with clock.stage("samples"), problem.timed_inputs(case.inputs), dev.measuring():
                 t = timing.time_pair(dev, run_variant, run_cublas, policy)
-            after = (self.after_timing(function, launch, problem, ref, self.tolerance(launch, policy, case.k))
-                     if launch is not None else None)
+            with clock.stage("after_check"):
+                after = (self.after_timing(function, launch, problem, ref, self.tolerance(launch, policy, case.k))
+                         if launch is not None else None)
             if after:  # it worked while checked, then did other work (or none) while timed
                 out.verified, out.error, out.status = False, after, "incorrect"
             elif not t.variant_ms:
@@ -177,7 +185,8 @@ class Runner:
 
         out.env["after"] = dev.state()
         if launch is not None:
-            out.env["resources"] = dev.resources(function, launch, case.m, case.n, case.k)
+            with clock.stage("resources"):
+                out.env["resources"] = dev.resources(function, launch, case.m, case.n, case.k)
             out.env["launch"] = {"entry": launch.entry, "block": launch.block,
                                  "grid": launch.grid(case.m, case.n, case.k, case.batch),
                                  "dynamic_smem": launch.dynamic_smem(case.m, case.n, case.k, case.batch),
@@ -187,6 +196,7 @@ class Runner:
                                  "params": function.plan.describe(),
                                  **({"tensor_maps": {x: list(b) for x, b in launch.tensor_maps.items()}}
                                     if launch.tensor_maps else {})}
+        out.env["stages_s"] = clock.record()
         return out
 
 
