@@ -95,8 +95,8 @@ def gpu_worker_plan() -> list[tuple[dict[str, str], list[str], str]]:
     from worker.gpu.gpu_identity import visible_gpus
 
     gpus = visible_gpus()
-    if not gpus:
-        return [({}, [ANY_GPU_QUEUE], "nogpu")]
+    if not gpus:  # nothing to warm up (worker/measure/warm_up.py): `up` says "no GPU visible" itself
+        return [({"GEMMWATCH_WARM_UP": "0"}, [ANY_GPU_QUEUE], "nogpu")]
     return [
         ({"CUDA_VISIBLE_DEVICES": g.uuid}, [queue_for(g.model), ANY_GPU_QUEUE], f"gpu{g.index}")
         for g in gpus

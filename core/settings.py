@@ -180,6 +180,12 @@ class Settings(BaseSettings):
 
     # Dotted path of the object that does the GPU work. Tests point it at a CPU double.
     runner: str = Field(default="worker.measure.runner:CupyRunner", validation_alias="GEMMWATCH_RUNNER")
+    # The worker starts its GPU process as it starts and runs one small case per precision there
+    # (worker/measure/warm_up.py), so the first job after a start does not pay CuPy's first compiles
+    # (about 16 s on a fresh H200). It registers with the fleet once that is done, or after
+    # warm_up_timeout_s whatever happened.
+    warm_up_gpu: bool = Field(default=True, validation_alias="GEMMWATCH_WARM_UP")
+    warm_up_timeout_s: float = Field(default=300.0, gt=0, validation_alias="GEMMWATCH_WARM_UP_TIMEOUT_S")
 
     # Same-job A/B confirmation (core/verdicts/regression.py, "Same-job A/B confirmation", explains the method).
     confirm_confidence: float = Field(default=0.99, gt=0.5, lt=1, validation_alias="GEMMWATCH_CONFIRM_CONFIDENCE")

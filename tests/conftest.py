@@ -204,6 +204,9 @@ def worker_env(cfg: Settings, runner: str | None = FAKE_RUNNER, **extra: str) ->
         DATABASE_URL=cfg.resolved_database_url,
         GEMMWATCH_CASE_TIME_CAP_S="0.3",
         GEMMWATCH_MIN_TIME_S="0",
+        # Off unless a test asks (tests/test_warm_up.py): a warm-up's cases would meet a test's holds
+        # and fake faults before its job does.
+        GEMMWATCH_WARM_UP="0",
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         PYTHONUNBUFFERED="1",
     )

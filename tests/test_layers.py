@@ -43,7 +43,8 @@ STAGES = {
         "worker.execute": {"worker", "worker.fleet", "worker.gpu_process", "worker.job_end", "worker.measure",
                            "worker.profile", "worker.webhook"},
         "worker.fleet": {"worker.child"},
-        "worker.celery_app": {"worker.compile", "worker.fleet", "worker.reaper"},
+        "worker.celery_app": {"worker", "worker.compile", "worker.fleet", "worker.gpu_process", "worker.measure",
+                              "worker.reaper"},
         "worker.tasks": {"worker.celery_app", "worker.execute"},
     },
 }

@@ -14,7 +14,9 @@ from celery.signals import celeryd_init, worker_ready, worker_shutdown
 
 from core.jobs.broker import make_celery
 from core.settings import settings
+from worker import gpu_process
 from worker.compile.compiler import probe
+from worker.measure.cases import TimingPolicy
 from worker.fleet import node_name, sign_off, start_heartbeat_thread
 from worker.reaper import start_reaper_thread
 
@@ -42,6 +44,13 @@ def _quiet_start(instance, **_):
     A worker started without --quiet (`gemmwatch worker`, compose) warns as before."""
     if getattr(instance, "quiet", False):
         warnings.filterwarnings("ignore", category=SecurityWarning)
+
+
+@worker_ready.connect
+def _warm_up_gpu(**_):
+    """Connected first, so the worker joins the fleet (and takes jobs) once its GPU process is warm."""
+    if settings.warm_up_gpu:
+        gpu_process.start_warm(settings.runner, TimingPolicy.from_settings(settings), settings.warm_up_timeout_s)
 
 
 @worker_ready.connect

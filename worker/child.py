@@ -5,6 +5,8 @@ something goes wrong: a CUDA fault makes the context unusable for the rest of th
 which is why this is a process of its own. The parent sees it die or stop answering, fails
 the job, and starts a fresh one for the next job.
 
+At its start, where the worker asked for it:
+  child -> parent  ("warm", report) once its warm-up cases ran (worker/measure/warm_up.py)
 The conversation, per job:
   parent -> child  "job"
   child -> parent  ("identity", dict) | ("fatal", message) and exit
@@ -22,6 +24,7 @@ import traceback
 from multiprocessing.connection import Connection
 
 from worker.measure.cases import CaseOutcome, TimingPolicy, not_applicable
+from worker.measure.warm_up import warm_up
 from core.text_bounds import bounded_error
 from worker.compile.compiler import CompileError, CompileRefused
 
@@ -31,12 +34,14 @@ def load_runner(dotted: str):
     return getattr(importlib.import_module(module_name), attr)
 
 
-def child_main(conn: Connection, runner_path: str, policy: TimingPolicy) -> None:
+def child_main(conn: Connection, runner_path: str, policy: TimingPolicy, warm: bool = False) -> None:
     try:
         runner = load_runner(runner_path)()
     except Exception as exc:
         conn.send(("fatal", str(exc) or type(exc).__name__))
         return
+    if warm:  # started by the worker at its start, idle: its one-time costs paid now (worker/measure/warm_up.py)
+        conn.send(("warm", warm_up(runner, policy)))
     while True:
         try:
             conn.recv()  # "job"

@@ -5,6 +5,7 @@ kernel loading are paid once; discarded after any fault or time-out, so the next
 gets a healthy GPU context.
 """
 
+import logging
 import multiprocessing as mp
 import time
 from collections import deque
@@ -14,18 +15,21 @@ from multiprocessing.connection import Connection
 from worker import process_tree
 from worker.measure.cases import Case, CaseOutcome, TimingPolicy
 from worker.child import child_main
+from worker.measure.warm_up import said
+
+log = logging.getLogger("gemmwatch.worker")
 
 IDLE_CALLBACK_S = 5.0  # how often on_idle runs while a case is in progress
 STOP_CHECK_S = 1.0  # how often a running case's job is checked for a cancel
 
 
 class GpuProcess:
-    def __init__(self, runner_path: str, policy: TimingPolicy):
+    def __init__(self, runner_path: str, policy: TimingPolicy, warm: bool = False):
         ctx = mp.get_context("spawn")  # a fresh interpreter: no CUDA state inherited from the worker
         self.conn, child_end = ctx.Pipe()
         self.key = (runner_path, policy)
         # daemon: it goes down with the worker, never outlives it holding the GPU.
-        self.proc = ctx.Process(target=child_main, args=(child_end, runner_path, policy), name="gemmwatch-gpu",
+        self.proc = ctx.Process(target=child_main, args=(child_end, runner_path, policy, warm), name="gemmwatch-gpu",
                                 daemon=True)
         self.proc.start()
         child_end.close()
@@ -54,6 +58,30 @@ def acquire(runner_path: str, policy: TimingPolicy) -> tuple[GpuProcess, Connect
     if _current is None:
         _current = GpuProcess(runner_path, policy)
     return _current, _current.conn
+
+
+def start_warm(runner_path: str, policy: TimingPolicy, timeout_s: float) -> dict | None:
+    """At the worker's start: its GPU process, started now and warmed up (worker/measure/warm_up.py)
+    before the worker takes a job; the warm-up's report, or None where the process died or took
+    longer than timeout_s (a job then meets the process as it is, or a fresh one)."""
+    global _current
+    discard()
+    _current = GpuProcess(runner_path, policy, warm=True)
+    try:
+        if _current.conn.poll(timeout_s):
+            msg = _current.conn.recv()
+            if msg[0] == "warm":
+                log.info(said(msg[1]))
+                return msg[1]
+            log.warning("the GPU process could not start: %s", msg[1])  # ("fatal", why); the first job says it too
+            discard()
+            return None
+    except (EOFError, OSError):
+        log.warning("the GPU process died while it warmed up (exit code %s)", _current.exitcode if _current else None)
+        discard()
+        return None
+    log.warning("the GPU process had not warmed up after %g s: the worker starts without waiting longer", timeout_s)
+    return None
 
 
 def discard() -> None:
@@ -166,6 +194,8 @@ def converse(
             elif kind == "fatal":
                 problems.append(msg[1])
                 return problems
+            elif kind == "warm":  # the worker's start stopped waiting for its warm-up before it ended
+                continue
             elif kind == "started":
                 current = by_index[msg[1]]
                 case_began = time.monotonic()
