@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, create_model, model_validator
 
-from core.wire_types import Count, Finite, finite_or_null, Gflops, Int32, Integer, Mask, Millis, Name, Percent, Ratio, StrictBool, Text
+from core.wire_types import Count, Finite, Gflops, Int32, Integer, Mask, Millis, Name, Percent, Ratio, StrictBool, Text
 from core.description.inputs import Inputs
 from core.results.timing_stats import STATISTICS, timing_fields
 
@@ -368,36 +368,6 @@ def env_json_schema() -> dict[str, Any]:
     schema["$id"] = ENV_SCHEMA_ID
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema
-
-def conform(env: Any) -> dict[str, Any]:
-    """A record stored before this schema, made to fit it (migration 0013). Infinities (which the
-    worker writes where fewer than 4 samples leave no interval, and JSON cannot carry) become null;
-    then each top-level key that fits is kept, each that does not is dropped and named in
-    extra["dropped_at_upgrade"]."""
-    if not isinstance(env, dict):
-        return {"extra": {"dropped_at_upgrade": ["(env was not an object, or too deep to read)"]}}
-    try:
-        env = finite_or_null(env)
-        return ResultEnv.model_validate(env).stored()
-    except (ValidationError, RecursionError):
-        pass
-    kept: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    dropped: list[str] = []
-    for key, value in env.items():
-        try:
-            one = ResultEnv.model_validate({key: value}).stored()
-        except (ValidationError, RecursionError):
-            dropped.append(str(key)[:64])
-            continue
-        extra.update(one.pop("extra", {}))
-        kept.update(one)
-    note = {"dropped_at_upgrade": dropped[:64]}
-    try:
-        return ResultEnv.model_validate({**kept, "extra": {**extra, **note}}).stored()
-    except ValidationError:  # the keys that fit one by one overflow extra together
-        return ResultEnv.model_validate({**kept, "extra": {"dropped_at_upgrade": (dropped + sorted(extra))[:64]}}).stored()
-
 
 # -- reading: what the pages interpret, typed again, so a row the worker wrote oddly reads as absent --
 
