@@ -62,9 +62,11 @@ def test_the_triton_tutorials_manifest_is_what_was_measured():
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "studies"))
-    from triton_tutorials import KERNELS
+    from triton_tutorials import INPUTS, KERNELS
 
-    kernels = _kernels(next(p for p in EXAMPLES if p.name.startswith("triton-lang-")))
+    manifest = next(p for p in EXAMPLES if p.name.startswith("triton-lang-"))
+    assert json.loads(manifest.read_text())["inputs"] == INPUTS  # the tutorials' torch.randn, as do_bench's side
+    kernels = _kernels(manifest)
     assert [k["name"] for k in kernels] == list(KERNELS)
     for kernel in kernels:
         spec = KERNELS[kernel["name"]]

@@ -24,6 +24,16 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 TN = {"A": "row", "B": "col", "C": "row"}
+# What the tutorials' own benchmarks multiply (torch.randn), and so what do_bench's side multiplies below:
+# the manifest says it too ("inputs"), as a home runner's data is part of its number.
+INPUTS = "normal(0,1)"
+# The @triton.autotune configuration each case chose on the H200 (eleventh session), for --pin: each
+# case then compiles the one it ran, instead of tuning again on a fresh machine.
+CHOSEN = {("tutorial_matmul_fp16", 1024): 13, ("tutorial_matmul_fp16", 2048): 0, ("tutorial_matmul_fp16", 4096): 0,
+          ("tutorial_matmul_fp16", 8192): 0, ("persistent_matmul_fp16", 1024): 2, ("persistent_matmul_fp16", 2048): 9,
+          ("persistent_matmul_fp16", 4096): 11, ("persistent_matmul_fp16", 8192): 11,
+          ("persistent_matmul_fp8", 1024): 7, ("persistent_matmul_fp8", 2048): 15, ("persistent_matmul_fp8", 4096): 13,
+          ("persistent_matmul_fp8", 8192): 13}
 KERNELS = {
     "tutorial_matmul_fp16": {
         "file": "03-matrix-multiplication.py", "entry": "matmul_kernel", "compute_mode": "fp16",
@@ -42,17 +52,19 @@ KERNELS = {
 }
 
 
-def description(name: str, spec: dict, folder: Path) -> dict:
+def description(name: str, spec: dict, folder: Path, config: int | None = None) -> dict:
     text = (folder / spec["file"]).read_text()
     described = {"name": name, "language": "triton", "source": spec["file"], "files": {spec["file"]: text},
                  "entry": spec["entry"], "compute_mode": spec["compute_mode"], "args": spec["args"],
-                 "defines": spec["defines"], "grid": spec["grid"]}
+                 "defines": spec["defines"], "grid": spec["grid"], "inputs": INPUTS}
     if "layout" in spec:
         described["layout"] = spec["layout"]
+    if config is not None:
+        described["triton"] = {"config": config}
     return described
 
 
-def gemmwatch_side(folder: Path, sizes: list[int], modes: list[str]) -> list[dict]:
+def gemmwatch_side(folder: Path, sizes: list[int], modes: list[str], pin: bool = False) -> list[dict]:
     from core.description.kernel_description import KernelDescription
     from core.settings import Settings
     from worker.measure.cases import Case, KernelChoice, TimingPolicy
@@ -63,8 +75,9 @@ def gemmwatch_side(folder: Path, sizes: list[int], modes: list[str]) -> list[dic
     for mode in modes:
         policy = TimingPolicy.from_settings(Settings(GEMMWATCH_TIMING_MODE=mode))
         for name, spec in KERNELS.items():
-            choice = KernelChoice(KernelDescription.model_validate(description(name, spec, folder)), {}, "job")
             for n in sizes:
+                choice = KernelChoice(KernelDescription.model_validate(
+                    description(name, spec, folder, CHOSEN.get((name, n)) if pin else None)), {}, "job")
                 try:
                     out = runner.run_case(Case(0, name, n, n, n, 7, choice), policy)
                 except Exception as exc:  # said in the table; a fault ends this kernel's sizes (the context is gone)
@@ -133,13 +146,14 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--sizes", default="1024,2048,4096,8192")
     parser.add_argument("--modes", default="sustained,cold")
+    parser.add_argument("--pin", action="store_true", help="run each case's configuration chosen before (CHOSEN)")
     parser.add_argument("--do-bench", dest="rows", type=Path, help=argparse.SUPPRESS)  # the second process
     args = parser.parse_args()
     if args.rows:
         args.out.write_text(json.dumps(do_bench_side(args.folder, json.loads(args.rows.read_text()))))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = gemmwatch_side(args.folder, [int(s) for s in args.sizes.split(",")], args.modes.split(","))
+    rows = gemmwatch_side(args.folder, [int(s) for s in args.sizes.split(",")], args.modes.split(","), args.pin)
     (args.out / "gemmwatch.json").write_text(json.dumps(rows))
     timed = [r for r in rows if r["verified"] and r["gflops"]]
     (args.out / "timed.json").write_text(json.dumps(timed))
