@@ -13,12 +13,12 @@ from pathlib import Path
 
 from core.text_bounds import head_and_tail
 from worker.compile.compile_process import run_sandbox
-from worker.compile.compiled import CompiledKernel, CompileError, CompileRefused, Confinement
+from worker.compile.compiled import CompiledKernel, CompileError, CompileRefused, CompilerConfinement
 
 log = logging.getLogger(__name__)
 
 
-def build(request: dict, key: list, confinement: Confinement, compiler: str, untrusted: bool, shown, cfg,
+def build(request: dict, key: list, confinement: CompilerConfinement, compiler: str, untrusted: bool, shown, cfg,
           suffix: str = ".cubin") -> CompiledKernel:
     """The cubin (or, suffix ".so", a launcher's library) a compile request makes, from the cache
     (by `key`, which names everything the output depends on) or from the confined compile process;

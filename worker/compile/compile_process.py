@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from worker.compile import nvcc
-from worker.compile.compiled import CompileRefused, Confinement
+from worker.compile.compiled import CompileRefused, CompilerConfinement
 
 SANDBOX = Path(__file__).with_name("compile_sandbox.py")
 # What the compile process may inherit: where programs and libraries are, and nothing else.
@@ -22,19 +22,19 @@ _PASSED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"
 
 
 @functools.lru_cache(maxsize=4)
-def probe_nvcc(path: str, timeout_s: float, memory_mb: int) -> Confinement:
+def probe_nvcc(path: str, timeout_s: float, memory_mb: int) -> CompilerConfinement:
     """nvcc's release, and whether its compile process can be confined (asked once per process)."""
     try:
         reply = run_sandbox({"tool": "nvcc", "probe": True, "nvcc": path,
                               "executable": [nvcc.toolkit_root(path), *nvcc.host_compiler_dirs()]}, timeout_s, memory_mb)
     except CompileRefused as exc:
-        return Confinement(False, str(exc), None)
+        return CompilerConfinement(False, str(exc), None)
     if not reply.get("ok"):
-        return Confinement(False, reply.get("error", "no answer"), None)
-    return Confinement(bool(reply["confined"]), reply["confinement"], reply["nvcc"])
+        return CompilerConfinement(False, reply.get("error", "no answer"), None)
+    return CompilerConfinement(bool(reply["confined"]), reply["confinement"], reply["nvcc"])
 
 
-def probe(cfg) -> Confinement:
+def probe(cfg) -> CompilerConfinement:
     """Whether this machine can confine the compiler (asked once per process, by really trying)."""
     found = _probe(str(SANDBOX), cfg.compile_timeout_s, cfg.compile_memory_mb, nvrtc_library(cfg))
     if found.version is None:
@@ -45,14 +45,14 @@ def probe(cfg) -> Confinement:
 
 
 @functools.lru_cache(maxsize=4)
-def _probe(_sandbox: str, timeout_s: float, memory_mb: int, library: str | None = None) -> Confinement:
+def _probe(_sandbox: str, timeout_s: float, memory_mb: int, library: str | None = None) -> CompilerConfinement:
     try:
         reply = run_sandbox({"probe": True, "options": ["-arch=sm_90"], "nvrtc_library": library}, timeout_s, memory_mb)
     except CompileRefused as exc:
-        return Confinement(False, str(exc), None)
+        return CompilerConfinement(False, str(exc), None)
     if not reply.get("ok"):
-        return Confinement(False, reply.get("error", "no answer"), None)
-    return Confinement(bool(reply["confined"]), reply["confinement"], reply["nvrtc"])
+        return CompilerConfinement(False, reply.get("error", "no answer"), None)
+    return CompilerConfinement(bool(reply["confined"]), reply["confinement"], reply["nvrtc"])
 
 
 def nvrtc_library(cfg) -> str | None:

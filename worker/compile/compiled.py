@@ -1,6 +1,6 @@
 """What a compile gives (`CompiledKernel`: the cubin or library, its log, the kernels in it) or
 refuses (`CompileError`: the compiler's verdict; `CompileRefused`: it did not run to its end), and
-whether the compile process could be confined (`Confinement`). Shared by the compiler's front
+whether the compile process could be confined (`CompilerConfinement`). Shared by the compiler's front
 (worker/compile/compiler.py), its process and cache (worker/compile/compile_process.py, worker/compile/compile_cache.py) and
 the memory of failed compiles (worker/compile/failed_compiles.py)."""
 
@@ -48,7 +48,10 @@ class CompiledKernel:
 
 
 @dataclass(frozen=True)
-class Confinement:
+class CompilerConfinement:
+    """What a probe of the compile process found: whether it can be confined, in words, and the
+    compiler's release. (A confined launcher's measures are worker/launch/jail_terms.py Confinement.)"""
+
     available: bool
     detail: str
     version: str | None  # the compiler's release; None: it could not be run

@@ -13,23 +13,23 @@ from worker.compile.failed_compiles import digest_of
 from worker.arguments.kernel_args import INTEGER_ROLES
 from worker.compile.compile_cache import build
 from worker.compile.compile_process import run_sandbox
-from worker.compile.compiled import CompiledKernel, CompileRefused, Confinement
+from worker.compile.compiled import CompiledKernel, CompileRefused, CompilerConfinement
 
 # Triton's type for a pointer to each of gemmwatch's element types (core/description/precision.py).
 POINTER = {"float32": "*fp32", "float16": "*fp16", "bfloat16": "*bf16", "float8_e4m3": "*fp8e4nv"}
 
 
 @functools.lru_cache(maxsize=4)
-def probe(compute_capability: str, timeout_s: float, memory_mb: int) -> Confinement:
+def probe(compute_capability: str, timeout_s: float, memory_mb: int) -> CompilerConfinement:
     """Triton's release, and whether its compile process can be confined (asked once per process)."""
     try:
         reply = run_sandbox({"tool": "triton", "probe": True, "compute_capability": compute_capability}, timeout_s,
                             memory_mb)
     except CompileRefused as exc:
-        return Confinement(False, str(exc), None)
+        return CompilerConfinement(False, str(exc), None)
     if not reply.get("ok"):
-        return Confinement(False, reply.get("error", "no answer"), None)
-    return Confinement(bool(reply["confined"]), reply["confinement"], reply["triton"])
+        return CompilerConfinement(False, reply.get("error", "no answer"), None)
+    return CompilerConfinement(bool(reply["confined"]), reply["confinement"], reply["triton"])
 
 
 def types(launch: Launch) -> list[str]:
@@ -77,7 +77,7 @@ def specialization(launch: Launch, values: dict) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _confined_triton(compute_capability: str, cfg) -> tuple[str, Confinement]:
+def _confined_triton(compute_capability: str, cfg) -> tuple[str, CompilerConfinement]:
     cc = compute_capability.replace(".", "")
     confinement = probe(cc, cfg.compile_timeout_s, cfg.compile_memory_mb)
     if confinement.version is None:
