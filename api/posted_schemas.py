@@ -20,12 +20,17 @@ from core.results.timing_stats import timing_fields
 from core.wire_types import Count, Finite, Gflops, Int32, Integer, Millis, Name, Percent, Ratio, StrictBool, Text
 
 
+NVML_TEXT = {"pattern": r"^[ -~]*$"}
+
+
 class GpuIn(BaseModel):
     """The GPU a posted run measured on. Its record is made by the first writer that names its uuid
     and is never changed by another token (core/records/gpu_records.py)."""
 
-    uuid: Name(80)
-    name: Name(120)
+    # The schema says what NVML writes, printable ASCII, so a client (or a fuzzer) knows it; the
+    # validator below also takes what normalises to it (a full-width hyphen, a zero-width space).
+    uuid: Annotated[Name(80), Field(json_schema_extra=NVML_TEXT)]
+    name: Annotated[Name(120), Field(json_schema_extra=NVML_TEXT)]
     model: GpuModel
     sm_count: Integer(1, 100_000) | None = None
     compute_capability: Annotated[str, StringConstraints(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}$")] | None = None
