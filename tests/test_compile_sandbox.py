@@ -3,11 +3,13 @@
 NVRTC is a library that needs no GPU (its PyPI wheel is in the test extra), so these run on CI
 with the real compiler, the real Landlock of this kernel and the real compile process. To show
 what each layer does alone, some tests take Landlock away from the compile process the way a
-machine without it would: a `landlock` package on its PYTHONPATH that cannot be imported.
+machine without it would: its Landlock system calls answer ENOSYS (a seccomp filter its interpreter
+loads as it starts, from tests/fixtures/without_landlock).
 """
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,7 @@ from core.description.kernel import Launch
 from tests.descriptions import one_file
 from worker.compile.compiler import WITHHELD, CompileError, CompileRefused
 
+WITHOUT_LANDLOCK = Path(__file__).parent / "fixtures" / "without_landlock"
 CANARIES = {
     "DATABASE_URL": "postgresql+psycopg://gemmwatch:canary-db-password@db/gemmwatch",
     "BROKER_URL": "redis://:canary-broker-password@redis:6379/0",
@@ -46,12 +49,10 @@ def secrets(monkeypatch):
 
 
 @pytest.fixture
-def no_landlock(tmp_path, monkeypatch):
-    """A machine without Landlock: the compile process cannot import a binding for it."""
-    fake = tmp_path / "no-landlock" / "landlock"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError('no Landlock on this machine')\n")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(fake.parent), os.environ.get("PYTHONPATH")])))
+def no_landlock(monkeypatch):
+    """A machine without Landlock: every Python process started from here on (the compile process, a
+    worker) answers Landlock's system calls with ENOSYS (tests/fixtures/without_landlock/sitecustomize.py)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(WITHOUT_LANDLOCK), os.environ.get("PYTHONPATH")])))
     compile_process._probe.cache_clear()
     yield
     compile_process._probe.cache_clear()

@@ -33,7 +33,7 @@ STAGES = {
     },
     "worker": {
         "worker.arguments": set(),
-        "worker.compile": {"worker.arguments"},
+        "worker.compile": {"worker.arguments", "worker.launch"},  # the compile process confines itself with the jail's Landlock layer
         "worker.gpu": {"worker.arguments", "worker.compile"},
         "worker.launch": set(),
         "worker.measure": {"worker.arguments", "worker.compile", "worker.gpu", "worker.launch"},

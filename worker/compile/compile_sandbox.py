@@ -10,8 +10,9 @@ kernel's own files and the stand-ins for host headers come in the request, as NV
 headers. The cubin goes back on stdout. Files opened before confinement (stdin, stdout, the
 libraries) stay usable; nothing else is.
 
-Only the standard library, cuda-bindings (NVRTC) and landlock are imported here: no gemmwatch
-module, so nothing of the worker's configuration can be reached from this process.
+Only the standard library, cuda-bindings (NVRTC) and, to confine, the launcher jail's Landlock layer
+(worker/launch/host_jail.py: standard library and pyseccomp) are imported here: nothing of the worker's
+configuration can be reached from this process.
 """
 
 import sys
@@ -190,32 +191,27 @@ def _run_nvcc(request: dict) -> dict:
 def _confine(readable: list[str], executable: list[str] = (), writable: list[str] = ()) -> tuple[bool, str]:
     """Landlock: handle every filesystem access right and allow none, so no path can be opened;
     but for reading files and listing folders beneath `readable` (CUDA's header folders), also
-    running programs beneath `executable` (nvcc's toolkit and the host compiler), and everything
-    beneath `writable` (an nvcc compile's own folder)."""
+    running programs beneath `executable` (nvcc's toolkit and the host compiler), and making and
+    writing files beneath `writable` (an nvcc compile's own folder). The layer is the launcher
+    jail's own (worker/launch/host_jail.py): TCP and signals outside this process's domain are
+    closed too, and from ABI 8 every thread is confined."""
     try:
-        import landlock  # here: a machine without the binding is told so, as one without Landlock
+        # Here: imported only to confine (standard library and pyseccomp, nothing of the worker's settings).
+        from worker.launch.host_jail import restrict_paths
+        from worker.launch.jail_terms import Allowance
 
-        access = landlock.FSAccess
-        abi = landlock.landlock_abi_version()
-        rules = landlock.Ruleset()  # all rights handled
-        if readable:
-            rules.allow(*readable, rules=access.READ_FILE | access.READ_DIR)
-        if executable:
-            rules.allow(*executable, rules=access.READ_FILE | access.READ_DIR | access.EXECUTE)
-            # What every dynamically linked program opens as it starts, and what compilers write to.
-            rules.allow(*(f for f in ("/etc/ld.so.cache",) if os.path.isfile(f)), rules=access.READ_FILE)
-            rules.allow("/dev/null", rules=access.READ_FILE | access.WRITE_FILE)
-        if writable:
-            rules.allow(*writable, rules=access.all())
-        rules.apply()
-    except Exception as exc:  # no Landlock in this kernel (or a sandbox such as gVisor), or no binding
+        runs = bool(executable)
+        # What every dynamically linked program opens as it starts, and what compilers write to.
+        allowance = Allowance(readable=(*readable, *(["/etc/ld.so.cache"] if runs else [])),
+                              writable=tuple(writable), executable=tuple(executable),
+                              devices=("/dev/null",) if runs else ())
+        how = restrict_paths(allowance)
+    except Exception as exc:  # no Landlock in this kernel (or a sandbox such as gVisor)
         return False, f"Landlock unavailable: {type(exc).__name__}: {exc}"
     try:
         os.open("/", os.O_RDONLY)
     except PermissionError:
-        allowed = f", except reading {', '.join([*readable, *executable])}" if readable or executable else ""
-        wrote = " and writing in its own folder" if writable else ""
-        return True, f"Landlock ABI {abi}: no file can be opened{allowed}{wrote}"
+        return True, how
     return False, "Landlock applied but / is still readable"
 
 

@@ -154,6 +154,8 @@ def _summary(allowance: Allowance) -> str:
         said.append(f"read/write/ioctl of {', '.join(allowance.devices)}")
     if allowance.writable:
         said.append(f"writing under {', '.join(allowance.writable)}")
+    if allowance.executable:
+        said.append(f"running programs under {', '.join(allowance.executable)}")
     return "; ".join(said) or "none"
 
 
@@ -164,8 +166,10 @@ def _add_path_rules(ruleset: int, allowance: Allowance, abi: int, handled_fs: in
     # device, socket, FIFO or symbolic link.
     write = read | FS_WRITE_FILE | FS_MAKE_REG | FS_MAKE_DIR | FS_REMOVE_FILE | FS_REMOVE_DIR | FS_TRUNCATE | FS_REFER
     device = FS_READ_FILE | FS_WRITE_FILE | FS_IOCTL_DEV
+    run = read | FS_EXECUTE  # a compiler's toolkit: its programs run, its files read
     absent = []
-    for paths, rights in ((allowance.readable, read), (allowance.writable, write), (allowance.devices, device)):
+    for paths, rights in ((allowance.readable, read), (allowance.writable, write), (allowance.devices, device),
+                          (allowance.executable, run)):
         for path in paths:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)

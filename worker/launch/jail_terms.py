@@ -1,4 +1,5 @@
-"""The words of confinement (worker/launch/host_jail.py, worker/launch/seccomp_filter.py, worker/launch/launcher_child.py):
+"""The words of confinement (worker/launch/host_jail.py, worker/launch/seccomp_filter.py, worker/launch/launcher_child.py,
+and the compile process, worker/compile/compile_sandbox.py, which takes its Landlock layer from host_jail too):
 what a confined process may still open (`Allowance`), what was applied (`Confinement`), and why a
 measure could not be (`ConfinementUnavailable`). Standard library only."""
 
@@ -17,18 +18,21 @@ class Allowance:
     readable: tuple[str, ...] = ()  # folders (read files, list) or single files, read-only
     writable: tuple[str, ...] = ()  # folders where files may be made, written and removed (scratch)
     devices: tuple[str, ...] = ()  # device files (/dev/nvidia*): read, write and ioctl
+    executable: tuple[str, ...] = ()  # folders whose programs may be run, and read (a compiler's toolkit)
 
     def plus(self, other: "Allowance") -> "Allowance":
         return Allowance(self.readable + other.readable, self.writable + other.writable,
-                         self.devices + other.devices)
+                         self.devices + other.devices, self.executable + other.executable)
 
     def as_dict(self) -> dict:
-        return {"readable": list(self.readable), "writable": list(self.writable), "devices": list(self.devices)}
+        return {"readable": list(self.readable), "writable": list(self.writable), "devices": list(self.devices),
+                "executable": list(self.executable)}
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "Allowance":
         d = d or {}
-        return cls(tuple(d.get("readable", ())), tuple(d.get("writable", ())), tuple(d.get("devices", ())))
+        return cls(tuple(d.get("readable", ())), tuple(d.get("writable", ())), tuple(d.get("devices", ())),
+                   tuple(d.get("executable", ())))
 
 
 @dataclass(frozen=True)
