@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from core.verdicts.regression import PairedThresholds, judge_paired
+from hypothesis import given, settings, strategies as st
+
+from core.verdicts.regression import PairedThresholds, judge_paired, resampled_medians
 from core.verdicts.confirm import resource_changes as changes
 from worker.gpu.resources import H100, SmLimits, describe, occupancy
 
@@ -53,6 +55,17 @@ def test_too_few_or_too_noisy_pairs_are_undecided_never_a_regression():
     base, head = _confirm_job(rng, 1.0, 1.015, pairs=12, noise=0.08)
     assert judge_paired(base, head).status in ("undecided", "no change")
     assert judge_paired([0.0] * 20, [1.0] * 20).status == "undecided"
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.floats(0.5, 2.0, allow_nan=False, width=32), min_size=1, max_size=40), st.integers(1, 25),
+       st.integers(0, 2**32 - 1), st.booleans())
+def test_a_resample_s_median_by_counting_is_numpy_s_median(values, rows, seed, tied):
+    """The bootstrap's medians by counting draws (regression.resampled_medians) are np.median's, to the bit:
+    odd and even counts, one value, ties (rounded values), repeated draws."""
+    v = np.round(np.asarray(values), 1) if tied else np.asarray(values)
+    draws = np.random.default_rng(seed).integers(0, len(v), size=(rows, len(v)))
+    assert np.array_equal(resampled_medians(v, draws), np.median(v[draws], axis=1))
 
 
 def test_the_band_is_a_setting():

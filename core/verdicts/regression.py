@@ -211,12 +211,30 @@ def paired_ratio_interval(base_ms: list[float], head_ms: list[float], confidence
     rng = np.random.default_rng(seed)
     chunk = max(1, 2_000_000 // len(ratios))  # bounded memory however many pairs a long run took
     medians = np.concatenate([
-        np.median(ratios[rng.integers(0, len(ratios), size=(min(chunk, resamples - done), len(ratios)))], axis=1)
+        resampled_medians(ratios, rng.integers(0, len(ratios), size=(min(chunk, resamples - done), len(ratios))))
         for done in range(0, resamples, chunk)
     ])
     tail = (1 - confidence) / 2
     low, high = np.quantile(medians, [tail, 1 - tail])
     return float(np.median(ratios)), float(low), float(high)
+
+
+def resampled_medians(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """np.median(values[draws], axis=1), the same numbers, without sorting each resample: a resample's
+    median is an order statistic of `values`, found by counting how often each sorted value was drawn.
+    A partition per resample took 1 s of a confirmation's verdicts at 2,000 resamples of 2,400 pairs
+    (an API thread held that long); counting takes a few hundredths."""
+    order = np.argsort(values, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(values))
+    rows, n = draws.shape
+    counts = np.bincount((rank[draws] + n * np.arange(rows)[:, None]).ravel(), minlength=rows * n).reshape(rows, n)
+    reached = np.cumsum(counts, axis=1)
+    ordered = values[order]
+    # 0-based positions of the middle of n sorted draws: (n-1)//2 and n//2 (one and the same when n is odd).
+    low = ordered[np.argmax(reached > (n - 1) // 2, axis=1)]
+    high = ordered[np.argmax(reached > n // 2, axis=1)]
+    return (low + high) / 2 if n % 2 == 0 else low
 
 
 def judge_paired(base_ms: list[float], head_ms: list[float], th: PairedThresholds = PairedThresholds()) -> PairedVerdict:
