@@ -228,6 +228,12 @@ class FakeDevice:
 
         return triton_build.describe(launch, "9.0", self.cfg)
 
+    def wrapper_call(self, desc) -> dict:
+        """Read as a worker reads it (the confined compile process), for an sm_90 GPU."""
+        from worker.compile import triton_build
+
+        return triton_build.wrapper_call(desc, "9.0", self.cfg)
+
     def prefetch(self, launches: list[Launch]) -> int:
         jobs = [launch for launch in launches if launch.origin == "job"]
         self.prefetched += [launch.variant for launch in jobs]

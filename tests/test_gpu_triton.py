@@ -61,3 +61,14 @@ def test_a_named_configuration_is_the_one_run(runner):
     assert out.verified, out.error
     assert out.env["triton"]["config"]["index"] == 2 and out.env["launch"]["defines"]["BLOCK_M"] == 32
     assert out.env["launch"]["block"][0] == 64
+
+
+# -- a kernel given by its repository's Python wrapper (tests/fixtures/triton_wrapper_repo) ------------
+@pytest.mark.parametrize("wrapper", ["matmul", "persistent_matmul"])
+@pytest.mark.parametrize("size", [(1000, 1003, 997), (4096, 4096, 4096)], ids=lambda s: "x".join(map(str, s)))
+def test_a_wrapped_kernel_is_verified_and_timed_on_the_gpu(runner, wrapper, size):
+    from tests.test_triton_wrapper import wrapped
+
+    out = runner.run_case(Case(0, f"wrapped_{wrapper}", *size, 7, KernelChoice(wrapped(wrapper), {}, "job")), POLICY)
+    assert out.verified and out.gflops > 0, out.error
+    assert out.env["launch"]["entry"] == "scaled_matmul"

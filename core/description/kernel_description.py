@@ -240,6 +240,13 @@ class KernelDescription(BaseModel):
                             "tl.constexpr, in order; each tl.constexpr gets its value from `defines` or `tunables`; "
                             "`block` is left out (32 x `triton.num_warps` threads)")
     triton: TritonOptions | None = Field(None, description="a Triton kernel's num_warps and num_stages")
+    wrapper: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")] | None = Field(
+        None, description="a Triton kernel given by the repository's Python wrapper instead of entry, args and grid: "
+                          "the function of `source` that takes A and B and returns C (`matmul(a, b)`). The worker "
+                          "calls it once, confined, on stand-ins whose sizes are names, and reads the one "
+                          "@triton.jit launch it makes: the kernel, which parameter is which matrix, size or "
+                          "stride, its tl.constexpr values and its grid; that kernel is then compiled, checked and "
+                          "timed as if so described (the wrapper's own Python is not in the time)")
     libraries: list[Literal["cutlass"]] = Field(
         default_factory=list, max_length=4,
         description='header libraries the worker provides, pinned, for an nvcc kernel: "cutlass" puts CUTLASS\'s '
@@ -435,6 +442,21 @@ class KernelDescription(BaseModel):
         return gemm_form.form_of(self.layout, self.epilogue, self.accumulate, self.roles, self.compute_mode,
                                  self.output)
 
+    def with_wrapper_call(self, call: dict[str, Any]) -> "KernelDescription":
+        """The kernel this description's `wrapper` launches, described as a user would by hand: the
+        launch the worker read off it (worker/compile/triton_wrapper.py: entry, args, defines, grid, Triton
+        options) in place of the wrapper; a ValueError naming what of it does not fit."""
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"wrapper", "args", "entry", "grid"})
+        # What the user set (a pinned config) over what the wrapper passed (num_warps=8).
+        options = {**(call.get("triton") or {}), **(self.triton.model_dump(exclude_unset=True) if self.triton else {})}
+        data.update(entry=call["entry"], args=call["args"], grid=call["grid"],
+                    defines={**call.get("defines", {}), **self.defines}, **({"triton": options} if options else {}))
+        try:
+            return KernelDescription.model_validate(data)
+        except ValidationError as exc:
+            raise ValueError(f"{self.name}: the launch its wrapper {self.wrapper} makes does not fit a description:\n"
+                             f"{explain(exc, self.name)}") from None
+
     def summary(self) -> dict[str, Any]:
         """What GET /api/variants says of a kernel."""
         return {"name": self.name, "technique": self.technique or "", "seed": self.seed, "source_file": self.source,
@@ -447,12 +469,22 @@ def _check_triton(desc: KernelDescription) -> None:
     """A Triton kernel is one @triton.jit function in a Python file, launched by the runner: none of
     what C++ builds and launchers take."""
     if desc.language != "triton":
-        if desc.triton is not None:
-            raise ValueError('triton: options for a Triton kernel; set "language": "triton"')
+        if desc.triton is not None or desc.wrapper is not None:
+            what = "triton: options" if desc.triton is not None else "wrapper: a Python wrapper"
+            raise ValueError(f'{what} for a Triton kernel; set "language": "triton"')
         return
     if not desc.source.endswith(".py"):
         raise ValueError(f'source {desc.source}: a Triton kernel\'s source is a Python file (.py)')
-    if desc.entry is None or not desc.entry.isidentifier():
+    if desc.wrapper is not None:  # entry, args and grid are what the worker reads off the wrapper's launch
+        given = [name for name, value in (("entry", desc.entry), ("grid", desc.grid)) if value is not None]
+        if list(desc.args) != list(DEFAULT_ARGS):  # the default is what a stored description holds
+            given.append("args")
+        if given:
+            raise ValueError(f"{', '.join(given)}: the worker reads them off {desc.wrapper}'s launch; give either a "
+                             "wrapper or the kernel's entry, args and grid")
+        if desc.form.layout("C") != "row":
+            raise ValueError("layout: a wrapper's C is the row-major M x N matrix it allocates")
+    elif desc.entry is None or not desc.entry.isidentifier():
         raise ValueError(f"entry {desc.entry!r}: the name of the @triton.jit function in {desc.source}")
     given = [name for name, value in (("launcher", desc.launcher), ("block", desc.block), ("flags", desc.flags),
                                       ("libraries", desc.libraries), ("tensor_maps", desc.tensor_maps),
@@ -461,8 +493,8 @@ def _check_triton(desc: KernelDescription) -> None:
         what = ", ".join(given + (["compiler"] if desc.compiler != "nvrtc" else [])
                          + (["dynamic_smem"] if desc.dynamic_smem != 0 else []))
         raise ValueError(f"{what}: not for a Triton kernel (Triton compiles it and says its block and shared "
-                         "memory; a wrapper that launches it is not taken yet)")
-    if desc.grid is None:
+                         "memory; a Python wrapper that launches it is named in `wrapper`)")
+    if desc.grid is None and desc.wrapper is None:
         raise ValueError("grid: a Triton kernel's launch needs its grid (its programs along x, y, z)")
 
 

@@ -7,7 +7,7 @@ cache key. Timing never runs the job's Python: only its compile does, confined.
 import functools
 
 from core.description.kernel import Launch
-from core.description.kernel_description import is_filler
+from core.description.kernel_description import KernelDescription, is_filler
 from worker.compile import failed_compiles
 from worker.compile.failed_compiles import digest_of
 from worker.arguments.kernel_args import INTEGER_ROLES
@@ -106,6 +106,32 @@ def describe(launch: Launch, compute_capability: str, cfg) -> dict:
         _described[key] = {name: reply[name] for name in ("params", "constexprs", "configs", "skipped")}
         _described[key]["triton"] = confinement.version
     return _described[key]
+
+
+_called: dict[str, dict] = {}
+
+
+def wrapper_call(desc: KernelDescription, compute_capability: str, cfg) -> dict:
+    """The one launch a description's `wrapper` makes, read in the confined compile process
+    (worker/compile/triton_wrapper.py): entry, args, defines, grid and Triton options, as `with_wrapper_call`
+    takes them; CompileRefused with what the wrapper did where it cannot be read so. Once per file set."""
+    cc, confinement = _confined_triton(compute_capability, cfg)
+    layout = {x: desc.form.layout(x) for x in ("A", "B")}
+    request = {"tool": "triton", "wrapper": desc.wrapper, "files": dict(desc.files), "source": desc.source,
+               "entry": desc.wrapper, "compute_capability": cc, "layout": layout,
+               "input_type": TORCH_TYPE[desc.precision.input_type]}
+    key = digest_of([sorted(desc.files.items()), desc.source, desc.wrapper, layout, request["input_type"], cc,
+                     confinement.version])
+    if key not in _called:
+        reply = run_sandbox(request, cfg.compile_timeout_s, cfg.compile_memory_mb)
+        if not reply.get("ok"):
+            raise CompileRefused(reply.get("log") or reply.get("error") or "no answer")
+        _called[key] = reply["call"]
+    return _called[key]
+
+
+# The name torch gives each of gemmwatch's element types (what a wrapper compares a.dtype with).
+TORCH_TYPE = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float8_e4m3": "float8_e4m3fn"}
 
 
 def compile_triton(launch: Launch, compute_capability: str, cfg) -> CompiledKernel:

@@ -21,10 +21,15 @@ import sysconfig
 
 # worker/compile/triton_module.py, by path as this file is (worker/ is not on sys.path in the compile
 # process), now: it cannot be read once Landlock applies.
-_spec = importlib.util.spec_from_file_location("triton_module", os.path.join(os.path.dirname(__file__),
-                                                                             "triton_module.py"))
-triton_module = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(triton_module)
+def _sibling(name: str):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+triton_module = _sibling("triton_module")
+triton_wrapper = _sibling("triton_wrapper")  # a repository's wrapper read for its one launch
 
 
 def main(request: dict, confine, answer, built) -> None:
@@ -125,6 +130,16 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
         return {"ok": False, "log": f"{request['source']} is not valid Python:\n{traceback.format_exc(limit=0)}"}
     except BaseException:  # the job's definitions: whatever escaped, as its traceback
         return {"ok": False, "log": f"reading {request['source']} failed:\n{_job_traceback(traceback.format_exc())}"}
+    if request.get("wrapper"):  # the wrapper called once on stand-ins: its launch, as a description reads it
+        try:
+            call = triton_wrapper.capture(module, request["wrapper"], triton, triton_module.kernel_and_configs,
+                                          request["layout"], request["input_type"])
+        except triton_wrapper.Unsupported as exc:
+            return {"ok": False, "log": f"{request['wrapper']} in {request['source']}: {exc}"}
+        except BaseException:
+            return {"ok": False, "log": f"calling {request['wrapper']}(a, b) in {request['source']} failed:\n"
+                                        f"{_job_traceback(traceback.format_exc())}"}
+        return {"ok": True, "call": call, "skipped": skipped}
     kernel, configs = triton_module.kernel_and_configs(triton, getattr(module, request["entry"], None))
     if kernel is None:
         why = "".join(f"\n  {line}" for line in skipped)

@@ -150,6 +150,12 @@ class CupyDevice:
 
         return triton_build.describe(launch, self.compute_capability, self.cfg)
 
+    def wrapper_call(self, desc) -> dict:
+        """The one launch a Triton description's `wrapper` makes, read in the confined compile process."""
+        from worker.compile import triton_build  # here: the C++ paths never need it
+
+        return triton_build.wrapper_call(desc, self.compute_capability, self.cfg)
+
     def compile(self, launch: Launch) -> kernel_args.LoadedKernel:
         """A cubin from the confined compile process (worker/compile/compiler.py), loaded here: this
         process, which holds the GPU and the worker's settings, never runs the compiler. How its

@@ -9,6 +9,8 @@ ratio is made here and in worker/measure/verify.py, worker/measure/timing.py and
 the same code on CI as on the H100.
 """
 
+import dataclasses
+
 from core.description.gemm_form import cublas_gemm
 from core.description.kernel import Launch, resolve
 from core.description.precision import peak_tflops
@@ -62,6 +64,17 @@ class Runner:
         """What the job's prefetch has not started is dropped."""
         self.device.end_prefetch()
 
+    def wrappers_read(self, case: Case) -> Case:
+        """The case with each kernel given by a Python `wrapper` described by the launch it makes, read in
+        the confined compile process (worker/compile/triton_wrapper.py); others as they are."""
+        def read(choice: KernelChoice | None) -> KernelChoice | None:
+            if choice is None or choice.description.wrapper is None:
+                return choice
+            call = self.device.wrapper_call(choice.description)
+            return dataclasses.replace(choice, description=choice.description.with_wrapper_call(call))
+
+        return dataclasses.replace(case, kernel=read(case.kernel), base=read(case.base))
+
     def resolve(self, choice: KernelChoice) -> Launch:
         """The kernel's description on this GPU: its figures (SM count, shared memory) from the device."""
         return resolve(choice.description, choice.tunables, self.device.figures(), choice.origin)
@@ -89,6 +102,7 @@ class Runner:
         (nvbench, the studies in scripts/); nothing is verified here. cuBLAS runs in the case's
         precision (the kernel's, or the one a cuBLAS variant names)."""
         dev = self.device
+        case = self.wrappers_read(case)
         launch = self.resolve(case.kernel) if case.kernel is not None else None
         problem = Problem(dev, case, case.form, case.precision)
         run_cublas = problem.cublas_call()
@@ -104,6 +118,7 @@ class Runner:
     # -- one case -----------------------------------------------------------------
     def run_case(self, case: Case, policy: TimingPolicy) -> CaseOutcome:
         dev = self.device
+        case = self.wrappers_read(case)
         skipped = not_applicable(case, dev.compute_capability, policy.mode)
         if skipped is not None:  # built for another GPU target (sm_90a on a non-Hopper GPU, say)
             return skipped

@@ -44,6 +44,7 @@ def main(argv: list[str]) -> int:
     cases = cases_from_plan(spec["entries"], spec["job_id"], {})
     report: dict = {"started_at": time.time(), "cubins": {}, "launches": []}
     for index, case in zip(spec["indexes"], cases):
+        case = runner.wrappers_read(case)  # a kernel given by its Python wrapper: the launch it makes
         for side, choice in zip(SIDES, (case.base, case.kernel)):
             launch = runner.resolve(choice)
             if launch.language == "triton":  # the configuration its timed case chose (kept; nothing timed here)

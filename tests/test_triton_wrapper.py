@@ -1,0 +1,117 @@
+"""Issue 50: a Triton kernel given by its repository's Python wrapper (`"wrapper": "matmul"`), read in the
+confined compile process for the one launch it makes (worker/compile/triton_wrapper.py) and then compiled,
+checked and timed as that kernel described by hand. Real Triton and the real confined process; the CPU
+double stands in for the GPU (tests/test_gpu_triton.py runs a wrapper on the GPU)."""
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from core.description import kernel_expr
+from core.description.kernel_description import KernelDescription
+from core.description.kernel_folder import load_folder
+from core.records.db import upgrade_database
+from core.settings import Settings
+from tests.conftest import make_client, make_settings, wait_for_job
+from tests.fake_gpu import CpuRunner
+from worker.compile.compiled import CompileRefused
+from worker.measure.cases import Case, KernelChoice, TimingPolicy
+
+pytest.importorskip("triton")
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = FIXTURES / "triton_wrapper_repo"
+POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.3, GEMMWATCH_MIN_TIME_S=0))
+
+
+def wrapped(wrapper: str, **changes) -> KernelDescription:
+    return KernelDescription.model_validate({
+        "name": f"wrapped_{wrapper}", "language": "triton", "source": "wrappers.py", "wrapper": wrapper,
+        "files": {"wrappers.py": (REPO / "wrappers.py").read_text()}, "compute_mode": "fp16", **changes})
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch, shared_kernel_cache):
+    monkeypatch.setenv("GEMMWATCH_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("GEMMWATCH_KERNEL_CACHE_DIR", str(shared_kernel_cache))
+    return CpuRunner()
+
+
+def grid_at(desc: KernelDescription, **scope: int) -> int:
+    return kernel_expr.evaluate(desc.grid.x, scope)
+
+
+def test_the_tutorial_shaped_wrapper_reads_as_the_description_written_by_hand(runner):
+    """tests/fixtures/triton_script_repo's kernel, described by hand there, and by its own `matmul` here."""
+    script = FIXTURES / "triton_script_repo"
+    by_hand = load_folder(script)[0]
+    desc = KernelDescription.model_validate({**wrapped("matmul").model_dump(mode="json", exclude_none=True),
+                                             "source": "matmul_script.py",
+                                             "files": {"matmul_script.py": (script / "matmul_script.py").read_text()}})
+    read = desc.with_wrapper_call(runner.device.wrapper_call(desc))
+    assert (read.entry, read.args, read.form) == (by_hand.entry, by_hand.args, by_hand.form)
+    for m, n, bm, bn in [(96, 80, 64, 64), (4096, 4096, 128, 64), (1000, 1003, 32, 32), (1, 7, 64, 32)]:
+        scope = {"M": m, "N": n, "K": 64, "BLOCK_M": bm, "BLOCK_N": bn}
+        assert grid_at(read, **scope) == grid_at(by_hand, **scope)
+
+
+def test_a_wrapper_s_constexprs_options_and_a_persistent_grid_over_the_sms(runner):
+    read = wrapped("persistent_matmul").with_wrapper_call(runner.device.wrapper_call(wrapped("persistent_matmul")))
+    assert read.entry == "scaled_matmul" and read.args[:6] == ["A", "B", "C", "M", "N", "K"]
+    assert read.defines == {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "PROGRAMS": "SM_COUNT"}
+    assert (read.triton.num_warps, read.triton.num_stages) == (8, 2)
+    assert grid_at(read, M=4096, N=4096, SM_COUNT=132) == 132  # min(SMs, tiles)
+    assert grid_at(read, M=256, N=128, SM_COUNT=132) == 4
+
+
+@pytest.mark.parametrize("wrapper", ["matmul", "persistent_matmul"])
+def test_a_wrapped_kernel_is_checked_and_timed_as_the_kernel_it_launches(runner, wrapper):
+    desc = wrapped(wrapper)
+    for m, n, k in [(96, 80, 64), (100, 130, 70)]:
+        out = runner.run_case(Case(0, desc.name, m, n, k, 3, KernelChoice(desc, {}, "job")), POLICY)
+        assert out.verified and out.gflops, out.error
+        assert out.env["launch"]["entry"] == "scaled_matmul"
+
+
+@pytest.mark.parametrize(("wrapper", "said"), [
+    ("twice", "made 2 Triton launches"),
+    ("nothing_launched", "made 0 Triton launches"),
+    ("size_as_number", "uses the size M as a number"),
+    ("c_not_returned", "does not return the C it allocated"),
+    ("no_such_wrapper", "no_such_wrapper is not a function of the file"),
+])
+def test_what_cannot_be_read_as_one_launch_is_refused_in_the_job_s_terms(runner, wrapper, said):
+    with pytest.raises(CompileRefused, match=said) as refused:
+        runner.device.wrapper_call(wrapped(wrapper))
+    assert f"{wrapper} in wrappers.py" in str(refused.value)
+
+
+def test_a_case_of_a_wrapper_that_cannot_be_read_fails_with_that_reason(runner):
+    desc = wrapped("twice")
+    with pytest.raises(CompileRefused, match="twice in wrappers.py: twice.a, b. made 2 Triton launches"):
+        runner.run_case(Case(0, desc.name, 64, 64, 64, 3, KernelChoice(desc, {}, "job")), POLICY)
+
+
+def test_a_description_names_a_wrapper_or_the_kernel_never_both():
+    with pytest.raises(ValidationError, match="entry, grid: the worker reads them off matmul's launch"):
+        wrapped("matmul", entry="scaled_matmul", grid={"x": "1"})
+    with pytest.raises(ValidationError, match="wrapper: a Python wrapper for a Triton kernel"):
+        KernelDescription.model_validate({"name": "k", "source": "k.cu", "files": {"k.cu": "x"}, "entry": "k",
+                                          "block": [16, 16], "grid": {"tile": [16, 16]}, "wrapper": "matmul"})
+    with pytest.raises(ValidationError, match="a wrapper's C is the row-major M x N matrix it allocates"):
+        wrapped("matmul", layout={"A": "row", "B": "row", "C": "col"})
+
+
+def test_a_kernels_folder_with_wrappers_through_the_api_and_a_worker(tmp_path, pg_url, redis_url, start_worker,
+                                                                    shared_kernel_cache):
+    cfg = make_settings(tmp_path, pg_url, redis_url)
+    upgrade_database(cfg)
+    client = make_client(cfg)
+    start_worker(cfg, GEMMWATCH_KERNEL_CACHE_DIR=str(shared_kernel_cache))
+    sources = [d.model_dump(mode="json", exclude_none=True) for d in load_folder(REPO)]
+    resp = client.post("/api/jobs", json={"sources": sources, "sizes": [[96, 80, 64]]})
+    assert resp.status_code == 202, resp.text
+    job = wait_for_job(client, resp.json()["id"])
+    assert job["status"] == "succeeded", job["error"]
+    assert sorted(r["variant"] for r in job["results"] if r["verified"]) == ["wrapped_matmul_fp16",
+                                                                               "wrapped_persistent_fp16"]

@@ -1,0 +1,273 @@
+"""A repository's Python wrapper (`matmul(a, b)`) read for the one Triton launch it makes, in the confined
+compile process (worker/compile/triton_sandbox.py loads this file by path, as it loads triton_module.py).
+
+A wrapper is how a repository calls its kernel: it reads the sizes off its tensors, allocates C, and
+launches `kernel[grid](a, b, c, M, N, K, a.stride(0), ...)`. gemmwatch times the kernel, not the
+wrapper: so the wrapper is called once here, with stand-ins for tensors whose sizes are names (M, N, K,
+lda ...) rather than numbers, and the launch is recorded instead of made. What it passed says which
+parameter is which matrix, size or stride, which tl.constexpr values it chose, and its grid as an
+expression of the sizes and the configuration's values: the description of the kernel a user would
+otherwise write by hand (core/description/kernel_description.py `with_wrapper_call`), which the runner then
+compiles, checks and times like any Triton kernel. Standard library and Triton only; torch is never
+loaded: the wrapper meets a stand-in for the few calls a wrapper makes (`torch.empty`, the dtypes,
+the device's SM count).
+"""
+
+import builtins
+
+
+class Unsupported(Exception):
+    """What the wrapper did that cannot be read as one launch, in the job's terms."""
+
+
+class Sym:
+    """A size the wrapper computes with, kept as the expression gemmwatch's grid language reads."""
+
+    def __init__(self, text: str, atom: bool = True):
+        self.text, self.atom = text, atom
+
+    def __repr__(self) -> str:
+        return self.text
+
+    @staticmethod
+    def of(value) -> str:
+        if isinstance(value, Sym):
+            return value.text if value.atom else f"({value.text})"
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise Unsupported(f"the wrapper computes a size with {value!r}, which is not an integer")
+        return str(value)
+
+    def _op(self, other, op: str, reflected: bool = False) -> "Sym":
+        left, right = (other, self) if reflected else (self, other)
+        return Sym(f"{Sym.of(left)} {op} {Sym.of(right)}", atom=False)
+
+    def __add__(self, other): return self._op(other, "+")  # noqa: E704
+    def __radd__(self, other): return self._op(other, "+", True)  # noqa: E704
+    def __sub__(self, other): return self._op(other, "-")  # noqa: E704
+    def __rsub__(self, other): return self._op(other, "-", True)  # noqa: E704
+    def __mul__(self, other): return self._op(other, "*")  # noqa: E704
+    def __rmul__(self, other): return self._op(other, "*", True)  # noqa: E704
+    def __floordiv__(self, other): return self._op(other, "//")  # noqa: E704
+    def __rfloordiv__(self, other): return self._op(other, "//", True)  # noqa: E704
+
+    def __eq__(self, other) -> bool:  # an assert that two sizes agree (a.shape[1] == b.shape[0])
+        return isinstance(other, Sym) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def _as_number(self, *_):
+        raise Unsupported(f"the wrapper uses the size {self.text} as a number (compares it, converts it or "
+                          "branches on it), which gemmwatch cannot read off one call: describe the kernel with "
+                          "entry, args and grid instead")
+
+    __int__ = __index__ = __bool__ = __lt__ = __le__ = __gt__ = __ge__ = __float__ = __mod__ = __truediv__ = _as_number
+
+
+def _extreme(name: str):
+    plain = getattr(builtins, name)
+
+    def pick(*values):
+        if len(values) == 1:
+            values = tuple(values[0])
+        if any(isinstance(v, Sym) for v in values):
+            return Sym(f"{name}({', '.join(Sym.of(v) for v in values)})")
+        return plain(*values)
+
+    return pick
+
+
+class Tensor:
+    """A matrix the wrapper is given or makes: its sizes and strides as names, its type by name."""
+
+    def __init__(self, role: str, shape: tuple, strides: tuple, dtype: str):
+        self.role, self.shape, self._strides, self.dtype = role, shape, strides, dtype
+        self.device = "cuda"
+        self.ndim = len(shape)
+
+    def stride(self, dim: int | None = None):
+        return self._strides if dim is None else self._strides[dim]
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def is_contiguous(self) -> bool:
+        return self._strides[-1] == 1
+
+    def element_size(self) -> int:
+        return {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1}.get(self.dtype, 4)
+
+    @property
+    def T(self) -> "Tensor":  # noqa: N802 (torch's name)
+        return Tensor(self.role, tuple(reversed(self.shape)), tuple(reversed(self._strides)), self.dtype)
+
+    def __getattr__(self, name):
+        raise Unsupported(f"the wrapper reads tensor.{name}, which gemmwatch's stand-in for a tensor does not "
+                          "offer (shape, stride, size, dtype, device, T, is_contiguous)")
+
+
+class _Properties:
+    multi_processor_count = Sym("SM_COUNT")
+
+
+class _Cuda:
+    @staticmethod
+    def get_device_properties(*_args):
+        return _Properties()
+
+    @staticmethod
+    def current_device():
+        return 0
+
+
+class Torch:
+    """torch as a wrapper meets it here: its dtypes by name, C's allocation, the device's SM count."""
+
+    float32, float16, bfloat16, float8_e4m3fn = "float32", "float16", "bfloat16", "float8_e4m3fn"
+    cuda = _Cuda()
+
+    def __init__(self, made: list):
+        self._made = made
+
+    @staticmethod
+    def device(*_args, **_kwargs):
+        return "cuda"
+
+    def empty(self, *shape, device=None, dtype=None, **_kwargs):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if len(shape) != 2:
+            raise Unsupported(f"the wrapper allocates a tensor of {len(shape)} dimensions; gemmwatch reads a "
+                              "wrapper that makes one M x N matrix, C")
+        rows, cols = shape
+        made = Tensor("C", (rows, cols), (Sym("ldc"), 1), dtype or "float32")
+        self._made.append(made)
+        return made
+
+    zeros = empty
+
+    def empty_like(self, other, dtype=None, **_kwargs):
+        return self.empty(other.shape, dtype=dtype or other.dtype)
+
+    def __getattr__(self, name):
+        raise Unsupported(f"the wrapper calls torch.{name}, which gemmwatch's stand-in for torch does not offer "
+                          "(empty, zeros, empty_like, the dtypes, cuda.get_device_properties)")
+
+
+def matrices(layout: dict, input_type: str) -> tuple[Tensor, Tensor]:
+    """A (M x K) and B (K x N) as the description's layout lays them (packed: a row-major A's first stride
+    is its leading dimension, lda)."""
+    def made(role, rows, cols, row_major):
+        lead = Sym(f"ld{role.lower()}")
+        return Tensor(role, (rows, cols), (lead, 1) if row_major else (1, lead), input_type)
+
+    m, n, k = Sym("M"), Sym("N"), Sym("K")
+    return made("A", m, k, layout.get("A", "row") == "row"), made("B", k, n, layout.get("B", "row") == "row")
+
+
+def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, input_type: str) -> dict:
+    """The one launch `module.<wrapper>(A, B)` makes, as a description reads it: {"entry", "args",
+    "defines", "grid", "triton"}; Unsupported where it cannot be read so."""
+    function = getattr(module, wrapper, None)
+    if not callable(function):
+        raise Unsupported(f"{wrapper} is not a function of the file")
+    made: list[Tensor] = []
+    launches: list[tuple] = []
+    interface = triton.runtime.jit.KernelInterface
+
+    def recorded(self, grid):
+        return lambda *args, **kwargs: launches.append((self, grid, args, kwargs))
+
+    saved = {name: module.__dict__.get(name) for name in ("torch", "min", "max")}
+    original = interface.__getitem__
+    if "torch" not in module.__dict__:  # the file's `import torch` was refused (triton_module.NOT_LOADED)
+        module.torch = Torch(made)
+    module.min, module.max = _extreme("min"), _extreme("max")
+    interface.__getitem__ = recorded
+    try:
+        a, b = matrices(layout, input_type)
+        returned = function(a, b)
+        if len(launches) != 1:
+            raise Unsupported(f"{wrapper}(a, b) made {len(launches)} Triton launches; gemmwatch reads a wrapper "
+                              "that launches one @triton.jit kernel (describe each kernel with entry, args and grid)")
+        kernel_object, grid, args, kwargs = launches[0]
+        kernel, configs = kernel_and_configs(triton, kernel_object)
+        if kernel is None:
+            raise Unsupported(f"{wrapper} launches something that is not a @triton.jit function")
+        if not (isinstance(returned, Tensor) and returned.role == "C"):
+            raise Unsupported(f"{wrapper}(a, b) does not return the C it allocated; gemmwatch reads a wrapper "
+                              "that returns C = A·B")
+        return _described(kernel, configs, grid, args, kwargs)  # its grid evaluated with the stand-ins in place
+    finally:
+        interface.__getitem__ = original
+        for name, value in saved.items():
+            if value is None:
+                module.__dict__.pop(name, None)
+            else:
+                module.__dict__[name] = value
+
+
+_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def _described(kernel, configs, grid, args, kwargs) -> dict:
+    params = list(kernel.params)
+    if len(args) > len(params):
+        raise Unsupported(f"{kernel.__name__} takes {len(params)} parameters; the wrapper passed {len(args)}")
+    roles, defines = [], {}
+    for param, value in zip(params, args):
+        if param.is_constexpr:
+            defines[param.name] = _define(param.name, value)
+        else:
+            roles.append(_role(param.name, value))
+    options = {}
+    for name, value in kwargs.items():
+        if name in _OPTIONS:
+            options[name] = value
+        elif name in {p.name for p in params if p.is_constexpr}:
+            defines[name] = _define(name, value)
+        else:
+            raise Unsupported(f"the wrapper passes {name}= to {kernel.__name__}, which is no tl.constexpr of it")
+    plain = [p.name for p in params if not p.is_constexpr]
+    if len(roles) != len(plain):
+        raise Unsupported(f"the wrapper passes {len(roles)} of {kernel.__name__}'s {len(plain)} parameters that are "
+                          "not tl.constexpr positionally; gemmwatch reads those in order")
+    if callable(grid):
+        names = {p.name: Sym(p.name) for p in params if p.is_constexpr}
+        for config in configs:
+            names.update({k: Sym(k) for k in config.kwargs})
+        grid = grid({**names, **{k: (Sym(v) if isinstance(v, str) else v) for k, v in defines.items()}})
+    grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    if not 1 <= len(grid) <= 3:
+        raise Unsupported(f"the wrapper's grid has {len(grid)} dimensions")
+    texts = [Sym.of(g) for g in grid] + ["1"] * (3 - len(grid))
+    triton_options = {k: v for k, v in options.items() if k in ("num_warps", "num_stages")}
+    return {"entry": kernel.__name__, "args": roles, "defines": defines,
+            "grid": dict(zip(("x", "y", "z"), texts)), "triton": triton_options or None}
+
+
+def _role(name: str, value) -> str:
+    if isinstance(value, Tensor):
+        return value.role
+    if isinstance(value, Sym):
+        if value.atom:
+            return value.text
+        raise Unsupported(f"the wrapper passes {value.text} as {name}; gemmwatch passes sizes and leading "
+                          "dimensions as they are (M, N, K, lda, ldb, ldc)")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"={value}"
+    raise Unsupported(f"the wrapper passes {value!r} as {name}, which is neither a matrix, a size nor an integer")
+
+
+def _define(name: str, value):
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, Sym) and value.atom and value.text == "SM_COUNT":
+        return "SM_COUNT"
+    if isinstance(value, Sym):
+        raise Unsupported(f"the wrapper sets tl.constexpr {name} from the sizes ({value.text}): a constexpr is "
+                          "compiled in, gemmwatch compiles a kernel per description, not per size")
+    raise Unsupported(f"the wrapper sets tl.constexpr {name} to {value!r}; gemmwatch takes integer constexprs "
+                      "(and the device's SM count)")
