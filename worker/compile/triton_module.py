@@ -84,12 +84,15 @@ def runs(statement: ast.stmt) -> bool:
     return isinstance(statement, DEFINITIONS)
 
 
-def load(path: str, name: str = "gemmwatch_job_kernel") -> tuple[types.ModuleType, list[str]]:
+def load(path: str, name: str = "gemmwatch_job_kernel", preset: dict | None = None) -> tuple[types.ModuleType, list[str]]:
     """The module of `path` with its definitions run and its script skipped; with what raised,
-    one line each ("line 12: NameError: ..."). A file that does not parse is a SyntaxError."""
+    one line each ("line 12: NameError: ..."). A file that does not parse is a SyntaxError.
+    `preset`: names the module holds before its first statement (a stand-in for torch, which its
+    refused `import torch` leaves in place, so that `def matmul(a: torch.Tensor)` is still defined)."""
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), filename=path)
     module = types.ModuleType(name)
+    module.__dict__.update(preset or {})
     module.__file__ = path
     sys.modules[name] = module  # Triton and dataclasses look a function's module up by name
     failed = []

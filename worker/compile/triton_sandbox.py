@@ -125,7 +125,9 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     triton_module.use_target(triton, target)
     triton_module.refuse_frameworks()
     try:
-        module, skipped = triton_module.load(source)
+        # A wrapper's file gets its stand-in for torch before its first statement (worker/compile/triton_wrapper.py).
+        preset = {"torch": triton_wrapper.Torch([])} if request.get("wrapper") else None
+        module, skipped = triton_module.load(source, preset=preset)
     except SyntaxError:
         return {"ok": False, "log": f"{request['source']} is not valid Python:\n{traceback.format_exc(limit=0)}"}
     except BaseException:  # the job's definitions: whatever escaped, as its traceback

@@ -121,10 +121,13 @@ class _Cuda:
 
 
 class Torch:
-    """torch as a wrapper meets it here: its dtypes by name, C's allocation, the device's SM count."""
+    """torch as a wrapper meets it here: its dtypes by name, C's allocation, the device's SM count, and
+    the names its type hints use (torch.Tensor, torch.dtype)."""
 
     float32, float16, bfloat16, float8_e4m3fn = "float32", "float16", "bfloat16", "float8_e4m3fn"
     cuda = _Cuda()
+    Tensor = Tensor
+    dtype = str
 
     def __init__(self, made: list):
         self._made = made
@@ -180,7 +183,8 @@ def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, inpu
 
     saved = {name: module.__dict__.get(name) for name in ("torch", "min", "max")}
     original = interface.__getitem__
-    if "torch" not in module.__dict__:  # the file's `import torch` was refused (triton_module.NOT_LOADED)
+    # The file's `import torch` was refused (triton_module.NOT_LOADED): the stand-in, this call's own.
+    if module.__dict__.get("torch") is None or isinstance(module.__dict__["torch"], Torch):
         module.torch = Torch(made)
     module.min, module.max = _extreme("min"), _extreme("max")
     interface.__getitem__ = recorded
