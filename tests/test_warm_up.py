@@ -53,3 +53,20 @@ def test_a_worker_is_ready_once_warm_and_its_first_job_runs_in_the_process_it_wa
     for r in job["results"]:
         env = client.get(f"/api/results/{r['id']}").json()["env"]
         assert env["gpu"]["gpu_process_pid"] == int(warmed.group(1))  # not a second process started for the job
+
+
+def test_a_warm_up_that_kills_its_process_leaves_the_worker_serving_from_a_fresh_one(tmp_path, pg_url, redis_url,
+                                                                                   start_worker, shared_kernel_cache):
+    """The first warm-up case dies as a sticky CUDA fault would (the CPU double's crash): the worker says so,
+    still joins the fleet, and its first job runs in a GPU process of its own."""
+    cfg = make_settings(tmp_path, pg_url, redis_url)
+    upgrade_database(cfg)
+    client = make_client(cfg)
+    worker = start_worker(cfg, GEMMWATCH_WARM_UP="1", GEMMWATCH_KERNEL_CACHE_DIR=str(shared_kernel_cache),
+                          FAKE_GPU_CRASH_VARIANT="naive")
+    log = worker.log_path.read_text(errors="replace")
+    assert "the GPU process died while it warmed up" in log, log[-3000:]
+    resp = client.post("/api/jobs", json={"variants": ["smem_tiled"], "sizes": [[32, 32, 32]]})
+    job = wait_for_job(client, resp.json()["id"])
+    assert job["status"] == "succeeded", job["error"]
+    assert job["results"][0]["verified"]

@@ -41,7 +41,11 @@ def child_main(conn: Connection, runner_path: str, policy: TimingPolicy, warm: b
         conn.send(("fatal", str(exc) or type(exc).__name__))
         return
     if warm:  # started by the worker at its start, idle: its one-time costs paid now (worker/measure/warm_up.py)
-        conn.send(("warm", warm_up(runner, policy)))
+        report = warm_up(runner, policy)
+        if not _healthy(runner):  # a warm-up case left the context unusable: no job may meet it
+            conn.send(("fatal", f"the GPU process's warm-up left the GPU unusable ({'; '.join(report['failed'])})"))
+            return
+        conn.send(("warm", report))
     while True:
         try:
             conn.recv()  # "job"
