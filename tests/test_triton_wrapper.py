@@ -115,3 +115,26 @@ def test_a_kernels_folder_with_wrappers_through_the_api_and_a_worker(tmp_path, p
     assert job["status"] == "succeeded", job["error"]
     assert sorted(r["variant"] for r in job["results"] if r["verified"]) == ["wrapped_matmul_fp16",
                                                                                "wrapped_persistent_fp16"]
+
+
+@pytest.mark.parametrize(("wrapper", "said"), [("forged_grid", "grid.x"), ("forged_role", "args")])
+def test_a_size_forged_from_the_stand_in_s_class_is_refused_where_it_is_read(runner, wrapper, said, tmp_path):
+    """A try past the guard: the wrapper builds its own 'size' (the stand-in's class, by type()) holding code
+    for the grid, or a role gemmwatch has none of. What it recorded is data; the description's rules refuse
+    it (a grid expression calls no function but cdiv/min/max, an argument is one of the known roles), and
+    nothing ran."""
+    desc = wrapped(wrapper)
+    with pytest.raises(ValueError, match=said) as refused:
+        desc.with_wrapper_call(runner.device.wrapper_call(desc))
+    assert "the launch its wrapper" in str(refused.value)
+    assert not Path("/tmp/gemmwatch-forged").exists()
+    with pytest.raises(ValueError):
+        runner.run_case(Case(0, desc.name, 64, 64, 64, 3, KernelChoice(desc, {}, "job")), POLICY)
+
+
+def test_a_hand_written_triton_grid_is_held_to_the_expression_language_at_the_door():
+    """The same rule for a grid written by hand: its names wait for the file, its form does not."""
+    with pytest.raises(ValidationError, match="grid.x: .*the functions are cdiv"):
+        KernelDescription.model_validate({"name": "t", "language": "triton", "source": "k.py", "files": {"k.py": "x"},
+                                          "entry": "k", "args": ["A", "B", "C", "M", "N", "K"],
+                                          "grid": {"x": "__import__('os').getpid()"}})
