@@ -11,6 +11,7 @@ host pointers); the GPU's own path is tests/test_gpu_launchers.py.
 import ctypes
 import dataclasses
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 from core.description.kernel import resolve
 from core.description.kernel_description import KernelDescription
 from core.description.kernel_folder import load_folder
+from core.results.result_env import ResultEnv
 from core.settings import Settings
 from tests.conftest import make_client, wait_for_job
 from tests.fake_gpu import H100_FIGURES, CpuRunner
@@ -182,6 +184,31 @@ def test_a_launcher_case_is_verified_and_timed_by_the_runner_in_its_own_process(
 
 
 @needs_confinement
+def test_a_launcher_case_s_stages_show_its_build_and_its_own_process_and_fit_in_its_time(runner):
+    # Issue 53's breakdown: fast.cu's cases read compile 0.0 and nothing else but their samples, while
+    # each spent 30 s building its library and starting its process: that time now has its stages.
+    began = time.perf_counter()
+    out = runner.run_case(case(described(HOST, "host_gemm")), POLICY)
+    wall = time.perf_counter() - began
+    assert out.verified, out.error
+    stages = ResultEnv.model_validate(out.env).stages_s.model_dump(exclude_none=True)
+    # (on the CPU double a sample takes no time; the process's start always does)
+    assert stages["launcher_setup"] > 0 and {"compile", "verify", "samples"} <= set(stages)
+    assert sum(stages.values()) <= wall + 0.01  # each second counted once (rounding aside)
+
+
+def test_a_launcher_process_s_reported_stages_are_taken_as_numbers_only_and_never_double_counted():
+    outside = {"compile": 1.0, "launcher_setup": 3.0}
+    reported = {"samples": 1.5, "verify": "0.5", "reference": True, "evil": 7.0, "launcher_setup": 99.0,
+                "after_check": -1.0, "compile": 0.25}
+    assert launcher_case.with_process_stages(outside, reported) == \
+        {"compile": 1.25, "launcher_setup": 1.25, "samples": 1.5}
+    # a process that claims more than its call took leaves no negative set-up
+    assert launcher_case.with_process_stages(outside, {"samples": 5.0})["launcher_setup"] == 0.0
+    assert launcher_case.with_process_stages(outside, None) == outside
+
+
+@needs_confinement
 def test_a_launcher_case_chooses_no_cublas_for_others_and_writes_no_cache(runner, monkeypatch, tmp_path):
     # cuBLASLt's candidates offered, as on a GPU: the confined process still times the default
     # call, and nothing of its making lands in the data folder for other jobs' cases.
@@ -219,6 +246,7 @@ def test_a_launcher_that_dies_fails_its_case_only_and_the_next_case_is_right(run
     out = runner.run_case(case(described(HOST, name)), POLICY)
     assert not out.verified and out.error == f"launcher {described(HOST, name).launcher}: {words}"
     assert out.env["launcher"]["what_happened"] == words
+    assert out.env["stages_s"]["launcher_setup"] > 0 and "compile" in out.env["stages_s"]  # its time still shown
     following = runner.run_case(case(described(HOST, "host_gemm"), index=1), POLICY)
     assert following.verified and following.error is None
 

@@ -62,8 +62,8 @@ def test_a_case_records_each_stage_it_ran_and_they_fit_in_its_wall_time(tmp_path
     wall = time.perf_counter() - began
     assert out.verified, out.error
     stages = _checked(out)
-    # The default form has no cuBLAS check of its own: its product is the reference's.
-    assert set(stages) == set(CASE_STAGES) - {"cublas_check"}
+    # The default form has no cuBLAS check of its own: its product is the reference's; no launcher, no process of its own.
+    assert set(stages) == set(CASE_STAGES) - {"cublas_check", "launcher_setup"}
     assert sum(stages.values()) <= wall
 
 

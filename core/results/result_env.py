@@ -122,8 +122,10 @@ class StreamHold(_Record):
     batches_dropped: Count | None = None
 
 
-# A case's stages in the order it meets them (worker/measure/stage_clock.py times them).
-CASE_STAGES = ("compile", "reference", "verify", "cublas_best", "cublas_check", "samples", "after_check", "resources")
+# A case's stages in the order it meets them (worker/measure/stage_clock.py times them). "launcher_setup"
+# is a launcher case's own process (worker/measure/launcher_case.py): its start, CUDA's initialisation and
+# the rehearsal, i.e. the confined call's wall time less the stages that process reported.
+CASE_STAGES = ("compile", "launcher_setup", "reference", "verify", "cublas_best", "cublas_check", "samples", "after_check", "resources")
 _stage_fields: dict[str, Any] = {name: (Annotated[Finite, Field(ge=0, le=1e6)] | None, None) for name in CASE_STAGES}
 Stages = create_model("Stages", __base__=_Record,
                       __doc__="Host wall seconds a case spent in each stage (worker/measure/stage_clock.py).",

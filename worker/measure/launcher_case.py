@@ -28,6 +28,7 @@ import typing
 from pathlib import Path
 
 from worker.measure.cases import Case, CaseOutcome, TimingPolicy
+from worker.measure.stage_clock import STAGES, StageClock
 from worker.launch.launcher_call import run_confined_call
 
 SETUP_LIMIT_S = 180.0  # CUDA's and CuPy's initialisation and the rehearsal
@@ -38,9 +39,11 @@ JOBS_WORD = ("made in the confined process that ran the job's own host code, whi
 
 def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> CaseOutcome:
     """The case, run by its launcher in a confined process of its own; what happened becomes its result."""
-    library = device.build_launcher(launch)
-    # The kernel the launcher launches, where the description names one: its resources, read here.
-    entry = device.compile(launch) if launch.entry is not None else None
+    clock = StageClock()
+    with clock.stage("compile"):
+        library = device.build_launcher(launch)
+        # The kernel the launcher launches, where the description names one: its resources, read here.
+        entry = device.compile(launch) if launch.entry is not None else None
     inner = confined_policy(policy)
     request = {"case": encode_case(case), "policy": dataclasses.asdict(inner),
                "plan": {"passing": [list(p) for p in library.plan.passing], "spelled": list(library.plan.spelled)},
@@ -50,16 +53,18 @@ def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> Case
     with tempfile.TemporaryDirectory(prefix="gemmwatch-launcher-case-") as folder:
         copy = Path(folder) / "launcher.so"
         shutil.copyfile(library.path, copy)
-        called = run_confined_call(copy, library.symbol, hook=device.launcher_hook, hook_args=request,
-                                   timeout_s=4 * policy.time_cap_s + policy.settle_s + CALL_SLACK_S,
-                                   setup_timeout_s=SETUP_LIMIT_S, through_address=True)
+        with clock.stage("launcher_setup"):  # the whole call: what its process reports is taken out below
+            called = run_confined_call(copy, library.symbol, hook=device.launcher_hook, hook_args=request,
+                                       timeout_s=4 * policy.time_cap_s + policy.settle_s + CALL_SLACK_S,
+                                       setup_timeout_s=SETUP_LIMIT_S, through_address=True)
     about = {"launcher": launch.launcher, "symbol": library.symbol, "what_happened": called.message,
              "confinement": called.confinement, "results": JOBS_WORD, "output": called.output[-4000:]}
     if not called.ok or called.result is None:
         return CaseOutcome(mode=policy.mode, error=f"launcher {launch.launcher}: {called.message}{_said(called.output)}",
-                           env={"launcher": about})
+                           env={"launcher": about, "stages_s": clock.record()})
     out = checked_outcome(called.result, policy.mode)
     out.env["launcher"] = about
+    out.env["stages_s"] = with_process_stages(clock.record(), out.env.get("stages_s"))
     if out.error:
         out.error += _said(called.output)
     if "launch" in out.env:
@@ -68,6 +73,21 @@ def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> Case
                                 {"why_none": "the description names no entry kernel of the launcher's",
                                  "compiler": library.compiler})
     return out
+
+
+def with_process_stages(outside: dict[str, float], reported) -> dict[str, float]:
+    """A launcher case's stages: the library's build and the confined call timed here, the stages its
+    process reported (the job's word, like every figure of that process) added in, and the call's own
+    start and rehearsal as what is left of its wall time, so the stages still add up to the case's
+    time and a CI run's breakdown shows where a repository's cases spend it."""
+    reported = reported if isinstance(reported, dict) else {}
+    inside = {name: float(secs) for name, secs in reported.items()
+              if name in STAGES and name != "launcher_setup" and type(secs) in (int, float) and 0 <= secs < 1e6}
+    stages = dict(outside)
+    stages["launcher_setup"] = round(max(0.0, outside.get("launcher_setup", 0.0) - sum(inside.values())), 3)
+    for name, secs in inside.items():
+        stages[name] = round(stages.get(name, 0.0) + secs, 3)
+    return {name: stages[name] for name in STAGES if name in stages}
 
 
 def _said(output: str) -> str:
