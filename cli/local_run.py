@@ -8,7 +8,8 @@ from cli.messages import console as make_console
 
 from core.settings import settings
 from worker import gpu_process
-from worker.measure.cases import Case, CaseOutcome, cases_from_plan, kernels_of_job, plan
+from core.records.kernel_store import kernels_of_job
+from worker.measure.cases import Case, CaseOutcome, cases_from_plan, plan
 
 console = make_console(stderr=True)
 

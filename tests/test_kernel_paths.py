@@ -17,11 +17,11 @@ from core.description.builtins import KERNELS_DIR, builtin_kernels
 from core.records.db import session_factory
 from core.description.kernel import resolve
 from core.description.kernel_description import KernelDescription
-from core.records.kernel_store import freeze, thaw
+from core.records.kernel_store import freeze, kernels_of_job, thaw
 from core.records.models import Job
 from tests.conftest import make_client, wait_for_job
 from tests.fake_gpu import H100_FIGURES
-from worker.measure.cases import KernelChoice, cases_from_plan, choice_from_stored, kernels_of_job
+from worker.measure.cases import KernelChoice, cases_from_plan, choice_from_stored
 
 BUILTINS = list(builtin_kernels())
 

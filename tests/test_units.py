@@ -10,7 +10,7 @@ from core.description.builtins import builtin_kernels
 from core.description.kernel import resolve
 from tests.fake_gpu import H100_FIGURES
 from worker.measure import stats
-from worker.measure.cases import plan_cases
+from worker.measure.cases import plan, plan_cases
 from core.records.gpu_records import gpu_model
 
 
@@ -72,6 +72,23 @@ def test_tunables_are_checked():
         resolve(builtin_kernels()["smem_tiled"], {"TILE": 64}, H100_FIGURES)
     with pytest.raises(ValueError, match="no tunable 'WARP'"):
         resolve(builtin_kernels()["naive"], {"WARP": 2}, H100_FIGURES)
+
+
+def test_a_bench_case_takes_its_job_s_tunables_then_this_gpu_s_tuned_ones_that_still_fit_then_the_defaults():
+    kernels = builtin_kernels()
+    tuned = {("smem_tiled", 64, 64, 64): {"TILE": 16}, ("smem_tiled", 128, 128, 128): {"TILE": 64},
+             ("naive", 64, 64, 64): {"WARP": 2}}  # a value and a name this version of the kernel no longer has
+
+    def chosen(explicit, name="smem_tiled", size=64):
+        return plan("bench", [name], [[size] * 3], explicit, tuned, kernels)[0]["tunables"]
+
+    assert chosen({"smem_tiled": {"TILE": 8}}) == {"TILE": 8}  # the job's own, over the tuned one
+    assert chosen({}) == {"TILE": 16}  # tuned for this GPU and size
+    assert chosen({}, size=128) == {"TILE": 32}  # tuned, but no longer allowed: the defaults, no error
+    assert chosen({}, name="naive") == {"BLOCK": 32}
+    assert chosen({}, size=256) == {"TILE": 32}  # nothing tuned at this size
+    with pytest.raises(ValueError, match="allowed"):  # the job's own wrong value is an error, never passed over
+        chosen({"smem_tiled": {"TILE": 64}})
 
 
 def test_cases_are_sizes_times_variants_sharing_inputs_per_size():

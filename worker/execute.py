@@ -16,11 +16,11 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 
 from core.verdicts.confirm import KIND as CONFIRM
 from core.records.db import session_factory
-from core.records.kernel_store import identity_of, kernel_hash
+from core.records.kernel_store import identity_of, kernel_hash, kernels_of_job
 from core.records.models import Job, Result, TunedConfig, utcnow
 from core.settings import Settings
 from core.records.store import upsert_gpu
-from worker.measure.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, kernels_of_job, plan
+from worker.measure.cases import Case, CaseOutcome, TunedLookup, cases_from_plan, freeze_plan, plan
 from worker import fleet, gpu_process, webhook
 from worker.profile import profile_step
 from worker.job_end import end_job, is_cancelled

@@ -429,6 +429,17 @@ class KernelDescription(BaseModel):
             merged[name] = value
         return merged
 
+    def chosen_tunables(self, explicit: dict[str, int] | None, tuned: dict[str, int] | None) -> dict[str, int]:
+        """A bench case's tunables: the job's own (wrong ones are a ValueError), else a configuration
+        tuned for this GPU and size where this version of the kernel still has those tunables and
+        values (an older kernel's tuning is passed over, not an error), else the defaults."""
+        if explicit:
+            return self.check_tunables(explicit)
+        try:
+            return self.check_tunables(tuned)
+        except ValueError:
+            return self.defaults()
+
     def configurations(self) -> list[dict[str, int]]:
         """Every combination of the tunables, the defaults first ({} for a kernel without any)."""
         names = list(self.tunables)

@@ -13,11 +13,13 @@ import hashlib
 import json
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from core.description.kernel_description import KernelDescription
+from core.description.builtins import builtin_kernels
+from core.description.kernel_description import KernelDescription, explain
 from core.records.models import Job, KernelSource
 
 
@@ -111,3 +113,18 @@ def legacy_description(old: dict[str, Any], source: str) -> dict[str, Any]:
             "block": list(old["block"]), "grid": {"tile": list(old["tile"])}, "defines": dict(old.get("defines") or {}),
             "compute_mode": old.get("compute_mode", "fp32"), "target": old.get("arch"),
             "dynamic_smem": old.get("dynamic_smem", 0)}
+
+
+def kernels_of_job(sources: list[dict[str, Any]]) -> dict[str, KernelDescription]:
+    """Every kernel a job may name: the built-ins, with the job's own (by name) in their place.
+    A stored kernel is checked again here (the API checked it; a row written past the API meets
+    the same checks): a ValueError says which kernel and field."""
+    own = {}
+    for source in sources:
+        try:
+            own[source["name"]] = description_from_stored(source)
+        except ValidationError as exc:
+            raise ValueError(explain(exc, f"the job's kernel {source.get('name')!r}")) from None
+        except (KeyError, TypeError) as exc:  # a row of neither the current nor an older shape
+            raise ValueError(f"the job's kernel {source.get('name')!r} is not a kernel description ({exc!r})") from None
+    return {**builtin_kernels(), **own}

@@ -5,15 +5,13 @@ import zlib
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from pydantic import ValidationError
-
 from core.description.builtins import CUBLAS_VARIANTS, builtin_kernels
 from core.description.precision import Precision
 from core.results.result_status import status_of
 from core.description.gemm_form import DEFAULT_KEY, GemmForm
 from core.description.inputs import SIGNED
 from core.description.kernel import dotted, target_refusal
-from core.description.kernel_description import KernelDescription, explain
+from core.description.kernel_description import KernelDescription
 from core.records.kernel_store import description_from_stored, freeze
 from core.results.timing_stats import TimingStats, timing_dataclass
 from worker.measure import stats
@@ -227,21 +225,6 @@ def not_applicable(case: Case, compute_capability: str, mode: str) -> CaseOutcom
     return None
 
 
-def kernels_of_job(sources: list[dict[str, Any]]) -> dict[str, KernelDescription]:
-    """Every kernel a job may name: the built-ins, with the job's own (by name) in their place.
-    A stored kernel is checked again here (the API checked it; a row written past the API meets
-    the same checks): a ValueError says which kernel and field."""
-    own = {}
-    for source in sources:
-        try:
-            own[source["name"]] = description_from_stored(source)
-        except ValidationError as exc:
-            raise ValueError(explain(exc, f"the job's kernel {source.get('name')!r}")) from None
-        except (KeyError, TypeError) as exc:  # a row of neither the current nor an older shape
-            raise ValueError(f"the job's kernel {source.get('name')!r} is not a kernel description ({exc!r})") from None
-    return {**builtin_kernels(), **own}
-
-
 def plan(
     kind: str,
     variants: list[str],
@@ -268,20 +251,12 @@ def plan(
             elif kind == "autotune":
                 options = desc.configurations()
             else:
-                options = [desc.check_tunables(explicit.get(name) or _fitting(desc, tuned.get((name, m, n, k))))]
+                options = [desc.chosen_tunables(explicit.get(name), tuned.get((name, m, n, k)))]
             mode = timing or (desc.timing if desc is not None else None)
             entries += [{"variant": name, "m": m, "n": n, "k": k, "tunables": params,
                          **({"batch": batch} if batch > 1 else {}), **({"timing": mode} if mode else {})}
                         for params in options]
     return entries
-
-
-def _fitting(desc: KernelDescription, tunables: dict[str, int] | None) -> dict[str, int] | None:
-    """A tuned configuration, if this version of the kernel still has those tunables and values."""
-    try:
-        return desc.check_tunables(tunables) if tunables else None
-    except ValueError:
-        return None
 
 
 def freeze_plan(db, entries: list[dict[str, Any]], kernels: dict[str, KernelDescription], own: set[str]) -> list[dict[str, Any]]:
