@@ -114,7 +114,7 @@ def test_a_type_gemmwatchs_launcher_cannot_run_is_refused_in_the_compilers_words
 
 
 def test_every_launcher_gemmwatch_names_has_its_header():
-    from core.description.kernel_description import LAUNCHER_ADAPTERS
+    from core.description.launch_checks import LAUNCHER_ADAPTERS
     from worker.compile.header_libraries import ADAPTER_DIR, adapter_header
 
     for name in LAUNCHER_ADAPTERS:

@@ -12,7 +12,8 @@ import pytest
 
 from core.description.builtins import builtin_kernels
 from core.records.db import upgrade_database
-from core.description.kernel_description import KernelDescription, TileGrid
+from core.description.description_fields import TileGrid
+from core.description.kernel_description import KernelDescription
 from core.settings import Settings
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.descriptions import one_file

@@ -12,7 +12,8 @@ from typing import Any
 
 from core.description import kernel_expr
 from core.description.gemm_form import GemmForm
-from core.description.kernel_description import KernelDescription, TensorMap, TileGrid, define_order
+from core.description.description_fields import TensorMap, TileGrid
+from core.description.kernel_description import KernelDescription, define_order
 from core.description.kernel_expr import ExprError
 from core.description.precision import TYPE_BYTES, Precision
 

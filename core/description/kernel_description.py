@@ -9,11 +9,9 @@ plan keeps in the kernel store for later confirmations, and what the A/B runner 
 
 import itertools
 import math
-from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError, field_validator,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 from core.description import compile_flags, gemm_form, kernel_expr, kernel_includes
 from core.description.gemm_form import Accumulate, Epilogue, GemmForm
@@ -23,146 +21,11 @@ from core.description.precision import NARROW_MODES, ComputeMode, Precision
 from core.description.timing_modes import TimingMode
 from core.description.source_guard import SourceRefused
 from core.description.kernel_expr import ExprError
-
-# Names an expression may read, beside the kernel's own tunables and defines.
-PROBLEM_NAMES = ("M", "N", "K", "BATCH")
-DEVICE_NAMES = ("SM_COUNT", "SMEM_PER_SM", "SMEM_PER_BLOCK", "REGS_PER_SM", "MAX_THREADS_PER_SM", "L2_BYTES", "CC")
-RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
-
-# The arguments a GEMM kernel may take, in the order it declares them (the default: cuBLAS's
-# order, which most kernel repositories follow). Dimensions and leading dimensions are passed as
-# 32-bit ints, alpha and beta as floats, A, B and C as pointers to the matrices in `layout`.
-# A_map, B_map and C_map: a TMA tensor map over A, B or C (`tensor_maps`), by address or by value
-# (`const __grid_constant__ CUtensorMap`), as the kernel declares it.
-# stream: a launcher's cudaStream_t (the stream the runner times on); launchers only.
-# batch: the number of matrices of a batched call; stride_a, stride_b, stride_c: the elements
-# between one matrix of the batch and the next (packed: rows x cols).
-ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map", "C_map", "stream",
-                  "batch", "stride_a", "stride_b", "stride_c"]
-DEFAULT_ARGS: tuple[ArgName, ...] = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
-# A parameter that is none of the GEMM's own, said in the repository's words: "null", a pointer passed
-# as nullptr (a debug buffer a runner passes when it times); "ignored", one the kernel never reads
-# (a beta it leaves unused: zero in its type, null for a pointer; the form is then the one the other
-# args imply); "=2", "=0.5", a constant of the parameter's own type. Any of them may appear more than once.
-FILLERS = ("null", "ignored")
-CONSTANT_PATTERN = r"^=-?[0-9]{1,18}(\.[0-9]{1,18})?([eE][-+]?[0-9]{1,3})?$"
-ArgConstant = Annotated[str, StringConstraints(pattern=CONSTANT_PATTERN)]
-Arg = ArgName | Literal["null", "ignored"] | ArgConstant
-
-
-def is_filler(arg: str) -> bool:
-    """A parameter the runner passes a fixed value for (FILLERS, "=constant"): no role of the GEMM."""
-    return arg in FILLERS or arg.startswith("=")
-
-
-Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
-# A file of the kernel, by its path inside the kernels folder: plain components, no '.' or '..'
-# (a file is found by resolving includes, never by climbing out of the folder).
-FilePath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*$",
-                                            max_length=200)]
-Expr = Annotated[str, StringConstraints(min_length=1, max_length=kernel_expr.MAX_LENGTH)]
-Dim = StrictInt | Expr
-# "sm_90a": the kernel is built for that target and runs on that compute capability only; "sm_80+":
-# built for whichever GPU runs it, of compute capability 8.0 or later (an architecture's
-# instructions, cp.async or mma.sync, that later GPUs keep).
-Target = Annotated[str, StringConstraints(pattern=r"^sm_[0-9]{2,3}(a|\+)?$")]
-# A C++ name a user writes to reach a function: namespaces, template arguments anywhere
-# ("gemm::MMADirect<128, 64, __half>::Run"). Only these characters, so the name cannot end the
-# expression it is pasted into (no parentheses, quotes, semicolons or comments); brackets balanced.
-CALLABLE_PATTERN = r"^(::)?[A-Za-z_][A-Za-z0-9_:<>, +*-]*$"
-# Bytes of all of one description's files together: a bound on the work a description can cause
-# before any per-deployment limit (GEMMWATCH_MAX_SOURCE_BYTES, checked by the API) applies.
-ABSOLUTE_MAX_BYTES = 4_000_000
-
-
-class Tunable(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    values: list[StrictInt] = Field(min_length=1, max_length=16, description="the values an autotune job tries")
-    default: StrictInt = Field(description="the value a bench job uses unless told otherwise")
-
-    @model_validator(mode="after")
-    def _default_is_a_value(self) -> "Tunable":
-        if len(set(self.values)) != len(self.values):
-            raise ValueError(f"values {self.values} repeat")
-        if self.default not in self.values:
-            raise ValueError(f"default {self.default} is not one of the values {self.values}")
-        return self
-
-
-class TileGrid(BaseModel):
-    """One block per tile of C: the grid covers M x N with tiles of `tile` = [rows, cols]."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tile: list[Dim] = Field(min_length=2, max_length=2, description="[rows (along M), cols (along N)] of C per block")
-    order: Literal["n_first", "m_first"] = Field(
-        "n_first", description="n_first: blockIdx.x walks the tile columns (N), blockIdx.y the rows (M); "
-                               "m_first: blockIdx.x walks the rows (M)")
-
-    @field_validator("tile")
-    @classmethod
-    def _tile_ints_positive(cls, tile: list) -> list:
-        if any(type(t) is int and not 1 <= t <= 65536 for t in tile):
-            raise ValueError(f"tile {tile}: each of rows, cols must be in 1..65536")
-        return tile
-
-
-class ExprGrid(BaseModel):
-    """A grid of any shape: x, y, z as expressions (a persistent grid: "SM_COUNT * 2")."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    x: Dim
-    y: Dim = 1
-    z: Dim = 1
-
-    @model_validator(mode="after")
-    def _ints_launchable(self) -> "ExprGrid":
-        """A grid of integers CUDA cannot launch is refused here, naming the field, not in the
-        worker (issue 49, row 8: {"x": -5} was taken and failed the job with a traceback)."""
-        for name, most in (("x", 2**31 - 1), ("y", 65535), ("z", 65535)):
-            value = getattr(self, name)
-            if type(value) is int and not 1 <= value <= most:
-                raise ValueError(f"grid.{name} = {value}: CUDA launches 1..{most} blocks along {name}")
-        return self
-
-
-class TensorMap(BaseModel):
-    """A TMA tensor map (Hopper's tensor memory accelerator) over one matrix as it lies in memory,
-    made by the runner with cuTensorMapEncodeTiled (`A_map`, `B_map`, `C_map`), passed by address or
-    by value as the kernel's parameter is declared."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    box: list[Dim] = Field(min_length=2, max_length=2,
-                           description="the box one copy moves: elements along the matrix's contiguous dimension "
-                                       "(K for a row-major A, N for a row-major B), then lines across it; each 1..256")
-    swizzle: Literal[0, 32, 64, 128] = Field(0, description="the shared-memory swizzle span in bytes (0: none); the "
-                                                           "box's contiguous side may be at most this many bytes")
-
-
-class OperandLayouts(BaseModel):
-    """Each operand's layout of its own: {"A": "row", "B": "col", "C": "row"} is B column-major
-    beside a row-major A and C (what cuBLAS on row-major data calls TN)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    A: Literal["row", "col", "column"] = "row"
-    B: Literal["row", "col", "column"] = "row"
-    C: Literal["row", "col", "column"] = "row"
-
-
-class TritonOptions(BaseModel):
-    """How a Triton kernel is compiled: its warps (the block is 32 of them) and pipeline stages."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    num_warps: Literal[1, 2, 4, 8, 16, 32] = Field(4, description="warps per program (block of 32 x num_warps threads)")
-    num_stages: int = Field(3, ge=1, le=8, description="software pipeline stages of its loops")
-    config: int | None = Field(None, ge=0, le=255, description=(
-        "for a kernel under @triton.autotune: which of its configurations to run (by position in its list); "
-        "left out, the worker runs the autotune once per case outside the timing and keeps the choice"))
+from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PATTERN, DEFAULT_ARGS, DEVICE_NAMES,
+                                                 PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier,
+                                                 OperandLayouts, Target, TensorMap, TileGrid, TritonOptions, Tunable,
+                                                 is_filler)
+from core.description import launch_checks
 
 
 class KernelDescription(BaseModel):
@@ -346,11 +209,11 @@ class KernelDescription(BaseModel):
         if self.target and flag_target and flag_target != self.target:
             raise ValueError(f"target {self.target} and the flags' {flag_target} differ: give one (the flags' -arch "
                              "or -gencode is the kernel's target when `target` is left out)")
-        _check_triton(self)
+        launch_checks.check_triton(self)
         if self.libraries and self.compiler != "nvcc":
             raise ValueError(f"libraries {self.libraries}: a library's headers are for a kernel nvcc builds "
                              '("compiler": "nvcc")')
-        _check_launcher(self)
+        launch_checks.check_launcher(self)
         if self.output == "fp32" and self.compute_mode not in NARROW_MODES:
             raise ValueError(f'output "fp32" is for fp16, bf16 and fp8 kernels; a {self.compute_mode} kernel writes '
                              'FP32 already (leave output as "input")')
@@ -477,81 +340,6 @@ class KernelDescription(BaseModel):
                 "entry": self.entry, "compute_mode": self.compute_mode, "form": self.form.key(),
                 "precision": self.precision.label(), "target": self.effective_target,
                 "tunables": [{"name": n, "values": t.values, "default": t.default} for n, t in self.tunables.items()]}
-
-
-def _check_triton(desc: KernelDescription) -> None:
-    """A Triton kernel is one @triton.jit function in a Python file, launched by the runner: none of
-    what C++ builds and launchers take."""
-    if desc.language != "triton":
-        if desc.triton is not None or desc.wrapper is not None:
-            what = "triton: options" if desc.triton is not None else "wrapper: a Python wrapper"
-            raise ValueError(f'{what} for a Triton kernel; set "language": "triton"')
-        return
-    if not desc.source.endswith(".py"):
-        raise ValueError(f'source {desc.source}: a Triton kernel\'s source is a Python file (.py)')
-    if desc.wrapper is not None:  # entry, args and grid are what the worker reads off the wrapper's launch
-        given = [name for name, value in (("entry", desc.entry), ("grid", desc.grid)) if value is not None]
-        if list(desc.args) != list(DEFAULT_ARGS):  # the default is what a stored description holds
-            given.append("args")
-        if given:
-            raise ValueError(f"{', '.join(given)}: the worker reads them off {desc.wrapper}'s launch; give either a "
-                             "wrapper or the kernel's entry, args and grid")
-        if desc.form.layout("C") != "row":
-            raise ValueError("layout: a wrapper's C is the row-major M x N matrix it allocates")
-    elif desc.entry is None or not desc.entry.isidentifier():
-        raise ValueError(f"entry {desc.entry!r}: the name of the @triton.jit function in {desc.source}")
-    given = [name for name, value in (("launcher", desc.launcher), ("block", desc.block), ("flags", desc.flags),
-                                      ("libraries", desc.libraries), ("tensor_maps", desc.tensor_maps),
-                                      ("include_dirs", desc.include_dirs)) if value]
-    if given or desc.compiler != "nvrtc" or desc.dynamic_smem != 0:
-        what = ", ".join(given + (["compiler"] if desc.compiler != "nvrtc" else [])
-                         + (["dynamic_smem"] if desc.dynamic_smem != 0 else []))
-        raise ValueError(f"{what}: not for a Triton kernel (Triton compiles it and says its block and shared "
-                         "memory; a Python wrapper that launches it is named in `wrapper`)")
-    if desc.grid is None and desc.wrapper is None:
-        raise ValueError("grid: a Triton kernel's launch needs its grid (its programs along x, y, z)")
-
-
-def _check_launcher(desc: KernelDescription) -> None:
-    """A launcher is host code: only nvcc builds it, only it takes a stream, and it makes its own
-    launches (no tensor map of the runner's reaches it)."""
-    if desc.launcher is None:
-        if desc.language == "triton":
-            return  # its block is Triton's (_check_triton)
-        if "stream" in desc.args:
-            raise ValueError('args: "stream" is a launcher\'s parameter; a kernel takes none (name the launcher in '
-                             '"launcher")')
-        missing = [name for name, value in (("entry", desc.entry), ("block", desc.block), ("grid", desc.grid))
-                   if value is None]
-        if missing:
-            raise ValueError(f"{', '.join(missing)}: a kernel's launch needs them (a description with a `launcher` "
-                             "may leave them out: the launcher sets its own)")
-        return
-    if desc.compiler != "nvcc":
-        raise ValueError('launcher: host code is built by nvcc only: set "compiler": "nvcc"')
-    if desc.tensor_maps:
-        raise ValueError("launcher: tensor_maps are the runner's for a kernel it launches; a launcher makes its own")
-    _check_adapter(desc.launcher, desc.libraries)
-
-
-# gemmwatch's own launchers over a type a repository defines, and the header library each needs:
-# gemmwatch::cutlass3_gemm<Gemm> runs a CUTLASS 3 device GEMM (worker/compile/launcher_adapters).
-LAUNCHER_ADAPTERS = {"gemmwatch::cutlass3_gemm": "cutlass"}
-
-
-def _check_adapter(launcher: str, libraries: Sequence[str]) -> None:
-    """A launcher in gemmwatch's namespace is one of gemmwatch's adapters, given the type it runs
-    and the library it is written against."""
-    name = launcher.split("<", 1)[0].replace(" ", "")
-    if not name.startswith("gemmwatch::"):
-        return
-    library = LAUNCHER_ADAPTERS.get(name)
-    if library is None:
-        raise ValueError(f"launcher: {name} is not one of gemmwatch's launchers ({', '.join(LAUNCHER_ADAPTERS)})")
-    if "<" not in launcher:
-        raise ValueError(f'launcher: name the GEMM type {name} runs, as the repository spells it: "{name}<Gemm>"')
-    if library not in libraries:
-        raise ValueError(f'launcher: {name} is written against {library}: add "libraries": ["{library}"]')
 
 
 def explain(exc: ValidationError, who: str) -> str:

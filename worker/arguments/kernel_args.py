@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy
 
-from core.description.kernel_description import is_filler
+from core.description.description_fields import is_filler
 from worker.arguments import half_arrays
 from worker.arguments.tensor_maps import MAP_BYTES
 

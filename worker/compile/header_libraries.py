@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.description.kernel_description import LAUNCHER_ADAPTERS
+from core.description.launch_checks import LAUNCHER_ADAPTERS
 from worker.compile.compiled import CompileRefused
 
 KNOWN = ("cutlass",)
@@ -63,7 +63,7 @@ def _version(header: Path) -> str:
     return ".".join(m.group(1) for m in parts if m) or "unknown"
 
 
-# gemmwatch's own launchers (core/description/kernel_description.LAUNCHER_ADAPTERS), each a header
+# gemmwatch's own launchers (core/description/launch_checks.LAUNCHER_ADAPTERS), each a header
 # compiled after the repository's unit, named as the launcher is (gemmwatch::X is gemmwatch/X.h); the
 # folder goes on the include path and into what the compile may read.
 ADAPTER_DIR = Path(__file__).with_name("launcher_adapters")

@@ -7,7 +7,8 @@ cache key. Timing never runs the job's Python: only its compile does, confined.
 import functools
 
 from core.description.kernel import Launch
-from core.description.kernel_description import KernelDescription, is_filler
+from core.description.description_fields import is_filler
+from core.description.kernel_description import KernelDescription
 from worker.compile import failed_compiles
 from worker.compile.failed_compiles import digest_of
 from worker.arguments.kernel_args import INTEGER_ROLES

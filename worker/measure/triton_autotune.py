@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Callable
 
 from core.description.kernel import Launch, resolve
-from core.description.kernel_description import KernelDescription, TritonOptions
+from core.description.description_fields import TritonOptions
+from core.description.kernel_description import KernelDescription
 from core.records.kernel_store import kernel_hash
 from worker.measure import cublas_best
 from worker.arguments import kernel_args

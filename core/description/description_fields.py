@@ -1,0 +1,150 @@
+"""The parts a kernel description is made of (core/description/kernel_description.py): the names an
+expression may read, a kernel's arguments in the repository's own words, and the small records of its
+grid, tunables, tensor maps, operand layouts and Triton options. Each carries its own checks, so a part
+that is wrong is refused by its field's name."""
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, field_validator, model_validator
+
+from core.description import kernel_expr
+
+# Names an expression may read, beside the kernel's own tunables and defines.
+PROBLEM_NAMES = ("M", "N", "K", "BATCH")
+DEVICE_NAMES = ("SM_COUNT", "SMEM_PER_SM", "SMEM_PER_BLOCK", "REGS_PER_SM", "MAX_THREADS_PER_SM", "L2_BYTES", "CC")
+RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
+
+# The arguments a GEMM kernel may take, in the order it declares them (the default: cuBLAS's
+# order, which most kernel repositories follow). Dimensions and leading dimensions are passed as
+# 32-bit ints, alpha and beta as floats, A, B and C as pointers to the matrices in `layout`.
+# A_map, B_map and C_map: a TMA tensor map over A, B or C (`tensor_maps`), by address or by value
+# (`const __grid_constant__ CUtensorMap`), as the kernel declares it.
+# stream: a launcher's cudaStream_t (the stream the runner times on); launchers only.
+# batch: the number of matrices of a batched call; stride_a, stride_b, stride_c: the elements
+# between one matrix of the batch and the next (packed: rows x cols).
+ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map", "C_map", "stream",
+                  "batch", "stride_a", "stride_b", "stride_c"]
+DEFAULT_ARGS: tuple[ArgName, ...] = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
+# A parameter that is none of the GEMM's own, said in the repository's words: "null", a pointer passed
+# as nullptr (a debug buffer a runner passes when it times); "ignored", one the kernel never reads
+# (a beta it leaves unused: zero in its type, null for a pointer; the form is then the one the other
+# args imply); "=2", "=0.5", a constant of the parameter's own type. Any of them may appear more than once.
+FILLERS = ("null", "ignored")
+CONSTANT_PATTERN = r"^=-?[0-9]{1,18}(\.[0-9]{1,18})?([eE][-+]?[0-9]{1,3})?$"
+ArgConstant = Annotated[str, StringConstraints(pattern=CONSTANT_PATTERN)]
+Arg = ArgName | Literal["null", "ignored"] | ArgConstant
+
+
+def is_filler(arg: str) -> bool:
+    """A parameter the runner passes a fixed value for (FILLERS, "=constant"): no role of the GEMM."""
+    return arg in FILLERS or arg.startswith("=")
+
+
+Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+# A file of the kernel, by its path inside the kernels folder: plain components, no '.' or '..'
+# (a file is found by resolving includes, never by climbing out of the folder).
+FilePath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*$",
+                                            max_length=200)]
+Expr = Annotated[str, StringConstraints(min_length=1, max_length=kernel_expr.MAX_LENGTH)]
+Dim = StrictInt | Expr
+# "sm_90a": the kernel is built for that target and runs on that compute capability only; "sm_80+":
+# built for whichever GPU runs it, of compute capability 8.0 or later (an architecture's
+# instructions, cp.async or mma.sync, that later GPUs keep).
+Target = Annotated[str, StringConstraints(pattern=r"^sm_[0-9]{2,3}(a|\+)?$")]
+# A C++ name a user writes to reach a function: namespaces, template arguments anywhere
+# ("gemm::MMADirect<128, 64, __half>::Run"). Only these characters, so the name cannot end the
+# expression it is pasted into (no parentheses, quotes, semicolons or comments); brackets balanced.
+CALLABLE_PATTERN = r"^(::)?[A-Za-z_][A-Za-z0-9_:<>, +*-]*$"
+# Bytes of all of one description's files together: a bound on the work a description can cause
+# before any per-deployment limit (GEMMWATCH_MAX_SOURCE_BYTES, checked by the API) applies.
+ABSOLUTE_MAX_BYTES = 4_000_000
+
+
+class Tunable(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    values: list[StrictInt] = Field(min_length=1, max_length=16, description="the values an autotune job tries")
+    default: StrictInt = Field(description="the value a bench job uses unless told otherwise")
+
+    @model_validator(mode="after")
+    def _default_is_a_value(self) -> "Tunable":
+        if len(set(self.values)) != len(self.values):
+            raise ValueError(f"values {self.values} repeat")
+        if self.default not in self.values:
+            raise ValueError(f"default {self.default} is not one of the values {self.values}")
+        return self
+
+
+class TileGrid(BaseModel):
+    """One block per tile of C: the grid covers M x N with tiles of `tile` = [rows, cols]."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tile: list[Dim] = Field(min_length=2, max_length=2, description="[rows (along M), cols (along N)] of C per block")
+    order: Literal["n_first", "m_first"] = Field(
+        "n_first", description="n_first: blockIdx.x walks the tile columns (N), blockIdx.y the rows (M); "
+                               "m_first: blockIdx.x walks the rows (M)")
+
+    @field_validator("tile")
+    @classmethod
+    def _tile_ints_positive(cls, tile: list) -> list:
+        if any(type(t) is int and not 1 <= t <= 65536 for t in tile):
+            raise ValueError(f"tile {tile}: each of rows, cols must be in 1..65536")
+        return tile
+
+
+class ExprGrid(BaseModel):
+    """A grid of any shape: x, y, z as expressions (a persistent grid: "SM_COUNT * 2")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    x: Dim
+    y: Dim = 1
+    z: Dim = 1
+
+    @model_validator(mode="after")
+    def _ints_launchable(self) -> "ExprGrid":
+        """A grid of integers CUDA cannot launch is refused here, naming the field, not in the
+        worker (issue 49, row 8: {"x": -5} was taken and failed the job with a traceback)."""
+        for name, most in (("x", 2**31 - 1), ("y", 65535), ("z", 65535)):
+            value = getattr(self, name)
+            if type(value) is int and not 1 <= value <= most:
+                raise ValueError(f"grid.{name} = {value}: CUDA launches 1..{most} blocks along {name}")
+        return self
+
+
+class TensorMap(BaseModel):
+    """A TMA tensor map (Hopper's tensor memory accelerator) over one matrix as it lies in memory,
+    made by the runner with cuTensorMapEncodeTiled (`A_map`, `B_map`, `C_map`), passed by address or
+    by value as the kernel's parameter is declared."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    box: list[Dim] = Field(min_length=2, max_length=2,
+                           description="the box one copy moves: elements along the matrix's contiguous dimension "
+                                       "(K for a row-major A, N for a row-major B), then lines across it; each 1..256")
+    swizzle: Literal[0, 32, 64, 128] = Field(0, description="the shared-memory swizzle span in bytes (0: none); the "
+                                                           "box's contiguous side may be at most this many bytes")
+
+
+class OperandLayouts(BaseModel):
+    """Each operand's layout of its own: {"A": "row", "B": "col", "C": "row"} is B column-major
+    beside a row-major A and C (what cuBLAS on row-major data calls TN)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    A: Literal["row", "col", "column"] = "row"
+    B: Literal["row", "col", "column"] = "row"
+    C: Literal["row", "col", "column"] = "row"
+
+
+class TritonOptions(BaseModel):
+    """How a Triton kernel is compiled: its warps (the block is 32 of them) and pipeline stages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_warps: Literal[1, 2, 4, 8, 16, 32] = Field(4, description="warps per program (block of 32 x num_warps threads)")
+    num_stages: int = Field(3, ge=1, le=8, description="software pipeline stages of its loops")
+    config: int | None = Field(None, ge=0, le=255, description=(
+        "for a kernel under @triton.autotune: which of its configurations to run (by position in its list); "
+        "left out, the worker runs the autotune once per case outside the timing and keeps the choice"))

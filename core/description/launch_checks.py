@@ -1,0 +1,86 @@
+"""The rules of a description that depend on how its kernel is built and launched: a Triton kernel
+(a @triton.jit function, or the repository's Python wrapper around one), a C++ kernel the runner
+launches, and a repository's own host launcher (gemmwatch's adapters among them). Called by
+KernelDescription's own validation; each refusal names the field to change."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from core.description.description_fields import DEFAULT_ARGS
+
+# `desc` below is a KernelDescription, which calls these from its own validation: typed as Any so that
+# this module, below it, never imports it back.
+
+def check_triton(desc: Any) -> None:
+    """A Triton kernel is one @triton.jit function in a Python file, launched by the runner: none of
+    what C++ builds and launchers take."""
+    if desc.language != "triton":
+        if desc.triton is not None or desc.wrapper is not None:
+            what = "triton: options" if desc.triton is not None else "wrapper: a Python wrapper"
+            raise ValueError(f'{what} for a Triton kernel; set "language": "triton"')
+        return
+    if not desc.source.endswith(".py"):
+        raise ValueError(f'source {desc.source}: a Triton kernel\'s source is a Python file (.py)')
+    if desc.wrapper is not None:  # entry, args and grid are what the worker reads off the wrapper's launch
+        given = [name for name, value in (("entry", desc.entry), ("grid", desc.grid)) if value is not None]
+        if list(desc.args) != list(DEFAULT_ARGS):  # the default is what a stored description holds
+            given.append("args")
+        if given:
+            raise ValueError(f"{', '.join(given)}: the worker reads them off {desc.wrapper}'s launch; give either a "
+                             "wrapper or the kernel's entry, args and grid")
+        if desc.form.layout("C") != "row":
+            raise ValueError("layout: a wrapper's C is the row-major M x N matrix it allocates")
+    elif desc.entry is None or not desc.entry.isidentifier():
+        raise ValueError(f"entry {desc.entry!r}: the name of the @triton.jit function in {desc.source}")
+    given = [name for name, value in (("launcher", desc.launcher), ("block", desc.block), ("flags", desc.flags),
+                                      ("libraries", desc.libraries), ("tensor_maps", desc.tensor_maps),
+                                      ("include_dirs", desc.include_dirs)) if value]
+    if given or desc.compiler != "nvrtc" or desc.dynamic_smem != 0:
+        what = ", ".join(given + (["compiler"] if desc.compiler != "nvrtc" else [])
+                         + (["dynamic_smem"] if desc.dynamic_smem != 0 else []))
+        raise ValueError(f"{what}: not for a Triton kernel (Triton compiles it and says its block and shared "
+                         "memory; a Python wrapper that launches it is named in `wrapper`)")
+    if desc.grid is None and desc.wrapper is None:
+        raise ValueError("grid: a Triton kernel's launch needs its grid (its programs along x, y, z)")
+
+
+def check_launcher(desc: Any) -> None:
+    """A launcher is host code: only nvcc builds it, only it takes a stream, and it makes its own
+    launches (no tensor map of the runner's reaches it)."""
+    if desc.launcher is None:
+        if desc.language == "triton":
+            return  # its block is Triton's (check_triton)
+        if "stream" in desc.args:
+            raise ValueError('args: "stream" is a launcher\'s parameter; a kernel takes none (name the launcher in '
+                             '"launcher")')
+        missing = [name for name, value in (("entry", desc.entry), ("block", desc.block), ("grid", desc.grid))
+                   if value is None]
+        if missing:
+            raise ValueError(f"{', '.join(missing)}: a kernel's launch needs them (a description with a `launcher` "
+                             "may leave them out: the launcher sets its own)")
+        return
+    if desc.compiler != "nvcc":
+        raise ValueError('launcher: host code is built by nvcc only: set "compiler": "nvcc"')
+    if desc.tensor_maps:
+        raise ValueError("launcher: tensor_maps are the runner's for a kernel it launches; a launcher makes its own")
+    _check_adapter(desc.launcher, desc.libraries)
+
+
+# gemmwatch's own launchers over a type a repository defines, and the header library each needs:
+# gemmwatch::cutlass3_gemm<Gemm> runs a CUTLASS 3 device GEMM (worker/compile/launcher_adapters).
+LAUNCHER_ADAPTERS = {"gemmwatch::cutlass3_gemm": "cutlass"}
+
+
+def _check_adapter(launcher: str, libraries: Sequence[str]) -> None:
+    """A launcher in gemmwatch's namespace is one of gemmwatch's adapters, given the type it runs
+    and the library it is written against."""
+    name = launcher.split("<", 1)[0].replace(" ", "")
+    if not name.startswith("gemmwatch::"):
+        return
+    library = LAUNCHER_ADAPTERS.get(name)
+    if library is None:
+        raise ValueError(f"launcher: {name} is not one of gemmwatch's launchers ({', '.join(LAUNCHER_ADAPTERS)})")
+    if "<" not in launcher:
+        raise ValueError(f'launcher: name the GEMM type {name} runs, as the repository spells it: "{name}<Gemm>"')
+    if library not in libraries:
+        raise ValueError(f'launcher: {name} is written against {library}: add "libraries": ["{library}"]')
