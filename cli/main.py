@@ -1,14 +1,12 @@
-"""`gemmwatch up | worker | submit | cancel`: run the whole thing, run one GPU worker, post or cancel a job."""
+"""`gemmwatch up | worker | submit | cancel`: run the whole thing, run one GPU worker, post or cancel a job
+(what `up` and `worker` start is in cli/local_stack.py)."""
 
-import ctypes  # imported here, not in _die_with_parent: that runs between fork and exec
 import enum
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -24,9 +22,10 @@ from cli.variants import variants
 from cli.export import export
 from cli.import_file import import_file
 from cli.pr_comment import pr_comment
-from cli.server import (LOCAL_HELP, SERVER_HELP, api_client, find_server, forget_server, local_token_path, local_url,
+from cli.server import (LOCAL_HELP, SERVER_HELP, api_client, find_server, forget_server, local_url,
                         port_taken, record_server, trusted_server)
 from cli.markup import colored, escape
+from cli.local_stack import die_with_parent, ensure_local_token, exit_on_sigterm, gpu_worker_plan, worker_command
 
 # Plain click help (rich_markup_mode=None): it wraps to the terminal and never cuts an option name,
 # where rich's panels squeezed `--no-always-confirm` into `--no-always-conf…` at 80 columns.
@@ -53,65 +52,6 @@ class TimingChoice(str, enum.Enum):
 
 TIMING_HELP = ("timing mode of every case: cold (nvbench's), hot (do_bench's loop), burst (a few launches after a "
                "pause: a repository's quick runner), sustained; default: each kernel's own, else the worker's")
-
-
-def ensure_local_token() -> None:
-    """Give the embedded install a write token once, readable only by its owner."""
-    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
-    from core.records.tokens import create_token
-    from core.records.db import session_factory
-    from core.settings import settings
-
-    path = local_token_path()
-    if path.exists():
-        return
-    with session_factory(settings)() as db:
-        # The machine's owner: every scope (docs/SECURITY.md), as before scopes existed.
-        token = create_token(db, f"local-{socket.gethostname()}-{int(time.time())}", scopes=("admin",))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)
-    path.write_text(token + "\n")
-
-
-def worker_command(queues: list[str], name: str, loglevel: str = "INFO", host: str = "%h",
-                   quiet: bool = False) -> list[str]:
-    """The node name name@host is the worker's identity in the fleet (worker/fleet.py); %h is Celery's host name.
-    quiet: no banner and no root warning (worker/celery_app.py), for `up`, which says what matters itself."""
-    return [
-        sys.executable, "-m", "celery", "-A", "worker.celery_app", *(["--quiet"] if quiet else []), "worker",
-        "--pool", "solo", "--concurrency", "1",  # one job at a time owns the GPU
-        # Celery's own worker-to-worker chatter serves nothing here (the fleet beats through the
-        # database, and no task is revoked): mingle held each worker's start on Redis for a 1 s
-        # reply window, gossip sent events to every other worker. Heartbeats stay, for Flower.
-        "--without-mingle", "--without-gossip",
-        "-Q", ",".join(queues), "-n", f"{name}@{host}", "--loglevel", loglevel,
-    ]
-
-
-def gpu_worker_plan() -> list[tuple[dict[str, str], list[str], str]]:
-    """(extra env, queues, name) per worker: one per visible GPU, or one that answers 'no CUDA device'."""
-    # Imported here: `gemmwatch --help` and the HTTP-only commands start without it (start-up time).
-    from core.jobs.broker import ANY_GPU_QUEUE, queue_for
-    from worker.gpu.gpu_identity import visible_gpus
-
-    gpus = visible_gpus()
-    if not gpus:  # nothing to warm up (worker/measure/warm_up.py): `up` says "no GPU visible" itself
-        return [({"GEMMWATCH_WARM_UP": "0"}, [ANY_GPU_QUEUE], "nogpu")]
-    return [
-        ({"CUDA_VISIBLE_DEVICES": g.uuid}, [queue_for(g.model), ANY_GPU_QUEUE], f"gpu{g.index}")
-        for g in gpus
-    ]
-
-
-def _die_with_parent() -> None:
-    """In a worker started by `up`: end when `up` ends, however it ends. uvicorn re-raises the
-    SIGTERM it handled once it has shut down, so `up`'s own clean-up may never run."""
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _exit_on_sigterm(signum, _frame) -> None:
-    raise SystemExit(128 + signum)
 
 
 @app.command()
@@ -160,14 +100,14 @@ def up(
         # worker once (SIGTERM, a warm shutdown), instead of every worker hearing it too and
         # answering "Hitting Ctrl+C again will initiate cold shutdown".
         workers.append(subprocess.Popen(worker_command(queues, name, "WARNING", quiet=True), env=env,
-                                        preexec_fn=_die_with_parent, start_new_session=True))
+                                        preexec_fn=die_with_parent, start_new_session=True))
     url = local_url(host, port)
     record_server(url)  # where `gemmwatch submit`, `cancel`, `ci` and `run` find this server
     for line in startup_lines(settings, plan, url):
         console.print(line, markup=False, highlight=False)
     # uvicorn re-raises the SIGTERM it handled once it has shut down; as SystemExit, not the
     # default death, it lets the clean-up below run (the record removed, the workers stopped).
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
     try:
         uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
     finally:

@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from core.records.db import upgrade_database
 from core.settings import Settings
-from cli.main import _die_with_parent
+from cli.local_stack import die_with_parent
 from tests import parallel
 from tests.parallel import free_port  # noqa: F401 (the tests import it from here)
 
@@ -161,12 +161,12 @@ class WorkerProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 240) -> "WorkerProcess":  # a loaded 2-core machine starts one slowly
-        from cli.main import worker_command
+        from cli.local_stack import worker_command
 
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             worker_command(self.queues.split(","), self.name, host=self.host), cwd=ROOT, env=self.env, stdout=log,
-            stderr=log, preexec_fn=_die_with_parent,  # a killed test run leaves no worker taking others' jobs
+            stderr=log, preexec_fn=die_with_parent,  # a killed test run leaves no worker taking others' jobs
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -269,7 +269,7 @@ def live_server(tmp_path):
         env = worker_env(cfg, runner=None, **extra_env)  # e.g. GEMMWATCH_AUTH_READS="true"
         log = open(tmp_path / f"server{len(procs)}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--processes", str(processes)],
-                                cwd=ROOT, env=env, stdout=log, stderr=log, preexec_fn=_die_with_parent)
+                                cwd=ROOT, env=env, stdout=log, stderr=log, preexec_fn=die_with_parent)
         procs.append(proc)
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 240  # a loaded 2-core machine starts a server slowly

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from core.records.db import upgrade_database
-from tests.conftest import ROOT, _die_with_parent, free_port, make_settings, worker_env
+from tests.conftest import ROOT, die_with_parent, free_port, make_settings, worker_env
 
 
 def children_of(pid: int) -> list[int]:
@@ -51,7 +51,7 @@ def test_processes_share_one_port_and_the_connections_and_stop_together(tmp_path
     log = open(tmp_path / "serve.log", "ab")
     server = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--processes", "2"],
                               cwd=ROOT, env=worker_env(cfg, runner=None), stdout=log, stderr=log,
-                              preexec_fn=_die_with_parent)
+                              preexec_fn=die_with_parent)
     try:
         deadline = time.monotonic() + 240  # a loaded 2-core machine starts two server processes slowly
         while not _healthy(port) or len(servers := listening(port, server.pid)) < 2:
