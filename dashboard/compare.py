@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from core.description.timing_modes import mode_words
 from core.records.models import Commit, Gpu, Job, Result
-from core.results.result_env import pct_of_peak_of, resources_of
+from core.results.env_reading import pct_of_peak_of, resources_of
 from core.results.sample_stats import SpeedRatio, speed_ratio
 from dashboard.filters import Size, size_text
 from core.description.form_keys import DEFAULT_KEY

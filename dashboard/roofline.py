@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.records.models import Commit, Gpu, Result
-from core.results.result_env import output_type_of, pct_of_peak_of
+from core.results.env_reading import output_type_of, pct_of_peak_of
 from dashboard.filters import Size
 from core.description.form_keys import DEFAULT_KEY
 from dashboard.queries import gpu_ids, of_form

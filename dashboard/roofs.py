@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from core.records.models import Gpu, Result
 from core.description.precision import INPUT_TYPE, TYPE_BYTES, Precision, flops_per_sm_per_clock
-from core.results.result_env import gpu_of
+from core.results.env_reading import gpu_of
 
 @dataclass(frozen=True)
 class Peak:

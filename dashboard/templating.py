@@ -11,7 +11,7 @@ from fastapi.templating import Jinja2Templates
 
 from core.description.form_keys import label as form_label
 from core.profile.profile_changes import formatted
-from core.results.result_env import resources_of
+from core.results.env_reading import resources_of
 from dashboard.filters import size_label, size_options, size_text
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")

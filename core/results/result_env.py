@@ -13,7 +13,7 @@ import json
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, create_model, model_validator
 
 from core.wire_types import Count, Finite, Gflops, Int32, Integer, Mask, Millis, Name, Percent, Ratio, StrictBool, Text
 from core.description.inputs import Inputs
@@ -29,7 +29,7 @@ ENV_MAX_BYTES = 4 * 1024 * 1024  # the whole record; samples dominate (100,000 o
 
 
 class _Record(BaseModel):
-    # Unknown keys never reach here: ResultEnv moves them into `extra` first (_split_unknown).
+    # Unknown keys never reach here: ResultEnv moves them into `extra` first (split_unknown).
     model_config = ConfigDict(extra="forbid")
 
 
@@ -305,7 +305,7 @@ class ResultEnv(_Record):
         given = data.pop("extra", {})
         if not isinstance(given, dict):
             raise ValueError("env.extra must be an object")
-        known, moved = _split_unknown(cls, data, "")
+        known, moved = split_unknown(cls, data, "")
         clash = sorted(set(moved) & set(given))
         if clash:
             raise ValueError(f"env.extra already holds {clash}, which are also unknown keys of env")
@@ -329,7 +329,7 @@ class ResultEnv(_Record):
         return out
 
 
-def _split_unknown(model: type[BaseModel], data: dict, prefix: str) -> tuple[dict, dict]:
+def split_unknown(model: type[BaseModel], data: dict, prefix: str) -> tuple[dict, dict]:
     """(the keys `model` declares, with nested records split alike; every other key by its dotted path)."""
     known, moved = {}, {}
     for key, value in data.items():
@@ -339,7 +339,7 @@ def _split_unknown(model: type[BaseModel], data: dict, prefix: str) -> tuple[dic
             continue
         record = _record_type(field.annotation)
         if record is not None and isinstance(value, dict):
-            value, deeper = _split_unknown(record, value, f"{prefix}{key}.")
+            value, deeper = split_unknown(record, value, f"{prefix}{key}.")
             moved.update(deeper)
         known[key] = value
     return known, moved
@@ -370,41 +370,3 @@ def env_json_schema() -> dict[str, Any]:
     schema["$id"] = ENV_SCHEMA_ID
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema
-
-# -- reading: what the pages interpret, typed again, so a row the worker wrote oddly reads as absent --
-
-def resources_of(env: Any, key: str = "resources") -> dict[str, Any] | None:
-    """env.resources (or env.base_resources) as the Resources shape, or None."""
-    return _record(Resources, env, key)
-
-
-def ab_of(env: Any) -> dict[str, Any] | None:
-    """A confirmation's base samples (env.ab), or None."""
-    return _record(AbRecord, env, "ab")
-
-
-def gpu_of(env: Any) -> dict[str, Any] | None:
-    """env.gpu as the GpuRecord shape (clocks, memory bus, SMs), or None."""
-    return _record(GpuRecord, env, "gpu")
-
-
-def output_type_of(env: Any) -> str | None:
-    """The type C was written in (env.precision.output), or None."""
-    precision = _record(PrecisionRecord, env, "precision")
-    return precision.get("output") if precision else None
-
-
-def pct_of_peak_of(env: Any) -> float | None:
-    """The share of the GPU's peak for its precision the runner found the result at (env.peak.pct)."""
-    peak = _record(Peak, env, "peak")
-    return peak.get("pct") if peak else None
-
-
-def _record(model: type[_Record], env: Any, key: str) -> dict[str, Any] | None:
-    value = env.get(key) if isinstance(env, dict) else None
-    if not isinstance(value, dict):
-        return None
-    try:
-        return model.model_validate(_split_unknown(model, value, "")[0]).model_dump()
-    except (ValidationError, RecursionError):
-        return None

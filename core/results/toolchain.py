@@ -7,7 +7,7 @@ not yet the kernel's doing."""
 
 from typing import Any
 
-from core.results.result_env import gpu_of, resources_of
+from core.results.env_reading import gpu_of, resources_of
 
 def _itself(env: Any) -> dict[str, Any] | None:
     return env if isinstance(env, dict) else None

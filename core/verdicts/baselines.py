@@ -15,7 +15,7 @@ from core.verdicts.ancestry import COMMIT_TIME as _COMMIT_TIME, chain, commit_ti
 from core.verdicts.confirm import resource_changes
 from core.records.models import ApiToken, Commit, Gpu, Job, Result
 from core.verdicts.regression import Point, Thresholds, judge
-from core.results.result_env import resources_of
+from core.results.env_reading import resources_of
 from core.results.toolchain import said_first, toolchain_changes
 from core.verdicts.trust import trusted_results
 

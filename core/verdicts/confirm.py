@@ -21,7 +21,7 @@ from core.records.kernel_store import kernel_of
 from core.jobs.cancel import NotYours
 from core.records.models import ApiToken, Commit, Job, Profile
 from core.records.tokens import acts_for, admin_token_ids
-from core.results.result_env import ab_of, resources_of
+from core.results.env_reading import ab_of, resources_of
 from core.wire_types import Integer, Sha, Text
 from core.verdicts.regression import PairedThresholds, judge_paired
 
