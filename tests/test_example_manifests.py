@@ -74,4 +74,5 @@ def test_the_triton_tutorials_manifest_is_what_was_measured():
         for field in ("entry", "compute_mode", "args", "defines", "grid"):
             assert kernel[field] == spec[field], field
         assert kernel.get("layout") == spec.get("layout")
+        assert kernel.get("triton", {}).get("string_constexprs", {}) == spec.get("words", {})  # ACTIVATION=""
         assert _described(kernel).language == "triton"

@@ -72,3 +72,18 @@ def test_a_wrapped_kernel_is_verified_and_timed_on_the_gpu(runner, wrapper, size
     out = runner.run_case(Case(0, f"wrapped_{wrapper}", *size, 7, KernelChoice(wrapped(wrapper), {}, "job")), POLICY)
     assert out.verified and out.gflops > 0, out.error
     assert out.env["launch"]["entry"] == "scaled_matmul"
+
+
+def test_a_word_constexpr_reaches_the_gpu_kernel(runner):
+    """The tutorial's ACTIVATION: "" (as the wrapper passes it) is the plain GEMM, verified; the same
+    kernel with the word "relu" set over it clips C's negative elements, and the check says so."""
+    from tests.test_triton_wrapper import wrapped
+
+    size = (1000, 1003, 997)
+    plain = wrapped("matmul_with_activation")
+    out = runner.run_case(Case(0, plain.name, *size, 7, KernelChoice(plain, {}, "job")), POLICY)
+    assert out.verified and out.gflops > 0, out.error
+    assert out.env["launch"]["entry"] == "activated_matmul"
+    clipped = wrapped("matmul_with_activation", triton={"string_constexprs": {"ACTIVATION": "relu"}})
+    out = runner.run_case(Case(1, clipped.name, *size, 7, KernelChoice(clipped, {}, "job")), POLICY)
+    assert not out.verified and "wrong result" in (out.error or ""), out.error

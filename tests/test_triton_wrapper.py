@@ -9,12 +9,14 @@ import pytest
 from pydantic import ValidationError
 
 from core.description import kernel_expr
+from core.description.kernel import resolve
 from core.description.kernel_description import KernelDescription
 from core.description.kernel_folder import load_folder
 from core.records.db import upgrade_database
 from core.settings import Settings
 from tests.conftest import make_client, make_settings, wait_for_job
-from tests.fake_gpu import CpuRunner
+from tests.fake_gpu import H100_FIGURES, CpuRunner
+from worker.compile import compiler
 from worker.compile.compiled import CompileRefused
 from worker.measure.cases import Case, KernelChoice, TimingPolicy
 
@@ -71,6 +73,35 @@ def test_a_wrapped_kernel_is_checked_and_timed_as_the_kernel_it_launches(runner,
         out = runner.run_case(Case(0, desc.name, m, n, k, 3, KernelChoice(desc, {}, "job")), POLICY)
         assert out.verified and out.gflops, out.error
         assert out.env["launch"]["entry"] == "scaled_matmul"
+
+
+def test_a_word_constexpr_is_read_off_the_wrapper_and_compiled_in_as_that_word(runner, tmp_path):
+    # Triton's tutorial passes ACTIVATION="" (or "leaky_relu"): a word, not a number, compiled in.
+    desc = wrapped("matmul_with_activation")
+    read = desc.with_wrapper_call(runner.device.wrapper_call(desc))
+    assert read.triton.string_constexprs == {"ACTIVATION": ""}
+    assert read.defines == {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}
+    out = runner.run_case(Case(0, desc.name, 96, 80, 64, 3, KernelChoice(desc, {}, "job")), POLICY)
+    assert out.verified and out.gflops, out.error  # without the word, Triton refuses: "ACTIVATION ... no value"
+    # The word reaches the compiler: "relu" builds another kernel than "", and a word over a define is refused.
+    cfg = Settings(GEMMWATCH_KERNEL_CACHE_DIR=str(tmp_path), GEMMWATCH_COMPILE_TIMEOUT_S="300")
+    cubins = []
+    for word in ("", "relu"):
+        chosen = read.model_copy(update={"triton": read.triton.model_copy(update={"string_constexprs": {"ACTIVATION": word}})})
+        cubins.append(compiler.compile_launch(resolve(chosen, {}, H100_FIGURES, "job"), "9.0", cfg).cubin_path.read_bytes())
+    assert cubins[0] != cubins[1]
+    twice = {**read.model_dump(mode="json", exclude_none=True), "triton": {"string_constexprs": {"BLOCK_M": "64"}}}
+    with pytest.raises(ValidationError, match="string_constexprs: BLOCK_M also given a number"):  # by hand
+        KernelDescription.model_validate(twice)
+    with pytest.raises(ValueError, match="string_constexprs: BLOCK_M also given a number"):  # over the wrapper's
+        wrapped("matmul_with_activation", triton={"string_constexprs": {"BLOCK_M": "64"}}).with_wrapper_call(
+            runner.device.wrapper_call(desc))
+
+
+def test_a_word_that_could_be_code_is_refused_where_the_wrapper_is_read(runner):
+    desc = wrapped("matmul_with_quoted_activation")
+    with pytest.raises(ValueError, match="triton.string_constexprs.ACTIVATION: String should match pattern"):
+        desc.with_wrapper_call(runner.device.wrapper_call(desc))
 
 
 @pytest.mark.parametrize(("wrapper", "said"), [

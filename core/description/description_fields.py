@@ -138,8 +138,14 @@ class OperandLayouts(BaseModel):
     C: Literal["row", "col", "column"] = "row"
 
 
+# A Triton kernel's string tl.constexpr, as its repository passes one (the tutorial's
+# ACTIVATION="leaky_relu", or "" for none): a word, no quotes or spaces, so it stays data.
+ConstexprText = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{0,64}$")]
+
+
 class TritonOptions(BaseModel):
-    """How a Triton kernel is compiled: its warps (the block is 32 of them) and pipeline stages."""
+    """How a Triton kernel is compiled: its warps (the block is 32 of them), pipeline stages and the
+    tl.constexpr values that are words, not numbers."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -148,3 +154,6 @@ class TritonOptions(BaseModel):
     config: int | None = Field(None, ge=0, le=255, description=(
         "for a kernel under @triton.autotune: which of its configurations to run (by position in its list); "
         "left out, the worker runs the autotune once per case outside the timing and keeps the choice"))
+    string_constexprs: dict[Identifier, ConstexprText] = Field(default_factory=dict, max_length=16, description=(
+        'tl.constexpr parameters whose value is a word, compiled in as Triton\'s own launcher would: '
+        '{"ACTIVATION": "leaky_relu"} (integers go in defines)'))

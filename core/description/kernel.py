@@ -68,6 +68,7 @@ class Launch:
     libraries: tuple[str, ...] = ()  # header libraries of the worker's on the include path ("cutlass")
     language: str = "cuda"  # "triton": source is Python, entry a @triton.jit function
     num_stages: int = 3  # a Triton kernel's pipeline stages
+    string_constexprs: dict[str, str] = field(default_factory=dict)  # a Triton kernel's word-valued tl.constexprs
     # A Triton kernel's per-case specialization of its args, as Triton's own launcher makes it: "1"
     # (the value 1, compiled in), "D" (divisible by 16: a pointer's alignment, a size), "" (neither).
     specialization: tuple[str, ...] = ()
@@ -192,6 +193,7 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
         compiler=desc.compiler, flags=tuple(desc.flags), compute_mode=desc.compute_mode, output=desc.output, tolerance=desc.tolerance, origin=origin,
         launcher=desc.launcher, libraries=tuple(desc.libraries), language=desc.language,
         num_stages=desc.triton.num_stages if desc.triton else 3,
+        string_constexprs=dict(desc.triton.string_constexprs) if desc.triton else {},
         tensor_maps=maps,
     )
 

@@ -325,7 +325,11 @@ class KernelDescription(BaseModel):
         options) in place of the wrapper; a ValueError naming what of it does not fit."""
         data = self.model_dump(mode="json", exclude_none=True, exclude={"wrapper", "args", "entry", "grid"})
         # What the user set (a pinned config) over what the wrapper passed (num_warps=8).
-        options = {**(call.get("triton") or {}), **(self.triton.model_dump(exclude_unset=True) if self.triton else {})}
+        read = call.get("triton") or {}
+        own = self.triton.model_dump(exclude_unset=True) if self.triton else {}
+        options = {**read, **own}
+        if read.get("string_constexprs") or own.get("string_constexprs"):  # word by word, the user's last
+            options["string_constexprs"] = {**read.get("string_constexprs", {}), **own.get("string_constexprs", {})}
         data.update(entry=call["entry"], args=call["args"], grid=call["grid"],
                     defines={**call.get("defines", {}), **self.defines}, **({"triton": options} if options else {}))
         try:

@@ -42,6 +42,11 @@ def check_triton(desc: Any) -> None:
                          "memory; a Python wrapper that launches it is named in `wrapper`)")
     if desc.grid is None and desc.wrapper is None:
         raise ValueError("grid: a Triton kernel's launch needs its grid (its programs along x, y, z)")
+    words = set(desc.triton.string_constexprs) if desc.triton else set()
+    twice = words & (set(desc.defines) | set(desc.tunables))
+    if twice:
+        raise ValueError(f"triton.string_constexprs: {', '.join(sorted(twice))} also given a number in defines or "
+                         "tunables; give each tl.constexpr one value")
 
 
 def check_launcher(desc: Any) -> None:

@@ -139,7 +139,7 @@ def compile_triton(launch: Launch, compute_capability: str, cfg) -> CompiledKern
     cc, confinement = _confined_triton(compute_capability, cfg)
     num_warps = launch.block[0] // 32 if launch.block else 4
     request = {"tool": "triton", "files": dict(launch.files), "source": launch.source, "entry": launch.entry,
-               "types": types(launch), "constants": dict(launch.defines), "num_warps": num_warps,
+               "types": types(launch), "constants": {**launch.defines, **launch.string_constexprs}, "num_warps": num_warps,
                "num_stages": launch.num_stages, "compute_capability": cc,
                "specialization": list(launch.specialization)}
     key = ["triton", sorted(launch.files.items()), launch.source, launch.entry, request["types"],

@@ -218,10 +218,10 @@ def _described(kernel, configs, grid, args, kwargs) -> dict:
     params = list(kernel.params)
     if len(args) > len(params):
         raise Unsupported(f"{kernel.__name__} takes {len(params)} parameters; the wrapper passed {len(args)}")
-    roles, defines = [], {}
+    roles, defines, words = [], {}, {}
     for param, value in zip(params, args):
         if param.is_constexpr:
-            defines[param.name] = _define(param.name, value)
+            (words if isinstance(value, str) else defines)[param.name] = _define(param.name, value)
         else:
             roles.append(_role(param.name, value))
     options = {}
@@ -229,7 +229,7 @@ def _described(kernel, configs, grid, args, kwargs) -> dict:
         if name in _OPTIONS:
             options[name] = value
         elif name in {p.name for p in params if p.is_constexpr}:
-            defines[name] = _define(name, value)
+            (words if isinstance(value, str) else defines)[name] = _define(name, value)
         else:
             raise Unsupported(f"the wrapper passes {name}= to {kernel.__name__}, which is no tl.constexpr of it")
     plain = [p.name for p in params if not p.is_constexpr]
@@ -240,12 +240,14 @@ def _described(kernel, configs, grid, args, kwargs) -> dict:
         names = {p.name: Sym(p.name) for p in params if p.is_constexpr}
         for config in configs:
             names.update({k: Sym(k) for k in config.kwargs})
-        grid = grid({**names, **{k: (Sym(v) if isinstance(v, str) else v) for k, v in defines.items()}})
+        grid = grid({**names, **{k: (Sym(v) if isinstance(v, str) else v) for k, v in defines.items()}, **words})
     grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
     if not 1 <= len(grid) <= 3:
         raise Unsupported(f"the wrapper's grid has {len(grid)} dimensions")
     texts = [Sym.of(g) for g in grid] + ["1"] * (3 - len(grid))
     triton_options = {k: v for k, v in options.items() if k in ("num_warps", "num_stages")}
+    if words:  # ACTIVATION="": a word, compiled in as such (the description's pattern checks it)
+        triton_options["string_constexprs"] = words
     return {"entry": kernel.__name__, "args": roles, "defines": defines,
             "grid": dict(zip(("x", "y", "z"), texts)), "triton": triton_options or None}
 
@@ -264,6 +266,8 @@ def _role(name: str, value) -> str:
 
 
 def _define(name: str, value):
+    if isinstance(value, str):
+        return value
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
@@ -274,4 +278,4 @@ def _define(name: str, value):
         raise Unsupported(f"the wrapper sets tl.constexpr {name} from the sizes ({value.text}): a constexpr is "
                           "compiled in, gemmwatch compiles a kernel per description, not per size")
     raise Unsupported(f"the wrapper sets tl.constexpr {name} to {value!r}; gemmwatch takes integer constexprs "
-                      "(and the device's SM count)")
+                      "(and the device's SM count) and words")

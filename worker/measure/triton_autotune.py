@@ -39,7 +39,8 @@ def with_config(desc: KernelDescription, config: dict) -> KernelDescription:
     """The description with one configuration's values as defines and its warps and stages."""
     defines = {**desc.defines, **{name: int(value) for name, value in config["kwargs"].items()}}
     return desc.model_copy(update={"defines": defines, "triton": TritonOptions(
-        num_warps=config["num_warps"], num_stages=config["num_stages"], config=desc.triton and desc.triton.config)})
+        num_warps=config["num_warps"], num_stages=config["num_stages"], config=desc.triton and desc.triton.config,
+        string_constexprs=desc.triton.string_constexprs if desc.triton else {})})
 
 
 def unsupported(config: dict) -> str | None:
