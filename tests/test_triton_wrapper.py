@@ -3,6 +3,8 @@ confined compile process for the one launch it makes (worker/compile/triton_wrap
 checked and timed as that kernel described by hand. Real Triton and the real confined process; the CPU
 double stands in for the GPU (tests/test_gpu_triton.py runs a wrapper on the GPU)."""
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,30 @@ def test_a_hand_written_triton_grid_is_held_to_the_expression_language_at_the_do
         KernelDescription.model_validate({"name": "t", "language": "triton", "source": "k.py", "files": {"k.py": "x"},
                                           "entry": "k", "args": ["A", "B", "C", "M", "N", "K"],
                                           "grid": {"x": "__import__('os').getpid()"}})
+
+
+# Triton's own tutorials, files unchanged (not vendored: .devkit/repos/triton-tutorials or $TRITON_TUTORIALS
+# holds 03-matrix-multiplication.py and 09-persistent-matmul.py as Triton ships them).
+TUTORIALS = Path(os.environ.get("TRITON_TUTORIALS", Path(__file__).resolve().parent.parent / ".devkit" / "repos"
+                                / "triton-tutorials"))
+
+
+@pytest.mark.skipif(not (TUTORIALS / "09-persistent-matmul.py").is_file(),
+                    reason=f"Triton's tutorials are not here ({TUTORIALS}): they are not vendored into the tests")
+@pytest.mark.parametrize(("name", "wrapper"), [("tutorial_matmul_fp16", "matmul"),
+                                               ("persistent_matmul_fp16", "matmul_persistent"),
+                                               ("persistent_matmul_fp8", "matmul_persistent")])
+def test_triton_s_tutorials_read_through_their_own_wrappers_as_their_manifest_describes_them(runner, name, wrapper):
+    manifest = json.loads((FIXTURES.parent.parent / "docs" / "examples" / "triton-lang-triton.gemmwatch.json").read_text())
+    kernel = next(k for k in manifest["kernels"] if k["name"] == name)
+    file = kernel["source"].rsplit("/", 1)[-1]
+    by_hand = KernelDescription.model_validate({**kernel, "source": file, "files": {file: (TUTORIALS / file).read_text()}})
+    given = by_hand.model_dump(mode="json", exclude_none=True, exclude={"entry", "args", "grid", "defines", "triton"})
+    desc = KernelDescription.model_validate({**given, "wrapper": wrapper})
+    read = desc.with_wrapper_call(runner.device.wrapper_call(desc))
+    assert (read.entry, read.args, read.defines, read.form) == (by_hand.entry, by_hand.args, by_hand.defines, by_hand.form)
+    words = (by_hand.triton.string_constexprs if by_hand.triton else {})
+    assert (read.triton.string_constexprs if read.triton else {}) == words
+    for m, n, bm, bn in [(4096, 4096, 128, 256), (1000, 1003, 64, 64), (8192, 1024, 128, 128)]:
+        scope = {"M": m, "N": n, "K": 64, "BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "SM_COUNT": 132}
+        assert grid_at(read, **scope) == grid_at(by_hand, **scope)
