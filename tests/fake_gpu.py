@@ -86,7 +86,7 @@ def marker(launch: Launch | None, name: str) -> int | None:
 
 # A built-in kernel is not compiled on the double (a job's is): its parameters are taken to be
 # what its description's roles say, as the built-ins declare them (int sizes, float scalars).
-_DECLARED = {"alpha": "float", "beta": "float", "A": "void*", "B": "void*", "C": "void*", "A_map": "void*",
+_DECLARED = {"alpha": "float", "beta": "float", "A": "void*", "B": "void*", "C": "void*", "D": "void*", "A_map": "void*",
              "B_map": "void*", "C_map": "void*"}
 
 

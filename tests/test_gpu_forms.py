@@ -1,7 +1,8 @@
 """GEMM forms on the GPU (issue 36): tests/fixtures/forms_repo's kernels (TN with FP16 sums and no
 alpha/beta, a strided batch, all column-major with alpha only) verified at odd sizes through a real
 worker; each with one deliberate fault (B read in the other layout, a k-tile skipped under FP16
-sums, a batch stride off by one) unverified and given no speed; and cuBLAS's call in every layout,
+sums, a batch stride off by one) unverified and given no speed; a kernel that reads C and writes D;
+and cuBLAS's call in every layout,
 precision and batch checked against the FP32 product of the same inputs."""
 
 import itertools
@@ -14,6 +15,7 @@ from core.description.kernel_folder import load_folder
 from core.description.precision import Precision
 from core.settings import Settings
 from tests.conftest import wait_for_job
+from tests.test_gpu import runner  # noqa: F401 (fixture)
 from worker.measure.cases import Case, TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
@@ -103,3 +105,34 @@ def test_the_bf16_wgmma_tn_ladder_kernel_verifies_beside_cublas_tn(size):
     assert out.verified, out.error
     assert out.form == "rcr" and "op TN" in out.env["cublas_call"]
     assert out.pct_of_cublas > 1
+
+
+CD_KERNEL = r'''
+extern "C" __global__ void cd_gemm(const float* A, const float* B, const float* C, float* D, float alpha, float beta,
+                                   int M, int N, int K) {
+    int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+    D[row * N + col] = alpha * acc + beta * C[row * N + col];
+}
+'''
+
+
+@pytest.mark.parametrize("size", [(1000, 1003, 97), (256, 512, 128)], ids=lambda s: "x".join(map(str, s)))
+def test_a_kernel_that_reads_c_and_writes_d_is_verified_in_its_alpha_beta_form(runner, size):  # noqa: F811
+    """D = alpha*A*B + beta*C with C and D apart in the kernel's parameters: gemmwatch passes its C for
+    both; the result is the alpha-beta form's product, and a kernel that ignores C (beta dropped) is refused."""
+    from core.description.kernel_description import KernelDescription
+    from worker.measure.cases import KernelChoice
+
+    policy = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.5))
+    base = {"name": "cd_gemm", "files": {"cd.cu": CD_KERNEL}, "source": "cd.cu", "entry": "cd_gemm", "block": [16, 16],
+            "grid": {"tile": [16, 16]}, "args": ["A", "B", "C", "D", "alpha", "beta", "M", "N", "K"]}
+    out = runner.run_case(Case(0, "cd_gemm", *size, 5, KernelChoice(KernelDescription.model_validate(base), {}, "job")),
+                          policy)
+    assert out.verified and out.gflops > 0, out.error
+    dropped = {**base, "files": {"cd.cu": CD_KERNEL.replace("+ beta * C[row * N + col]", "")}}
+    out = runner.run_case(Case(1, "cd_gemm", *size, 5, KernelChoice(KernelDescription.model_validate(dropped), {}, "job")),
+                          policy)
+    assert not out.verified and "wrong result" in (out.error or ""), out.error

@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from core.description.kernel import resolve
 from core.description.kernel_description import KernelDescription
 from core.description.kernel_folder import FolderError, load_folder
-from tests.fake_gpu import CpuRunner
+from tests.fake_gpu import H100_FIGURES, CpuRunner
 from worker.arguments import kernel_args
 from worker.measure.cases import Case, KernelChoice, TimingPolicy
 from worker.launch.host_jail import landlock_abi
@@ -113,6 +114,29 @@ def test_fillers_are_planned_in_each_parameters_own_type():
     ]:
         with pytest.raises(kernel_args.ArgumentMismatch, match=why):
             kernel_args.plan("runKernel", args, params, "float32", "float32", host=True)
+
+
+def test_a_kernel_that_reads_c_and_writes_d_is_given_c_s_buffer_for_both():
+    # D = alpha*A*B + beta*C, as alexarmbr/matmul-playground's kernels (and CUTLASS and cuBLASLt) take it.
+    kernel = {"name": "cd", "files": {"k.cu": "x"}, "source": "k.cu", "entry": "kernel_6", "compiler": "nvcc",
+              "block": [128, 2], "grid": {"tile": [256, 256]}, "compute_mode": "fp16",
+              "args": ["A", "B", "C", "D", "alpha", "beta", "M", "N", "K"]}
+    desc = KernelDescription.model_validate(kernel)
+    without_d = KernelDescription.model_validate({**kernel, "args": ["A", "B", "C", "alpha", "beta", "M", "N", "K"]})
+    assert desc.form == without_d.form and desc.form.epilogue != "ab_only"  # C is read: its beta is the form's
+    with pytest.raises(ValidationError, match='"D" is where a kernel that reads C writes'):
+        KernelDescription.model_validate({**kernel, "args": ["A", "B", "D", "alpha", "beta", "M", "N", "K"]})
+    with pytest.raises(ValidationError, match="each name once"):
+        KernelDescription.model_validate({**kernel, "args": ["A", "B", "C", "D", "D", "alpha", "beta", "M", "N", "K"]})
+    half = ["__half*", None]
+    plan = kernel_args.plan("kernel_6", ("A", "B", "C", "D", "alpha", "beta", "M"),
+                            [half, half, half, half, ["float", None], ["float", None], ["unsigned int", None]],
+                            "float16", "float16")
+    assert [how for _r, how in plan.passing] == ["ptr"] * 4 + ["f32", "f32", "u32"]
+    with pytest.raises(kernel_args.ArgumentMismatch, match="D"):  # D is C's buffer: of the output's type
+        kernel_args.plan("kernel_6", ("A", "B", "C", "D"), [half, half, half, ["float*", None]], "float16", "float16")
+    named = kernel_args.named_values(resolve(desc, {}, H100_FIGURES, "job"), 512, 256, 64, "a", "b", "c", 1.0, 0.5)
+    assert named["D"] == named["C"] == "c"
 
 
 def test_the_manifests_object_form_is_checked(tmp_path):

@@ -19,10 +19,13 @@ RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
 # 32-bit ints, alpha and beta as floats, A, B and C as pointers to the matrices in `layout`.
 # A_map, B_map and C_map: a TMA tensor map over A, B or C (`tensor_maps`), by address or by value
 # (`const __grid_constant__ CUtensorMap`), as the kernel declares it.
+# D: where a kernel that reads C writes its result (D = alpha*A*B + beta*C, cuBLASLt's and CUTLASS's
+# convention): gemmwatch passes its C for both, so the kernel computes in place, as cuBLASLt allows
+# when C and D have one layout; a kernel that names D names C too.
 # stream: a launcher's cudaStream_t (the stream the runner times on); launchers only.
 # batch: the number of matrices of a batched call; stride_a, stride_b, stride_c: the elements
 # between one matrix of the batch and the next (packed: rows x cols).
-ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc", "A_map", "B_map", "C_map", "stream",
+ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "D", "lda", "ldb", "ldc", "A_map", "B_map", "C_map", "stream",
                   "batch", "stride_a", "stride_b", "stride_c"]
 DEFAULT_ARGS: tuple[ArgName, ...] = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
 # A parameter that is none of the GEMM's own, said in the repository's words: "null", a pointer passed

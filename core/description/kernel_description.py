@@ -222,6 +222,9 @@ class KernelDescription(BaseModel):
         roles = self.roles
         if len(set(roles)) != len(roles):
             raise ValueError(f"args {self.args}: each name once (null, ignored and =constants may repeat)")
+        if "D" in roles and "C" not in roles:
+            raise ValueError('args: "D" is where a kernel that reads C writes; a kernel that only writes its '
+                             'result calls it "C"')
         missing = [x for x in ("A", "B", "C") if x not in self.args and f"{x}_map" not in self.args]
         if missing:
             raise ValueError(f"args {self.args}: A, B and C each as its pointer (A, B, C) or its tensor map (A_map, "

@@ -20,7 +20,7 @@ from worker.arguments.tensor_maps import MAP_BYTES
 
 INTEGER_ROLES = frozenset({"M", "N", "K", "lda", "ldb", "ldc", "batch", "stride_a", "stride_b", "stride_c"})
 SCALAR_ROLES = frozenset({"alpha", "beta"})
-MATRIX_ROLES = frozenset({"A", "B", "C"})
+MATRIX_ROLES = frozenset({"A", "B", "C", "D"})  # D: C's buffer, written where C was read
 
 # Scalar C++ types (as the demangler spells them) -> how a value is passed.
 _INTEGERS = {"int": "i32", "unsigned int": "u32", "long": "i64", "unsigned long": "u64", "long long": "i64",
@@ -246,7 +246,7 @@ def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: fl
     """Each role's value for one call: the sizes, leading dimensions and batch strides as the
     form lays the matrices out (packed), alpha, beta and the matrices."""
     form = launch.form
-    named = {"M": m, "N": n, "K": k, "alpha": alpha, "beta": beta, "A": a, "B": b, "C": c, "batch": batch}
+    named = {"M": m, "N": n, "K": k, "alpha": alpha, "beta": beta, "A": a, "B": b, "C": c, "D": c, "batch": batch}
     for x in ("A", "B", "C"):
         named[f"ld{x.lower()}"] = form.leading_dimension(x, m, n, k)
         named[f"stride_{x.lower()}"] = form.batch_stride(x, m, n, k)
