@@ -97,7 +97,7 @@ def test_an_entry_the_build_did_not_make_is_named_with_those_it_did(tmp_path):
 
 
 @pytest.mark.parametrize("flag", ["-I/etc", "-Xcompiler -fplugin=/tmp/x.so", "--run", "-o /tmp/x", "-ccbin=/tmp/cc",
-                                  "-O3 -I/etc", "--include-path=/", "-maxrregcount=64 --keep",
+                                  "-O3 -I/etc", "--include-path=/", "-maxrregcount=64 --keep", "--keep-dir=/tmp", "--keep-dir /tmp",
                                   # other separators a Makefile line or a hand could carry an extra word with
                                   "-O3\t-I/etc", "-O3\n-I/etc", "-O3  -I/etc", "-maxrregcount=64\u00a0-I/etc",
                                   "-Xptxas=-v,-I/etc", "-Xptxas=-v -Xcompiler=-fplugin=x", " -O3", "-O3 ",
@@ -134,6 +134,11 @@ def test_a_makefiles_flags_are_taken_as_written_and_each_mapped():
     assert (other.target, other.libraries) == ("sm_90a", ("cublasLt",))
     # A plain -arch is the oldest GPU the build runs on; two architecture-specific ones cannot be one kernel.
     assert compile_flags.parse(["-arch=sm_80", "-gencode=arch=compute_90,code=sm_90"]).target == "sm_80+"
+    # alexarmbr/matmul-playground's CMake target_compile_options as they are: --keep changes no code.
+    cmake = compile_flags.parse(["-Xptxas=-v", "-Xptxas -dlcm=cg", "--generate-line-info", "--expt-relaxed-constexpr",
+                                 "--keep"])
+    assert cmake.nvcc == ("-Xptxas=-v", "-Xptxas", "-dlcm=cg", "--generate-line-info", "--expt-relaxed-constexpr")
+    assert cmake.dropped == ("--keep",)
     with pytest.raises(ValueError, match="2 architecture-specific targets"):
         compile_flags.parse(["-gencode arch=compute_90a,code=sm_90a", "-arch=sm_100a"])
     with pytest.raises(ValidationError, match="target sm_80 and the flags' sm_90a differ"):

@@ -17,7 +17,9 @@ What each kind becomes (`parse`):
 - `-arch=sm_90a`, `-gencode arch=compute_90a,code=sm_90a`: the kernel's target (`target`), since
   the worker builds for the GPU it runs on; `-arch=sm_80` (no `a`): "sm_80+", any GPU from 8.0 on;
 - `-lcublas`, `-lcublasLt`, `-lcurand`, `-lcuda`, `-lcudart`: not linked; a launcher's process
-  holds the worker's own (worker/launch/launcher_child.py), so a runner's cuBLAS check still loads.
+  holds the worker's own (worker/launch/launcher_child.py), so a runner's cuBLAS check still loads;
+- `--keep` (nvcc's intermediate files kept for a person to read): dropped; it changes no code, and
+  the confined compile keeps nothing (`--keep-dir`, which names a folder, is refused).
 Anything else is refused, by name, with the field to use where there is one.
 """
 
@@ -68,7 +70,7 @@ ALLOWED_TEXT = ("-O0..-O3, -std=/--std=c++11..20, --use_fast_math, -lineinfo, -m
                 "--expt-extended-lambda, -restrict, -Xptxas=-v|-O3|-dlcm=ca|cg|cs|--warn-on-spills, -w, -DNAME[=value], "
                 "-arch=sm_XX[a] and -gencode arch=compute_XX[a],code=... (the kernel's target), -Xcompiler= with "
                 "-W..., -fno-strict-aliasing, -O, -g, -fPIC/-fPIE, -l cublas|cublasLt|curand|cuda|cudart (the worker's "
-                "own are used); include folders are `include_dirs`")
+                "own are used), --keep (dropped); include folders are `include_dirs`")
 _FIELD_FOR = (("-I", "include folders are the description's `include_dirs`"),
               ("--include-path", "include folders are the description's `include_dirs`"),
               ("-L", "libraries are the worker's own: name them with -l (cublas, cublasLt, curand, cuda, cudart)"),
@@ -87,7 +89,7 @@ class Flags:
     target: str | None = None  # from -arch/-gencode: "sm_90a", or "sm_80+" for a plain sm_80
     libraries: tuple[str, ...] = ()  # from -l: the worker's own are loaded for the launcher
     defines: dict[str, str] = field(default_factory=dict)  # from -D: passed on as they are
-    dropped: tuple[str, ...] = ()  # host flags with no effect on a library built -fPIC
+    dropped: tuple[str, ...] = ()  # flags with no effect here: -fPIC/-fPIE (a library is built -fPIC), --keep
 
 
 def words(flags: list[str]) -> list[str]:
@@ -119,6 +121,8 @@ def parse(flags: list[str]) -> Flags:
             nvcc.append(f"-std={m.group(1)}")
         elif (m := _ARCH.fullmatch(flag) or _GENCODE.fullmatch(flag)):
             archs.append((int(m.group(1)), m.group(2)))
+        elif flag in ("--keep", "-keep"):
+            dropped.append(flag)
         elif _GPU_CODE.fullmatch(flag):
             pass  # which binaries to embed: the worker builds the GPU's own
         elif (m := _LIBRARY.fullmatch(flag)):
