@@ -53,6 +53,12 @@ def hgemm_mma(tmp_path_factory) -> Path:
                        ROOT / "docs" / "examples" / "yencal-cuda-hgemm-mma.gemmwatch.json")
 
 
+@pytest.fixture(scope="module")
+def matmul_playground(tmp_path_factory) -> Path:
+    return _repository(tmp_path_factory, "MATMUL_PLAYGROUND_REPO", "matmul-playground", "src/kernel6.cu",
+                       ROOT / "docs" / "examples" / "alexarmbr-matmul-playground.gemmwatch.json")
+
+
 def _verified(client, folder: Path, wanted: list[str], size: int) -> dict[str, dict]:
     """The folder's kernels of those names through the API and a GPU worker at size^3: every one
     there and verified; their results by name."""
@@ -90,3 +96,16 @@ def test_class_template_launchers_with_fp16_sums_and_curand_verify(gpu_stack, hg
         assert r["env"]["inputs"] == "uniform(0,1)"  # its runner's curand fill, from the manifest
         assert launch["target"] == "sm_80+" and launch["launcher"].endswith(">::Run"), launch
         assert "ignored: __half" in launch["params"], launch["params"]
+
+
+def test_bare_template_kernels_that_read_c_and_write_d_verify_as_the_repository_builds_them(gpu_stack,
+                                                                                          matmul_playground):
+    """alexarmbr/matmul-playground's six kernels (its launchers hold their own timing loops, so each kernel
+    is named by its template instance, with its block, grid and shared memory) at 4096^3: units that
+    include <iostream>, its CMake file's options with --keep, D = alpha*A*B + beta*C with FP16 sums."""
+    wanted = [f"matmul_playground_{i}" for i in range(1, 7)]
+    for name, r in _verified(gpu_stack, matmul_playground, wanted, 4096).items():
+        launch = r["env"]["launch"]
+        assert r["form"] == "rrr+acc16" and r["mode"] == "burst", (name, r["form"], r["mode"])
+        assert [p.split(":")[0] for p in launch["params"][:4]] == ["A", "B", "C", "D"], launch["params"]
+

@@ -15,6 +15,7 @@ tests/test_gpu_home_runner.py.
 """
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -24,8 +25,10 @@ from pydantic import ValidationError
 from core.description.kernel import resolve
 from core.description.kernel_description import KernelDescription
 from core.description.kernel_folder import FolderError, load_folder
+from core.settings import Settings
 from tests.fake_gpu import H100_FIGURES, CpuRunner
 from worker.arguments import kernel_args
+from worker.compile import compiler
 from worker.measure.cases import Case, KernelChoice, TimingPolicy
 from worker.launch.host_jail import landlock_abi
 
@@ -217,3 +220,29 @@ def test_an_entry_behind_a_launcher_and_the_same_entry_as_a_kernel_are_loaded_ap
     reordered = resolve(described(LAUNCHER_REPO, "launcher_run_sgemm_tiled", launcher=None,
                                   args=["M", "N", "K", "alpha", "B", "A", "beta", "C"]), {}, H100_FIGURES, "job")
     assert kernel_args.loaded_key(reordered) != kernel_args.loaded_key(bare)
+
+
+# alexarmbr/matmul-playground as it is (not vendored: $MATMUL_PLAYGROUND_REPO or .devkit/repos/matmul-playground,
+# commit e831e96), with docs/examples/alexarmbr-matmul-playground.gemmwatch.json beside it.
+PLAYGROUND = Path(os.environ.get("MATMUL_PLAYGROUND_REPO",
+                                 Path(__file__).resolve().parent.parent / ".devkit" / "repos" / "matmul-playground"))
+
+
+@pytest.mark.skipif(not (PLAYGROUND / "src" / "kernel6.cu").is_file() or landlock_abi() < 4,
+                    reason=f"alexarmbr/matmul-playground is not here ({PLAYGROUND}; it is not vendored into the tests), "
+                           "or no Landlock ABI 4 for the confined nvcc")
+@pytest.mark.parametrize("name", ["matmul_playground_1", "matmul_playground_6"])
+def test_a_repository_s_bare_template_kernels_build_as_its_cmake_file_builds_them(tmp_path, name):
+    """Its units include <iostream>, <chrono> and <thread>; its CMake options carry --keep; each kernel is
+    named by its template instance and takes A, B, C, D, alpha, beta, M, N, K (unsigned sizes)."""
+    folder = tmp_path / "repo"
+    shutil.copytree(PLAYGROUND, folder)
+    shutil.copyfile(Path(__file__).resolve().parent.parent / "docs" / "examples" /
+                    "alexarmbr-matmul-playground.gemmwatch.json", folder / "gemmwatch.json")
+    desc = next(d for d in load_folder(folder) if d.name == name)
+    launch = resolve(desc, {}, H100_FIGURES, "job")
+    cfg = Settings(GEMMWATCH_KERNEL_CACHE_DIR=str(tmp_path / "cache"), GEMMWATCH_COMPILE_TIMEOUT_S="600")
+    built = compiler.compile_launch(launch, "9.0", cfg)
+    loaded = kernel_args.load(built, launch, lambda symbol: symbol)
+    assert [how for _r, how in loaded.plan.passing] == ["ptr"] * 4 + ["f32", "f32", "u32", "u32", "u32"]
+    assert built.compiler.startswith("nvcc ")

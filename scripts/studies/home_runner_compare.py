@@ -16,13 +16,18 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
   wrapper (10 warm-up calls, its autotune among them, then 50 back-to-back calls between two
   events, over randn inputs) at 512..4096 and prints "Triton: <ms> ms | <TFLOPS> TFLOPS" and its
   torch.matmul's "cuBLAS: ..." per size; the --size block is read.
+- matmul-playground (`alexarmbr/matmul-playground`): `runner <kernel> <iterations> M N K` times one kernel
+  per process, each call alone between two events with 100 ms of sleep after it, and prints the mean
+  as "<g> GFLOPS/sec for MxNxK" ("cuBLAS: ..." for kernel 99); built as its CMake file builds it (the
+  kernels' options, `--keep` left out, and the GPU's own architecture), 50 iterations as its
+  profile.sh runs them, without profile.sh's clock locks (gemmwatch never sets clocks).
 - CUTLASS's example 48 (Hopper warp-specialised TF32, issue 50): built with the manifest's flags
   against the same CUTLASS headers the worker pins, run as
   `48_hopper_warp_specialized_gemm --m=S --n=S --k=S --iterations=1000` (one check, then 1000
   back-to-back initialize+run between two events), three times; "GFLOPS: <g>" each.
 
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
-  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,omkarnabar,cutlass48} REPO OUT
+  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48} REPO OUT
       [--steps runner,burst,cold] [--only a,b] [--size 8192]
 (REPO for cutlass48: CUTLASS's examples/ folder, or the nvidia-cutlass wheel's cutlass_library/source/examples)
 """
@@ -95,6 +100,22 @@ def hgemm_mma_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
     return figures
 
 
+def matmul_playground_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """Each kernel's and its cuBLAS's TFLOPS at SIZE, one runner process each."""
+    flags = [f for f in manifest["kernels"][0]["flags"] if f != "--keep"]
+    units = [f"src/kernel{i}.cu" for i in range(1, 7)] + ["src/cublas_benchmark.cu", "-lcublas"]
+    header = _build(repo, out, ["-std=c++17", "-arch=native", *flags, *units], "src/main.cu")
+    figures, lines = {}, [header]
+    for kernel in [*range(1, 7), 99]:
+        done = subprocess.run([str(out / "runner"), str(kernel), "50", str(SIZE), str(SIZE), str(SIZE)], cwd=repo,
+                              capture_output=True, text=True, timeout=300)
+        lines.append(f"$ runner {kernel} 50 {SIZE} {SIZE} {SIZE}\n{done.stdout}{done.stderr}")
+        if m := re.search(r"([\d.e+]+) GFLOPS/sec for", done.stdout):
+            figures["cublas" if kernel == 99 else f"matmul_playground_{kernel}"] = float(m.group(1)) / 1000
+    (out / "runner.txt").write_text("".join(lines))
+    return figures
+
+
 def omkarnabar_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
     """Its Triton kernel's and its torch.matmul's TFLOPS at SIZE, as its benchmark prints them."""
     env = {**os.environ, "PYTHONPATH": str(repo)}
@@ -132,6 +153,7 @@ def cutlass48_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
 
 REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "hgemm_mma": ("yencal-cuda-hgemm-mma.gemmwatch.json", hgemm_mma_runner),
+         "matmul_playground": ("alexarmbr-matmul-playground.gemmwatch.json", matmul_playground_runner),
          "omkarnabar": ("omkarnabar-triton-gemm.gemmwatch.json", omkarnabar_runner),
          "cutlass48": ("NVIDIA-cutlass-examples.gemmwatch.json", cutlass48_runner)}
 
