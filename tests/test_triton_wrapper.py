@@ -18,6 +18,7 @@ from core.records.db import upgrade_database
 from core.settings import Settings
 from tests.conftest import make_client, make_settings, wait_for_job
 from tests.fake_gpu import H100_FIGURES, CpuRunner
+from worker.arguments import kernel_args
 from worker.compile import compiler
 from worker.compile.compiled import CompileRefused
 from worker.measure.cases import Case, KernelChoice, TimingPolicy
@@ -87,11 +88,13 @@ def test_a_word_constexpr_is_read_off_the_wrapper_and_compiled_in_as_that_word(r
     assert out.verified and out.gflops, out.error  # without the word, Triton refuses: "ACTIVATION ... no value"
     # The word reaches the compiler: "relu" builds another kernel than "", and a word over a define is refused.
     cfg = Settings(GEMMWATCH_KERNEL_CACHE_DIR=str(tmp_path), GEMMWATCH_COMPILE_TIMEOUT_S="300")
-    cubins = []
+    cubins, keys = [], []
     for word in ("", "relu"):
         chosen = read.model_copy(update={"triton": read.triton.model_copy(update={"string_constexprs": {"ACTIVATION": word}})})
-        cubins.append(compiler.compile_launch(resolve(chosen, {}, H100_FIGURES, "job"), "9.0", cfg).cubin_path.read_bytes())
-    assert cubins[0] != cubins[1]
+        launch = resolve(chosen, {}, H100_FIGURES, "job")
+        cubins.append(compiler.compile_launch(launch, "9.0", cfg).cubin_path.read_bytes())
+        keys.append(kernel_args.loaded_key(launch))
+    assert cubins[0] != cubins[1] and keys[0] != keys[1]  # two cubins, and a device keeps them apart
     twice = {**read.model_dump(mode="json", exclude_none=True), "triton": {"string_constexprs": {"BLOCK_M": "64"}}}
     with pytest.raises(ValidationError, match="string_constexprs: BLOCK_M also given a number"):  # by hand
         KernelDescription.model_validate(twice)

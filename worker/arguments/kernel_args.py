@@ -214,10 +214,12 @@ def loaded_key(launch) -> tuple:
     behind its repository's launcher (no plan of its own) and once as a kernel (its own plan) is two
     loaded kernels, not one (a job with both failed on "'NoneType' object has no attribute 'passing'").
     So is the precision: a Triton kernel's parameter types come from it, and the same file described
-    in FP16 and in FP8 is two cubins (the FP8 one once ran the FP16 cubin over E4M3 bytes)."""
+    in FP16 and in FP8 is two cubins (the FP8 one once ran the FP16 cubin over E4M3 bytes). And a Triton
+    kernel's word constexprs: ACTIVATION "relu" and "" are two cubins of one entry."""
     return (tuple(sorted(launch.files.items())), launch.source, launch.entry, launch.compile_options(), launch.origin,
             launch.target, launch.compiler, launch.flags, launch.args, launch.launcher, launch.specialization,
-            launch.num_stages, launch.block, launch.compute_mode, launch.output)
+            launch.num_stages, launch.block, launch.compute_mode, launch.output,
+            tuple(sorted(launch.string_constexprs.items())))
 
 
 def load(built, launch, get_function) -> LoadedKernel:
