@@ -7,7 +7,8 @@ A confirmation job (core/verdicts/confirm.py) thaws the base and head kernels fr
 description, every field, as it was.
 
 Rows written before kernels had one description (a single source text, a tile, an `arch`) are
-read as the description they amount to (`description_from_stored`)."""
+read as the description they amount to (`description_from_stored`). A job's own kernels (its
+`sources`) are thawed here too, beside the built-ins, for its plan (`kernels_of_job`)."""
 
 import hashlib
 import json
