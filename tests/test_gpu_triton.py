@@ -83,7 +83,7 @@ def test_a_word_constexpr_reaches_the_gpu_kernel(runner):
     plain = wrapped("matmul_with_activation")
     out = runner.run_case(Case(0, plain.name, *size, 7, KernelChoice(plain, {}, "job")), POLICY)
     assert out.verified and out.gflops > 0, out.error
-    assert out.env["launch"]["entry"] == "activated_matmul"
+    assert out.env["launch"]["entry"] == "scaled_matmul"
     clipped = wrapped("matmul_with_activation", triton={"string_constexprs": {"ACTIVATION": "relu"}})
     out = runner.run_case(Case(1, clipped.name, *size, 7, KernelChoice(clipped, {}, "job")), POLICY)
     assert not out.verified and "wrong result" in (out.error or ""), out.error
