@@ -90,8 +90,13 @@ def main() -> None:
 
 
 def run(out: Path, name: str, cmd: list[str], env: dict) -> None:
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    (out / f"{name}.md").write_text(f"$ {' '.join(cmd[2:])}\n# exit code {done.returncode}\n\n{done.stdout}\n{done.stderr}")
+    """The command's output goes into its file as it comes: a study stopped by a time limit keeps
+    what the CLI had said (a job's error among it), where a captured output was lost with the process."""
+    with open(out / f"{name}.md", "w") as log:
+        log.write(f"$ {' '.join(cmd[2:])}\n\n")
+        log.flush()
+        done = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        log.write(f"\n# exit code {done.returncode}\n")
     print(f"{name}: exit {done.returncode}", flush=True)
 
 
