@@ -102,8 +102,12 @@ def hgemm_mma_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
 
 def matmul_playground_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
     """Each kernel's and its cuBLAS's TFLOPS at SIZE, one runner process each."""
-    # nvcc's words as a shell would split the manifest's entries ("-Xptxas -dlcm=cg" is two)
-    flags = [word for f in manifest["kernels"][0]["flags"] if f != "--keep" for word in f.split(" ")]
+    sys.path.insert(0, str(ROOT))
+    from core.description.compile_flags import parse
+
+    # The flags as the worker builds with them (--keep dropped, "-Xptxas -dlcm=cg" two words), the
+    # target replaced by the GPU's own below.
+    flags = list(parse(manifest["kernels"][0]["flags"]).nvcc)
     units = [f"src/kernel{i}.cu" for i in range(1, 7)] + ["src/cublas_benchmark.cu", "-lcublas"]
     header = _build(repo, out, ["-std=c++17", "-arch=native", *flags, *units], "src/main.cu")
     figures, lines = {}, [header]
