@@ -28,7 +28,8 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
 
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
   python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48} REPO OUT
-      [--steps runner,burst,cold] [--only a,b] [--size 8192]
+      [--steps check,runner,burst,cold] [--only a,b] [--size 8192]
+(check: the repository's own correctness check where its runner leaves it off, matmul_playground only)
 (REPO for cutlass48: CUTLASS's examples/ folder, or the nvidia-cutlass wheel's cutlass_library/source/examples)
 """
 
@@ -44,12 +45,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"
 SIZE = 8192
+CHECK_SIZE = 512  # the repository's own CPU check: M, N, K multiples of every kernel's tile
 
 
-def _build(repo: Path, out: Path, flags: list[str], unit: str) -> str:
+def _build(repo: Path, out: Path, flags: list[str], unit: str, output: bool = True) -> str:
     nvcc = os.environ.get("NVCC", "nvcc")
     started = time.monotonic()
-    subprocess.run([nvcc, *flags, unit, "-o", str(out / "runner")], cwd=repo, check=True)
+    subprocess.run([nvcc, *flags, unit, *(["-o", str(out / "runner")] if output else [])], cwd=repo, check=True)
     return f"# built in {time.monotonic() - started:.0f} s with: {nvcc} {' '.join(flags)} {unit}\n"
 
 
@@ -121,6 +123,39 @@ def matmul_playground_runner(repo: Path, out: Path, manifest: dict) -> dict[str,
     return figures
 
 
+def matmul_playground_check(repo: Path, out: Path, manifest: dict) -> dict[str, bool]:
+    """Whether each kernel passes the repository's own check: main.cu's `sgemm_verify` (a CPU GEMM in half,
+    every element within 0.5), which its `bool check_on_cpu = false;` leaves off. A scratch copy of the
+    repository with that one word turned on is built as the runner is and run once per kernel at CHECK_SIZE
+    (the CPU reference is too slow at the timed size); the folder gemmwatch measures is not touched."""
+    scratch = out / "checked-repo"
+    subprocess.run(["rm", "-rf", str(scratch)], check=True)
+    subprocess.run(["cp", "-r", str(repo), str(scratch)], check=True)
+    main_cu = scratch / "src" / "main.cu"
+    text = main_cu.read_text()
+    if "bool check_on_cpu = false;" not in text:
+        raise SystemExit("main.cu no longer reads `bool check_on_cpu = false;`: the check step needs a look")
+    main_cu.write_text(text.replace("bool check_on_cpu = false;", "bool check_on_cpu = true;"))
+    sys.path.insert(0, str(ROOT))
+    from core.description.compile_flags import parse
+
+    flags = list(parse(manifest["kernels"][0]["flags"]).nvcc)
+    units = [f"src/kernel{i}.cu" for i in range(1, 7)] + ["src/cublas_benchmark.cu", "-lcublas"]
+    checked = out / "checked-runner"
+    header = _build(scratch, out, ["-std=c++17", "-arch=native", *flags, *units, "-o", str(checked)], "src/main.cu",
+                    output=False)
+    passed, lines = {}, [header]
+    for kernel in range(1, 7):
+        size = str(CHECK_SIZE)
+        done = subprocess.run([str(checked), str(kernel), "1", size, size, size], cwd=scratch,
+                              capture_output=True, text=True, timeout=600)
+        lines.append(f"$ runner {kernel} 1 {size} {size} {size} (check on)\nexit {done.returncode}\n"
+                     f"{done.stdout}{done.stderr}")
+        passed[f"matmul_playground_{kernel}"] = done.returncode == 0 and "Mismatch" not in done.stdout
+    (out / "check.txt").write_text("".join(lines))
+    return passed
+
+
 def omkarnabar_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
     """Its Triton kernel's and its torch.matmul's TFLOPS at SIZE, as its benchmark prints them."""
     env = {**os.environ, "PYTHONPATH": str(repo)}
@@ -161,6 +196,8 @@ REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "matmul_playground": ("alexarmbr-matmul-playground.gemmwatch.json", matmul_playground_runner),
          "omkarnabar": ("omkarnabar-triton-gemm.gemmwatch.json", omkarnabar_runner),
          "cutlass48": ("NVIDIA-cutlass-examples.gemmwatch.json", cutlass48_runner)}
+# The repositories whose own correctness check is off in the runner as it times (see each function).
+CHECKS = {"matmul_playground": matmul_playground_check}
 
 
 def gemmwatch_figures(jobs_file: Path) -> dict[str, dict]:
@@ -199,6 +236,10 @@ def main() -> None:
     if args.inputs:
         manifest["inputs"] = args.inputs
     (folder / "gemmwatch.json").write_text(json.dumps(manifest))
+    if "check" in steps:
+        if args.kind not in CHECKS:
+            raise SystemExit(f"no check step for {args.kind}: {sorted(CHECKS)} have one")
+        (args.out / "check.json").write_text(json.dumps(CHECKS[args.kind](folder, args.out, manifest)))
     if "runner" in steps:
         (args.out / "runner.json").write_text(json.dumps(runner(folder, args.out, manifest)))
     for mode in [s for s in steps if s in ("burst", "cold", "hot", "sustained")]:
@@ -214,8 +255,12 @@ def table(out: Path, variants: list[str]) -> None:
     runner = json.loads((out / "runner.json").read_text()) if (out / "runner.json").is_file() else {}
     modes = {m: gemmwatch_figures(out / m / "jobs.json") for m in ("burst", "cold", "hot", "sustained")
              if (out / m / "jobs.json").is_file()}
-    lines = ["| kernel | its runner TFLOPS | " + " | ".join(f"gemmwatch {m} TFLOPS | ratio" for m in modes) + " |",
-             "| --- | ---: | " + " | ".join("---: | ---:" for _ in modes) + " |"]
+    checked = json.loads((out / "check.json").read_text()) if (out / "check.json").is_file() else None
+    check_head = [f"its own check ({CHECK_SIZE}³)"] if checked is not None else []
+    lines = ["| kernel | " + " | ".join(check_head + ["its runner TFLOPS"])
+             + " | " + " | ".join(f"gemmwatch {m} TFLOPS | ratio" for m in modes) + " |",
+             "| --- | " + " | ".join(["---"] * len(check_head) + ["---:"]) + " | "
+             + " | ".join("---: | ---:" for _ in modes) + " |"]
     for name in variants:
         cells = []
         for got in modes.values():
@@ -226,7 +271,9 @@ def table(out: Path, variants: list[str]) -> None:
                 cells.append(f"not verified: {(g['error'] or '')[:80]} | ")
             else:
                 cells.append(f"{g['tflops']:.1f} | " + (f"{g['tflops'] / runner[name]:.3f}" if runner.get(name) else ""))
-        lines.append(f"| {name} | {runner.get(name, '')} | " + " | ".join(cells) + " |")
+        check_cell = [{True: "passed", False: "FAILED"}.get(checked.get(name), "")] if checked is not None else []
+        lines.append(f"| {name} | " + " | ".join(check_cell + [str(runner.get(name, ""))]) + " | "
+                     + " | ".join(cells) + " |")
     cublas = [f"{m} {next(iter(got.values()))['cublas_tflops']:.1f}" for m, got in modes.items() if got]
     lines.append(f"\ncuBLAS: its runner {runner.get('cublas', '?')} TFLOPS; gemmwatch's in the same form: "
                  + ", ".join(cublas))
