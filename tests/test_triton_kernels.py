@@ -52,6 +52,27 @@ def test_a_triton_description_that_asks_for_what_cuda_takes_is_refused(changes, 
         described(**changes)
 
 
+TUNE = {"values": [1, 2], "default": 1}
+TRITON = {"num_warps": 4, "num_stages": 3}
+
+
+@pytest.mark.parametrize(("constants", "words"), [
+    ({"defines": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "M": 64}}, "M: reserved for the problem and the GPU"),
+    ({"tunables": {"SM_COUNT": TUNE}}, "SM_COUNT: reserved for the problem and the GPU"),
+    ({"triton": {**TRITON, "string_constexprs": {"K": "relu"}}}, "K: reserved for the problem and the GPU"),
+    ({"tunables": {"BLOCK_M": TUNE}}, "BLOCK_M: in both defines and tunables"),
+    ({"triton": {**TRITON, "string_constexprs": {"BLOCK_N": "64"}}}, "BLOCK_N: in both defines and triton.string"),
+    ({"tunables": {"EVEN": TUNE}, "triton": {**TRITON, "string_constexprs": {"EVEN": "yes"}}},
+     "EVEN: in both tunables and triton.string_constexprs"),
+])
+def test_a_kernel_s_constants_are_one_set_of_names_whatever_their_kind(constants, words):
+    """Defines, tunables and word constexprs: none named like what the problem or the GPU gives an
+    expression, none given two values, whichever two kinds it is given in."""
+    with pytest.raises(ValidationError, match=words):
+        described(**constants)
+    described(triton={**TRITON, "string_constexprs": {"ACTIVATION": ""}})  # a word of its own name is taken
+
+
 def test_the_kernel_compiles_confined_and_its_launch_comes_from_triton(tmp_path):
     built, loaded = compiled(described(), tmp_path)
     assert built.compiler == f"Triton {triton.__version__}"

@@ -96,9 +96,9 @@ def test_a_word_constexpr_is_read_off_the_wrapper_and_compiled_in_as_that_word(r
         keys.append(kernel_args.loaded_key(launch))
     assert cubins[0] != cubins[1] and keys[0] != keys[1]  # two cubins, and a device keeps them apart
     twice = {**read.model_dump(mode="json", exclude_none=True), "triton": {"string_constexprs": {"BLOCK_M": "64"}}}
-    with pytest.raises(ValidationError, match="string_constexprs: BLOCK_M also given a number"):  # by hand
+    with pytest.raises(ValidationError, match="BLOCK_M: in both defines and triton.string_constexprs"):  # by hand
         KernelDescription.model_validate(twice)
-    with pytest.raises(ValueError, match="string_constexprs: BLOCK_M also given a number"):  # over the wrapper's
+    with pytest.raises(ValueError, match="BLOCK_M: in both defines and triton.string_constexprs"):  # over the wrapper's
         wrapped("matmul_with_activation", triton={"string_constexprs": {"BLOCK_M": "64"}}).with_wrapper_call(
             runner.device.wrapper_call(desc))
 

@@ -189,6 +189,21 @@ class KernelDescription(BaseModel):
             raise ValueError(f"block {block}: each dimension >= 1 and at most 1024 threads in all")
         return block
 
+    def _check_constant_names(self) -> None:
+        """Defines, tunables and a Triton kernel's word constexprs are one set of names, the kernel's
+        constants: none is named like what the problem and the GPU give an expression, none gets two
+        values."""
+        kinds = {"defines": set(self.defines), "tunables": set(self.tunables),
+                 "triton.string_constexprs": set(self.triton.string_constexprs) if self.triton else set()}
+        clash = set().union(*kinds.values()) & RESERVED
+        if clash:
+            raise ValueError(f"{', '.join(sorted(clash))}: reserved for the problem and the GPU "
+                             f"({', '.join(sorted(RESERVED))}); name the constant otherwise")
+        for (first, a), (second, b) in itertools.combinations(kinds.items(), 2):
+            if a & b:
+                raise ValueError(f"{', '.join(sorted(a & b))}: in both {first} and {second}; give each constant "
+                                 "one value")
+
     @model_validator(mode="after")
     def _consistent(self) -> "KernelDescription":
         if self.source not in self.files:
@@ -196,13 +211,7 @@ class KernelDescription(BaseModel):
         size = sum(len(text.encode()) for text in self.files.values())
         if size > ABSOLUTE_MAX_BYTES:
             raise ValueError(f"the files hold {size} bytes; at most {ABSOLUTE_MAX_BYTES}")
-        clash = (set(self.defines) | set(self.tunables)) & RESERVED
-        if clash:
-            raise ValueError(f"{', '.join(sorted(clash))}: reserved for the problem and the GPU "
-                             f"({', '.join(sorted(RESERVED))}); name the constant otherwise")
-        both = set(self.defines) & set(self.tunables)
-        if both:
-            raise ValueError(f"{', '.join(sorted(both))}: both a define and a tunable")
+        self._check_constant_names()
         if self.flags and self.compiler != "nvcc":
             raise ValueError('flags are nvcc\'s: set "compiler": "nvcc" (an NVRTC build takes `defines`)')
         flag_target = self.build_flags.target

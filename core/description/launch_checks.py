@@ -4,14 +4,52 @@ launches, and a repository's own host launcher (gemmwatch's adapters among them)
 KernelDescription's own validation; each refusal names the field to change."""
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Protocol
 
 from core.description.description_fields import DEFAULT_ARGS
+from core.description.gemm_form import GemmForm
 
-# `desc` below is a KernelDescription, which calls these from its own validation: typed as Any so that
-# this module, below it, never imports it back.
 
-def check_triton(desc: Any) -> None:
+class Described(Protocol):
+    """What these rules read of a description: a KernelDescription, which calls them from its own
+    validation (so this module, below it, names the fields it reads instead of importing it back).
+    Read-only, so that a field's narrower type (a Literal, a list of constrained strings) fits."""
+
+    @property
+    def language(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def entry(self) -> str | None: ...
+    @property
+    def args(self) -> Sequence[str]: ...
+    @property
+    def grid(self) -> object: ...
+    @property
+    def block(self) -> object: ...
+    @property
+    def dynamic_smem(self) -> object: ...
+    @property
+    def compiler(self) -> str: ...
+    @property
+    def launcher(self) -> str | None: ...
+    @property
+    def wrapper(self) -> str | None: ...
+    @property
+    def triton(self) -> object: ...
+    @property
+    def flags(self) -> Sequence[str]: ...
+    @property
+    def libraries(self) -> Sequence[str]: ...
+    @property
+    def tensor_maps(self) -> object: ...
+    @property
+    def include_dirs(self) -> Sequence[str]: ...
+    @property
+    def form(self) -> GemmForm: ...
+
+
+def check_triton(desc: Described) -> None:
     """A Triton kernel is one @triton.jit function in a Python file, launched by the runner: none of
     what C++ builds and launchers take."""
     if desc.language != "triton":
@@ -42,14 +80,9 @@ def check_triton(desc: Any) -> None:
                          "memory; a Python wrapper that launches it is named in `wrapper`)")
     if desc.grid is None and desc.wrapper is None:
         raise ValueError("grid: a Triton kernel's launch needs its grid (its programs along x, y, z)")
-    words = set(desc.triton.string_constexprs) if desc.triton else set()
-    twice = words & (set(desc.defines) | set(desc.tunables))
-    if twice:
-        raise ValueError(f"triton.string_constexprs: {', '.join(sorted(twice))} also given a number in defines or "
-                         "tunables; give each tl.constexpr one value")
 
 
-def check_launcher(desc: Any) -> None:
+def check_launcher(desc: Described) -> None:
     """A launcher is host code: only nvcc builds it, only it takes a stream, and it makes its own
     launches (no tensor map of the runner's reaches it)."""
     if desc.launcher is None:
