@@ -28,7 +28,7 @@ import typing
 from pathlib import Path
 
 from worker.measure.cases import Case, CaseOutcome, TimingPolicy
-from worker.measure.stage_clock import STAGES, StageClock
+from worker.measure.stage_clock import STAGES, StageClock, in_order
 from worker.launch.launcher_call import run_confined_call
 
 SETUP_LIMIT_S = 180.0  # CUDA's and CuPy's initialisation and the rehearsal
@@ -84,10 +84,10 @@ def with_process_stages(outside: dict[str, float], reported) -> dict[str, float]
     inside = {name: float(secs) for name, secs in reported.items()
               if name in STAGES and name != "launcher_setup" and type(secs) in (int, float) and 0 <= secs < 1e6}
     stages = dict(outside)
-    stages["launcher_setup"] = round(max(0.0, outside.get("launcher_setup", 0.0) - sum(inside.values())), 3)
+    stages["launcher_setup"] = max(0.0, outside.get("launcher_setup", 0.0) - sum(inside.values()))
     for name, secs in inside.items():
-        stages[name] = round(stages.get(name, 0.0) + secs, 3)
-    return {name: stages[name] for name in STAGES if name in stages}
+        stages[name] = stages.get(name, 0.0) + secs
+    return in_order(stages)
 
 
 def _said(output: str) -> str:

@@ -8,7 +8,7 @@ their sum. Recorded on each result as `env.stages_s`.
 
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 from core.results.result_env import CASE_STAGES as STAGES
 
@@ -29,5 +29,10 @@ class StageClock:
             self.seconds[name] = self.seconds.get(name, 0.0) + (self._clock() - began)
 
     def record(self) -> dict[str, float]:
-        """Milliseconds are enough: a stage under one does not move a CI run's wall time."""
-        return {name: round(self.seconds[name], 3) for name in STAGES if name in self.seconds}
+        return in_order(self.seconds)
+
+
+def in_order(seconds: Mapping[str, float]) -> dict[str, float]:
+    """Stages as a result records them: in the flow's order, to the millisecond (a stage under one does
+    not move a CI run's wall time)."""
+    return {name: round(seconds[name], 3) for name in STAGES if name in seconds}
