@@ -107,6 +107,8 @@ class FakeKernel:
         self.stride_off = marker(launch, "FAKE_GPU_BATCH_STRIDE_OFF") or 0
         # Each variant its own speed, 40-95 % of cuBLAS, fixed by its name.
         self.gflops = CUBLAS_GFLOPS * (0.4 + (zlib.crc32(variant.encode()) % 56) / 100)
+        self.scratch: kernel_args.Scratch | None = None  # Triton's global scratch, as the product read it
+        self.scratch_given: list[int] = []  # the bytes of each scratch buffer a call was given
 
 
 class Call:
@@ -167,6 +169,7 @@ class FakeDevice:
         self._prefetch = Prefetch(lambda launch: compiler.compile_launch(launch, "9.0", self.cfg),
                                   self.cfg.compile_workers)
         self.prefetched: list[str] = []  # the variants queued ahead, for the tests to read
+        self.compiled: list[FakeKernel] = []  # each job kernel compiled, for the tests to read
 
     @staticmethod
     def registration_identity() -> dict:
@@ -249,7 +252,10 @@ class FakeDevice:
                 raise failed
             built = compiler.compile_launch(launch, "9.0", self.cfg)
             loaded = kernel_args.load(built, launch, lambda symbol: None)
-            return FakeKernel(launch, launch.variant, loaded.plan, loaded.compiler)
+            kernel = FakeKernel(launch, launch.variant, loaded.plan, loaded.compiler)
+            kernel.scratch = loaded.scratch
+            self.compiled.append(kernel)
+            return kernel
         params = [[_DECLARED.get(role, "int"), 8 if role in _DECLARED and role not in ("alpha", "beta") else 4]
                   for role in launch.args]
         precision = launch.precision
@@ -272,6 +278,15 @@ class FakeDevice:
         # and a size that does not survive its parameter's type would show here.
         named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch)
         by_value = kernel_args.maps_by_value(kernel.plan)  # no TMA on the CPU: address 0, or a zero map by value
+        if kernel.scratch is not None:  # as the GPU's device gives it; each program's slice must be there, aligned
+            grid = launch.grid(m, n, k, batch)
+            given = kernel.scratch.buffer(grid, np)
+            needed = int(np.prod(grid)) * kernel.scratch.ctas * kernel.scratch.per_program
+            if given.nbytes < needed or given.ctypes.data % kernel.scratch.align:
+                raise AssertionError(f"a launch of {grid} programs needs {needed} bytes of scratch aligned to "
+                                     f"{kernel.scratch.align}; it was given {given.nbytes} at {given.ctypes.data:#x}")
+            named[kernel_args.SCRATCH_ROLE] = given
+            kernel.scratch_given.append(given.nbytes)
         named.update({f"{x}_map": bytes(128) if x in by_value else np.uint64(0) for x in launch.tensor_maps})
         passed = dict(zip(launch.args, kernel_args.values(kernel.plan, named, np)))
         hows = dict(kernel.plan.passing)

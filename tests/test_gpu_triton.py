@@ -87,3 +87,20 @@ def test_a_word_constexpr_reaches_the_gpu_kernel(runner):
     clipped = wrapped("matmul_with_activation", triton={"string_constexprs": {"ACTIVATION": "relu"}})
     out = runner.run_case(Case(1, clipped.name, *size, 7, KernelChoice(clipped, {}, "job")), POLICY)
     assert not out.verified and "wrong result" in (out.error or ""), out.error
+
+
+# -- a kernel that makes its TMA descriptors on the device (tl.make_tensor_descriptor) ------------
+@pytest.mark.parametrize("size", [(512, 384, 256), (4096, 4096, 4096)], ids=lambda s: "x".join(map(str, s)))
+def test_a_device_descriptor_kernel_gets_its_scratch_and_is_verified(runner, size):
+    """Its descriptors live in Triton's global scratch, one slice a program, in a buffer gemmwatch
+    gives the launch (a null one faults); TMA wants 16-byte strides, so the sizes are multiples of 8."""
+    from tests.test_triton_kernels import DEVICE_DESCRIPTORS
+
+    desc = described(name="device_descriptors", files={"matmul.py": DEVICE_DESCRIPTORS})
+    out = runner.run_case(Case(0, desc.name, *size, 7, KernelChoice(desc, {}, "job")), POLICY)
+    assert out.verified, out.error
+    assert out.gflops > 0 and out.pct_of_cublas > 0
+    wrong = described(name="device_descriptors_wrong", files={"matmul.py": DEVICE_DESCRIPTORS.replace(
+        "for k0 in range(0, K, BLOCK_K):", "for k0 in range(BLOCK_K, K, BLOCK_K):")})
+    refused = runner.run_case(Case(0, wrong.name, *size, 7, KernelChoice(wrong, {}, "job")), POLICY)
+    assert not refused.verified and "relative error" in refused.error, refused.error

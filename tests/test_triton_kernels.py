@@ -226,8 +226,55 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
 '''
 
 
-def test_a_kernel_that_builds_tensor_descriptors_on_the_device_is_refused_by_name(tmp_path):
-    """tl.make_tensor_descriptor needs Triton's global scratch memory a program, which gemmwatch does
-    not allocate: passed null, the kernel would fault. Refused before it runs, saying why."""
-    with pytest.raises(kernel_args.ArgumentMismatch, match="bytes of Triton's global scratch memory a program"):
-        compiled(described(files={"matmul.py": DEVICE_DESCRIPTORS}), tmp_path)
+def test_a_kernel_that_builds_tensor_descriptors_on_the_device_is_given_its_global_scratch(tmp_path):
+    """tl.make_tensor_descriptor writes each program's descriptors into Triton's global scratch memory,
+    a parameter Triton adds after the kernel's own: gemmwatch plans a buffer there (a null one would
+    fault), sized by what Triton compiled (128 bytes a descriptor here), and the profile scratch after it
+    null."""
+    loaded = compiled(described(files={"matmul.py": DEVICE_DESCRIPTORS}), tmp_path)[1]
+    roles = [role for role, _how in loaded.plan.passing]
+    scratch_at = roles.index(kernel_args.SCRATCH_ROLE)
+    assert dict(loaded.plan.passing)[kernel_args.SCRATCH_ROLE] == "ptr"
+    assert all(role == "null" for role in roles[scratch_at + 1:]), roles
+    assert loaded.scratch is not None and loaded.scratch.per_program >= 2 * 128, loaded.scratch
+    assert loaded.scratch.per_program % 128 == 0 and loaded.scratch.align >= 64 and loaded.scratch.ctas == 1
+    # A kernel that makes no descriptor gets no scratch: its added parameters stay null.
+    plain = compiled(described(), tmp_path)[1]
+    assert plain.scratch is None and kernel_args.SCRATCH_ROLE not in dict(plain.plan.passing)
+
+
+@pytest.mark.parametrize(("grid", "ctas", "align"), [((5, 3, 1), 1, 128), ((132, 1, 1), 2, 1024), ((7, 2, 3), 1, 64)])
+def test_one_launch_s_scratch_is_every_program_s_slice_on_an_aligned_address(grid, ctas, align):
+    import numpy
+
+    class OddAddresses:  # an allocator whose memory starts one byte past an aligned address
+        uint8 = numpy.uint8
+
+        @staticmethod
+        def empty(size, dtype):
+            whole = numpy.empty(size + 2 * 4096, dtype=dtype)
+            return whole[-whole.ctypes.data % 4096 + 1:][:size]
+
+    scratch = kernel_args.Scratch(per_program=384, align=align, ctas=ctas)
+    for xp in (numpy, OddAddresses):
+        buffer = scratch.buffer(grid, xp)
+        assert buffer.nbytes == grid[0] * grid[1] * grid[2] * ctas * 384
+        assert buffer.ctypes.data % align == 0, (xp, buffer.ctypes.data)
+
+
+def test_a_device_descriptor_kernel_runs_through_a_job_with_its_scratch(tmp_path, monkeypatch):
+    """Through the runner on the CPU double: the job verifies, and each call was given a scratch of
+    every program's slice (the double checks size and alignment as a GPU would fault on them)."""
+    from tests.fake_gpu import CpuRunner
+    from worker.measure.cases import Case, KernelChoice, TimingPolicy
+
+    monkeypatch.setenv("GEMMWATCH_DATA_DIR", str(tmp_path))
+    runner = CpuRunner()
+    desc = described(name="device_descriptors", files={"matmul.py": DEVICE_DESCRIPTORS})
+    policy = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.3, GEMMWATCH_MIN_TIME_S=0))
+    out = runner.run_case(Case(0, desc.name, 96, 80, 64, 3, KernelChoice(desc, {}, "job")), policy)
+    assert out.verified and out.gflops, out.error
+    calls = [given for kernel in runner.device.compiled for given in kernel.scratch_given]
+    per_program = runner.device.compiled[0].scratch.per_program
+    programs = 2 * 2  # 96 x 80 in 64 x 64 tiles (the fixture's defines)
+    assert calls and set(calls) == {programs * per_program}, calls

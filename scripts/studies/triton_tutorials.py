@@ -11,6 +11,7 @@ call, the median of its samples).
 
 Usage (GPU machine, project root):
   python3 scripts/studies/triton_tutorials.py TUTORIALS_DIR OUT [--sizes 1024,2048,4096,8192] [--modes sustained,cold]
+      [--pin] [--kernels tutorial_matmul_fp16,descriptor_persistent_fp16,...]
 TUTORIALS_DIR holds 03-matrix-multiplication.py and 09-persistent-matmul.py as Triton ships them.
 """
 
@@ -52,6 +53,16 @@ KERNELS = {
         "args": ["A", "B", "C", "M", "N", "K", "lda", "=1", "=1", "ldb", "ldc", "=1"],
         "defines": {"NUM_SMS": "SM_COUNT"},
         "grid": {"x": "min(SM_COUNT, cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N))"}},
+    # 09's kernel that makes its TMA descriptors on the device: Triton's global scratch, given by the
+    # runner since the seventeenth session (worker/arguments/kernel_args.Scratch); not yet measured.
+    "descriptor_persistent_fp16": {
+        "file": "09-persistent-matmul.py", "entry": "matmul_kernel_descriptor_persistent", "compute_mode": "fp16",
+        "layout": TN, "args": ["A", "B", "C", "M", "N", "K"], "defines": {"NUM_SMS": "SM_COUNT"},
+        "grid": {"x": "min(SM_COUNT, cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N))"}},
+    "descriptor_persistent_fp8": {
+        "file": "09-persistent-matmul.py", "entry": "matmul_kernel_descriptor_persistent", "compute_mode": "fp8",
+        "layout": TN, "args": ["A", "B", "C", "M", "N", "K"], "defines": {"NUM_SMS": "SM_COUNT"},
+        "grid": {"x": "min(SM_COUNT, cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N))"}},
 }
 
 
@@ -69,7 +80,8 @@ def description(name: str, spec: dict, folder: Path, config: int | None = None) 
     return described
 
 
-def gemmwatch_side(folder: Path, sizes: list[int], modes: list[str], pin: bool = False) -> list[dict]:
+def gemmwatch_side(folder: Path, sizes: list[int], modes: list[str], pin: bool = False,
+                   names: list[str] | None = None) -> list[dict]:
     from core.description.kernel_description import KernelDescription
     from core.settings import Settings
     from worker.measure.cases import Case, KernelChoice, TimingPolicy
@@ -80,6 +92,8 @@ def gemmwatch_side(folder: Path, sizes: list[int], modes: list[str], pin: bool =
     for mode in modes:
         policy = TimingPolicy.from_settings(Settings(GEMMWATCH_TIMING_MODE=mode))
         for name, spec in KERNELS.items():
+            if names and name not in names:
+                continue
             for n in sizes:
                 choice = KernelChoice(KernelDescription.model_validate(
                     description(name, spec, folder, CHOSEN.get((name, n)) if pin else None)), {}, "job")
@@ -106,6 +120,9 @@ def do_bench_side(folder: Path, rows: list[dict]) -> list[dict]:
 
     loaded = {}
     out = []
+    # A kernel that makes its descriptors on the device takes its global scratch from Triton's allocator,
+    # as the tutorial's own wrapper sets it.
+    triton.set_allocator(lambda size, align, stream: torch.empty(size, device="cuda", dtype=torch.int8))
     for row in rows:
         spec = KERNELS[row["kernel"]]
         if spec["file"] not in loaded:
@@ -131,9 +148,12 @@ def do_bench_side(folder: Path, rows: list[dict]) -> list[dict]:
         tiles = triton.cdiv(n, constants["BLOCK_SIZE_M"]) * triton.cdiv(n, constants["BLOCK_SIZE_N"])
         grid = (min(constants["NUM_SMS"], tiles),) if "NUM_SMS" in constants else (tiles,)
 
+        strides = () if spec["args"] == ["A", "B", "C", "M", "N", "K"] else (
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+
         def call():
-            kernel[grid](a, b, c, n, n, n, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-                         c.stride(1), num_warps=config["num_warps"], num_stages=config["num_stages"], **constants)
+            kernel[grid](a, b, c, n, n, n, *strides, num_warps=config["num_warps"], num_stages=config["num_stages"],
+                         **constants)
 
         call()
         # do_bench's own spread at one size is several per cent at the power cap and at 1024^3 (a
@@ -153,6 +173,7 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--sizes", default="1024,2048,4096,8192")
     parser.add_argument("--modes", default="sustained,cold")
+    parser.add_argument("--kernels", default=None, help="names of KERNELS to run (default: all)")
     parser.add_argument("--pin", action="store_true", help="run each case's configuration chosen before (CHOSEN)")
     parser.add_argument("--do-bench", dest="rows", type=Path, help=argparse.SUPPRESS)  # the second process
     args = parser.parse_args()
@@ -160,7 +181,8 @@ def main() -> int:
         args.out.write_text(json.dumps(do_bench_side(args.folder, json.loads(args.rows.read_text()))))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = gemmwatch_side(args.folder, [int(s) for s in args.sizes.split(",")], args.modes.split(","), args.pin)
+    rows = gemmwatch_side(args.folder, [int(s) for s in args.sizes.split(",")], args.modes.split(","), args.pin,
+                          args.kernels.split(",") if args.kernels else None)
     (args.out / "gemmwatch.json").write_text(json.dumps(rows))
     timed = [r for r in rows if r["verified"] and r["gflops"]]
     (args.out / "timed.json").write_text(json.dumps(timed))

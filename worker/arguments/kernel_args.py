@@ -9,6 +9,7 @@ it: the kernel reads garbage and nothing says why. So the plan is made from the 
 compiled kernel, the same for the GPU and the CPU double (both call `plan` and `values`).
 """
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -39,6 +40,35 @@ _FAMILIES = {
     "float64": {"double", "double2"},
 }
 _QUALIFIERS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict)\b")
+
+
+# The parameter Triton adds after a kernel's own for its global scratch memory, where the kernel makes
+# TMA descriptors on the device (tl.make_tensor_descriptor): gemmwatch passes a buffer of its own
+# there (Scratch), as Triton's launcher passes one from triton.set_allocator. The profile scratch
+# after it (Triton 3.5 on) is Proton's and stays null.
+SCRATCH_ROLE = "triton_scratch"
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A Triton kernel's global scratch: `per_program` bytes for each program of each CTA, the whole
+    launch's in one buffer aligned to `align` bytes, each program finding its slice by its id."""
+
+    per_program: int
+    align: int
+    ctas: int = 1
+
+    def bytes_for(self, grid: tuple[int, ...]) -> int:
+        return math.prod(grid) * self.ctas * self.per_program
+
+    def buffer(self, grid: tuple[int, ...], xp):
+        """One launch's scratch, uninitialised (the kernel writes its slice before it reads it), on
+        an address that is a multiple of `align`."""
+        size = self.bytes_for(grid)
+        whole = xp.empty(size + self.align, dtype=xp.uint8)
+        address = whole.data.ptr if hasattr(whole.data, "ptr") else whole.ctypes.data
+        start = -address % self.align
+        return whole[start:start + size]
 
 
 class ArgumentMismatch(ValueError):
@@ -206,6 +236,7 @@ class LoadedKernel:
     plan: ArgPlan | None  # None: the entry of a launcher, which passes its arguments itself
     compiler: str
     shared_bytes: int | None = None  # the dynamic shared memory its compiler says a launch needs (Triton)
+    scratch: Scratch | None = None  # the global scratch a launch needs (Triton's device-side descriptors)
 
 
 def loaded_key(launch) -> tuple:
@@ -230,18 +261,23 @@ def load(built, launch, get_function) -> LoadedKernel:
     # A launcher's entry is launched by the launcher, with arguments of its making: only its
     # resources are read here (the launcher's own plan: worker/compile/launcher_library.py).
     roles = tuple(launch.args)
-    if "declared" in kernel:  # Triton: the parameters it adds after the declared ones (its scratch pointers) get null
-        scratch = kernel.get("scratch", [0, 1])[0]
-        if scratch:  # a null scratch would fault: refused rather than run
-            raise ArgumentMismatch(f"{launch.entry} needs {scratch} bytes of Triton's global scratch memory a program "
-                                   "(device-side tensor descriptors, tl.make_tensor_descriptor), which gemmwatch "
-                                   "does not allocate yet: pass pointers or describe its matrices' maps another way")
+    scratch = None
+    if "declared" in kernel:  # Triton: the parameters it adds after the declared ones
         if "kept" in kernel:  # the args Triton compiled in (a stride of 1) are no parameters of the cubin
             roles = tuple(roles[i] for i in kernel["kept"])
-        roles += ("null",) * max(0, len(kernel["params"]) - len(roles))
+        added = max(0, len(kernel["params"]) - len(roles))
+        per_program, align = (kernel.get("scratch") or [0, 1])[:2]
+        if per_program:  # the first added one is its global scratch: a null there would fault
+            if not added:
+                raise ArgumentMismatch(f"{launch.entry} needs {per_program} bytes of Triton's global scratch memory a "
+                                       "program but its cubin has no parameter for it (a Triton gemmwatch does not know)")
+            scratch = Scratch(int(per_program), max(1, int(align)), max(1, int(kernel.get("ctas", 1))))
+            roles += (SCRATCH_ROLE,) + ("null",) * (added - 1)
+        else:
+            roles += ("null",) * added
     arg_plan = None if launch.launcher else plan(launch.entry, roles, kernel["params"], precision.input_type,
                                                  precision.output_type)
-    return LoadedKernel(get_function(kernel["symbol"]), arg_plan, built.compiler, kernel.get("shared"))
+    return LoadedKernel(get_function(kernel["symbol"]), arg_plan, built.compiler, kernel.get("shared"), scratch)
 
 
 def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float, batch: int = 1) -> dict:

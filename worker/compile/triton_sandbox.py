@@ -184,7 +184,8 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
         if described["symbol"] == meta.name:
             described.update(shared=int(meta.shared), num_warps=int(meta.num_warps), declared=len(plain), kept=kept,
                              scratch=[int(getattr(meta, "global_scratch_size", 0) or 0),
-                                      int(getattr(meta, "global_scratch_align", 1) or 1)])
+                                      int(getattr(meta, "global_scratch_align", 1) or 1)],
+                             ctas=int(getattr(meta, "num_ctas", 1) or 1))
     return reply
 
 

@@ -201,6 +201,8 @@ class CupyDevice:
             # by address: the map in device memory, kept alive by the call, or address 0.
             named[f"{matrix}_map"] = (encoded if matrix in by_value else self.cp.uint64(0) if encoded is None
                                       else self.cp.asarray(numpy.frombuffer(encoded, dtype=numpy.uint8)))
+        if kernel.scratch is not None:  # one buffer for every call of the case, as Triton's allocator gives one
+            named[kernel_args.SCRATCH_ROLE] = kernel.scratch.buffer(grid, self.cp)
         args = kernel_args.values(kernel.plan, named, self.cp)
         block = launch.block
         return lambda: function(grid, block, args, shared_mem=smem)
