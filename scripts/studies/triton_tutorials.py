@@ -9,14 +9,21 @@ run) and times the same @triton.jit function with the configuration gemmwatch ch
 Triton as the tutorial's wrapper launches it, with do_bench's defaults (its L2 flush before each
 call, the median of its samples).
 
+The two take turns, case by case: gemmwatch (whose first turn chooses the configuration), then
+do_bench, --rounds times (G D G D for two). Until the eighteenth session every gemmwatch case ran first and do_bench
+after them all, minutes later, on a card that had been at its power cap since: a clock that drifts
+with the card's temperature then reads as a difference between the tools. The do_bench process
+stays up between its turns (kernels compiled once) and answers one case per line on its stdin.
+
 Usage (GPU machine, project root):
   python3 scripts/studies/triton_tutorials.py TUTORIALS_DIR OUT [--sizes 1024,2048,4096,8192] [--modes sustained,cold]
-      [--pin] [--kernels tutorial_matmul_fp16,descriptor_persistent_fp16,...]
+      [--pin] [--rounds 2] [--kernels tutorial_matmul_fp16,descriptor_persistent_fp16,...]
 TUTORIALS_DIR holds 03-matrix-multiplication.py and 09-persistent-matmul.py as Triton ships them.
 """
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -83,56 +90,107 @@ def description(name: str, spec: dict, folder: Path, config: int | None = None) 
     return described
 
 
-def gemmwatch_side(folder: Path, sizes: list[int], modes: list[str], pin: bool = False,
-                   names: list[str] | None = None) -> list[dict]:
-    from core.description.kernel_description import KernelDescription
+class DoBenchProcess:
+    """The do_bench side in a process of its own, kept up between turns: one case a line each way."""
+
+    def __init__(self, folder: Path) -> None:
+        self.process = subprocess.Popen([sys.executable, __file__, str(folder), "-", "--do-bench-server"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def time(self, row: dict) -> dict:
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(json.dumps(row) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the do_bench process ended (exit {self.process.wait()})")
+        return json.loads(answer)
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def interleaved(folder: Path, sizes: list[int], modes: list[str], rounds: int, pin: bool = False,
+                names: list[str] | None = None) -> list[dict]:
+    """Each case: (gemmwatch, do_bench) `rounds` times; one row a case with every turn's figure."""
     from core.settings import Settings
-    from worker.measure.cases import Case, KernelChoice, TimingPolicy
+    from worker.measure.cases import TimingPolicy
     from worker.measure.runner import CupyRunner
 
     runner = CupyRunner()
+    do_bench = DoBenchProcess(folder)
     rows = []
-    for mode in modes:
-        policy = TimingPolicy.from_settings(Settings(GEMMWATCH_TIMING_MODE=mode))
-        for name, spec in ({**KERNELS, **NOT_YET_MEASURED} if names else KERNELS).items():
-            if names and name not in names:
-                continue
-            for n in sizes:
-                choice = KernelChoice(KernelDescription.model_validate(
-                    description(name, spec, folder, CHOSEN.get((name, n)) if pin else None)), {}, "job")
-                try:
-                    out = runner.run_case(Case(0, name, n, n, n, 7, choice), policy)
-                except Exception as exc:  # said in the table; a fault ends this kernel's sizes (the context is gone)
-                    rows.append({"kernel": name, "n": n, "mode": mode, "verified": False, "gflops": None,
-                                 "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
-                    break
-                rows.append({"kernel": name, "n": n, "mode": mode, "verified": out.verified, "error": out.error,
-                             "gflops": out.gflops, "pct_of_cublas": out.pct_of_cublas,
-                             "triton": out.env.get("triton"), "gpu": runner.gpu_name()})
-                print(json.dumps(rows[-1])[:400], flush=True)
+    try:
+        for mode in modes:
+            policy = TimingPolicy.from_settings(Settings(GEMMWATCH_TIMING_MODE=mode))
+            for name, spec in ({**KERNELS, **NOT_YET_MEASURED} if names else KERNELS).items():
+                if names and name not in names:
+                    continue
+                for n in sizes:
+                    row = _case(runner, policy, do_bench, name, spec, folder, n, mode, rounds,
+                                CHOSEN.get((name, n)) if pin else None)
+                    rows.append(row)
+                    print(json.dumps({k: v for k, v in row.items() if k != "triton"})[:500], flush=True)
+                    if row.get("fault"):  # the context is gone: this kernel's other sizes would fail alike
+                        break
+    finally:
+        do_bench.close()
     return rows
 
 
-def do_bench_side(folder: Path, rows: list[dict]) -> list[dict]:
-    """In this (separate) process: each row's kernel and configuration, timed by do_bench."""
-    import torch
-    import triton
-    from triton.backends.compiler import GPUTarget
+def _case(runner, policy, do_bench: DoBenchProcess, name: str, spec: dict, folder: Path, n: int, mode: str,
+          rounds: int, config: int | None) -> dict:
+    from core.description.kernel_description import KernelDescription
+    from worker.measure.cases import Case, KernelChoice
 
-    from worker.compile import triton_module
+    row: dict = {"kernel": name, "n": n, "mode": mode, "gpu": runner.gpu_name(), "gemmwatch_gflops": [],
+                 "do_bench_runs_ms": []}
+    for _ in range(rounds):
+        choice = KernelChoice(KernelDescription.model_validate(description(name, spec, folder, config)), {}, "job")
+        try:
+            out = runner.run_case(Case(0, name, n, n, n, 7, choice), policy)
+        except Exception as exc:  # said in the table
+            return {**row, "verified": False, "fault": True, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        if not (out.verified and out.gflops):
+            return {**row, "verified": out.verified, "error": out.error}
+        row.update(verified=True, error=out.error, pct_of_cublas=out.pct_of_cublas, triton=out.env.get("triton"))
+        row["gemmwatch_gflops"].append(out.gflops)
+        # What the timing set aside or kept under a throttle, and its flush: where two tools part, these say why.
+        row.setdefault("turns", []).append({k: out.env.get(k) for k in (
+            "throttled_samples_discarded", "throttled_samples_kept", "throttle_reasons_seen", "l2_flush", "sustained")})
+        config = out.env["triton"]["config"]["index"]  # the later turns run what the first one chose
+        row["do_bench_runs_ms"] += do_bench.time(row)["runs_ms"]
+    return row
 
-    loaded = {}
-    out = []
-    # A kernel that makes its descriptors on the device takes its global scratch from Triton's allocator,
-    # as the tutorial's own wrapper sets it.
-    triton.set_allocator(lambda size, align, stream: torch.empty(size, device="cuda", dtype=torch.int8))
-    for row in rows:
+
+class DoBenchSide:
+    """In the separate process: each case's kernel and configuration, timed by do_bench."""
+
+    def __init__(self, folder: Path) -> None:
+        import torch
+        import triton
+
+        self.folder, self.torch, self.triton = folder, torch, triton
+        self.loaded: dict = {}
+        # A kernel that makes its descriptors on the device takes its global scratch from Triton's
+        # allocator, as the tutorial's own wrapper sets it.
+        triton.set_allocator(lambda size, align, stream: torch.empty(size, device="cuda", dtype=torch.int8))
+
+    def time(self, row: dict) -> dict:
+        torch, triton = self.torch, self.triton
+        from triton.backends.compiler import GPUTarget
+
+        from worker.compile import triton_module
+
         spec = {**KERNELS, **NOT_YET_MEASURED}[row["kernel"]]
-        if spec["file"] not in loaded:
+        if spec["file"] not in self.loaded:
             triton_module.use_target(triton, GPUTarget("cuda", 90, 32))  # the file's script finds no GPU
-            loaded[spec["file"]] = triton_module.load(str(folder / spec["file"]), spec["file"].replace("-", "_")[:-3])
+            self.loaded[spec["file"]] = triton_module.load(str(self.folder / spec["file"]),
+                                                           spec["file"].replace("-", "_")[:-3])
             triton.runtime.driver.reset_active()
-        module, _ = loaded[spec["file"]]
+        module, _ = self.loaded[spec["file"]]
         kernel, _ = triton_module.kernel_and_configs(triton, getattr(module, spec["entry"]))
         config = row["triton"]["config"]
         n = row["n"]
@@ -150,7 +208,6 @@ def do_bench_side(folder: Path, rows: list[dict]) -> list[dict]:
             constants["NUM_SMS"] = torch.cuda.get_device_properties("cuda").multi_processor_count
         tiles = triton.cdiv(n, constants["BLOCK_SIZE_M"]) * triton.cdiv(n, constants["BLOCK_SIZE_N"])
         grid = (min(constants["NUM_SMS"], tiles),) if "NUM_SMS" in constants else (tiles,)
-
         strides = () if spec["args"] == ["A", "B", "C", "M", "N", "K"] else (
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
 
@@ -160,14 +217,43 @@ def do_bench_side(folder: Path, rows: list[dict]) -> list[dict]:
 
         call()
         # do_bench's own spread at one size is several per cent at the power cap and at 1024^3 (a
-        # 10 us kernel behind its 256 MiB flush; 7-8 % over three runs at 4096^3 in the eleventh
-        # session): DO_BENCH_RUNS runs, their median and range kept.
-        runs = sorted(triton.testing.do_bench(call, return_mode="median") for _ in range(DO_BENCH_RUNS))
-        ms = runs[len(runs) // 2]
-        out.append({**row, "do_bench_ms": ms, "do_bench_runs_ms": runs,
-                    "do_bench_gflops": 2 * n ** 3 / (ms * 1e-3) / 1e9})
-        print(row["kernel"], n, row["mode"], f"{ms:.4f} ms", flush=True)
-    return out
+        # 10 us kernel behind its 256 MiB flush): DO_BENCH_RUNS runs a turn, all kept.
+        return {"runs_ms": [triton.testing.do_bench(call, return_mode="median") for _ in range(DO_BENCH_RUNS)]}
+
+    def serve(self) -> None:
+        # The answers go to the parent on a copy of stdout; whatever else Triton, torch or a tutorial's
+        # definitions print (to Python's stdout or to fd 1 from C) goes to stderr instead of into them.
+        answers = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        for line in sys.stdin:
+            answers.write(json.dumps(self.time(json.loads(line))) + "\n")
+            answers.flush()
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| kernel | n | mode | config | gemmwatch TFLOPS (median of its turns; each) | do_bench TFLOPS (median of "
+             "its runs; range) | ratio | % of cuBLAS |", "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        if not r["gemmwatch_gflops"] or not r["do_bench_runs_ms"]:
+            lines.append(f"| {r['kernel']} | {r['n']} | {r['mode']} | not timed: {r.get('error')} | | | | |")
+            continue
+        flop = 2 * r["n"] ** 3
+        ours = _median(r["gemmwatch_gflops"])
+        theirs = flop / (_median(r["do_bench_runs_ms"]) * 1e-3) / 1e9
+        cfg = r["triton"]["config"]
+        each = ", ".join(f"{g / 1e3:.1f}" for g in r["gemmwatch_gflops"])
+        lines.append(f"| {r['kernel']} | {r['n']} | {r['mode']} | #{cfg['index']} {cfg['kwargs']} w{cfg['num_warps']} "
+                     f"s{cfg['num_stages']} | {ours / 1e3:.1f} ({each}) | {theirs / 1e3:.1f} "
+                     f"({flop / max(r['do_bench_runs_ms']) / 1e9:.0f}–{flop / min(r['do_bench_runs_ms']) / 1e9:.0f}) | "
+                     f"{ours / theirs:.3f} | {r['pct_of_cublas']:.1f} |")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
@@ -176,36 +262,20 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--sizes", default="1024,2048,4096,8192")
     parser.add_argument("--modes", default="sustained,cold")
+    parser.add_argument("--rounds", type=int, default=2, help="gemmwatch's turns a case, each followed by do_bench's")
     parser.add_argument("--kernels", default=None, help="names of KERNELS or NOT_YET_MEASURED to run (default: all of KERNELS)")
     parser.add_argument("--pin", action="store_true", help="run each case's configuration chosen before (CHOSEN)")
-    parser.add_argument("--do-bench", dest="rows", type=Path, help=argparse.SUPPRESS)  # the second process
+    parser.add_argument("--do-bench-server", action="store_true", help=argparse.SUPPRESS)  # the second process
     args = parser.parse_args()
-    if args.rows:
-        args.out.write_text(json.dumps(do_bench_side(args.folder, json.loads(args.rows.read_text()))))
+    if args.do_bench_server:
+        DoBenchSide(args.folder).serve()
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = gemmwatch_side(args.folder, [int(s) for s in args.sizes.split(",")], args.modes.split(","), args.pin,
-                          args.kernels.split(",") if args.kernels else None)
-    (args.out / "gemmwatch.json").write_text(json.dumps(rows))
-    timed = [r for r in rows if r["verified"] and r["gflops"]]
-    (args.out / "timed.json").write_text(json.dumps(timed))
-    subprocess.run([sys.executable, __file__, str(args.folder), str(args.out / "do_bench.json"),
-                    "--do-bench", str(args.out / "timed.json")], check=True)
-    both = json.loads((args.out / "do_bench.json").read_text())
-    lines = [f"| kernel | n | mode | config | gemmwatch TFLOPS | do_bench TFLOPS (median of {DO_BENCH_RUNS}; range) | ratio | "
-             "% of cuBLAS |", "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
-    for r in both:
-        cfg = r["triton"]["config"]
-        lines.append(f"| {r['kernel']} | {r['n']} | {r['mode']} | #{cfg['index']} {cfg['kwargs']} w{cfg['num_warps']} "
-                     f"s{cfg['num_stages']} | {r['gflops'] / 1e3:.1f} | {r['do_bench_gflops'] / 1e3:.1f} "
-                     f"({2 * r['n'] ** 3 / r['do_bench_runs_ms'][-1] / 1e9:.0f}–"
-                     f"{2 * r['n'] ** 3 / r['do_bench_runs_ms'][0] / 1e9:.0f}) | "
-                     f"{r['gflops'] / r['do_bench_gflops']:.3f} | {r['pct_of_cublas']:.1f} |")
-    for r in rows:
-        if not (r["verified"] and r["gflops"]):  # noqa: SIM102
-            lines.append(f"| {r['kernel']} | {r['n']} | {r['mode']} | not timed: {r['error']} | | | | |")
-    (args.out / "table.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    rows = interleaved(args.folder, [int(s) for s in args.sizes.split(",")], args.modes.split(","), args.rounds,
+                       args.pin, args.kernels.split(",") if args.kernels else None)
+    (args.out / "rows.json").write_text(json.dumps(rows))
+    (args.out / "table.md").write_text(table(rows))
+    print(table(rows))
     return 0
 
 
