@@ -64,6 +64,8 @@ KERNELS = {
 # Not yet measured, so not in docs/examples/triton-lang-triton.gemmwatch.json (which holds KERNELS):
 # 09's kernel that makes its TMA descriptors on the device, given Triton's global scratch by the runner
 # since the seventeenth session (worker/arguments/kernel_args.Scratch). Run by naming them in --kernels.
+# The 09 of 9e46d61 spells the descriptor call tl._experimental_make_tensor_descriptor, which Triton 3.6
+# no longer has: on 3.6 these need the tutorial as 3.6 ships it (tl.make_tensor_descriptor).
 NOT_YET_MEASURED = {
     "descriptor_persistent_fp16": {
         "file": "09-persistent-matmul.py", "entry": "matmul_kernel_descriptor_persistent", "compute_mode": "fp16",
