@@ -88,6 +88,11 @@ def test_the_repositorys_kernels_verify_as_it_builds_them(gpu_stack, fastcu):
         assert launch["block"] is None and launch["grid"] is None and launch["launcher"].startswith("runKernel")
         assert launch["params"][-1] == "null: int*" and launch["target"] == "sm_90a"
         assert r["form"] == "rcc+ab"
+        # The case's confined process is on the stage clock (each case took 30-35 s in its job on the
+        # H200 while its stages read about 1 s, before the launcher's setup was a stage of its own).
+        stages = r["env"]["stages_s"]
+        print(name, stages)  # on the H200: compile 13-16 s, launcher_setup 15-20 s, samples ~1 s
+        assert stages["launcher_setup"] > 0 and sum(stages.values()) > 5.0, (name, stages)
 
 
 def test_class_template_launchers_with_fp16_sums_and_curand_verify(gpu_stack, hgemm_mma):
