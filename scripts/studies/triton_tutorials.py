@@ -115,7 +115,7 @@ class DoBenchProcess:
 
 
 def interleaved(folder: Path, sizes: list[int], modes: list[str], rounds: int, pin: bool = False,
-                names: list[str] | None = None) -> list[dict]:
+                names: list[str] | None = None, neighbour: bool = False) -> list[dict]:
     """Each case: (gemmwatch, do_bench) `rounds` times; one row a case with every turn's figure."""
     from core.settings import Settings
     from worker.measure.cases import TimingPolicy
@@ -132,7 +132,7 @@ def interleaved(folder: Path, sizes: list[int], modes: list[str], rounds: int, p
                     continue
                 for n in sizes:
                     row = _case(runner, policy, do_bench, name, spec, folder, n, mode, rounds,
-                                CHOSEN.get((name, n)) if pin else None)
+                                CHOSEN.get((name, n)) if pin else None, neighbour)
                     rows.append(row)
                     print(json.dumps({k: v for k, v in row.items() if k != "triton"})[:500], flush=True)
                     if row.get("fault"):  # the context is gone: this kernel's other sizes would fail alike
@@ -143,12 +143,12 @@ def interleaved(folder: Path, sizes: list[int], modes: list[str], rounds: int, p
 
 
 def _case(runner, policy, do_bench: DoBenchProcess, name: str, spec: dict, folder: Path, n: int, mode: str,
-          rounds: int, config: int | None) -> dict:
+          rounds: int, config: int | None, neighbour: bool = False) -> dict:
     from core.description.kernel_description import KernelDescription
     from worker.measure.cases import Case, KernelChoice
 
     row: dict = {"kernel": name, "n": n, "mode": mode, "gpu": runner.gpu_name(), "gemmwatch_gflops": [],
-                 "do_bench_runs_ms": []}
+                 "do_bench_runs_ms": [], "neighbour": neighbour, "alone_ms": [], "with_cublas_ms": []}
     for _ in range(rounds):
         choice = KernelChoice(KernelDescription.model_validate(description(name, spec, folder, config)), {}, "job")
         try:
@@ -163,7 +163,10 @@ def _case(runner, policy, do_bench: DoBenchProcess, name: str, spec: dict, folde
         row.setdefault("turns", []).append({k: out.env.get(k) for k in (
             "throttled_samples_discarded", "throttled_samples_kept", "throttle_reasons_seen", "l2_flush", "sustained")})
         config = out.env["triton"]["config"]["index"]  # the later turns run what the first one chose
-        row["do_bench_runs_ms"] += do_bench.time(row)["runs_ms"]
+        theirs = do_bench.time(row)
+        row["do_bench_runs_ms"] += theirs["runs_ms"]
+        row["alone_ms"] += theirs.get("alone_ms", [])
+        row["with_cublas_ms"] += theirs.get("with_cublas_ms", [])
     return row
 
 
@@ -220,7 +223,51 @@ class DoBenchSide:
         call()
         # do_bench's own spread at one size is several per cent at the power cap and at 1024^3 (a
         # 10 us kernel behind its 256 MiB flush): DO_BENCH_RUNS runs a turn, all kept.
-        return {"runs_ms": [triton.testing.do_bench(call, return_mode="median") for _ in range(DO_BENCH_RUNS)]}
+        got = {"runs_ms": [triton.testing.do_bench(call, return_mode="median") for _ in range(DO_BENCH_RUNS)]}
+        if row.get("neighbour"):
+            # Does a cuBLAS call between samples (as gemmwatch pairs each sample with cuBLAS's) move the
+            # kernel's clock at the power cap? The same loop, without and with one, turn by turn.
+            x = torch.randn((n, n), device="cuda", dtype=torch.float16)
+            y = torch.randn((n, n), device="cuda", dtype=torch.float16)
+            alone, paired = [], []
+            for _ in range(DO_BENCH_RUNS):
+                alone.append(self._loop(call, None))
+                paired.append(self._loop(call, lambda: torch.matmul(x, y)))
+            got.update(alone_ms=alone, with_cublas_ms=paired)
+        return got
+
+    def _loop(self, call, neighbour, rep_ms: float = 100.0) -> float:
+        """do_bench's loop (its flush before each timed call, events around the call, the median),
+        with `neighbour` run after each timed call behind a flush of its own, outside the events."""
+        torch, triton = self.torch, self.triton
+        driver = triton.runtime.driver.active
+        cache = driver.get_empty_cache_for_benchmark()
+
+        def once(start=None, end=None):
+            driver.clear_cache(cache)
+            if start is not None:
+                start.record()
+            call()
+            if end is not None:
+                end.record()
+            if neighbour is not None:
+                driver.clear_cache(cache)
+                neighbour()
+
+        began, ended = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        began.record()
+        for _ in range(5):
+            once()
+        ended.record()
+        torch.cuda.synchronize()
+        count = max(1, int(rep_ms / (began.elapsed_time(ended) / 5)))
+        for _ in range(max(1, count // 4)):  # do_bench's 25 ms of warm-up to its 100 ms
+            once()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
+        for start, end in events:
+            once(start, end)
+        torch.cuda.synchronize()
+        return _median([start.elapsed_time(end) for start, end in events])
 
     def serve(self) -> None:
         # The answers go to the parent on a copy of stdout; whatever else Triton, torch or a tutorial's
@@ -267,6 +314,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="gemmwatch's turns a case, each followed by do_bench's")
     parser.add_argument("--kernels", default=None, help="names of KERNELS or NOT_YET_MEASURED to run (default: all of KERNELS)")
     parser.add_argument("--pin", action="store_true", help="run each case's configuration chosen before (CHOSEN)")
+    parser.add_argument("--neighbour", action="store_true",
+                        help="also time do_bench's loop without and with an FP16 cuBLAS call between samples")
     parser.add_argument("--do-bench-server", action="store_true", help=argparse.SUPPRESS)  # the second process
     args = parser.parse_args()
     if args.do_bench_server:
@@ -274,7 +323,7 @@ def main() -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     rows = interleaved(args.folder, [int(s) for s in args.sizes.split(",")], args.modes.split(","), args.rounds,
-                       args.pin, args.kernels.split(",") if args.kernels else None)
+                       args.pin, args.kernels.split(",") if args.kernels else None, args.neighbour)
     (args.out / "rows.json").write_text(json.dumps(rows))
     (args.out / "table.md").write_text(table(rows))
     print(table(rows))
