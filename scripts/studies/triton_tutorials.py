@@ -165,6 +165,8 @@ def _case(runner, policy, do_bench: DoBenchProcess, name: str, spec: dict, folde
         config = out.env["triton"]["config"]["index"]  # the later turns run what the first one chose
         theirs = do_bench.time(row)
         row["do_bench_runs_ms"] += theirs["runs_ms"]
+        row["do_bench_binary"] = theirs.get("binary")
+        row["gemmwatch_resources"] = out.env.get("resources")
         row["alone_ms"] += theirs.get("alone_ms", [])
         row["with_cublas_ms"] += theirs.get("with_cublas_ms", [])
     return row
@@ -223,7 +225,8 @@ class DoBenchSide:
         call()
         # do_bench's own spread at one size is several per cent at the power cap and at 1024^3 (a
         # 10 us kernel behind its 256 MiB flush): DO_BENCH_RUNS runs a turn, all kept.
-        got = {"runs_ms": [triton.testing.do_bench(call, return_mode="median") for _ in range(DO_BENCH_RUNS)]}
+        got = {"runs_ms": [triton.testing.do_bench(call, return_mode="median") for _ in range(DO_BENCH_RUNS)],
+               "binary": _binary(kernel, torch.cuda.current_device())}
         if row.get("neighbour"):
             # Does a cuBLAS call between samples (as gemmwatch pairs each sample with cuBLAS's) move the
             # kernel's clock at the power cap? The same loop, without and with one, turn by turn.
@@ -278,6 +281,21 @@ class DoBenchSide:
         for line in sys.stdin:
             answers.write(json.dumps(self.time(json.loads(line))) + "\n")
             answers.flush()
+
+
+def _binary(kernel, device: int) -> dict:
+    """What Triton compiled for do_bench's launches: registers, spills, shared memory and the cubin's
+    digest, beside the resources gemmwatch read of its own build (is it the same kernel?)."""
+    import hashlib
+
+    try:
+        compiled = list(kernel.device_caches[device][0].values())
+        return {"n": len(compiled), **{f"#{i}": {"registers": c.n_regs, "spills": c.n_spills,
+                                                 "shared": c.metadata.shared,
+                                                 "cubin_sha256": hashlib.sha256(c.asm["cubin"]).hexdigest()[:16]}
+                                       for i, c in enumerate(compiled)}}
+    except Exception as exc:  # Triton's internals move between releases: said, not fatal
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _median(values: list[float]) -> float:
