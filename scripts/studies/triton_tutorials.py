@@ -165,6 +165,13 @@ def _case(runner, policy, do_bench: DoBenchProcess, name: str, spec: dict, folde
         config = out.env["triton"]["config"]["index"]  # the later turns run what the first one chose
         theirs = do_bench.time(row)
         row["do_bench_runs_ms"] += theirs["runs_ms"]
+        if neighbour:  # the configuration this turn ran, pinned, so calls() builds that one
+            pinned = KernelChoice(KernelDescription.model_validate(description(name, spec, folder, config)), {}, "job")
+            try:
+                row.setdefault("gemmwatch_launch_loop_ms", []).extend(
+                    gemmwatch_launch_in_do_bench_loop(runner, Case(0, name, n, n, n, 7, pinned)))
+            except Exception as exc:  # said in the row; the comparison above stands without it
+                row["gemmwatch_launch_loop_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         row["do_bench_binary"] = theirs.get("binary")
         row["gemmwatch_resources"] = out.env.get("resources")
         row["alone_ms"] += theirs.get("alone_ms", [])
@@ -239,38 +246,12 @@ class DoBenchSide:
             got.update(alone_ms=alone, with_cublas_ms=paired)
         return got
 
-    def _loop(self, call, neighbour, rep_ms: float = 100.0) -> float:
-        """do_bench's loop (its flush before each timed call, events around the call, the median),
-        with `neighbour` run after each timed call behind a flush of its own, outside the events."""
+    def _loop(self, call, neighbour) -> float:
         torch, triton = self.torch, self.triton
         driver = triton.runtime.driver.active
         cache = driver.get_empty_cache_for_benchmark()
-
-        def once(start=None, end=None):
-            driver.clear_cache(cache)
-            if start is not None:
-                start.record()
-            call()
-            if end is not None:
-                end.record()
-            if neighbour is not None:
-                driver.clear_cache(cache)
-                neighbour()
-
-        began, ended = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        began.record()
-        for _ in range(5):
-            once()
-        ended.record()
-        torch.cuda.synchronize()
-        count = max(1, int(rep_ms / (began.elapsed_time(ended) / 5)))
-        for _ in range(max(1, count // 4)):  # do_bench's 25 ms of warm-up to its 100 ms
-            once()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
-        for start, end in events:
-            once(start, end)
-        torch.cuda.synchronize()
-        return _median([start.elapsed_time(end) for start, end in events])
+        return bench_loop(call, lambda: driver.clear_cache(cache), lambda: torch.cuda.Event(enable_timing=True),
+                          lambda start, end: start.elapsed_time(end), torch.cuda.synchronize, neighbour)
 
     def serve(self) -> None:
         # The answers go to the parent on a copy of stdout; whatever else Triton, torch or a tutorial's
@@ -281,6 +262,51 @@ class DoBenchSide:
         for line in sys.stdin:
             answers.write(json.dumps(self.time(json.loads(line))) + "\n")
             answers.flush()
+
+
+def bench_loop(call, flush, new_event, elapsed_ms, synchronize, neighbour=None, rep_ms: float = 100.0) -> float:
+    """do_bench's loop over `call` (a flush before each timed call, events around the call, about
+    rep_ms of calls after a quarter of that of warm-up, the median), with `neighbour` run after each
+    timed call behind a flush of its own, outside the events. The same loop in either process: with
+    torch's events and Triton's 256 MiB cache in do_bench's, CuPy's in gemmwatch's."""
+
+    def once(start=None, end=None):
+        flush()
+        if start is not None:
+            start.record()
+        call()
+        if end is not None:
+            end.record()
+        if neighbour is not None:
+            flush()
+            neighbour()
+
+    began, ended = new_event(), new_event()
+    began.record()
+    for _ in range(5):
+        once()
+    ended.record()
+    synchronize()
+    count = max(1, int(rep_ms / (elapsed_ms(began, ended) / 5)))
+    for _ in range(max(1, count // 4)):
+        once()
+    events = [(new_event(), new_event()) for _ in range(count)]
+    for start, end in events:
+        once(start, end)
+    synchronize()
+    return _median([elapsed_ms(start, end) for start, end in events])
+
+
+def gemmwatch_launch_in_do_bench_loop(runner, case) -> list[float]:
+    """The kernel as gemmwatch builds and launches it (runner.calls: its cubin, its buffers, CuPy's
+    launch), timed by do_bench's loop in gemmwatch's process: if this reads as do_bench does, the
+    tools part in how they sample; if as gemmwatch does, in what they launch."""
+    import cupy as cp
+
+    run_variant, _ = runner.calls(case)
+    cache = cp.empty(256 * 1024 * 1024 // 4, dtype=cp.int32)  # do_bench's flush: 256 MiB zeroed
+    return [bench_loop(run_variant, lambda: cache.fill(0), lambda: cp.cuda.Event(),
+                       cp.cuda.get_elapsed_time, cp.cuda.Device().synchronize) for _ in range(DO_BENCH_RUNS)]
 
 
 def _binary(kernel, device: int) -> dict:
@@ -333,7 +359,8 @@ def main() -> int:
     parser.add_argument("--kernels", default=None, help="names of KERNELS or NOT_YET_MEASURED to run (default: all of KERNELS)")
     parser.add_argument("--pin", action="store_true", help="run each case's configuration chosen before (CHOSEN)")
     parser.add_argument("--neighbour", action="store_true",
-                        help="also time do_bench's loop without and with an FP16 cuBLAS call between samples")
+                        help="also time do_bench's loop without and with an FP16 cuBLAS call between samples, "
+                             "and gemmwatch's own launch of the kernel in do_bench's loop")
     parser.add_argument("--do-bench-server", action="store_true", help=argparse.SUPPRESS)  # the second process
     args = parser.parse_args()
     if args.do_bench_server:
