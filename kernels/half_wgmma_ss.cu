@@ -31,10 +31,13 @@
 // -DBN=128 (bf16_wgmma_persistent_128, fp16_wgmma_persistent_128; with PERSISTENT): 128 x 128
 // tiles, one m64n128k16 per 16 k a consumer warpgroup, B's slab two 64-column blocks, a deeper
 // ring (STAGES 6 in the same shared memory): twice the tiles, for sizes with few of them.
+// -DBN=64 (bf16_wgmma_persistent_64, fp16_wgmma_persistent_64; with PERSISTENT): 128 x 64 tiles,
+// one m64n64k16 per 16 k, B's slab one 64-column block: four times the tiles of 128 x 256, so
+// 1024^3's 128 tiles fill 128 of the H200's 132 SMs (128 x 128 left 68 idle).
 // -DSPLIT_K=1 (bf16_wgmma_split_k, fp16_wgmma_split_k; with PERSISTENT): a block on every SM, and
 // where the tiles are few, each cut along K into pieces whose FP32 sums meet in global memory.
 // Seed: Past the seeds; builds on half_wgmma and the ladder of 001_adac3a76413eb491.txt.
-// Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation); -DBN (256 or 128) from the description.
+// Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation); -DBN (256, 128 or 64) from the description.
 #ifndef INPUT_BF16
 #define INPUT_BF16 1
 #endif
@@ -86,7 +89,7 @@
 namespace hss {
 
 constexpr int kBM = 128;                 // rows of C per block: 2 consumer warpgroups x wgmma M 64
-constexpr int kBN = BN;                  // columns of C per block: wgmma N (256, or 128)
+constexpr int kBN = BN;                  // columns of C per block: wgmma N (256, 128 or 64)
 constexpr int kBK = 64;                  // k per slab: one 128-byte swizzle row of the A slab
 constexpr int kAStage = kBM * kBK * 2;   // bytes of one A slab: kBM rows of 128 bytes
 constexpr int kBBlock = kBK * 128;       // bytes of 64 columns of the B slab: kBK k-rows of 128 bytes
@@ -99,7 +102,7 @@ constexpr int kAcc = kBN / 2;            // FP32 accumulators per consumer threa
 constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
-static_assert(BN == 256 || (BN == 128 && !B_K_MAJOR), "BN: 256, or 128 with B N-major");
+static_assert(BN == 256 || ((BN == 128 || BN == 64) && !B_K_MAJOR), "BN: 256, or 128 or 64 with B N-major");
 static_assert(!SPLIT_K || PERSISTENT, "SPLIT_K splits the units of a persistent kernel");
 
 #if SPLIT_K
@@ -268,13 +271,14 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         const int a_c = tid & 7, a_r = tid >> 3;
         const int a_dst0 = a_r * kBK + ((a_c ^ (a_r & 7)) * 8);  // elements
 #if !B_K_MAJOR
-        // B piece: chunk b_q (8 n) of k-rows b_r + R j (R = kBRowsPerPass: 4 at BN 256, 8 at 128);
-        // 64 columns of N per 128-byte row, so chunk b_q lies in column block b_q / 8, at chunk
+        // B piece: chunk b_q (8 n) of k-rows b_r + R j (R = kBRowsPerPass: 4 at BN 256, 8 at 128, 16
+        // at 64); 64 columns of N per 128-byte row, so chunk b_q lies in column block b_q / 8, at chunk
         // (b_q % 8) ^ (k-row % 8) of its row, and (b_r + R j) % 8 is b_r % 8 for even j and
-        // (b_r + R) % 8 for odd j (the same at R = 8).
-        const int b_q = tid & (kBN / 8 - 1), b_r = tid >> (kBN == 256 ? 5 : 4);  // b_r < kBRowsPerPass <= 8
+        // (b_r + R) % 8 for odd j (the same at R = 8 and 16).
+        const int b_q = tid & (kBN / 8 - 1), b_r = tid / (kBN / 8);  // b_r < kBRowsPerPass
         const int b_block = (b_q >> 3) * (kBBlock / 2), b_c = b_q & 7;
-        const unsigned b_swz[2] = {(unsigned)((b_c ^ b_r) * 16), (unsigned)((b_c ^ ((b_r + kBRowsPerPass) & 7)) * 16)};
+        const unsigned b_swz[2] = {(unsigned)((b_c ^ (b_r & 7)) * 16),
+                                   (unsigned)((b_c ^ ((b_r + kBRowsPerPass) & 7)) * 16)};
 #endif
         for (int tile = tile_first; tile < tile_end; tile += tile_step) {
             int bm0, bn0, s_begin, s_end;
