@@ -159,49 +159,26 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[128], const unsigned (&a)[4
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
-// d += A (64 x 16, K-major, shared memory through desc_a) * B (16 x 256, N-major, shared memory
+// d += A (64 x 16, K-major, shared memory through desc_a) * B (16 x N, N-major, shared memory
 // through desc_b: wgmma's transposed B, for 16-bit types only), both operands read by the tensor
-// cores from shared memory, none from registers.
-__device__ __forceinline__ void wgmma_ss_bf16_nb(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " GW_D128 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
-                 : GW_D128_OUT
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
-}
-__device__ __forceinline__ void wgmma_ss_f16_nb(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " GW_D128 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
-                 : GW_D128_OUT
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
-}
-
-// The same at N = 128 (64 accumulators a thread): a 128-column tile's B slab, two 64-column blocks.
-__device__ __forceinline__ void wgmma_ss_bf16_nb(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GW_D64 ", %64, %65, p, 1, 1, 0, 1;\n}\n"
-                 : GW_D64_OUT
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
-}
-__device__ __forceinline__ void wgmma_ss_f16_nb(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GW_D64 ", %64, %65, p, 1, 1, 0, 1;\n}\n"
-                 : GW_D64_OUT
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
-}
-
-// The same at N = 64 (32 accumulators a thread): a 64-column tile's B slab, one 64-column block.
-__device__ __forceinline__ void wgmma_ss_bf16_nb(float (&d)[32], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GW_D32 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
-                 : GW_D32_OUT
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
-}
-__device__ __forceinline__ void wgmma_ss_f16_nb(float (&d)[32], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GW_D32 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
-                 : GW_D32_OUT
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
-}
+// cores from shared memory, none from registers. One overload per tile width, told apart by the
+// accumulators a thread holds (N / 2): N = 256 (128), a 256-column tile's B slab in four 64-column
+// blocks; N = 128 (64), two blocks; N = 64 (32), one. GW_SS_NB spells the six once; A, B and P are
+// the operand numbers of desc_a, desc_b and the scale-d predicate after the NACC accumulators.
+#define GW_SS_NB(NAME, NACC, N, TYPE, A, B, P)                                                               \
+    __device__ __forceinline__ void NAME(float (&d)[NACC], unsigned long long desc_a, unsigned long long desc_b) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n"                                          \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #TYPE "." #TYPE " " GW_D##NACC           \
+                     ", %" #A ", %" #B ", p, 1, 1, 0, 1;\n}\n"                                                  \
+                     : GW_D##NACC##_OUT                                                                         \
+                     : "l"(desc_a), "l"(desc_b), "r"(1));                                                       \
+    }
+GW_SS_NB(wgmma_ss_bf16_nb, 128, 256, bf16, 128, 129, 130)
+GW_SS_NB(wgmma_ss_f16_nb, 128, 256, f16, 128, 129, 130)
+GW_SS_NB(wgmma_ss_bf16_nb, 64, 128, bf16, 64, 65, 66)
+GW_SS_NB(wgmma_ss_f16_nb, 64, 128, f16, 64, 65, 66)
+GW_SS_NB(wgmma_ss_bf16_nb, 32, 64, bf16, 32, 33, 34)
+GW_SS_NB(wgmma_ss_f16_nb, 32, 64, f16, 32, 33, 34)
 
 // FP8: d (+)= A (64 x 32 e4m3, K-major) * B (32 x 128 e4m3, K-major: wgmma has no transposed form
 // for 8-bit types), both from shared memory; `accumulate` 0 starts d from zero (scale-d 0).
@@ -223,6 +200,7 @@ __device__ __forceinline__ void wgmma_ss_tf32(float (&d)[128], unsigned long lon
                  : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
+#undef GW_SS_NB
 #undef GW_D32
 #undef GW_D32_OUT
 #undef GW_D64
