@@ -24,6 +24,7 @@ TUTORIALS_DIR holds 03-matrix-multiplication.py and 09-persistent-matmul.py as T
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,7 @@ NOT_YET_MEASURED = {
         "layout": TN, "args": ["A", "B", "C", "M", "N", "K"], "defines": {"NUM_SMS": "SM_COUNT"},
         "grid": {"x": "min(SM_COUNT, cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N))"}},
 }
+EVERY_KERNEL = {**KERNELS, **NOT_YET_MEASURED}
 
 
 def description(name: str, spec: dict, folder: Path, config: int | None = None) -> dict:
@@ -127,7 +129,7 @@ def interleaved(folder: Path, sizes: list[int], modes: list[str], rounds: int, p
     try:
         for mode in modes:
             policy = TimingPolicy.from_settings(Settings(GEMMWATCH_TIMING_MODE=mode))
-            for name, spec in ({**KERNELS, **NOT_YET_MEASURED} if names else KERNELS).items():
+            for name, spec in (EVERY_KERNEL if names else KERNELS).items():
                 if names and name not in names:
                     continue
                 for n in sizes:
@@ -188,6 +190,7 @@ class DoBenchSide:
 
         self.folder, self.torch, self.triton = folder, torch, triton
         self.loaded: dict = {}
+        self.cache = None  # do_bench's flush buffer for the study's own loops, made on their first use
         # A kernel that makes its descriptors on the device takes its global scratch from Triton's
         # allocator, as the tutorial's own wrapper sets it.
         triton.set_allocator(lambda size, align, stream: torch.empty(size, device="cuda", dtype=torch.int8))
@@ -198,7 +201,7 @@ class DoBenchSide:
 
         from worker.compile import triton_module
 
-        spec = {**KERNELS, **NOT_YET_MEASURED}[row["kernel"]]
+        spec = EVERY_KERNEL[row["kernel"]]
         if spec["file"] not in self.loaded:
             triton_module.use_target(triton, GPUTarget("cuda", 90, 32))  # the file's script finds no GPU
             self.loaded[spec["file"]] = triton_module.load(str(self.folder / spec["file"]),
@@ -249,7 +252,9 @@ class DoBenchSide:
     def _loop(self, call, neighbour) -> float:
         torch, triton = self.torch, self.triton
         driver = triton.runtime.driver.active
-        cache = driver.get_empty_cache_for_benchmark()
+        if self.cache is None:
+            self.cache = driver.get_empty_cache_for_benchmark()
+        cache = self.cache
         return bench_loop(call, lambda: driver.clear_cache(cache), lambda: torch.cuda.Event(enable_timing=True),
                           lambda start, end: start.elapsed_time(end), torch.cuda.synchronize, neighbour)
 
@@ -294,7 +299,7 @@ def bench_loop(call, flush, new_event, elapsed_ms, synchronize, neighbour=None, 
     for start, end in events:
         once(start, end)
     synchronize()
-    return _median([elapsed_ms(start, end) for start, end in events])
+    return statistics.median([elapsed_ms(start, end) for start, end in events])
 
 
 def gemmwatch_launch_in_do_bench_loop(runner, case) -> list[float]:
@@ -324,12 +329,6 @@ def _binary(kernel, device: int) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def table(rows: list[dict]) -> str:
     lines = ["| kernel | n | mode | config | gemmwatch TFLOPS (median of its turns; each) | do_bench TFLOPS (median of "
              "its runs; range) | ratio | % of cuBLAS |", "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
@@ -338,8 +337,8 @@ def table(rows: list[dict]) -> str:
             lines.append(f"| {r['kernel']} | {r['n']} | {r['mode']} | not timed: {r.get('error')} | | | | |")
             continue
         flop = 2 * r["n"] ** 3
-        ours = _median(r["gemmwatch_gflops"])
-        theirs = flop / (_median(r["do_bench_runs_ms"]) * 1e-3) / 1e9
+        ours = statistics.median(r["gemmwatch_gflops"])
+        theirs = flop / (statistics.median(r["do_bench_runs_ms"]) * 1e-3) / 1e9
         cfg = r["triton"]["config"]
         each = ", ".join(f"{g / 1e3:.1f}" for g in r["gemmwatch_gflops"])
         lines.append(f"| {r['kernel']} | {r['n']} | {r['mode']} | #{cfg['index']} {cfg['kwargs']} w{cfg['num_warps']} "
@@ -370,8 +369,9 @@ def main() -> int:
     rows = interleaved(args.folder, [int(s) for s in args.sizes.split(",")], args.modes.split(","), args.rounds,
                        args.pin, args.kernels.split(",") if args.kernels else None, args.neighbour)
     (args.out / "rows.json").write_text(json.dumps(rows))
-    (args.out / "table.md").write_text(table(rows))
-    print(table(rows))
+    made = table(rows)
+    (args.out / "table.md").write_text(made)
+    print(made)
     return 0
 
 
