@@ -63,6 +63,22 @@ def test_a_named_configuration_is_the_one_run(runner):
     assert out.env["launch"]["block"][0] == 64
 
 
+
+def test_another_tool_launches_the_configuration_pinned_or_kept(runner):
+    """runner.calls (nvbench's and the studies' way in) runs an autotuned kernel in the configuration
+    its description pins; with none pinned and none kept for the bucket it says so, tuning nothing."""
+    import cupy as cp
+
+    from tests.test_triton_autotune import described as autotuned
+
+    run_variant, _ = runner.calls(Case(0, "triton_autotuned_fp16", 512, 512, 512, 7,
+                                       KernelChoice(autotuned(triton={"config": 2}), {}, "job")))
+    run_variant()
+    cp.cuda.Device().synchronize()
+    with pytest.raises(ValueError, match="no @triton.autotune choice"):
+        runner.calls(Case(0, "triton_autotuned_fp16", 100, 100, 100, 7, KernelChoice(autotuned(), {}, "job")))
+
+
 # -- a kernel given by its repository's Python wrapper (tests/fixtures/triton_wrapper_repo) ------------
 @pytest.mark.parametrize("wrapper", ["matmul", "persistent_matmul"])
 @pytest.mark.parametrize("size", [(1000, 1003, 997), (4096, 4096, 4096)], ids=lambda s: "x".join(map(str, s)))

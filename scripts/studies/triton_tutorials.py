@@ -170,8 +170,8 @@ def _case(runner, policy, do_bench: DoBenchProcess, name: str, spec: dict, folde
         if neighbour:  # the configuration this turn ran, pinned, so calls() builds that one
             pinned = KernelChoice(KernelDescription.model_validate(description(name, spec, folder, config)), {}, "job")
             try:
-                row.setdefault("gemmwatch_launch_loop_ms", []).extend(
-                    gemmwatch_launch_in_do_bench_loop(runner, Case(0, name, n, n, n, 7, pinned)))
+                for flush, runs in gemmwatch_launch_in_do_bench_loop(runner, Case(0, name, n, n, n, 7, pinned)).items():
+                    row.setdefault(f"gemmwatch_launch_loop_ms{flush}", []).extend(runs)
             except Exception as exc:  # said in the row; the comparison above stands without it
                 row["gemmwatch_launch_loop_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         row["do_bench_binary"] = theirs.get("binary")
@@ -302,16 +302,25 @@ def bench_loop(call, flush, new_event, elapsed_ms, synchronize, neighbour=None, 
     return statistics.median([elapsed_ms(start, end) for start, end in events])
 
 
-def gemmwatch_launch_in_do_bench_loop(runner, case) -> list[float]:
+def gemmwatch_launch_in_do_bench_loop(runner, case) -> dict[str, list[float]]:
     """The kernel as gemmwatch builds and launches it (runner.calls: its cubin, its buffers, CuPy's
     launch), timed by do_bench's loop in gemmwatch's process: if this reads as do_bench does, the
-    tools part in how they sample; if as gemmwatch does, in what they launch."""
+    tools part in how they sample; if as gemmwatch does, in what they launch. Three flushes before
+    each call: do_bench's (256 MiB zeroed, key ""), zeros over twice the L2 ("_zero_2xl2", gemmwatch's
+    memset flush) and gemmwatch's default (its kernel reading and writing twice the L2,
+    "_readwrite_2xl2"): where the loop with do_bench's flush reads as do_bench and the others as
+    gemmwatch, the flush's size is what parts them."""
     import cupy as cp
 
     run_variant, _ = runner.calls(case)
     cache = cp.empty(256 * 1024 * 1024 // 4, dtype=cp.int32)  # do_bench's flush: 256 MiB zeroed
-    return [bench_loop(run_variant, lambda: cache.fill(0), lambda: cp.cuda.Event(),
-                       cp.cuda.get_elapsed_time, cp.cuda.Device().synchronize) for _ in range(DO_BENCH_RUNS)]
+    l2 = cp.cuda.Device().attributes["L2CacheSize"]
+    small = cp.empty(2 * l2 // 4, dtype=cp.int32)
+    flushes = {"": lambda: cache.fill(0), "_zero_2xl2": lambda: small.fill(0),
+               "_readwrite_2xl2": runner.device._flusher("readwrite")}
+    return {key: [bench_loop(run_variant, flush, lambda: cp.cuda.Event(), cp.cuda.get_elapsed_time,
+                             cp.cuda.Device().synchronize) for _ in range(DO_BENCH_RUNS)]
+            for key, flush in flushes.items()}
 
 
 def _binary(kernel, device: int) -> dict:

@@ -100,7 +100,9 @@ class Runner:
     def calls(self, case: Case):
         """The case's kernel and cuBLAS as callables over its inputs, for another tool to time
         (nvbench, the studies in scripts/); nothing is verified here. cuBLAS runs in the case's
-        precision (the kernel's, or the one a cuBLAS variant names)."""
+        precision (the kernel's, or the one a cuBLAS variant names). A Triton kernel under
+        @triton.autotune runs the configuration its description pins or a case on this worker chose
+        (nothing is tuned here)."""
         dev = self.device
         case = self.wrappers_read(case)
         launch = self.resolve(case.kernel) if case.kernel is not None else None
@@ -108,6 +110,8 @@ class Runner:
         run_cublas = problem.cublas_call()
         if launch is None:
             return run_cublas, run_cublas
+        if launch.language == "triton":  # the configuration a description pins or a case chose before
+            launch, _ = triton_autotune.settle(self, case.kernel, launch, case, problem, None)
         return problem.kernel_call(dev.compile(launch), launch, problem.c, 1.0, 0.0), run_cublas
 
     @staticmethod
