@@ -28,11 +28,6 @@
 // C is stored 16 bytes a lane where it can be (half.cuh's store_wgmma_rows). For the correctness
 // gate's tests: GEMMWATCH_TEST_SKIP_SLAB leaves out the second wgmma of the first slab;
 // GEMMWATCH_ROUND_TOWARD_ZERO rounds a BF16 C toward zero (half.cuh).
-// -DMULTICAST=1 (fp8_wgmma_tn_multicast): clusters of two blocks on vertically adjacent tiles, the
-// same columns of C: the first block of the pair loads each B slab once by TMA multicast into both
-// blocks' rings, so B leaves L2 once for two SMs (a 128 x 128 FP8 tile reads 32 KiB of L2 per
-// 1,024 tensor-core cycles, near what L2 gives 132 SMs at once). A ring slot is written by both
-// producers' copies, so each consumer warp hands it back to both blocks (16 arrivals a phase).
 // Seed: Past the seeds; builds on fp8_wgmma (the FP8 wgmma and its promotion) and
 // half_wgmma_ss's persistent rung (the ring across tiles, TMA from one thread).
 // Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation).
@@ -50,14 +45,6 @@
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8
-#endif
-#ifndef MULTICAST
-#define MULTICAST 0
-#endif
-#if MULTICAST
-#define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
-#else
-#define GW_CLUSTER_DIMS
 #endif
 
 #include <cuda_fp8.h>
@@ -88,7 +75,6 @@ constexpr int kAcc = kBN / 2;       // FP32 accumulators per consumer thread (FP
 constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
-constexpr int kEmptyArrivals = MULTICAST ? 16 : 8;  // consumer warps handing a slot back: this block's (and the peer's)
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
@@ -114,7 +100,7 @@ __device__ __forceinline__ void slab_wgmmas(float (&acc)[kAcc], unsigned long lo
 // producer (56: one thread issues the TMA copies, but at 40 the fallback's 16 copies a slab spilled
 // their addresses) to the consumers (224: 128 accumulators, or 64 and a 64-float total), and asks
 // no more than is given back: 128 x (168 - 56) >= 256 x (224 - 168).
-extern "C" __global__ void __launch_bounds__(wtn::kThreads, 1) GW_CLUSTER_DIMS
+extern "C" __global__ void __launch_bounds__(wtn::kThreads, 1)
 gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ A_in,
               const wtn::elem_t* __restrict__ B_in, float beta, out_t* __restrict__ C, const void* A_map,
               const void* B_map) {
@@ -143,32 +129,14 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
     const bool by_tma = A_map != nullptr && B_map != nullptr;
     // full: the TMA thread's arrival, which also announces the slab's bytes; else each producer
     // thread, once its copies of the slab are in.
-    if (threadIdx.x == 0) mbar_init_ring(bars, STAGES, by_tma ? 1 : 128, kEmptyArrivals);
-#if MULTICAST
-    cluster_sync();  // both blocks' barriers set up before either's copies and arrivals reach them
-#else
+    if (threadIdx.x == 0) mbar_init_ring(bars, STAGES, by_tma ? 1 : 128);
     __syncthreads();
-#endif
 
     const int slabs = (K + kBK - 1) / kBK;  // >= 1 (the API refuses a zero size)
     const int tiles_n = (N + kBN - 1) / kBN, tiles_m = (M + kBM - 1) / kBM, tiles = tiles_m * tiles_n;
-#if MULTICAST
-    // Units are pairs of vertically adjacent tiles, one per cluster at a time; this block (its rank)
-    // takes the upper or lower one. Past M a block reads zeros and stores nothing.
-    const int rank = (int)(blockIdx.x & 1), pair_rows = (tiles_m + 1) / 2;
-    const int unit_first = blockIdx.x / 2, unit_step = gridDim.x / 2, units = pair_rows * tiles_n;
-    (void)tiles;
-#else
-    const int unit_first = blockIdx.x, unit_step = gridDim.x, units = tiles;
-#endif
-    auto tile_origin = [&](int unit, int& bm0, int& bn0) {
+    auto tile_origin = [&](int tile, int& bm0, int& bn0) {
         int tile_m, tile_n;
-#if MULTICAST
-        raster_grouped_id(GROUP_M / 2, unit, tiles_n, pair_rows, tile_m, tile_n);  // GROUP_M tile rows a group
-        tile_m = 2 * tile_m + rank;
-#else
-        raster_grouped_id(GROUP_M, unit, tiles_n, tiles_m, tile_m, tile_n);
-#endif
+        raster_grouped_id(GROUP_M, tile, tiles_n, tiles_m, tile_m, tile_n);
         bm0 = tile_m * kBM;
         bn0 = tile_n * kBN;
     };
@@ -183,7 +151,7 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
             if (tid == 0) {
                 tensormap_acquire(A_map);
                 tensormap_acquire(B_map);
-                for (int tile = unit_first; tile < units; tile += unit_step) {
+                for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
                     int bm0, bn0;
                     tile_origin(tile, bm0, bn0);
                     for (int s = 0; s < slabs; ++s, ++it) {
@@ -192,19 +160,11 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
                         // The whole boxes' bytes, zeros past the matrices' edges included (the TMA counts them).
                         mbar_arrive_expect_tx(full(stage), kAStage + kBStage);
                         tma_load_2d(a_ring + stage * kAStage, A_map, s * kBK, bm0, full(stage));
-#if MULTICAST
-                        if (rank == 0)  // B into both blocks' rings; each one's full barrier counts its bytes
-                            tma_load_2d_multicast(b_ring + stage * kBStage, B_map, s * kBK, bn0, full(stage), 0b11);
-#else
                         tma_load_2d(b_ring + stage * kBStage, B_map, s * kBK, bn0, full(stage));
-#endif
                     }
                 }
             }
             __syncwarp();
-#if MULTICAST
-            cluster_sync();  // no block leaves while its peer may still write to it or arrive on its barriers
-#endif
             return;
         }
         // A piece: 16-byte chunk c of rows r + 16 j, stored at chunk c ^ (row % 8) of its 128-byte
@@ -213,7 +173,7 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
         const int c = tid & 7, r = tid >> 3;
         const int dst0 = r * kRow + ((c ^ (r & 7)) * 16);
         const bool vec_a = K_bytes % 16 == 0 && aligned16(A), vec_b = K_bytes % 16 == 0 && aligned16(B);
-        for (int tile = unit_first; tile < units; tile += unit_step) {
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
             int bm0, bn0;
             tile_origin(tile, bm0, bn0);
             for (int s = 0; s < slabs; ++s, ++it) {
@@ -235,30 +195,17 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
-#if MULTICAST
-        cluster_sync();
-#endif
         return;
     }
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
     const int wg = role - 1;  // which 64 rows of the tile
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
-    // A slot goes back to the producer (one arrival a warp), and with MULTICAST to the peer's too,
-    // whose copies also land in it.
-    auto release = [&](int stage) {
-        if (lane == 0) {
-            mbar_arrive(empty(stage));
-#if MULTICAST
-            mbar_arrive_peer(empty(stage), rank ^ 1);
-#endif
-        }
-    };
 
     int it = 0;  // slabs this block has consumed so far, over all its tiles
     float acc[kAcc];
     float total[kPromote ? kAcc : 1];  // FP8: the FP32 total each slab's sum is added into
-    for (int tile = unit_first; tile < units; tile += unit_step) {
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int bm0, bn0;
         tile_origin(tile, bm0, bn0);
         if constexpr (kPromote) {
@@ -288,7 +235,7 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
                 fence_operands(acc);
                 // The slab goes back to the producer (one arrival a warp) before the FADDs: it is
                 // already refilling it while this warpgroup promotes and the other one's wgmmas run.
-                release(stage);
+                if (lane == 0) mbar_arrive(empty(stage));
 #pragma unroll
                 for (int i = 0; i < kAcc; ++i) total[i] += acc[i];
             } else {
@@ -296,13 +243,13 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
                 // back to the producer while this one's wgmmas run.
                 wgmma_wait<1>();
                 fence_operands(acc);
-                if (s > 0) release((it - 1) % STAGES);
+                if (s > 0 && lane == 0) mbar_arrive(empty((it - 1) % STAGES));
             }
         }
         if constexpr (!kPromote) {
             wgmma_wait<0>();
             fence_operands(acc);
-            release((it - 1) % STAGES);  // the tile's last slab back too
+            if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));  // the tile's last slab back too
         }
 
         // result[4 j + e] is C(row m, column n) with m = 16 warp + lane / 4 (+8 for e >= 2) in this
@@ -313,7 +260,4 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
         else
             store_wgmma_rows(C, M, N, m0, bn0, acc, alpha, beta, lane & 3);
     }
-#if MULTICAST
-    cluster_sync();  // the pair leaves together (the peer may still arrive on this block's barriers)
-#endif
 }
