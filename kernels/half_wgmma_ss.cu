@@ -36,14 +36,6 @@
 // 1024^3's 128 tiles fill 128 of the H200's 132 SMs (128 x 128 left 68 idle).
 // -DSPLIT_K=1 (bf16_wgmma_split_k, fp16_wgmma_split_k; with PERSISTENT): a block on every SM, and
 // where the tiles are few, each cut along K into pieces whose FP32 sums meet in global memory.
-// -DMULTICAST=1 (bf16_wgmma_multicast, fp16_wgmma_multicast; with PERSISTENT and TMA, B N-major):
-// clusters of two blocks on vertically adjacent tiles, the same columns of C, so the same B slabs:
-// each block loads half of every B slab's 64-column boxes and the TMA writes them into both blocks'
-// rings (multicast), so each B slab leaves L2 once for two SMs. A slot of the ring is then written
-// by both producers, so each consumer warp hands it back to both (its own empty barrier and the
-// other block's, 16 arrivals a phase), and the full barrier counts the peer's bytes as its own.
-// Why: at 4096^3 the card runs at its power cap (nvbench saw 1,440-1,485 MHz), and every byte not
-// moved from L2 is power left to the tensor cores.
 // Seed: Past the seeds; builds on half_wgmma and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation); -DBN (256, 128 or 64) from the description.
 #ifndef INPUT_BF16
@@ -81,10 +73,7 @@
 #ifndef SPLIT_K
 #define SPLIT_K 0
 #endif
-#ifndef MULTICAST
-#define MULTICAST 0
-#endif
-#if PAIRS || MULTICAST
+#if PAIRS
 #define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
 #else
 #define GW_CLUSTER_DIMS
@@ -115,9 +104,6 @@ constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
 static_assert(BN == 256 || ((BN == 128 || BN == 64) && !B_K_MAJOR), "BN: 256, or 128 or 64 with B N-major");
 static_assert(!SPLIT_K || PERSISTENT, "SPLIT_K splits the units of a persistent kernel");
-static_assert(!MULTICAST || (PERSISTENT && TMA && !B_K_MAJOR && !SPLIT_K && BN >= 128),
-              "MULTICAST: a persistent TMA kernel with B N-major in 64-column boxes the two blocks halve");
-constexpr int kEmptyArrivals = MULTICAST ? 16 : 8;  // consumer warps handing a slot back: this block's (and the peer's)
 
 #if SPLIT_K
 // Split-K's FP32 partial sums, one 128 x 256 tile per split tile, each thread's 128 accumulators
@@ -181,9 +167,9 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
 #endif
     // full: TMA, the one producer thread's arrival, which also announces the slab's bytes; else
     // each producer thread, once its copies of the slab are in.
-    if (threadIdx.x == 0) mbar_init_ring(bars, STAGES, by_tma ? 1 : 128, kEmptyArrivals);
-#if PAIRS || MULTICAST
-    cluster_sync();  // the barriers set up (MULTICAST: before the peer's copies and arrivals reach them)
+    if (threadIdx.x == 0) mbar_init_ring(bars, STAGES, by_tma ? 1 : 128);
+#if PAIRS
+    cluster_sync();  // the barriers set up, and the pair's two blocks start their slabs together
 #else
     __syncthreads();
 #endif
@@ -195,14 +181,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     // unit is one piece of a tile), as many as fill the SMs while each piece keeps 16 slabs (1,024
     // of K) at least: its 128 KiB of atomics cost more than they save below that (1024^3, cut in
     // four pieces of 4 slabs, ran at 31 % of cuBLAS, uncut at 43 %).
-#if MULTICAST
-    // Units are pairs of vertically adjacent tiles, one per cluster at a time; this block (its rank
-    // in the cluster) takes the pair's upper or lower tile. Past M (an odd count of tile rows) a
-    // block reads zeros and stores nothing, but still loads its half of B for the peer.
-    const int rank = (int)(blockIdx.x & 1);
-    const int tiles_n = (N + kBN - 1) / kBN, pair_rows = ((M + kBM - 1) / kBM + 1) / 2;
-    const int tile_first = blockIdx.x / 2, tile_step = gridDim.x / 2, tile_end = pair_rows * tiles_n;
-#elif PERSISTENT
+#if PERSISTENT
     const int tiles_n = (N + kBN - 1) / kBN, tiles_m = (M + kBM - 1) / kBM, tiles = tiles_m * tiles_n;
 #if SPLIT_K
     const int split = 2 * tiles <= (int)gridDim.x && tiles <= kMaxSplitTiles
@@ -229,10 +208,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     };
     auto tile_origin = [&](int unit, int& bm0, int& bn0) {
         int tile_m, tile_n;
-#if MULTICAST
-        raster_grouped_id(GROUP_M / 2, unit, tiles_n, pair_rows, tile_m, tile_n);  // GROUP_M tile rows a group
-        tile_m = 2 * tile_m + rank;
-#elif PERSISTENT
+#if PERSISTENT
         raster_grouped_id(GROUP_M, split > 1 ? unit % tiles : unit, tiles_n, tiles_m, tile_m, tile_n);
 #elif PAIRS
         (void)unit;
@@ -269,13 +245,6 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
                         tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, full(stage));
 #if B_K_MAJOR
                         tma_load_2d(b_ring + stage * kBStage, B_map, k0, bn0, full(stage));
-#elif MULTICAST
-                        // This block's half of the slab's boxes, into both blocks' rings (their full
-                        // barriers at the same offset count the bytes).
-#pragma unroll
-                        for (int j = rank * (kBN / 128); j < (rank + 1) * (kBN / 128); ++j)
-                            tma_load_2d_multicast(b_ring + stage * kBStage + j * kBBlock, B_map, bn0 + 64 * j, k0,
-                                                  full(stage), 0b11);
 #else
 #pragma unroll
                         for (int j = 0; j < kBN / 64; ++j)
@@ -285,7 +254,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
                 }
             }
             __syncwarp();  // warp 0 whole again before the cluster barrier (an aligned instruction)
-#if PAIRS || MULTICAST
+#if PAIRS
             cluster_sync();  // the consumers' barrier at the end (every thread of the pair takes part)
 #endif
             return;
@@ -369,7 +338,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
-#if PAIRS || MULTICAST
+#if PAIRS
         cluster_sync();  // the consumers' barrier at the end (every thread of the pair takes part)
 #endif
         return;
@@ -380,12 +349,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
     // A slab goes back to the producer once this warp's wgmmas on it are done.
     auto release = [&](int stage) {
-        if (lane == 0) {
-            mbar_arrive(empty(stage));
-#if MULTICAST
-            mbar_arrive_peer(empty(stage), rank ^ 1);  // the peer's producer writes this slot too
-#endif
-        }
+        if (lane == 0) mbar_arrive(empty(stage));
     };
 
     int it = 0;  // slabs this block has consumed so far, over all its tiles
@@ -480,9 +444,8 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         }
 #endif
     }
-#if PAIRS || MULTICAST
-    // The pair leaves together: its two SMs come free at the same moment for the next pair (and
-    // MULTICAST: no block leaves while its peer may still arrive on its barriers).
+#if PAIRS
+    // The pair leaves together: its two SMs come free at the same moment for the next pair.
     cluster_sync();
 #endif
 }
