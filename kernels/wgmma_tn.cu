@@ -1,7 +1,8 @@
 // Technique: Hopper's wgmma (sm_90a) in the TN form: A row-major (M x K) and B column-major
 // (stored as N rows of K, the layout of x * W^T), so both operands lie K-major, the one layout
 // wgmma reads 8-bit and 32-bit types in from shared memory, and nothing is turned on the way.
-// Persistent: one block per SM walks every gridDim.x-th tile of C in grouped order. Of 384
+// Persistent: a block per SM at most (as many as keep every block's count of tiles the same, as in
+// half_wgmma_ss.cu) walks every gridDim.x-th tile of C in grouped order. Of 384
 // threads, one thread of warpgroup 0 fills a STAGES-deep ring by TMA: a slab of A (128 rows x 128
 // bytes of k) and one of B (kBN columns x 128 bytes of k), each one box in the 128-byte swizzle,
 // counted by the full barrier's expect_tx. Warpgroups 1 and 2 each own 64 rows of the tile. The
