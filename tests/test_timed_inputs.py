@@ -147,6 +147,18 @@ def test_a_verdict_between_results_timed_over_other_inputs_says_so_first():
     assert toolchain_changes(head, head) == [] and toolchain_changes({}, head) == []
 
 
+def test_a_verdict_between_results_flushed_another_way_says_so_first():
+    """A worker moved to GEMMWATCH_L2_FLUSH=memset (to compare with do_bench) reads a GEMM at the power
+    cap a few per cent slower: the verdict names the flush before it blames the kernel. A hot result
+    (no flush, None) against a cold one is a change of mode, not of flush."""
+    base, head = {"l2_flush": "readwrite", "inputs": "uniform(-1,1)"}, {"l2_flush": "memset", "inputs": "uniform(-1,1)"}
+    assert toolchain_changes(base, head) == ["L2 flush readwrite -> memset"]
+    assert said_first(toolchain_changes(base, head), "4.2 % below the baseline").startswith(
+        "the environment changed between base and head (L2 flush readwrite -> memset)")
+    assert toolchain_changes(base, {**head, "l2_flush": None}) == []
+    assert toolchain_changes(head, head) == []
+
+
 
 @needs_confinement
 def test_a_launcher_case_is_timed_over_its_inputs_in_its_confined_process(shared_kernel_cache, monkeypatch):

@@ -14,10 +14,12 @@ def _itself(env: Any) -> dict[str, Any] | None:
 
 
 # (label, where in env, key). The inputs are not the toolchain's, but a change of them moves every
-# figure of a card at its power limit as a driver's does (core/description/inputs.py), so a verdict says it first.
+# figure of a card at its power limit as a driver's does (core/description/inputs.py), so a verdict says it
+# first; so does the cold samples' L2 flush (GEMMWATCH_L2_FLUSH): on an H200 at its cap the same launch
+# read 4-5 % slower at 4096^3 after a zero-fill than after the default read-and-write (docs/BENCHMARKS.md).
 _PARTS = (("compiler", resources_of, "compiler"), ("driver", gpu_of, "driver"),
           ("CUDA runtime", gpu_of, "cuda_runtime"), ("cuBLAS", gpu_of, "cublas"), ("CuPy", gpu_of, "cupy"),
-          ("inputs", _itself, "inputs"))
+          ("inputs", _itself, "inputs"), ("L2 flush", _itself, "l2_flush"))
 
 
 def toolchain(env: Any) -> dict[str, str]:
