@@ -288,11 +288,19 @@ class FakeDevice:
             named[kernel_args.SCRATCH_ROLE] = given
             kernel.scratch_given.append(given.nbytes)
         named.update({f"{x}_map": bytes(128) if x in by_value else np.uint64(0) for x in launch.tensor_maps})
-        passed = dict(zip(launch.args, kernel_args.values(kernel.plan, named, np)))
+        # By the plan's roles: a Triton kernel's compiled-in args are not among them, its descriptors are
+        # five parameters each.
+        passed = dict(zip([role for role, _how in kernel.plan.passing], kernel_args.values(kernel.plan, named, np)))
         hows = dict(kernel.plan.passing)
         for role, size in (("M", m), ("N", n), ("K", k)):
             if role in passed and int(passed[role]) != size:
                 raise AssertionError(f"{role} = {size} reached the kernel as {passed[role]!r}")
+        for x, (lines, inner) in {"A": (m, k), "B": (k, n), "C": (m, n)}.items():  # a descriptor: [lines, inner], [inner, 1]
+            if form.layout(x) != "row":
+                lines, inner = inner, lines
+            given = [passed.get(f"{x}_map.{part}") for part in ("shape0", "shape1", "stride0", "stride1")]
+            if given[0] is not None and [int(v) for v in given] != [lines, inner, inner, 1]:
+                raise AssertionError(f"{x}'s descriptor was given shape and strides {given}, not {[lines, inner, inner, 1]}")
         # An epilogue without alpha (or beta) computes as if it were 1 (or 0): it never sees the scalar.
         alpha = kernel_args.received(hows["alpha"], passed["alpha"]) if "alpha" in passed else 1.0
         beta = kernel_args.received(hows["beta"], passed["beta"]) if "beta" in passed else 0.0

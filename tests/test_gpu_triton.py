@@ -120,3 +120,24 @@ def test_a_device_descriptor_kernel_gets_its_scratch_and_is_verified(runner, siz
         "for k0 in range(0, K, BLOCK_K):", "for k0 in range(BLOCK_K, K, BLOCK_K):")})
     refused = runner.run_case(Case(0, wrong.name, *size, 7, KernelChoice(wrong, {}, "job")), POLICY)
     assert not refused.verified and "relative error" in refused.error, refused.error
+
+
+# -- host TensorDescriptors (tests/test_triton_kernels.py's HOST_DESCRIPTORS) --------------------------
+@pytest.mark.parametrize("size", [(4096, 4096, 4096), (1000, 1000, 1000), (64, 4096, 1024)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_a_kernel_taking_host_descriptors_is_verified(runner, size):
+    """Each descriptor's map made with the box and swizzle Triton compiled its copies for, passed by
+    value with the matrix's shape and strides; 1000 (a line of 2,000 bytes) has edges the TMA fills."""
+    from tests.test_triton_kernels import host_descriptors
+
+    out = runner.run_case(Case(0, "host_descriptors", *size, 7, KernelChoice(host_descriptors(), {}, "job")), POLICY)
+    assert out.verified and out.gflops > 0, out.error
+
+
+def test_a_host_descriptor_kernel_at_a_size_the_tma_cannot_take_is_refused(runner):
+    from tests.test_triton_kernels import host_descriptors
+
+    with pytest.raises(ValueError, match="reaches A through its tensor map alone .* not a multiple of 16"):
+        runner.run_case(Case(0, "host_descriptors", 1000, 1003, 997, 7, KernelChoice(host_descriptors(), {}, "job")),
+                        POLICY)
+

@@ -278,3 +278,83 @@ def test_a_device_descriptor_kernel_runs_through_a_job_with_its_scratch(tmp_path
     per_program = runner.device.compiled[0].scratch.per_program
     programs = 2 * 2  # 96 x 80 in 64 x 64 tiles (the fixture's defines)
     assert calls and set(calls) == {programs * per_program}, calls
+
+# -- host TensorDescriptors: a kernel that takes each matrix as a descriptor made on the host ----------
+HOST_DESCRIPTORS = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def matmul_tma(a_desc, b_desc, c_desc, M, N, K,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        acc = tl.dot(a_desc.load([pid_m * BLOCK_M, k0]), b_desc.load([k0, pid_n * BLOCK_N]), acc)
+    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+'''
+
+
+def host_descriptors(**changes) -> KernelDescription:
+    """The descriptors' blocks as TensorDescriptor.from_tensor would be given them: A [BLOCK_M, BLOCK_K],
+    B [BLOCK_K, BLOCK_N], C [BLOCK_M, BLOCK_N], written as boxes (the contiguous side first)."""
+    return described(**{"name": "host_descriptors", "files": {"matmul.py": HOST_DESCRIPTORS}, "entry": "matmul_tma",
+                        "args": ["A_map", "B_map", "C_map", "M", "N", "K"],
+                        "defines": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64},
+                        "tensor_maps": {"A": {"box": ["BLOCK_K", "BLOCK_M"]}, "B": {"box": ["BLOCK_N", "BLOCK_K"]},
+                                        "C": {"box": ["BLOCK_N", "BLOCK_M"]}},
+                        **changes})
+
+
+def test_a_host_descriptor_is_a_map_by_value_then_the_matrix_s_shape_and_strides(tmp_path):
+    """What Triton's launcher passes for a TensorDescriptor: the 128-byte map, shape (i32) and strides
+    (i64) of the matrix as it lies; and each map's box and swizzle as Triton compiled its copies for
+    (its 128-byte rows: B's [64, 128] block of FP16 is two boxes of 64 x 64)."""
+    built, loaded = compiled(host_descriptors(), tmp_path)
+    (kernel,) = built.kernels
+    assert [t for t, _s in kernel["params"]][:1] == [None]  # Triton's cubin: sizes only
+    passing = loaded.plan.passing
+    for i, x in enumerate("ABC"):
+        assert passing[5 * i:5 * i + 5] == ((f"{x}_map", "map"), (f"{x}_map.shape0", "i32"), (f"{x}_map.shape1", "i32"),
+                                             (f"{x}_map.stride0", "i64"), (f"{x}_map.stride1", "i64")), passing
+    assert passing[15:18] == (("M", "i32"), ("N", "i32"), ("K", "i32"))
+    assert loaded.descriptors == {"A": (64, 128, 128), "B": (64, 64, 128), "C": (64, 128, 128)}, loaded.descriptors
+    assert kernel_args.maps_by_value(loaded.plan) == {"A", "B", "C"}
+
+
+def test_a_descriptor_s_shape_and_strides_follow_the_matrix_s_layout():
+    from worker.arguments import tensor_maps
+
+    launch = resolve(host_descriptors(layout={"A": "row", "B": "col", "C": "row"}), {}, H100_FIGURES, "job")
+    got = tensor_maps.descriptor_values(launch, 96, 80, 64)
+    assert got == {"A_map.shape0": 96, "A_map.shape1": 64, "A_map.stride0": 64, "A_map.stride1": 1,
+                   "B_map.shape0": 80, "B_map.shape1": 64, "B_map.stride0": 64, "B_map.stride1": 1,  # N lines of K
+                   "C_map.shape0": 96, "C_map.shape1": 80, "C_map.stride0": 80, "C_map.stride1": 1}
+    with pytest.raises(ValueError, match="cannot run a batch"):
+        tensor_maps.descriptor_values(launch, 96, 80, 64, batch=2)
+
+
+def test_a_triton_descriptor_takes_triton_s_swizzle_not_one_of_its_own():
+    with pytest.raises(ValidationError, match="tensor_maps.A.swizzle: a Triton kernel's descriptor takes the swizzle"):
+        host_descriptors(tensor_maps={"A": {"box": ["BLOCK_K", "BLOCK_M"], "swizzle": 128},
+                                      "B": {"box": ["BLOCK_N", "BLOCK_K"]}, "C": {"box": ["BLOCK_N", "BLOCK_M"]}})
+
+
+def test_a_host_descriptor_kernel_runs_on_the_cpu_double_and_a_size_the_tma_cannot_take_is_refused(tmp_path,
+                                                                                                   monkeypatch):
+    """Through the runner on the CPU double: verified, each descriptor given the matrix's shape and strides
+    (the double checks them against the sizes); at K = 997 (a line of A of 1994 bytes) there is no map,
+    and the case is refused saying so before any launch."""
+    from tests.fake_gpu import CpuRunner
+    from worker.measure.cases import Case, KernelChoice, TimingPolicy
+
+    monkeypatch.setenv("GEMMWATCH_DATA_DIR", str(tmp_path))
+    runner = CpuRunner()
+    policy = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.3, GEMMWATCH_MIN_TIME_S=0))
+    out = runner.run_case(Case(0, "host_descriptors", 96, 80, 64, 3, KernelChoice(host_descriptors(), {}, "job")),
+                          policy)
+    assert out.verified and out.gflops, out.error
+    with pytest.raises(ValueError, match="reaches A through its tensor map alone .* 1994 bytes, not a multiple of 16"):
+        runner.run_case(Case(0, "host_descriptors", 96, 80, 997, 3, KernelChoice(host_descriptors(), {}, "job")),
+                        policy)

@@ -74,7 +74,9 @@ class KernelDescription(BaseModel):
                                             'parameter never read: zero in its type), "=2" (a constant in its type)')
     tensor_maps: dict[Literal["A", "B", "C"], TensorMap] = Field(
         default_factory=dict, description="TMA tensor maps the kernel takes (sm_90 and later), by matrix; each needs "
-                                          "its A_map, B_map or C_map in args")
+                                          "its A_map, B_map or C_map in args. A Triton kernel's X_map is a host "
+                                          "TensorDescriptor over X: its block shape is the box (contiguous side "
+                                          "first, as for a CUDA map; it may read the kernel's constexprs), no swizzle")
     layout: Literal["row", "column"] | OperandLayouts = Field(
         "row", description='how A (M x K), B (K x N) and C (M x N) lie in memory: all alike ("row", "column"), or '
                            'each its own ({"A": "row", "B": "col", "C": "row"}); leading dimensions and batch '
@@ -247,10 +249,11 @@ class KernelDescription(BaseModel):
             raise ValueError("the tunables make more than 4096 combinations")
         for value, where in self.expressions():
             try:
-                if self.language == "triton" and where.startswith("grid"):
-                    # A Triton grid reads its @triton.autotune configuration's values as well ("cdiv(M,
-                    # BLOCK_SIZE_M)"), known only once its file is read: the names are checked when the case
-                    # runs, its form (operators, cdiv/min/max) here, whoever wrote it (a wrapper's too).
+                if self.language == "triton" and where.startswith(("grid", "tensor_maps")):
+                    # A Triton grid (and a descriptor's block) reads its @triton.autotune configuration's
+                    # values as well ("cdiv(M, BLOCK_SIZE_M)"), known only once its file is read: the names are
+                    # checked when the case runs, its form (operators, cdiv/min/max) here, whoever wrote it
+                    # (a wrapper's too).
                     if isinstance(value, str):
                         kernel_expr.parse(value)
                     continue

@@ -3,8 +3,8 @@
 launches, and a repository's own host launcher (gemmwatch's adapters among them). Called by
 KernelDescription's own validation; each refusal names the field to change."""
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from core.description.description_fields import DEFAULT_ARGS
 from core.description.gemm_form import GemmForm
@@ -42,7 +42,7 @@ class Described(Protocol):
     @property
     def libraries(self) -> Sequence[str]: ...
     @property
-    def tensor_maps(self) -> object: ...
+    def tensor_maps(self) -> Mapping[Any, Any]: ...
     @property
     def include_dirs(self) -> Sequence[str]: ...
     @property
@@ -71,8 +71,13 @@ def check_triton(desc: Described) -> None:
     elif desc.entry is None or not desc.entry.isidentifier():
         raise ValueError(f"entry {desc.entry!r}: the name of the @triton.jit function in {desc.source}")
     given = [name for name, value in (("launcher", desc.launcher), ("block", desc.block), ("flags", desc.flags),
-                                      ("libraries", desc.libraries), ("tensor_maps", desc.tensor_maps),
-                                      ("include_dirs", desc.include_dirs)) if value]
+                                      ("libraries", desc.libraries), ("include_dirs", desc.include_dirs)) if value]
+    # A_map (B_map, C_map) on a Triton kernel is a host TensorDescriptor over that matrix: its block
+    # shape is the map's box; the swizzle is Triton's to choose, and the runner takes the one it chose.
+    swizzled = [matrix for matrix, spec in desc.tensor_maps.items() if spec.swizzle]
+    if swizzled:
+        raise ValueError(f"tensor_maps.{swizzled[0]}.swizzle: a Triton kernel's descriptor takes the swizzle Triton "
+                         "compiles it for; leave it out")
     if given or desc.compiler != "nvrtc" or desc.dynamic_smem != 0:
         what = ", ".join(given + (["compiler"] if desc.compiler != "nvrtc" else [])
                          + (["dynamic_smem"] if desc.dynamic_smem != 0 else []))

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy
 
 from core.description.description_fields import is_filler
-from worker.arguments import half_arrays
-from worker.arguments.tensor_maps import MAP_BYTES
+from worker.arguments import half_arrays, tensor_maps
+from worker.arguments.tensor_maps import DESCRIPTOR_PARTS, MAP_BYTES, descriptor_roles, triton_box
 
 INTEGER_ROLES = frozenset({"M", "N", "K", "lda", "ldb", "ldc", "batch", "stride_a", "stride_b", "stride_c"})
 SCALAR_ROLES = frozenset({"alpha", "beta"})
@@ -175,7 +175,7 @@ def filler_value(role: str):
 
 
 def _by_size(role: str, size: int, input_type: str) -> str:
-    if role in INTEGER_ROLES:
+    if role in INTEGER_ROLES or role.rpartition(".")[2] in DESCRIPTOR_PARTS:  # a Triton descriptor's shape, strides
         return {4: "i32", 8: "i64"}.get(size, f"!{role} must be a 4- or 8-byte integer, not {size} bytes")
     if role in SCALAR_ROLES:
         two = "bf16" if input_type == "bfloat16" else "f16"
@@ -237,6 +237,9 @@ class LoadedKernel:
     compiler: str
     shared_bytes: int | None = None  # the dynamic shared memory its compiler says a launch needs (Triton)
     scratch: Scratch | None = None  # the global scratch a launch needs (Triton's device-side descriptors)
+    # Triton's host TensorDescriptors, by matrix: the box and swizzle it compiled their copies for
+    # (contiguous side, lines, swizzle bytes), which the map the runner makes must have.
+    descriptors: dict[str, tuple[int, int, int]] | None = None
 
 
 def loaded_key(launch) -> tuple:
@@ -261,10 +264,18 @@ def load(built, launch, get_function) -> LoadedKernel:
     # A launcher's entry is launched by the launcher, with arguments of its making: only its
     # resources are read here (the launcher's own plan: worker/compile/launcher_library.py).
     roles = tuple(launch.args)
-    scratch = None
+    scratch = descriptors = None
     if "declared" in kernel:  # Triton: the parameters it adds after the declared ones
         if "kept" in kernel:  # the args Triton compiled in (a stride of 1) are no parameters of the cubin
             roles = tuple(roles[i] for i in kernel["kept"])
+        maps = [role for role in roles if role.endswith("_map")]
+        if maps:  # each host TensorDescriptor: its map, then the matrix's shape and strides
+            roles = tuple(part for role in roles for part in (descriptor_roles(role) if role in maps else (role,)))
+            compiled_for = kernel.get("descriptors") or []
+            if len(compiled_for) != len(maps):
+                raise ArgumentMismatch(f"{launch.entry}: args name {len(maps)} descriptor(s) ({', '.join(maps)}) but "
+                                       f"Triton compiled {len(compiled_for)}")
+            descriptors = {role.removesuffix("_map"): triton_box(meta) for role, meta in zip(maps, compiled_for)}
         added = max(0, len(kernel["params"]) - len(roles))
         per_program, align = (kernel.get("scratch") or [0, 1])[:2]
         if per_program:  # the first added one is its global scratch: a null there would fault
@@ -277,7 +288,8 @@ def load(built, launch, get_function) -> LoadedKernel:
             roles += ("null",) * added
     arg_plan = None if launch.launcher else plan(launch.entry, roles, kernel["params"], precision.input_type,
                                                  precision.output_type)
-    return LoadedKernel(get_function(kernel["symbol"]), arg_plan, built.compiler, kernel.get("shared"), scratch)
+    return LoadedKernel(get_function(kernel["symbol"]), arg_plan, built.compiler, kernel.get("shared"), scratch,
+                        descriptors)
 
 
 def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float, batch: int = 1) -> dict:
@@ -288,4 +300,6 @@ def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: fl
     for x in ("A", "B", "C"):
         named[f"ld{x.lower()}"] = form.leading_dimension(x, m, n, k)
         named[f"stride_{x.lower()}"] = form.batch_stride(x, m, n, k)
+    if launch.language == "triton" and launch.tensor_maps:  # its descriptors' shapes and strides
+        named.update(tensor_maps.descriptor_values(launch, m, n, k, batch))
     return named

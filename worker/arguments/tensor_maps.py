@@ -78,6 +78,39 @@ def encode(req: MapRequest) -> bytes:
     return ctypes.string_at(at, MAP_BYTES)
 
 
+# A Triton kernel's host TensorDescriptor (`X_map` in its args) is five parameters in its cubin: the
+# map by value, then the matrix's shape and strides as Triton's launcher passes them (lines, then
+# the contiguous side; i32 shapes, i64 strides).
+DESCRIPTOR_PARTS = ("shape0", "shape1", "stride0", "stride1")
+_SWIZZLE_BYTES = {code: span for span, code in _SWIZZLE.items()}
+
+
+def descriptor_roles(map_role: str) -> tuple[str, ...]:
+    """The parameters a Triton kernel's descriptor `A_map` becomes: A_map, A_map.shape0, ... A_map.stride1."""
+    return (map_role, *(f"{map_role}.{part}" for part in DESCRIPTOR_PARTS))
+
+
+def descriptor_values(launch, m: int, n: int, k: int, batch: int = 1) -> dict[str, int]:
+    """The shape and strides a Triton kernel's descriptors are given, as the matrices lie (packed):
+    [lines, contiguous extent] and [line length, 1], as TensorDescriptor.from_tensor gives them."""
+    if batch != 1:
+        raise ValueError(f"{launch.entry} takes its matrices as 2-D TensorDescriptors, which span one matrix: "
+                         "it cannot run a batch")
+    out = {}
+    for matrix in launch.tensor_maps:
+        rows, cols = _shape(matrix, m, n, k)
+        inner, outer = (cols, rows) if launch.form.layout(matrix) == "row" else (rows, cols)
+        out.update(zip(descriptor_roles(f"{matrix}_map")[1:], (outer, inner, inner, 1)))
+    return out
+
+
+def triton_box(meta: dict) -> tuple[int, int, int]:
+    """The box and swizzle Triton compiled a descriptor's loads for (its `tensordesc_meta` entry:
+    block_size [lines, contiguous], the CUtensorMapSwizzle code), as (contiguous, lines, swizzle bytes)."""
+    lines, inner = meta["block_size"][-2:]
+    return int(inner), int(lines), _SWIZZLE_BYTES[int(meta["swizzle"])]
+
+
 def _shape(matrix: str, m: int, n: int, k: int) -> tuple[int, int]:
     return {"A": (m, k), "B": (k, n), "C": (m, n)}[matrix]
 

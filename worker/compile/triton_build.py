@@ -12,6 +12,7 @@ from core.description.kernel_description import KernelDescription
 from worker.compile import failed_compiles
 from worker.compile.failed_compiles import digest_of
 from worker.arguments.kernel_args import INTEGER_ROLES
+from worker.arguments.tensor_maps import data_type
 from worker.compile.compile_cache import build
 from worker.compile.compile_process import run_sandbox
 from worker.compile.compiled import CompiledKernel, CompileRefused, CompilerConfinement
@@ -47,6 +48,10 @@ def types(launch: Launch) -> list[str]:
             out.append("i32")
         elif role == "null":
             out.append("*fp32")
+        elif role.endswith("_map"):  # a host TensorDescriptor: its block [lines, contiguous] from tensor_maps
+            matrix = role.removesuffix("_map")
+            inner, outer, _swizzle = launch.tensor_maps[matrix]
+            out.append(f"tensordesc<{POINTER[data_type(launch, matrix)][1:]}[{outer}, {inner}]>")
         elif is_filler(role) and role != "ignored" and float(role[1:]).is_integer():
             out.append("i32")  # "=1": a stride of 1, say
         elif role in ("alpha", "beta") or is_filler(role):

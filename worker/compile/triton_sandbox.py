@@ -185,7 +185,11 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
             described.update(shared=int(meta.shared), num_warps=int(meta.num_warps), declared=len(plain), kept=kept,
                              scratch=[int(getattr(meta, "global_scratch_size", 0) or 0),
                                       int(getattr(meta, "global_scratch_align", 1) or 1)],
-                             ctas=int(getattr(meta, "num_ctas", 1) or 1))
+                             ctas=int(getattr(meta, "num_ctas", 1) or 1),
+                             # Per host TensorDescriptor parameter, in order: the box and swizzle its loads
+                             # and stores were compiled for, which the runner's map must match.
+                             descriptors=[{"block_size": list(d["block_size"]), "swizzle": int(d["swizzle"])}
+                                          for d in (getattr(meta, "tensordesc_meta", None) or [])])
     return reply
 
 

@@ -196,6 +196,7 @@ class CupyDevice:
         named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch)
         by_value = kernel_args.maps_by_value(kernel.plan)
         for matrix, box in launch.tensor_maps.items():
+            box = (kernel.descriptors or {}).get(matrix, box)  # a Triton descriptor: the box Triton compiled for
             encoded = self._tensor_map(matrix, launch, m, n, k, {"A": a, "B": b, "C": c}[matrix], box)
             # By value: the bytes themselves (problem.kernel_call refused the sizes with no map);
             # by address: the map in device memory, kept alive by the call, or address 0.
