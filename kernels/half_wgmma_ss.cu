@@ -28,7 +28,7 @@
 // can be (half.cuh's store_wgmma_rows), else two columns at a time.
 // Why faster than _tma: at 4096^3 each SM ran 4 tiles, each paying that start and end; the step
 // took 4096^3 from 74 % to 88 % of cuBLAS, 2048^3 from 63 % to 79 %.
-// The grid (the descriptions') is the fewest blocks that keep the fewest waves, cdiv(tiles,
+// The grid (the descriptions' balanced_grid) is the fewest blocks that keep the fewest waves, cdiv(tiles,
 // cdiv(tiles, SM_COUNT)), at most one per SM: every block walks the same number of tiles. At 4096^3
 // that is 128 blocks of 4 tiles where min(tiles, SM_COUNT) gave 132 of which 16 had 3; the time is
 // the 4 tiles either way, but the 4 SMs left idle leave their power to the others at the card's cap

@@ -43,11 +43,22 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def balanced_grid(tiles: int, slots: int) -> int:
+    """Blocks of a persistent kernel that walks `tiles` on at most `slots` blocks (one an SM): the
+    fewest that keep the fewest waves, so that every block walks the same count of tiles (512 tiles
+    on 132 SMs: 128 blocks of 4, not 132 of which 16 walk 3). At a card's power cap the SMs left idle
+    leave their power to the others; the kernel lasts as many tiles either way."""
+    if slots <= 0:
+        raise ExprError("balanced_grid: the slots must be positive")
+    return _cdiv(tiles, _cdiv(tiles, slots)) if tiles > 0 else 0
+
+
 FUNCTIONS: dict[str, Callable[..., int]] = {
     "cdiv": _cdiv,  # ceil(a / b): tiles needed to cover a
     "min": min,
     "max": max,
     "split_tail_grid": split_tail_grid,
+    "balanced_grid": balanced_grid,
 }
 
 _BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
