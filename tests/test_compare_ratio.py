@@ -7,7 +7,7 @@ import random
 import pytest
 
 from core.results.sample_stats import SpeedRatio, median_ci, speed_ratio
-from tests.fake_results import A100, H100, add_job, samples_around
+from tests.fake_results import A100, add_job, samples_around
 from tests.test_dashboard import traces
 
 SIZE = (4096, 4096, 4096)

@@ -44,7 +44,7 @@ def test_a_kernel_right_in_its_own_layouts_is_verified_beside_cublas_in_the_same
     assert out.verified, out.error
     assert out.rel_error < 1e-6
     assert out.form == f"{a[0]}{b[0]}{c[0]}"
-    assert out.env["form"]["layout"] == {x: "column" if l == "col" else "row" for x, l in zip("ABC", (a, b, c))}
+    assert out.env["form"]["layout"] == {x: "column" if lay == "col" else "row" for x, lay in zip("ABC", (a, b, c))}
     if (a, b, c) != ("row", "row", "row"):  # the default form keeps the calls its figures were measured with
         assert "op " in out.env["cublas_call"] and out.env["cublas_rel_error"] < 1e-6
 

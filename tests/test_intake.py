@@ -9,7 +9,6 @@ import json
 import threading
 import uuid
 
-import pytest
 import redis
 from fastapi import HTTPException
 from sqlalchemy import select

@@ -9,7 +9,6 @@ hold on a busy 2-core machine.
 import time
 
 import httpx
-import pytest
 
 from core.description.builtins import builtin_kernels
 from core.records.db import session_factory

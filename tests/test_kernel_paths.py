@@ -86,7 +86,8 @@ def test_every_builtin_through_the_api_a_worker_and_a_confirmation(cfg, start_wo
         assert all(r["verified"] for r in job["results"]), [r["error"] for r in job["results"] if not r["verified"]]
         return job
 
-    base, head = run("aaaa0001", []), run("aaaa0002", ["aaaa0001"])
+    run("aaaa0001", [])  # the base's results, which the head's confirmation compares with
+    head = run("aaaa0002", ["aaaa0001"])
     resp = client.post(f"/api/jobs/{head['id']}/confirm", json={})
     assert resp.status_code == 202, resp.text
     confirm = wait_for_job(client, resp.json()["id"], timeout=1800)

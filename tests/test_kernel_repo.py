@@ -118,7 +118,6 @@ def test_a_compile_error_in_a_header_names_that_headers_own_path_and_line(tmp_pa
         "const int WARPSIZE = 32;", "const int WARPSIZE = ;")}})
     with pytest.raises(compiler.CompileError) as failed:
         compiler.compile_launch(resolve(broken, {}, H100_FIGURES), "9.0", Settings(GEMMWATCH_DATA_DIR=str(tmp_path)))
-    import re
 
     line = rowwise.files[header].splitlines().index("const int WARPSIZE = 32; // the fixture's one constant") + 1
     assert f"{header}({line}): error" in str(failed.value), str(failed.value)

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from sqlalchemy import update
@@ -145,7 +146,7 @@ def _up_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _start_up(tmp_path, **extra_env: str) -> tuple[subprocess.Popen, str, "Path"]:
+def _start_up(tmp_path, **extra_env: str) -> tuple[subprocess.Popen, str, Path]:
     from tests.parallel import free_port
 
     port = free_port()

@@ -17,7 +17,7 @@ import statistics
 import pytest
 
 from core.settings import Settings
-from tests.fake_gpu import CUBLAS_GFLOPS, SAMPLE_OVERHEAD_MS, CpuRunner, FakeKernel
+from tests.fake_gpu import CUBLAS_GFLOPS, SAMPLE_OVERHEAD_MS, CpuRunner
 from tests.test_kernel_repo import REPO
 from worker.measure.cases import Case, KernelChoice, TimingPolicy, builtin_case
 from worker.measure.verify import LEAVES_C, READS_C

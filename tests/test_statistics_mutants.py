@@ -193,8 +193,8 @@ def test_the_medians_interval_covers_95_percent(n):
 
     samples = [float(i) for i in np.random.default_rng(n).permutation(n)]
     lo, hi = median_ci(samples)
-    l, u = int(lo) + 1, int(hi) + 1
-    coverage = sum(comb(n, k) for k in range(l, u)) / 2**n
+    first, past = int(lo) + 1, int(hi) + 1
+    coverage = sum(comb(n, k) for k in range(first, past)) / 2**n
     assert 0.945 <= coverage < 0.99
 
 
