@@ -47,8 +47,7 @@ def request(matrix: str, layout: str, m: int, n: int, k: int, address: int, data
             box: tuple[int, int, int]) -> MapRequest | None:
     """The map of A (M x K), B (K x N) or C (M x N) as `layout` stores it, or None where the TMA
     cannot describe it (a base not 16-byte aligned, a line not a multiple of 16 bytes)."""
-    rows, cols = _shape(matrix, m, n, k)
-    inner, outer = (cols, rows) if layout == "row" else (rows, cols)
+    inner, outer = _as_stored(matrix, layout, m, n, k)
     line_bytes = inner * TYPE_BYTES[data_type]
     if address % 16 or line_bytes % 16:
         return None
@@ -98,8 +97,7 @@ def descriptor_values(launch, m: int, n: int, k: int, batch: int = 1) -> dict[st
                          "it cannot run a batch")
     out = {}
     for matrix in launch.tensor_maps:
-        rows, cols = _shape(matrix, m, n, k)
-        inner, outer = (cols, rows) if launch.form.layout(matrix) == "row" else (rows, cols)
+        inner, outer = _as_stored(matrix, launch.form.layout(matrix), m, n, k)
         out.update(zip(descriptor_roles(f"{matrix}_map")[1:], (outer, inner, inner, 1)))
     return out
 
@@ -111,8 +109,10 @@ def triton_box(meta: dict) -> tuple[int, int, int]:
     return int(inner), int(lines), _SWIZZLE_BYTES[int(meta["swizzle"])]
 
 
-def _shape(matrix: str, m: int, n: int, k: int) -> tuple[int, int]:
-    return {"A": (m, k), "B": (k, n), "C": (m, n)}[matrix]
+def _as_stored(matrix: str, layout: str, m: int, n: int, k: int) -> tuple[int, int]:
+    """A (M x K), B (K x N) or C (M x N) as `layout` stores it: (elements along a line, lines)."""
+    rows, cols = {"A": (m, k), "B": (k, n), "C": (m, n)}[matrix]
+    return (cols, rows) if layout == "row" else (rows, cols)
 
 
 def data_type(launch, matrix: str) -> str:
@@ -132,8 +132,7 @@ def unreadable(launch, m: int, n: int, k: int, by_value: frozenset[str] = frozen
         layout = launch.form.layout(matrix)
         # Device allocations are aligned far past 16 bytes: only the line can fail here.
         if request(matrix, layout, m, n, k, 0, kind, box) is None:
-            rows, cols = _shape(matrix, m, n, k)
-            line = cols if layout == "row" else rows
+            line = _as_stored(matrix, layout, m, n, k)[0]
             how = (f"through its tensor map alone ({matrix}_map, no {matrix} among its args)" if alone else
                    f"through {matrix}_map, which it takes by value (a map by address could be 0 here)")
             return (f"{launch.entry} reaches {matrix} {how}, and the TMA cannot describe {matrix} at {m}x{n}x{k}: "
