@@ -13,6 +13,10 @@
 //   an FADD, and the error grows with K. So each slab's products are summed from zero (scale-d 0
 //   on the slab's first wgmma) and added into an FP32 total by FADD once a slab (128 of K). That
 //   costs a second set of 64 registers per thread, which is why the tile is 128 wide, not 256.
+//   -DFP8_BN=192 (fp8_wgmma_tn_192): 128 x 192 tiles, four m64n192k32 a slab, 96 accumulators and
+//   a 96-float total (192 of the consumers' 224 registers). A slab is 40 KiB for 1.5 times the
+//   multiplies of a 32 KiB one: a sixth less L2 per multiply, which pays at 4096^3 and up; below,
+//   its fewer tiles leave SMs idle.
 //   C in BF16 (OUTPUT_FP32=1: FP32); the per-tensor scales reach the kernel folded into alpha.
 // - TF32 (-DINPUT_TF32=1, tf32_wgmma_tn): 128 x 256 tiles, a slab 32 k, four m64n256k8 a slab
 //   summed in place (FP32 accumulators need no promotion), the previous slab's group waited for
@@ -31,7 +35,7 @@
 // GEMMWATCH_ROUND_TOWARD_ZERO rounds a BF16 C toward zero (half.cuh).
 // Seed: Past the seeds; builds on fp8_wgmma (the FP8 wgmma and its promotion) and
 // half_wgmma_ss's persistent rung (the ring across tiles, TMA from one thread).
-// Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation).
+// Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation). -DFP8_BN: the FP8 tile's width.
 #ifndef INPUT_TF32
 #define INPUT_TF32 0
 #endif
@@ -40,6 +44,9 @@
 #endif
 #ifndef OUTPUT_FP32
 #define OUTPUT_FP32 INPUT_TF32  // TF32: C in FP32
+#endif
+#ifndef FP8_BN
+#define FP8_BN 128  // columns of an FP8 tile: 128, or 192 (fp8_wgmma_tn_192)
 #endif
 #ifndef STAGES
 #define STAGES 6
@@ -62,7 +69,7 @@ constexpr int kBN = 256;            // columns of C per tile: wgmma N
 constexpr bool kPromote = false;
 #else
 typedef __nv_fp8_e4m3 elem_t;
-constexpr int kBN = 128;
+constexpr int kBN = FP8_BN;
 constexpr bool kPromote = true;     // each slab's sum into an FP32 total (the FP8 accumulate caveat)
 #endif
 constexpr int kBM = 128;            // rows of C per tile: 2 consumer warpgroups x wgmma M 64
@@ -76,6 +83,7 @@ constexpr int kAcc = kBN / 2;       // FP32 accumulators per consumer thread (FP
 constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
+static_assert(kBN == 128 || kBN == 192 || kBN == 256, "wgmma_ss_e4m3 and wgmma_ss_tf32 are spelt for these widths");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
