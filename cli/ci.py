@@ -7,7 +7,9 @@ may hold on the server (GET /api/limits) is measured in several jobs, its kernel
 reported as one.
 
 Exit codes: 0 no regression, 1 regression, 2 a failed or unverified result (a confirmation that
-could not re-measure a case too), 3 server unreachable or timed out.
+could not re-measure a case too), 3 server unreachable or timed out. A case not run by design ("not
+applicable": a kernel built for another GPU target, or one whose sizes are compiled in, at another size)
+is listed and fails nothing.
 """
 
 import os
@@ -163,7 +165,7 @@ def summary(job: dict, verdicts: list[dict], base_label: str, confirmation: list
 
 
 VERDICT_ICONS = {"regression": "❌ regression", "unverified": "❌ unverified", "ok": "✅ ok", "faster": "🚀 faster",
-                 "no baseline": "— no baseline", "undecided": "❔ undecided",
+                 "no baseline": "— no baseline", "undecided": "❔ undecided", "not applicable": "➖ not applicable",
                  "confirmation failed": "❌ confirmation failed"}
 # A confirmation's word for the verdict it gives a case. "failed": the base or head kernel could
 # not be re-measured (a compile error, a wrong result): the build cannot trust the history verdict.
@@ -189,7 +191,7 @@ def final_verdicts(verdicts: list[dict], confirmation: list[dict] | None) -> lis
     final = []
     for v in verdicts:
         word = CONFIRMED_AS.get(confirmed.get((v["variant"], v["m"], v["n"], v["k"], _form(v))))
-        final.append({**v, "status": word} if word and v["status"] != "unverified" else v)
+        final.append({**v, "status": word} if word and v["status"] not in ("unverified", "not applicable") else v)
     return final
 
 

@@ -83,3 +83,26 @@ def test_a_job_on_another_gpu_reports_the_wgmma_variant_as_not_applicable(
         assert wgmma["error"] == (f"not applicable: tf32_wgmma is built for sm_90a and runs only on compute "
                                   f"capability 9.0; this GPU has {cc}")
         assert wgmma["env"]["not_applicable"] is True
+
+
+def test_a_not_applicable_case_is_its_own_verdict_and_fails_no_build(tmp_path, sqlite_url, redis_url, start_worker):
+    """The CI hook's verdict for a case not run by design (here sm_90a on an A100): "not applicable",
+    shown as such, and neither "unverified" (exit 2) nor taken to a confirmation."""
+    from cli.ci import OK, exit_code, summary
+
+    cfg = make_settings(tmp_path, sqlite_url, redis_url)
+    upgrade_database(cfg)
+    client = make_client(cfg)
+    start_worker(cfg, FAKE_GPU_COMPUTE_CAPABILITY="8.0")
+    resp = client.post("/api/jobs", json={"variants": ["tf32_wgmma", "naive"], "sizes": [[64, 48, 32]],
+                                          "commit": {"sha": "c0ffee1", "branch": "main"}})
+    assert resp.status_code == 202, resp.text
+    job = wait_for_job(client, resp.json()["id"], timeout=90)
+    verdicts = client.get(f"/api/jobs/{job['id']}/verdicts").json()
+    by_variant = {v["variant"]: v for v in verdicts}
+    assert by_variant["tf32_wgmma"]["status"] == "not applicable", by_variant["tf32_wgmma"]
+    assert by_variant["tf32_wgmma"]["reason"].startswith("not applicable: tf32_wgmma is built for sm_90a")
+    assert by_variant["naive"]["status"] == "no baseline"
+    assert exit_code(job, verdicts) == OK
+    assert "➖ not applicable" in summary(job, verdicts, "main")
+    assert exit_code(job, [{**by_variant["tf32_wgmma"], "status": "unverified"}]) != OK  # what it was before

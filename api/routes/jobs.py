@@ -111,8 +111,8 @@ def get_verdicts(
     base: Annotated[str | None, Query(description="base commit sha (or prefix)", pattern=r"^[0-9a-fA-F]{4,64}$")] = None,
     base_branch: Annotated[str | None, Query(description="compare with this branch's history", max_length=200)] = None,
 ):
-    """Per result: regression, ok, faster, no baseline or unverified, against the base commit,
-    the base branch, or (neither given) earlier results on the job's own branch."""
+    """Per result: regression, ok, faster, no baseline, unverified or not applicable (not run by design),
+    against the base commit, the base branch, or (neither given) earlier results on the job's own branch."""
     job = db.get(Job, job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id}")

@@ -52,7 +52,7 @@ class ExportedResult(BaseModel):
     gflops: float | None
     pct_of_cublas: float | None = Field(description="its speed as a percentage of cuBLAS's in the same form and precision")
     timing: Timing
-    verdict: str = Field(description="regression, faster, ok, undecided, no baseline, unverified or confirmation failed: "
+    verdict: str = Field(description="regression, faster, ok, undecided, no baseline, unverified, not applicable or confirmation failed: "
                                      "a confirmation's word where one re-measured the case, else its history's")
     delta: float | None = Field(description="(gflops - baseline mean) / baseline mean, from its history")
     confirmed: str | None = Field(description="the same-job A/B confirmation's status, where one measured this case")

@@ -17,7 +17,7 @@ from core.jobs.job_states import OPEN
 MIN_PREFIX = 7  # like git's short sha: a shorter prefix would match too much to be a permalink
 # Where a row stands in the page: what needs a look first.
 RANK = {"regression": 0, "unverified": 1, "confirmation failed": 1, "faster": 2, "undecided": 3, "no baseline": 4,
-        "ok": 5}
+        "ok": 5, "not applicable": 6}
 COLUMNS = ["gpu", "job_id", "variant", "m", "n", "k", "mode", "compute_mode", "form", "gflops", "pct_of_cublas",
            "delta",
            "status", "confirmed", "ratio", "low", "high", "reason", "resource_changes", "anchor"]

@@ -176,6 +176,8 @@ def confirmation(job: Job, th: PairedThresholds, profiles: dict[int, Profile] | 
     """Each case's verdict from its pairs; with `profiles` (by result id), each one's profile line."""
     out = []
     for r in job.results:
+        if r.status == "not applicable":  # a pair the job's kernels x sizes made that one kernel cannot run
+            continue
         ab = ab_of(r.env) or {}
         head_res, base_res = resources_of(r.env), resources_of(r.env, "base_resources")
         profile = (profiles or {}).get(r.id)
