@@ -182,23 +182,21 @@ GW_SS_NB(wgmma_ss_f16_nb, 64, 128, f16, 64, 65, 66)
 GW_SS_NB(wgmma_ss_bf16_nb, 32, 64, bf16, 32, 33, 34)
 GW_SS_NB(wgmma_ss_f16_nb, 32, 64, f16, 32, 33, 34)
 
-// FP8: d (+)= A (64 x 32 e4m3, K-major) * B (32 x 128 e4m3, K-major: wgmma has no transposed form
-// for 8-bit types), both from shared memory; `accumulate` 0 starts d from zero (scale-d 0).
-__device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b,
-                                              int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " GW_D64 ", %64, %65, p, 1, 1;\n}\n"
-                 : GW_D64_OUT
-                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-// The same at N = 192 (96 floats a thread): fp8_wgmma_tn_192's 128 x 192 tiles.
-__device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[96], unsigned long long desc_a, unsigned long long desc_b,
-                                              int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 " GW_D96 ", %96, %97, p, 1, 1;\n}\n"
-                 : GW_D96_OUT
-                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
+// FP8: d (+)= A (64 x 32 e4m3, K-major) * B (32 x N e4m3, K-major: wgmma has no transposed form
+// for 8-bit types), both from shared memory; `accumulate` 0 starts d from zero (scale-d 0). One
+// overload per tile width, told apart by the accumulators a thread holds (N / 2): N = 128 (64, the
+// 128 x 128 tiles of fp8_wgmma_tn) and N = 192 (96, fp8_wgmma_tn_192). A, B and P as in GW_SS_NB.
+#define GW_SS_E4M3(NACC, N, A, B, P)                                                                            \
+    __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[NACC], unsigned long long desc_a,                   \
+                                                  unsigned long long desc_b, int accumulate) {                  \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n"                                         \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 " GW_D##NACC                     \
+                     ", %" #A ", %" #B ", p, 1, 1;\n}\n"                                                       \
+                     : GW_D##NACC##_OUT                                                                         \
+                     : "l"(desc_a), "l"(desc_b), "r"(accumulate));                                              \
+    }
+GW_SS_E4M3(64, 128, 64, 65, 66)
+GW_SS_E4M3(96, 192, 96, 97, 98)
 
 // TF32 with both operands K-major in shared memory (wgmma_tn): d (+)= A (64 x 8) * B (8 x 256);
 // `accumulate` 0 starts d from zero.
@@ -211,6 +209,7 @@ __device__ __forceinline__ void wgmma_ss_tf32(float (&d)[128], unsigned long lon
 }
 
 #undef GW_SS_NB
+#undef GW_SS_E4M3
 #undef GW_D32
 #undef GW_D32_OUT
 #undef GW_D64
