@@ -141,3 +141,21 @@ def test_a_host_descriptor_kernel_at_a_size_the_tma_cannot_take_is_refused(runne
         runner.run_case(Case(0, "host_descriptors", 1000, 1003, 997, 7, KernelChoice(host_descriptors(), {}, "job")),
                         POLICY)
 
+
+
+# -- Triton code as Helion generates it (tests/fixtures/helion_generated) ----------------------------
+
+
+def test_helion_s_generated_code_is_verified_on_the_gpu_through_its_launcher(runner):
+    from tests.test_triton_wrapper import helion_generated
+
+    dynamic = helion_generated("matmul_dynamic")
+    for size in [(1000, 1003, 997), (2048, 2048, 2048)]:
+        out = runner.run_case(Case(0, dynamic.name, *size, 7, KernelChoice(dynamic, {}, "job")), POLICY)
+        assert out.verified and out.gflops > 0, out.error
+        assert out.env["launch"]["entry"] == "_helion_matmul_dynamic"
+    fixed = helion_generated("matmul", sizes=["64"])
+    out = runner.run_case(Case(0, fixed.name, 64, 64, 64, 7, KernelChoice(fixed, {}, "job")), POLICY)
+    assert out.verified and out.gflops > 0, out.error
+    other = runner.run_case(Case(0, fixed.name, 128, 128, 128, 7, KernelChoice(fixed, {}, "job")), POLICY)
+    assert other.not_applicable and not other.verified, other.error

@@ -201,3 +201,61 @@ def test_triton_s_tutorials_read_through_their_own_wrappers_as_their_manifest_de
     for m, n, bm, bn in [(4096, 4096, 128, 256), (1000, 1003, 64, 64), (8192, 1024, 128, 128)]:
         scope = {"M": m, "N": n, "K": 64, "BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "SM_COUNT": 132}
         assert grid_at(read, **scope) == grid_at(by_hand, **scope)
+
+
+HELION = FIXTURES / "helion_generated"
+
+
+def helion_generated(wrapper: str, **changes) -> KernelDescription:
+    """Triton code as Helion generates it (tests/fixtures/helion_generated), given by its wrapper."""
+    return KernelDescription.model_validate({
+        "name": f"helion_{wrapper}", "language": "triton", "source": "matmul.py", "wrapper": wrapper,
+        "files": {"matmul.py": (HELION / "matmul.py").read_text()}, "compute_mode": "fp16", **changes})
+
+
+def test_helion_s_generated_code_is_read_through_its_launcher_as_one_launch(runner):
+    """`_launcher(kernel, grid, *args, num_warps=...)`, the launcher's default imported from helion.runtime
+    (never loaded: a stand-in launches as kernel[grid] does); its hints, unevaluated under the file's
+    `from __future__ import annotations`, name types it never imports."""
+    call = runner.device.wrapper_call(helion_generated("matmul_dynamic"))
+    assert call["entry"] == "_helion_matmul_dynamic"
+    assert call["args"] == ["A", "B", "C", "M", "N", "K", "lda", "=1", "ldb", "=1", "ldc", "=1"], call["args"]
+    assert call["triton"] == {"num_warps": 4, "num_stages": 2}
+    read = helion_generated("matmul_dynamic").with_wrapper_call(call)
+    assert [grid_at(read, M=m, N=n, K=64) for m, n in [(64, 64), (100, 33)]] == [4, 8]
+    for m, n, k in [(64, 64, 64), (100, 130, 70)]:
+        out = runner.run_case(Case(0, "helion_matmul_dynamic", m, n, k, 3,
+                                   KernelChoice(helion_generated("matmul_dynamic"), {}, "job")), POLICY)
+        assert out.verified and out.gflops, out.error
+
+
+def test_a_kernel_with_its_sizes_compiled_in_needs_them_named_and_runs_at_those_alone(runner):
+    """Helion's static_shapes: no size among the launch's arguments, a grid of numbers. Without "sizes" it
+    is refused with the reason; with them a case at that size is checked and timed, one at any other is
+    not run (at 96 x 96 x 96 this kernel would read and write past its 64 x 64 matrices)."""
+    plain = helion_generated("matmul")
+    call = runner.device.wrapper_call(plain)
+    assert (call["args"], call["grid"]["x"]) == (["A", "B", "C"], "4")
+    with pytest.raises(ValueError, match=r'sizes are compiled in .*"sizes": \["4096"\]'):
+        plain.with_wrapper_call(call)
+    with pytest.raises(ValueError, match="sizes are compiled in"):
+        runner.run_case(Case(0, plain.name, 64, 64, 64, 3, KernelChoice(plain, {}, "job")), POLICY)
+    fixed = helion_generated("matmul", sizes=["64"])
+    out = runner.run_case(Case(0, fixed.name, 64, 64, 64, 3, KernelChoice(fixed, {}, "job")), POLICY)
+    assert out.verified and out.gflops, out.error
+    other = runner.run_case(Case(0, fixed.name, 96, 96, 96, 3, KernelChoice(fixed, {}, "job")), POLICY)
+    assert other.not_applicable and other.gflops is None and not other.verified
+    assert "runs at 64×64×64 only" in other.error and "96×96×96" in other.error
+
+
+@pytest.mark.parametrize(("sizes", "fixed"), [(["4096"], {(4096, 4096, 4096)}),
+                                              (["1000x1003x997", "8"], {(1000, 1003, 997), (8, 8, 8)})])
+def test_a_description_s_sizes_are_cubes_or_m_x_n_x_k(sizes, fixed):
+    assert helion_generated("matmul", sizes=sizes).fixed_sizes == fixed
+    assert helion_generated("matmul").fixed_sizes is None
+
+
+@pytest.mark.parametrize("sizes", [[], ["0"], ["64x64"], ["64x64x64x2"], ["-1"], ["1234567"], ["64 x 64 x 64"]])
+def test_a_size_that_is_not_one_is_refused_by_the_schema(sizes):
+    with pytest.raises(ValidationError, match="sizes"):
+        helion_generated("matmul", sizes=sizes)

@@ -112,6 +112,12 @@ class KernelDescription(BaseModel):
                           "@triton.jit launch it makes: the kernel, which parameter is which matrix, size or "
                           "stride, its tl.constexpr values and its grid; that kernel is then compiled, checked and "
                           "timed as if so described (the wrapper's own Python is not in the time)")
+    sizes: list[Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{0,5}(x[1-9][0-9]{0,5}x[1-9][0-9]{0,5})?$")]] | None = Field(
+        None, min_length=1, max_length=16,
+        description='the only sizes the kernel runs at, "MxNxK" or "4096" for a cube, where its sizes are compiled '
+                    "in (a Helion kernel's Triton code under static_shapes, a kernel with #define N 4096): a case at "
+                    "another size is not run, and says so. A wrapper whose launch passes no size and a grid of "
+                    "fixed numbers is refused without it")
     libraries: list[Literal["cutlass"]] = Field(
         default_factory=list, max_length=4,
         description='header libraries the worker provides, pinned, for an nvcc kernel: "cutlass" puts CUTLASS\'s '
@@ -334,6 +340,14 @@ class KernelDescription(BaseModel):
         return gemm_form.form_of(self.layout, self.epilogue, self.accumulate, self.roles, self.compute_mode,
                                  self.output)
 
+    @property
+    def fixed_sizes(self) -> set[tuple[int, int, int]] | None:
+        """The sizes its `sizes` allows, as (M, N, K); None where it runs at any."""
+        if self.sizes is None:
+            return None
+        return {(d[0], d[0], d[0]) if len(d) == 1 else (d[0], d[1], d[2])
+                for d in ([int(x) for x in text.split("x")] for text in self.sizes)}
+
     def with_wrapper_call(self, call: dict[str, Any]) -> "KernelDescription":
         """The kernel this description's `wrapper` launches, described as a user would by hand: the
         launch the worker read off it (worker/compile/triton_wrapper.py: entry, args, defines, grid, Triton
@@ -345,6 +359,12 @@ class KernelDescription(BaseModel):
         options = {**read, **own}
         if read.get("string_constexprs") or own.get("string_constexprs"):  # word by word, the user's last
             options["string_constexprs"] = {**read.get("string_constexprs", {}), **own.get("string_constexprs", {})}
+        sized = any(arg in PROBLEM_NAMES or arg in ("lda", "ldb", "ldc") for arg in call["args"]) or not all(
+            str(g).isdigit() for g in call["grid"].values())
+        if not sized and self.sizes is None:
+            raise ValueError(f"{self.name}: its wrapper {self.wrapper} launches {call['entry']} with no size among its "
+                             "arguments and a grid of fixed numbers, so its sizes are compiled in (as Helion's "
+                             'static_shapes compiles them): say at which sizes it runs, "sizes": ["4096"]')
         data.update(entry=call["entry"], args=call["args"], grid=call["grid"],
                     defines={**call.get("defines", {}), **self.defines}, **({"triton": options} if options else {}))
         try:

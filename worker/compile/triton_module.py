@@ -16,6 +16,7 @@ defined (which backend, which target, which torch device) for the worker's GPU, 
 rest (nothing is launched here). Only the standard library and Triton are imported.
 """
 
+import __future__
 import ast
 import sys
 import types
@@ -23,7 +24,9 @@ import types
 # Frameworks that are never loaded where a file is read: nothing runs on a GPU there, and torch's
 # import half-succeeds in a confined process (it cannot open /dev/urandom) and can then crash it.
 # A file imports them for its wrapper and script, not to define its kernel.
-NOT_LOADED = ("torch", "cupy", "cupyx", "jax", "tensorflow", "paddle")
+# Helion too: it imports torch, and its generated code needs only its launcher, which a wrapper's
+# reading stands in for (worker/compile/triton_wrapper.py).
+NOT_LOADED = ("torch", "cupy", "cupyx", "jax", "tensorflow", "paddle", "helion")
 
 DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
                ast.AnnAssign, ast.AugAssign)
@@ -96,10 +99,17 @@ def load(path: str, name: str = "gemmwatch_job_kernel", preset: dict | None = No
     module.__file__ = path
     sys.modules[name] = module  # Triton and dataclasses look a function's module up by name
     failed = []
+    # Each statement is compiled on its own, so the file's `from __future__ import annotations` must be
+    # passed on to every one (as Helion's generated code needs: its hints name types it never imports).
+    features = 0
+    for statement in tree.body:
+        if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
+            features |= sum(getattr(__future__, alias.name).compiler_flag for alias in statement.names
+                            if hasattr(__future__, alias.name))
     for statement in tree.body:
         if not runs(statement):
             continue
-        code = compile(ast.Module(body=[statement], type_ignores=[]), path, "exec")
+        code = compile(ast.Module(body=[statement], type_ignores=[]), path, "exec", flags=features, dont_inherit=True)
         try:
             exec(code, module.__dict__)
         except Exception as exc:  # the file's own statement: kept as a note, the next one runs

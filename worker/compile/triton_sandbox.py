@@ -127,6 +127,8 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     try:
         # A wrapper's file gets its stand-in for torch before its first statement (worker/compile/triton_wrapper.py).
         preset = {"torch": triton_wrapper.Torch([])} if request.get("wrapper") else None
+        if request.get("wrapper"):  # Helion's generated code imports its launcher
+            sys.modules.update(triton_wrapper.helion_modules())
         module, skipped = triton_module.load(source, preset=preset)
     except SyntaxError:
         return {"ok": False, "log": f"{request['source']} is not valid Python:\n{traceback.format_exc(limit=0)}"}

@@ -10,10 +10,12 @@ expression of the sizes and the configuration's values: the description of the k
 otherwise write by hand (core/description/kernel_description.py `with_wrapper_call`), which the runner then
 compiles, checks and times like any Triton kernel. Standard library and Triton only; torch is never
 loaded: the wrapper meets a stand-in for the few calls a wrapper makes (`torch.empty`, the dtypes,
-the device's SM count).
+the device's SM count). The Triton code Helion generates is read the same way: its wrapper launches
+through `_launcher`, whose default a stand-in for `helion.runtime` supplies (`helion_modules`).
 """
 
 import builtins
+import types
 
 
 class Unsupported(Exception):
@@ -149,12 +151,39 @@ class Torch:
 
     zeros = empty
 
+    @staticmethod
+    def promote_types(first: str, second: str) -> str:
+        """The wider of two types, as torch promotes them (for C's type: both are A's and B's)."""
+        order = ("float8_e4m3fn", "float16", "bfloat16", "float32")
+        if first == second:
+            return first
+        if {first, second} == {"float16", "bfloat16"}:
+            return "float32"
+        return max(first, second, key=lambda name: order.index(name) if name in order else len(order))
+
     def empty_like(self, other, dtype=None, **_kwargs):
         return self.empty(other.shape, dtype=dtype or other.dtype)
 
     def __getattr__(self, name):
         raise Unsupported(f"the wrapper calls torch.{name}, which gemmwatch's stand-in for torch does not offer "
                           "(empty, zeros, empty_like, the dtypes, cuda.get_device_properties)")
+
+
+def helion_modules() -> dict[str, types.ModuleType]:
+    """`helion` and `helion.runtime` as the Triton code Helion generates imports them (`from helion.runtime
+    import default_launcher as _default_launcher`, the wrapper's `_launcher=` default): a launcher that
+    launches as `kernel[grid](*args, **options)` does, which is how Helion's own launches (triton's run
+    with that grid), so the launch is read like any other. Nothing else of Helion is offered: the file is
+    its output, not Helion itself, which imports torch and is never loaded here."""
+    def default_launcher(kernel, grid, *args, **options):
+        return kernel[grid](*args, **options)
+
+    runtime = types.ModuleType("helion.runtime")
+    runtime.default_launcher = default_launcher
+    package = types.ModuleType("helion")
+    package.__path__ = []  # a package, so that `helion.runtime` is found in sys.modules under it
+    package.runtime = runtime
+    return {"helion": package, "helion.runtime": runtime}
 
 
 def matrices(layout: dict, input_type: str) -> tuple[Tensor, Tensor]:

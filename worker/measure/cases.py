@@ -222,6 +222,12 @@ def not_applicable(case: Case, compute_capability: str, mode: str) -> CaseOutcom
         why = target_refusal(choice.description.name, choice.target, have) if choice is not None else None
         if why is not None:
             return CaseOutcome.not_applicable_here(why, mode)
+        fixed = choice.description.fixed_sizes if choice is not None else None
+        if fixed is not None and (case.m, case.n, case.k) not in fixed:
+            at = ", ".join("×".join(map(str, size)) for size in sorted(fixed))
+            return CaseOutcome.not_applicable_here(
+                f"not applicable: {choice.description.name} runs at {at} only (its sizes are compiled in: its "
+                f"description's sizes); this case is {case.m}×{case.n}×{case.k}", mode)
     return None
 
 
