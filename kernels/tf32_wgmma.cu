@@ -17,6 +17,13 @@
 // adjacent tiles, the same rows of C: the pair is placed on two SMs of one GPC at the same time,
 // starts its slabs together and leaves together (cluster barriers), so both read each A slab at
 // about the same moment. No data passes between the two.
+// -DTWO_FRAGS=1 (tf32_wgmma_pairs_2frags) keeps two sets of B^T fragments: a slab's wgmmas read one
+// while the next slab's are loaded into the other, so each consumer warpgroup waits for the previous
+// slab's group only (wait_group 1) instead of ending every slab in wait_group 0. ptxas batches the
+// four wgmmas of a slab either way (the SASS: one WARPGROUP.ARRIVE per four HGMMA).
+// -DPERSISTENT=1 (tf32_wgmma_persistent, with TWO_FRAGS, without clusters): a block per SM at most
+// walks every gridDim.x-th tile in grouped order, the ring running on across tiles, so the next
+// tile's slabs load while this one's C is stored.
 // Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DBM (128 or 256: rows of C per block, wgmma's N), -DSTAGES (ring depth), -DGROUP_M.
 #include "common.cuh"
@@ -41,6 +48,12 @@
 #ifndef PAIRS
 #define PAIRS 0
 #endif
+#ifndef TWO_FRAGS
+#define TWO_FRAGS 0
+#endif
+#ifndef PERSISTENT
+#define PERSISTENT 0
+#endif
 #if PAIRS
 #define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
 #else
@@ -55,6 +68,9 @@
 #if SPLIT3
 #define PRODUCER_REGS "56"
 #define CONSUMER_REGS "224"
+#elif PERSISTENT  // the producer's tile loop keeps more alive: at 56 it spilled; 128 x 88 >= 256 x 40
+#define PRODUCER_REGS "80"
+#define CONSUMER_REGS "208"
 #else
 #define PRODUCER_REGS "40"
 #define CONSUMER_REGS "232"
@@ -78,6 +94,8 @@ static_assert(BM == 128 || BM == 256, "BM is wgmma's N: 128 or 256 here");
 static_assert(!SPLIT3 || BM == 128, "SPLIT3 keeps two sets of accumulators: BM = 256 would need 256 registers");
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
 static_assert(!(SPLIT3 && TMA_A), "SPLIT3 splits the A pieces its own threads copied: not with TMA_A");
+static_assert(!(SPLIT3 && TWO_FRAGS), "TWO_FRAGS keeps the plain kernel's slab in flight: not with SPLIT3's promotion");
+static_assert(!PERSISTENT || (TWO_FRAGS && !PAIRS), "PERSISTENT is written for TWO_FRAGS, without clusters");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
@@ -119,13 +137,30 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     __syncthreads();
 #endif
 
+#if PERSISTENT
+    // A block per SM at most walks every gridDim.x-th tile in grouped order, its ring running on
+    // across tiles (as wgmma_tn.cu): the next tile's slabs load while this one's C is stored.
+    const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + kBN - 1) / kBN;
+    const int tiles = tiles_m * tiles_n, first_tile = blockIdx.x, tile_step = gridDim.x;
+    auto tile_origin = [&](int tile, int& bm0, int& bn0) {
+        int tile_m, tile_n;
+        raster_grouped_id(GROUP_M, tile, tiles_n, tiles_m, tile_m, tile_n);
+        bm0 = tile_m * kBM;
+        bn0 = tile_n * kBN;
+    };
+#else
     int tile_m, tile_n;
 #if PAIRS
     raster_grouped_pairs(GROUP_M, tile_m, tile_n);  // the grid's width is even (the description's grid)
 #else
     raster_grouped(GROUP_M, tile_m, tile_n);
 #endif
-    const int bm0 = tile_m * kBM, bn0 = tile_n * kBN;
+    const int tiles = 1, first_tile = 0, tile_step = 1;  // one tile: the block's
+    auto tile_origin = [&](int, int& bm0, int& bn0) {
+        bm0 = tile_m * kBM;
+        bn0 = tile_n * kBN;
+    };
+#endif
     const int slabs = (K + kBK - 1) / kBK;  // >= 1
     const int role = threadIdx.x / 128;     // 0: producer, 1 and 2: consumers
 #if TMA_A
@@ -143,7 +178,6 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         // B piece: chunk b_c (4 n) of k-rows b_r + 4 j.
         const int b_c = tid & 31, b_r = tid >> 5;
         const unsigned b_dst0 = b_r * kBRow * 4 + b_c * 16;
-        const bool b_cols_in = bn0 + kBN <= N;
 #if TMA_A
         if (a_by_tma && tid == 0) tensormap_acquire(A_map);
 #endif
@@ -175,9 +209,14 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         };
 #endif
 
-        for (int s = 0; s < slabs; ++s) {
-            const int stage = s % STAGES;
-            if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
+        int it = 0;  // slabs this block has filled so far, over all its tiles: the ring's position
+        for (int tile = first_tile; tile < tiles; tile += tile_step) {
+        int bm0, bn0;
+        tile_origin(tile, bm0, bn0);
+        const bool b_cols_in = bn0 + kBN <= N;
+        for (int s = 0; s < slabs; ++s, ++it) {
+            const int stage = it % STAGES;
+            if (it >= STAGES) mbar_wait(empty(stage), ((it / STAGES) + 1) & 1);
             const int k0 = s * kBK;
 #if TMA_A
             if (a_by_tma) {
@@ -213,6 +252,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
             mbar_arrive_on_copies(full(stage));
 #endif
         }
+        }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
 #if SPLIT3
         split_a(slabs - 1);
@@ -230,19 +270,71 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     const int n_local = wg * 64 + warp * 16 + g;  // this lane's B^T rows: n_local and n_local + 8
 
     float acc[kAcc];
+#if TWO_FRAGS
+    // One slab: its B^T fragments into `frag` (rounded to TF32), its four wgmmas issued and committed.
+    auto slab_wgmmas = [&](unsigned (&frag)[kBK / 8][4], int s, int stage) {
+        const float* bs = b_ring_ptr + stage * (kBStage / 4);
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+        for (int kk = 0; kk < kBK / 8; ++kk) {
+            const float* p = bs + (kk * 8 + t) * kBRow + n_local;
+            const float x[4] = {p[0], p[8], p[4 * kBRow], p[4 * kBRow + 8]};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) frag[kk][e] = to_tf32(x[e]);
+        }
+        const unsigned long long desc = k_major_sw128_desc(a_ring + stage * kAStage);
+        wgmma_fence();
+        fence_operands(acc);
+#ifdef GEMMWATCH_TEST_SKIP_SLAB
+        if (s != GEMMWATCH_TEST_SKIP_SLAB)
+#endif
+#pragma unroll
+        for (int kk = 0; kk < kBK / 8; ++kk) wgmma_tf32(acc, frag[kk], desc + 2 * kk);
+        wgmma_commit();
+    };
+#endif
 #if SPLIT3
     // The tensor cores' FP32 accumulation loses more at each add than an FADD rounded to nearest:
     // summed over all of K in `acc`, the error grew with K (2.9e-5 of |C| at 4096^3, 5.7e-5 at
     // 8192^3, against cuBLAS FP32's 1.2e-6). So each slab's products are summed from zero in `acc`
     // and added into `total` here, by FADD, once per slab.
     float total[kAcc];
+#endif
+    int it = 0;  // slabs this block has consumed so far, over all its tiles
+    for (int tile = first_tile; tile < tiles; tile += tile_step) {
+    int bm0, bn0;
+    tile_origin(tile, bm0, bn0);
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+#if SPLIT3
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) total[i] = 0.0f;
 #endif
 
-    for (int s = 0; s < slabs; ++s) {
+#if TWO_FRAGS
+    // Two sets of B^T fragments: slab s's wgmmas read one set while slab s+1's fragments are loaded
+    // into the other, so a warpgroup waits for the previous slab's group only (wait_group 1) and keeps
+    // its own wgmmas in flight across the fragment loads. The set a slab loads into was last read by
+    // slab s-2's group, which that wait has seen done.
+    unsigned frags[2][kBK / 8][4];
+    for (int s = 0; s < slabs; ++s, ++it) {
+        const int stage = it % STAGES;
+        mbar_wait(full(stage), (it / STAGES) & 1);
+        if (!a_by_tma)
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        if (it & 1)
+            slab_wgmmas(frags[1], s, stage);
+        else
+            slab_wgmmas(frags[0], s, stage);
+        wgmma_wait<1>();  // the previous slab's group: its stage goes back to the producer
+        fence_operands(acc);
+        if (s > 0 && lane == 0) mbar_arrive(empty((it - 1) % STAGES));
+    }
+    // The tile's last group: both fragment sets and every stage free for the next tile.
+    wgmma_wait<0>();
+    fence_operands(acc);
+    if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));
+#else
+    for (int s = 0; s < slabs; ++s, ++it) {  // one tile: `it` is s
         const int stage = s % STAGES;
         mbar_wait(full(stage), (s / STAGES) & 1);
         // The copies were made by the generic proxy; wgmma reads through the async proxy. (A TMA
@@ -297,6 +389,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         for (int i = 0; i < kAcc; ++i) total[i] += acc[i];
 #endif
     }
+#endif
 #if SPLIT3
     const float(&result)[kAcc] = total;
 #else
@@ -313,6 +406,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
             const int n = n0 + (e >= 2 ? 8 : 0);
             if (m < M && n < N) store_axpby(C + (size_t)m * N + n, result[4 * j + e], alpha, beta);
         }
+    }
     }
 #if PAIRS
     // The pair leaves together: its two SMs come free at the same moment for the next pair.
