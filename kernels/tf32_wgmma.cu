@@ -21,9 +21,6 @@
 // while the next slab's are loaded into the other, so each consumer warpgroup waits for the previous
 // slab's group only (wait_group 1) instead of ending every slab in wait_group 0. ptxas batches the
 // four wgmmas of a slab either way (the SASS: one WARPGROUP.ARRIVE per four HGMMA).
-// -DPERSISTENT=1 (tf32_wgmma_persistent, with TWO_FRAGS, without clusters): a block per SM at most
-// walks every gridDim.x-th tile in grouped order, the ring running on across tiles, so the next
-// tile's slabs load while this one's C is stored.
 // Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DBM (128 or 256: rows of C per block, wgmma's N), -DSTAGES (ring depth), -DGROUP_M.
 #include "common.cuh"
@@ -51,9 +48,6 @@
 #ifndef TWO_FRAGS
 #define TWO_FRAGS 0
 #endif
-#ifndef PERSISTENT
-#define PERSISTENT 0
-#endif
 #if PAIRS
 #define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
 #else
@@ -68,9 +62,6 @@
 #if SPLIT3
 #define PRODUCER_REGS "56"
 #define CONSUMER_REGS "224"
-#elif PERSISTENT  // the producer's tile loop keeps more alive: at 56 it spilled; 128 x 88 >= 256 x 40
-#define PRODUCER_REGS "80"
-#define CONSUMER_REGS "208"
 #else
 #define PRODUCER_REGS "40"
 #define CONSUMER_REGS "232"
@@ -95,7 +86,6 @@ static_assert(!SPLIT3 || BM == 128, "SPLIT3 keeps two sets of accumulators: BM =
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
 static_assert(!(SPLIT3 && TMA_A), "SPLIT3 splits the A pieces its own threads copied: not with TMA_A");
 static_assert(!(SPLIT3 && TWO_FRAGS), "TWO_FRAGS keeps the plain kernel's slab in flight: not with SPLIT3's promotion");
-static_assert(!PERSISTENT || (TWO_FRAGS && !PAIRS), "PERSISTENT is written for TWO_FRAGS, without clusters");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
@@ -137,30 +127,13 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     __syncthreads();
 #endif
 
-#if PERSISTENT
-    // A block per SM at most walks every gridDim.x-th tile in grouped order, its ring running on
-    // across tiles (as wgmma_tn.cu): the next tile's slabs load while this one's C is stored.
-    const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + kBN - 1) / kBN;
-    const int tiles = tiles_m * tiles_n, first_tile = blockIdx.x, tile_step = gridDim.x;
-    auto tile_origin = [&](int tile, int& bm0, int& bn0) {
-        int tile_m, tile_n;
-        raster_grouped_id(GROUP_M, tile, tiles_n, tiles_m, tile_m, tile_n);
-        bm0 = tile_m * kBM;
-        bn0 = tile_n * kBN;
-    };
-#else
     int tile_m, tile_n;
 #if PAIRS
     raster_grouped_pairs(GROUP_M, tile_m, tile_n);  // the grid's width is even (the description's grid)
 #else
     raster_grouped(GROUP_M, tile_m, tile_n);
 #endif
-    const int tiles = 1, first_tile = 0, tile_step = 1;  // one tile: the block's
-    auto tile_origin = [&](int, int& bm0, int& bn0) {
-        bm0 = tile_m * kBM;
-        bn0 = tile_n * kBN;
-    };
-#endif
+    const int bm0 = tile_m * kBM, bn0 = tile_n * kBN;
     const int slabs = (K + kBK - 1) / kBK;  // >= 1
     const int role = threadIdx.x / 128;     // 0: producer, 1 and 2: consumers
 #if TMA_A
@@ -178,6 +151,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         // B piece: chunk b_c (4 n) of k-rows b_r + 4 j.
         const int b_c = tid & 31, b_r = tid >> 5;
         const unsigned b_dst0 = b_r * kBRow * 4 + b_c * 16;
+        const bool b_cols_in = bn0 + kBN <= N;
 #if TMA_A
         if (a_by_tma && tid == 0) tensormap_acquire(A_map);
 #endif
@@ -209,14 +183,9 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         };
 #endif
 
-        int it = 0;  // slabs this block has filled so far, over all its tiles: the ring's position
-        for (int tile = first_tile; tile < tiles; tile += tile_step) {
-        int bm0, bn0;
-        tile_origin(tile, bm0, bn0);
-        const bool b_cols_in = bn0 + kBN <= N;
-        for (int s = 0; s < slabs; ++s, ++it) {
-            const int stage = it % STAGES;
-            if (it >= STAGES) mbar_wait(empty(stage), ((it / STAGES) + 1) & 1);
+        for (int s = 0; s < slabs; ++s) {
+            const int stage = s % STAGES;
+            if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
             const int k0 = s * kBK;
 #if TMA_A
             if (a_by_tma) {
@@ -252,7 +221,6 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
             mbar_arrive_on_copies(full(stage));
 #endif
         }
-        }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
 #if SPLIT3
         split_a(slabs - 1);
@@ -270,6 +238,8 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     const int n_local = wg * 64 + warp * 16 + g;  // this lane's B^T rows: n_local and n_local + 8
 
     float acc[kAcc];
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 #if TWO_FRAGS
     // One slab: its B^T fragments into `frag` (rounded to TF32), its four wgmmas issued and committed.
     auto slab_wgmmas = [&](unsigned (&frag)[kBK / 8][4], int s, int stage) {
@@ -298,14 +268,6 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     // 8192^3, against cuBLAS FP32's 1.2e-6). So each slab's products are summed from zero in `acc`
     // and added into `total` here, by FADD, once per slab.
     float total[kAcc];
-#endif
-    int it = 0;  // slabs this block has consumed so far, over all its tiles
-    for (int tile = first_tile; tile < tiles; tile += tile_step) {
-    int bm0, bn0;
-    tile_origin(tile, bm0, bn0);
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-#if SPLIT3
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) total[i] = 0.0f;
 #endif
@@ -316,25 +278,24 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     // its own wgmmas in flight across the fragment loads. The set a slab loads into was last read by
     // slab s-2's group, which that wait has seen done.
     unsigned frags[2][kBK / 8][4];
-    for (int s = 0; s < slabs; ++s, ++it) {
-        const int stage = it % STAGES;
-        mbar_wait(full(stage), (it / STAGES) & 1);
+    for (int s = 0; s < slabs; ++s) {
+        const int stage = s % STAGES;
+        mbar_wait(full(stage), (s / STAGES) & 1);
         if (!a_by_tma)
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        if (it & 1)
+        if (s & 1)
             slab_wgmmas(frags[1], s, stage);
         else
             slab_wgmmas(frags[0], s, stage);
         wgmma_wait<1>();  // the previous slab's group: its stage goes back to the producer
         fence_operands(acc);
-        if (s > 0 && lane == 0) mbar_arrive(empty((it - 1) % STAGES));
+        if (s > 0 && lane == 0) mbar_arrive(empty((s - 1) % STAGES));
     }
-    // The tile's last group: both fragment sets and every stage free for the next tile.
     wgmma_wait<0>();
     fence_operands(acc);
-    if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));
+    if (lane == 0) mbar_arrive(empty((slabs - 1) % STAGES));
 #else
-    for (int s = 0; s < slabs; ++s, ++it) {  // one tile: `it` is s
+    for (int s = 0; s < slabs; ++s) {
         const int stage = s % STAGES;
         mbar_wait(full(stage), (s / STAGES) & 1);
         // The copies were made by the generic proxy; wgmma reads through the async proxy. (A TMA
@@ -406,7 +367,6 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
             const int n = n0 + (e >= 2 ? 8 : 0);
             if (m < M && n < N) store_axpby(C + (size_t)m * N + n, result[4 * j + e], alpha, beta);
         }
-    }
     }
 #if PAIRS
     // The pair leaves together: its two SMs come free at the same moment for the next pair.
