@@ -49,7 +49,10 @@ class Ladder:
 def load_ladders(db: Session, size: Size, mode: str, gpu_model: str | None = None,
                  precision: str = "fp32", form: str = DEFAULT_KEY) -> list[Ladder]:
     m, n, k = size
-    where = [Result.m == m, Result.n == n, Result.k == k, Result.mode == mode, of_precision(precision), of_form(form)]
+    # A case not run by design (another GPU target, sizes compiled in) is no rung: it has no speed and
+    # failed nothing.
+    where = [Result.m == m, Result.n == n, Result.k == k, Result.mode == mode, of_precision(precision), of_form(form),
+             Result.status != "not applicable"]
     if gpu_model:
         where.append(Gpu.model == gpu_model)
     newest = (

@@ -36,7 +36,9 @@ def _result(job, case_index, variant, size, gflops, verified, gpu_id, commit_id,
     cublas = cublas_gflops or 2 * gflops
     return Result(job_id=job.id, case_index=case_index, variant=variant, m=m, n=n, k=k, mode=mode, form=form,
                   gpu_id=gpu_id, commit_id=commit_id, verified=verified,
-                  status="passed" if verified else "incorrect",  # as status_of reads these fields (core/results)
+                  # as status_of reads these fields (core/results)
+                  status="passed" if verified else ("not applicable" if (error or "").startswith("not applicable")
+                                                    else "incorrect"),
                   rel_error=1e-7 if verified else 0.5, median_ms=ms if verified else None,
                   gflops=gflops if verified else None, cublas_gflops=cublas if verified else None,
                   pct_of_cublas=100 * gflops / cublas if verified else None, n_samples=10, noise=noise,

@@ -542,3 +542,16 @@ def test_a_job_that_ended_on_no_gpu_does_not_wait_for_one(client, cfg):
         db.commit()
     assert "GPU none: no worker ran it" in client.get(f"/jobs/{ended}").text
     assert "GPU not yet known" in client.get(f"/jobs/{queued}").text
+
+
+def test_a_case_not_run_by_design_is_no_rung_of_the_ladder(client, cfg):
+    """A kernel built for sm_90a on an A100 (or one whose sizes are compiled in, at another size) has no
+    speed and failed nothing: the overview's ladder leaves it out rather than calling it a failure."""
+    size = (4096, 4096, 4096)
+    add_job(cfg, "aaaa01", [("naive", size, 2000.0, True, 17_000.0)], gpu=A100)
+    add_job(cfg, "aaaa01", [("tf32_wgmma", size, 1.0, False)], gpu=A100,
+            error="not applicable: tf32_wgmma is built for sm_90a and runs only on compute capability 9.0")
+    page = client.get("/?gpu=A100&size=4096x4096x4096&mode=cold").text
+    ladder = traces(page, "ladder-0")
+    assert ladder["GFLOPS"]["x"] == ["naive"] and "failed verification" not in ladder
+    assert "tf32_wgmma" not in page
