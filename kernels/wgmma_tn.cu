@@ -48,9 +48,6 @@
 #ifndef FP8_BN
 #define FP8_BN 128  // columns of an FP8 tile: 128, or 192 (fp8_wgmma_tn_192)
 #endif
-#ifndef B_ROW_MAJOR
-#define B_ROW_MAJOR 0  // TF32 only: B row-major (the default form), turned K-major by the producer warpgroup
-#endif
 #ifndef STAGES
 #define STAGES 6
 #endif
@@ -82,15 +79,10 @@ constexpr int kAStage = kBM * kRow;  // bytes of one A slab
 constexpr int kBStage = kBN * kRow;  // bytes of one B slab: kBN rows (columns of B) of 128 bytes
 constexpr int kThreads = 384;
 constexpr int kAcc = kBN / 2;       // FP32 accumulators per consumer thread (FP8: as many again in the total)
-// B_ROW_MAJOR: two staging buffers, each one B slab as it lies (kBK k-lines of kBN columns), and their
-// two barriers.
-constexpr int kStaging = B_ROW_MAJOR ? 2 * kBStage : 0;
-// Dynamic shared memory: the ring (an A and a B slab per stage), the staging buffers, 2 mbarriers per
-// stage (and 2 for the staging), up to 1 KiB to align.
-constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + kStaging + 16 * STAGES + 8 * (kStaging ? 2 : 0) + 1024;
+// Dynamic shared memory: the ring (an A and a B slab per stage), 2 mbarriers per stage, up to 1 KiB to align.
+constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
-static_assert(!B_ROW_MAJOR || INPUT_TF32, "B_ROW_MAJOR turns 32-bit B slabs: TF32 only");
 static_assert(kBN == 128 || kBN == 192 || kBN == 256, "wgmma_ss_e4m3 and wgmma_ss_tf32 are spelt for these widths");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
@@ -138,8 +130,7 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
     unsigned char* ring_ptr = smem_raw + (ring - raw);
     const unsigned a_ring = ring;                        // STAGES A slabs, then STAGES B slabs
     const unsigned b_ring = ring + STAGES * kAStage;
-    const unsigned staging = b_ring + STAGES * kBStage;  // B_ROW_MAJOR: two B slabs as they lie
-    const unsigned bars = staging + kStaging;            // full[STAGES], empty[STAGES], then staged[2]
+    const unsigned bars = b_ring + STAGES * kBStage;     // full[STAGES], then empty[STAGES]
     auto full = [&](int s) { return bars + 8u * s; };
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
@@ -147,16 +138,7 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
     const bool by_tma = A_map != nullptr && B_map != nullptr;
     // full: the TMA thread's arrival, which also announces the slab's bytes; else each producer
     // thread, once its copies of the slab are in.
-    // B_ROW_MAJOR with maps: the TMA thread's arrival for A, and each producer thread's once it has
-    // turned its part of the B slab.
-    if (threadIdx.x == 0) {
-        mbar_init_ring(bars, STAGES, by_tma ? 1 + (B_ROW_MAJOR ? 128 : 0) : 128);
-        if (B_ROW_MAJOR) {
-            mbar_init(bars + 16u * STAGES, 1);
-            mbar_init(bars + 16u * STAGES + 8u, 1);
-            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        }
-    }
+    if (threadIdx.x == 0) mbar_init_ring(bars, STAGES, by_tma ? 1 : 128);
     __syncthreads();
 
     const int slabs = (K + kBK - 1) / kBK;  // >= 1 (the API refuses a zero size)
@@ -169,80 +151,10 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
     };
     const int role = threadIdx.x / 128;  // 0: producer, 1 and 2: consumers
 
-#if B_ROW_MAJOR
-    // B row-major (K lines of N): wgmma reads 32-bit B only K-major, so the producer warpgroup turns
-    // each slab. Thread 0 copies A's slab by TMA into the ring as the TN form does, and B's slab as it
-    // lies (kBK k-lines of kBN columns, no swizzle) into one of two staging buffers, two slabs ahead;
-    // then all 128 threads turn the landed staging slab into the ring's K-major rows (row n: 32 k,
-    // 16-byte chunk c at c ^ (n % 8), the 128-byte swizzle), each thread two columns n: per chunk four
-    // loads (a warp reads 32 consecutive n: one 128-byte line) and one 16-byte store (8 consecutive
-    // rows, 8 different chunks: no bank conflict).
-    const unsigned staged = bars + 16u * STAGES;  // staged[b]: staging buffer b's bytes landed
-    auto produce_b_row_major = [&](int tid) {
-        auto stage_b = [&](int j) {  // thread 0: the block's j-th B slab into staging buffer j % 2
-            const int tile = blockIdx.x + (j / slabs) * gridDim.x;
-            if (tile >= tiles) return;
-            int bm0, bn0;
-            tile_origin(tile, bm0, bn0);
-            mbar_arrive_expect_tx(staged + 8u * (j & 1), kBStage);
-            tma_load_2d(staging + (j & 1) * kBStage, B_map, bn0, (j % slabs) * kBK, staged + 8u * (j & 1));
-        };
-        if (tid == 0) {
-            tensormap_acquire(A_map);
-            tensormap_acquire(B_map);
-            stage_b(0);
-            stage_b(1);
-        }
-        const unsigned char* staging_ptr = ring_ptr + (staging - ring);
-        int it = 0;
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-            int bm0, bn0;
-            tile_origin(tile, bm0, bn0);
-            for (int s = 0; s < slabs; ++s, ++it) {
-                const int stage = it % STAGES;
-                if (it >= STAGES) mbar_wait(empty(stage), ((it / STAGES) + 1) & 1);
-                if (tid == 0) {
-                    mbar_arrive_expect_tx(full(stage), kAStage);
-                    tma_load_2d(a_ring + stage * kAStage, A_map, s * kBK, bm0, full(stage));
-                }
-                mbar_wait(staged + 8u * (it & 1), (it >> 1) & 1);
-                const float* src = reinterpret_cast<const float*>(staging_ptr + (it & 1) * kBStage);
-                const unsigned dst = b_ring + stage * kBStage;
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int n = tid + 128 * h;
-#pragma unroll
-                    for (int c = 0; c < kBK / 4; ++c) {
-                        const float* p = src + (4 * c) * kBN + n;
-                        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n"
-                                     ::"r"(dst + n * kRow + ((c ^ (n & 7)) * 16)), "f"(p[0]), "f"(p[kBN]),
-                                     "f"(p[2 * kBN]), "f"(p[3 * kBN]) : "memory");
-                    }
-                }
-                // The turned slab is read by wgmma, through the async proxy.
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                mbar_arrive(full(stage));
-                // Every producer thread is done with this staging buffer: the TMA may refill it.
-                asm volatile("bar.sync 1, 128;\n" ::: "memory");
-                if (tid == 0) {
-                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                    stage_b(it + 2);
-                }
-            }
-        }
-    };
-#endif
-
     if (role == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
         const int tid = threadIdx.x;
         int it = 0;  // slabs this block has filled so far, over all its tiles: the ring's position
-#if B_ROW_MAJOR
-        if (by_tma) {
-            produce_b_row_major(tid);
-            return;
-        }
-#endif
         if (by_tma) {
             // One thread issues every copy; the other 127 have nothing to do.
             if (tid == 0) {
@@ -277,35 +189,18 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
                 const int stage = it % STAGES;
                 if (it >= STAGES) mbar_wait(empty(stage), ((it / STAGES) + 1) & 1);
                 const int k0 = s * kRow;  // bytes
-                const unsigned a_s = a_ring + stage * kAStage + dst0;
+                const unsigned a_s = a_ring + stage * kAStage + dst0, b_s = b_ring + stage * kBStage + dst0;
                 unsigned char* a_p = ring_ptr + (a_s - ring);
-#if !B_ROW_MAJOR
-                const unsigned b_s = b_ring + stage * kBStage + dst0;
                 unsigned char* b_p = ring_ptr + (b_s - ring);
-#endif
 #pragma unroll 1  // a fallback for odd K: kept small, so that 56 registers hold it without spilling
                 for (int j = 0; j < kBM / 16; ++j)
                     copy16_bytes(a_s + j * 16 * kRow, a_p + j * 16 * kRow, A, M, K_bytes, bm0 + r + 16 * j, k0 + 16 * c,
                                  vec_a);
-#if B_ROW_MAJOR
-                // B row-major without a map: element by element into the K-major rows (a fallback for odd N).
-                const float* Bf = reinterpret_cast<const float*>(B);
-#pragma unroll 1
-                for (int e = tid; e < kBN * kBK; e += 128) {
-                    const int n = e % kBN, k = e / kBN, gk = s * kBK + k, gn = bn0 + n;
-                    const float v = (gk < K && gn < N) ? Bf[(size_t)gk * N + gn] : 0.0f;
-                    asm volatile("st.shared.f32 [%0], %1;\n"
-                                 ::"r"(b_ring + stage * kBStage + n * kRow + (((k >> 2) ^ (n & 7)) * 16) + (k & 3) * 4),
-                                 "f"(v) : "memory");
-                }
-                mbar_arrive_when_copied(full(stage), false);
-#else
 #pragma unroll 1
                 for (int j = 0; j < kBN / 16; ++j)
                     copy16_bytes(b_s + j * 16 * kRow, b_p + j * 16 * kRow, B, N, K_bytes, bn0 + r + 16 * j, k0 + 16 * c,
                                  vec_b);
                 mbar_arrive_when_copied(full(stage), vec_a && vec_b);
-#endif
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
