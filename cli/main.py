@@ -25,6 +25,7 @@ from cli.pr_comment import pr_comment
 from cli.server import (LOCAL_HELP, SERVER_HELP, api_client, find_server, forget_server, local_url,
                         port_taken, record_server, trusted_server)
 from cli.markup import colored, escape
+from core.size_text import read_dims
 from cli.local_stack import die_with_parent, ensure_local_token, exit_on_sigterm, gpu_worker_plan, worker_command
 
 # Plain click help (rich_markup_mode=None): it wraps to the terminal and never cuts an option name,
@@ -139,17 +140,11 @@ def worker(
 
 
 def parse_size(text: str) -> list[int]:
-    parts = text.lower().replace("×", "x").split("x")
-    if len(parts) == 1:
-        parts = parts * 3
-    try:
-        size = [int(p) for p in parts]
-    except ValueError:
-        size = []
-    if len(size) not in (3, 4):
+    dims = read_dims(text, allow_batch=True)
+    if dims is None:
         raise typer.BadParameter(f"{text!r}: give MxNxK (e.g. 4096x4096x4096), MxNxKxBATCH for a batch of "
                                  "matrices (1024x1024x1024x32), or one number for a cube")
-    return size
+    return list(dims)
 
 
 def print_results(job: dict) -> None:

@@ -4,13 +4,13 @@ Sizes travel as one `size=4096x4096x4096` parameter (a plain <select> in a GET f
 it as is, no script needed); `m`, `n`, `k` are still accepted for older links.
 """
 
-import re
 from typing import Annotated, Literal
 
 from fastapi import HTTPException, Query
 
 from core.description.form_keys import DEFAULT_KEY, MAX_LENGTH as FORM_MAX, is_key, label
 from core.description.precision import COMPUTE_MODES, ComputeMode
+from core.size_text import read_dims
 
 Size = tuple[int, int, int]
 MAX_DIM = 1 << 20
@@ -47,7 +47,6 @@ def form_options(forms: list[str], current: str) -> list[tuple[str, str]]:
     return [(k, f"{k}: {label(k)}") for k in keys]
 
 
-_SIZE = re.compile(r"^\s*(\d+)\s*(?:[x×*,]\s*(\d+)\s*[x×*,]\s*(\d+))?\s*$")
 
 
 def size_label(size: Size) -> str:
@@ -74,12 +73,9 @@ def by_flops(size: Size) -> tuple:
 
 def parse_size(text: str) -> Size:
     """'4096x4096x4096', or '4096' for a cube. Anything else is a 422 naming the field."""
-    match = _SIZE.match(text)
-    if match:
-        dims = [int(g) for g in match.groups() if g is not None]
-        size = (dims[0],) * 3 if len(dims) == 1 else tuple(dims)
-        if all(1 <= d <= MAX_DIM for d in size):
-            return size  # type: ignore[return-value]
+    size = read_dims(text)
+    if size is not None and all(1 <= d <= MAX_DIM for d in size):
+        return size  # type: ignore[return-value]
     raise HTTPException(
         status_code=422,
         detail=f"size: expected MxNxK with each dimension in 1..{MAX_DIM} (e.g. 4096x4096x4096), got {text!r}",

@@ -110,8 +110,21 @@ def test_parse_size():
     assert parse_size("4096") == [4096, 4096, 4096]
     assert parse_size("1000x1003x997") == [1000, 1003, 997]
     assert parse_size("16x4096x4096") == [16, 4096, 4096] and parse_size("8192×8192×64") == [8192, 8192, 64]
-    with pytest.raises(typer.BadParameter):
-        parse_size("10x10")
+    assert parse_size("1024x1024x1024x32") == [1024, 1024, 1024, 32]
+    for bad in ("10x10", "10x10x10x10x10", "-5", "4096x", "٤٠٩٦", "1e3"):
+        with pytest.raises(typer.BadParameter):
+            parse_size(bad)
+
+
+@pytest.mark.parametrize(("text", "dims"), [("4096", (4096,) * 3), (" 1000 x 1003 x 997 ", (1000, 1003, 997)),
+                                            ("8192×8192×64", (8192, 8192, 64)), ("2*3*4", (2, 3, 4)),
+                                            ("2,3,4", (2, 3, 4)), ("2X3X4", (2, 3, 4)), ("2x3x4x5", None),
+                                            ("2x3", None), ("", None), ("x", None), ("²", None)])
+def test_one_reading_of_a_size_for_the_cli_the_dashboard_and_a_description(text, dims):
+    from core.size_text import read_dims
+
+    assert read_dims(text) == dims
+    assert read_dims(text, allow_batch=True) == (dims or ((2, 3, 4, 5) if text == "2x3x4x5" else None))
 
 
 def test_the_cli_offers_gemmwatch_s_own_timing_modes_and_only_those():

@@ -19,6 +19,7 @@ from core.description.inputs import DESCRIPTION as inputs_text, SIGNED, Inputs
 from core.description.kernel_includes import IncludeRefused
 from core.description.precision import NARROW_MODES, ComputeMode, Precision
 from core.description.timing_modes import TimingMode
+from core.size_text import read_dims
 from core.description.source_guard import SourceRefused
 from core.description.kernel_expr import ExprError
 from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PATTERN, DEFAULT_ARGS, DEVICE_NAMES,
@@ -345,8 +346,7 @@ class KernelDescription(BaseModel):
         """The sizes its `sizes` allows, as (M, N, K); None where it runs at any."""
         if self.sizes is None:
             return None
-        return {(d[0], d[0], d[0]) if len(d) == 1 else (d[0], d[1], d[2])
-                for d in ([int(x) for x in text.split("x")] for text in self.sizes)}
+        return {dims[:3] for dims in (read_dims(text) for text in self.sizes) if dims is not None}  # type: ignore[misc]
 
     def with_wrapper_call(self, call: dict[str, Any]) -> "KernelDescription":
         """The kernel this description's `wrapper` launches, described as a user would by hand: the
