@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.records.models import Commit, Gpu, Result
+from core.results.result_status import NOT_APPLICABLE
 from dashboard.filters import Size
 from core.description.form_keys import DEFAULT_KEY
 from dashboard.queries import of_form, of_precision
@@ -52,7 +53,7 @@ def load_ladders(db: Session, size: Size, mode: str, gpu_model: str | None = Non
     # A case not run by design (another GPU target, sizes compiled in) is no rung: it has no speed and
     # failed nothing.
     where = [Result.m == m, Result.n == n, Result.k == k, Result.mode == mode, of_precision(precision), of_form(form),
-             Result.status != "not applicable"]
+             Result.status != NOT_APPLICABLE]
     if gpu_model:
         where.append(Gpu.model == gpu_model)
     newest = (

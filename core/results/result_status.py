@@ -10,6 +10,8 @@ from typing import Literal, get_args
 
 ResultStatus = Literal["passed", "incorrect", "not applicable", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = get_args(ResultStatus)
+# Not run by design: no speed, no failure. Verdicts, confirmations and the overview's ladders pass it over.
+NOT_APPLICABLE: ResultStatus = "not applicable"
 
 MEANING = {
     "passed": "verified against the reference, and timed",
@@ -25,7 +27,7 @@ def status_of(verified: bool, error: str | None, rel_error: float | None, not_ap
     """The status the fields imply: a result that was verified and has no error passed; one whose
     relative error was measured and not verified is incorrect; the rest failed."""
     if not_applicable:
-        return "not applicable"
+        return NOT_APPLICABLE
     if verified:
         return "passed" if not error else "failed"
     return "incorrect" if rel_error is not None else "failed"

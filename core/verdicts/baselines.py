@@ -18,6 +18,7 @@ from core.verdicts.regression import Point, Thresholds, judge
 from core.results.env_reading import resources_of
 from core.results.toolchain import said_first, toolchain_changes
 from core.verdicts.trust import trusted_results
+from core.results.result_status import NOT_APPLICABLE
 
 VerdictStatus = Literal["regression", "ok", "faster", "no baseline", "unverified", "not applicable"]
 
@@ -159,7 +160,7 @@ def verdicts(db: Session, job: Job, base_sha: str | None, base_branch: str | Non
     trusted = trusted_results(db, job)  # what the job's owner would trust (core/verdicts/trust.py)
     out = []
     for r in job.results:
-        if r.status == "not applicable":  # not run by design (another GPU target, sizes compiled in): no failure
+        if r.status == NOT_APPLICABLE:  # not run by design (another GPU target, sizes compiled in): no failure
             out.append(_verdict(r, status="not applicable", delta=None, baseline_mean=None, baseline_points=0,
                                 reason=r.error or "not applicable", resource_changes=[]))
             continue

@@ -22,6 +22,7 @@ from core.jobs.cancel import NotYours
 from core.records.models import ApiToken, Commit, Job, Profile
 from core.records.tokens import acts_for, admin_token_ids
 from core.results.env_reading import ab_of, resources_of
+from core.results.result_status import NOT_APPLICABLE
 from core.wire_types import Integer, Sha, Text
 from core.verdicts.regression import PairedThresholds, judge_paired
 
@@ -176,7 +177,7 @@ def confirmation(job: Job, th: PairedThresholds, profiles: dict[int, Profile] | 
     """Each case's verdict from its pairs; with `profiles` (by result id), each one's profile line."""
     out = []
     for r in job.results:
-        if r.status == "not applicable":  # a pair the job's kernels x sizes made that one kernel cannot run
+        if r.status == NOT_APPLICABLE:  # a pair the job's kernels x sizes made that one kernel cannot run
             continue
         ab = ab_of(r.env) or {}
         head_res, base_res = resources_of(r.env), resources_of(r.env, "base_resources")

@@ -7,7 +7,7 @@ from typing import Any
 
 from core.description.builtins import CUBLAS_VARIANTS, builtin_kernels
 from core.description.precision import Precision
-from core.results.result_status import status_of
+from core.results.result_status import NOT_APPLICABLE, status_of
 from core.description.gemm_form import DEFAULT_KEY, GemmForm
 from core.description.inputs import SIGNED
 from core.description.kernel import dotted, target_refusal
@@ -193,7 +193,7 @@ class CaseOutcome(CaseTiming):
     def not_applicable_here(cls, reason: str, mode: str) -> "CaseOutcome":
         """A kernel this GPU cannot run (it was built for another target): not run, not verified,
         and not a failure of the job. The reason is the result's error; env marks it."""
-        return cls(mode=mode, error=reason, status="not applicable", env={"not_applicable": True})
+        return cls(mode=mode, error=reason, status=NOT_APPLICABLE, env={"not_applicable": True})
 
     @property
     def not_applicable(self) -> bool:
