@@ -157,11 +157,12 @@ def test_rows_from_before_the_one_description_still_run(cfg):
     assert choice_from_stored(old_confirmation_side).description.target == "sm_90a"
 
 
-# Fields no built-in sets (a CUTLASS library, a Triton kernel and its options): the same paths,
-# from the folders of tests/fixtures, so that a path that drops one of them fails here too.
+# Fields no built-in sets (a CUTLASS library, a Triton kernel and its options, a wrapper with its sizes
+# compiled in): the same paths, from the folders of tests/fixtures, so that a path that drops one of them
+# fails here too.
 FIXTURES = Path(__file__).parent / "fixtures"
 NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutlass_repo", "cutlass_simt_sgemm"),
-                (FIXTURES / "triton_repo", "triton_matmul_fp16")]
+                (FIXTURES / "triton_repo", "triton_matmul_fp16"), (FIXTURES / "helion_generated", "helion_matmul_64")]
 
 
 @pytest.mark.parametrize(("folder", "name"), NEWER_FIELDS, ids=lambda x: getattr(x, "name", x))
@@ -178,4 +179,14 @@ def test_libraries_and_triton_kernels_keep_every_field_down_the_cli_and_the_stor
         db.commit()
         back = choice_from_stored(thaw(db, frozen, name))
     assert back.description == desc
-    same_launch(back, KernelChoice(desc, {}, "job"), size=(96, 80, 64))
+    assert back.description.fixed_sizes == desc.fixed_sizes  # None, or the sizes it runs at alone
+    if desc.wrapper is None:  # a wrapper's launch is read on the worker (tests/test_triton_wrapper.py)
+        same_launch(back, KernelChoice(desc, {}, "job"), size=(96, 80, 64))
+
+
+def test_the_fixture_with_sizes_compiled_in_sets_them():
+    """The last of NEWER_FIELDS is there for `sizes`: it must keep setting them."""
+    from core.description.kernel_folder import load_folder
+
+    (desc,) = load_folder(FIXTURES / "helion_generated")
+    assert desc.fixed_sizes == {(64, 64, 64), (32, 48, 64)} and desc.wrapper == "matmul"

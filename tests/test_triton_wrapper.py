@@ -248,6 +248,16 @@ def test_a_kernel_with_its_sizes_compiled_in_needs_them_named_and_runs_at_those_
     assert "runs at 64×64×64 only" in other.error and "96×96×96" in other.error
 
 
+def test_a_case_at_a_size_the_kernel_does_not_run_at_never_reads_its_wrapper(runner):
+    """Not applicable is decided from the description alone: a wrapper that cannot be read (here, one
+    the file lacks) fails the case at the size it runs at, and is never called at another."""
+    missing = helion_generated("no_such_wrapper", sizes=["64"])
+    skipped = runner.run_case(Case(0, missing.name, 96, 96, 96, 3, KernelChoice(missing, {}, "job")), POLICY)
+    assert skipped.not_applicable and "runs at 64×64×64 only" in skipped.error
+    with pytest.raises(Exception, match="no_such_wrapper"):
+        runner.run_case(Case(0, missing.name, 64, 64, 64, 3, KernelChoice(missing, {}, "job")), POLICY)
+
+
 @pytest.mark.parametrize(("sizes", "fixed"), [(["4096"], {(4096, 4096, 4096)}),
                                               (["1000x1003x997", "8"], {(1000, 1003, 997), (8, 8, 8)})])
 def test_a_description_s_sizes_are_cubes_or_m_x_n_x_k(sizes, fixed):

@@ -122,10 +122,10 @@ class Runner:
     # -- one case -----------------------------------------------------------------
     def run_case(self, case: Case, policy: TimingPolicy) -> CaseOutcome:
         dev = self.device
-        case = self.wrappers_read(case)
         skipped = not_applicable(case, dev.compute_capability, policy.mode)
-        if skipped is not None:  # built for another GPU target (sm_90a on a non-Hopper GPU, say)
+        if skipped is not None:  # built for another GPU target, or sizes compiled in: its wrapper is not even read
             return skipped
+        case = self.wrappers_read(case)
         if any(choice is not None and choice.description.launcher for choice in (case.kernel, case.base)):
             if case.base is not None:
                 return CaseOutcome(mode=policy.mode, error="a head-vs-base confirmation of a launcher is not supported "
