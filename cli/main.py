@@ -25,7 +25,7 @@ from cli.pr_comment import pr_comment
 from cli.server import (LOCAL_HELP, SERVER_HELP, api_client, find_server, forget_server, local_url,
                         port_taken, record_server, trusted_server)
 from cli.markup import colored, escape
-from core.size_text import read_dims
+from core.description.problem_size import read_dims
 from cli.local_stack import die_with_parent, ensure_local_token, exit_on_sigterm, gpu_worker_plan, worker_command
 
 # Plain click help (rich_markup_mode=None): it wraps to the terminal and never cuts an option name,

@@ -10,7 +10,7 @@ from fastapi import HTTPException, Query
 
 from core.description.form_keys import DEFAULT_KEY, MAX_LENGTH as FORM_MAX, is_key, label
 from core.description.precision import COMPUTE_MODES, ComputeMode
-from core.size_text import read_dims
+from core.description.problem_size import read_dims
 
 Size = tuple[int, int, int]
 MAX_DIM = 1 << 20

@@ -121,7 +121,7 @@ def test_parse_size():
                                             ("2,3,4", (2, 3, 4)), ("2X3X4", (2, 3, 4)), ("2x3x4x5", None),
                                             ("2x3", None), ("", None), ("x", None), ("²", None)])
 def test_one_reading_of_a_size_for_the_cli_the_dashboard_and_a_description(text, dims):
-    from core.size_text import read_dims
+    from core.description.problem_size import read_dims
 
     assert read_dims(text) == dims
     assert read_dims(text, allow_batch=True) == (dims or ((2, 3, 4, 5) if text == "2x3x4x5" else None))

@@ -19,7 +19,7 @@ from core.description.inputs import DESCRIPTION as inputs_text, SIGNED, Inputs
 from core.description.kernel_includes import IncludeRefused
 from core.description.precision import NARROW_MODES, ComputeMode, Precision
 from core.description.timing_modes import TimingMode
-from core.size_text import read_dims
+from core.description.problem_size import read_dims
 from core.description.source_guard import SourceRefused
 from core.description.kernel_expr import ExprError
 from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PATTERN, DEFAULT_ARGS, DEVICE_NAMES,
