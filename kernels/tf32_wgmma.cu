@@ -21,6 +21,14 @@
 // while the next slab's are loaded into the other, so each consumer warpgroup waits for the previous
 // slab's group only (wait_group 1) instead of ending every slab in wait_group 0. ptxas batches the
 // four wgmmas of a slab either way (the SASS: one WARPGROUP.ARRIVE per four HGMMA).
+// -DTMA_B=1 (tf32_wgmma_pairs_tma_b) copies B's slab by TMA too, as four 32-column boxes in the
+// 128-byte swizzle, so the producer is one thread issuing five copies a slab where 128 threads issued
+// eight cp.async each. The swizzle moves each 16-byte chunk of a k-row by k % 8; the columns a lane
+// takes as its two B^T rows are chosen so that a warp's 32 fragment loads still fall in 32
+// different banks (any order of Cᵀ's rows is the same product, as long as the stores follow it):
+// lane (g, t) of warp w takes column 16 (g / 4) + 8 (w % 2) + g % 4 of its 32-column box, and the
+// column 4 past it. Where B has no map (N not a multiple of 4) the producer warpgroup copies B into
+// the same boxes itself.
 // Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DBM (128 or 256: rows of C per block, wgmma's N), -DSTAGES (ring depth), -DGROUP_M.
 #include "common.cuh"
@@ -48,6 +56,9 @@
 #ifndef TWO_FRAGS
 #define TWO_FRAGS 0
 #endif
+#ifndef TMA_B
+#define TMA_B 0
+#endif
 #if PAIRS
 #define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
 #else
@@ -58,21 +69,30 @@
 #else
 #define GW_A_MAP_PARAM
 #endif
+#if TMA_B
+#define GW_B_MAP_PARAM , const void* B_map
+#else
+#define GW_B_MAP_PARAM
+#endif
 // setmaxnreg's counts (immediates): the producer's split of A needs more than its copies alone.
 #if SPLIT3
-#define PRODUCER_REGS "56"
-#define CONSUMER_REGS "224"
+#define PRODUCER_REG_COUNT 56
+#define CONSUMER_REG_COUNT 224
 #else
-#define PRODUCER_REGS "40"
-#define CONSUMER_REGS "232"
+#define PRODUCER_REG_COUNT 40
+#define CONSUMER_REG_COUNT 232
 #endif
+#define GW_STRINGIFY(x) #x
+#define GW_IMMEDIATE(x) GW_STRINGIFY(x)
+#define PRODUCER_REGS GW_IMMEDIATE(PRODUCER_REG_COUNT)
+#define CONSUMER_REGS GW_IMMEDIATE(CONSUMER_REG_COUNT)
 
 namespace tf32wg {
 
 constexpr int kBM = BM;                 // rows of C per block = wgmma N
 constexpr int kBN = 128;                // columns of C per block: 2 consumer warpgroups x wgmma M 64
 constexpr int kBK = 32;                 // k per slab: one 128-byte swizzle row of the A slab
-constexpr int kBRow = kBN + 8;          // floats per padded B row in shared memory
+constexpr int kBRow = TMA_B ? kBN : kBN + 8;  // floats per B k-row in shared memory (padded, or in boxes)
 constexpr int kAStage = kBM * kBK * 4;  // bytes of one A slab (a multiple of 1024)
 constexpr int kBStage = kBK * kBRow * 4;
 constexpr int kThreads = 384;
@@ -84,8 +104,27 @@ constexpr int kSmemBytes = STAGES * (kAParts * kAStage + kBStage) + 16 * STAGES 
 static_assert(BM == 128 || BM == 256, "BM is wgmma's N: 128 or 256 here");
 static_assert(!SPLIT3 || BM == 128, "SPLIT3 keeps two sets of accumulators: BM = 256 would need 256 registers");
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
+// setmaxnreg moves registers within the block: the consumers can take only what the producer gives
+// back from the 168 a thread the block holds at launch, or a consumer warp waits for them forever.
+static_assert(128 * (168 - PRODUCER_REG_COUNT) >= 256 * (CONSUMER_REG_COUNT - 168),
+              "the consumers' setmaxnreg asks more registers than the producer's gives back");
 static_assert(!(SPLIT3 && TMA_A), "SPLIT3 splits the A pieces its own threads copied: not with TMA_A");
 static_assert(!(SPLIT3 && TWO_FRAGS), "TWO_FRAGS keeps the plain kernel's slab in flight: not with SPLIT3's promotion");
+static_assert(!TMA_B || (TMA_A && !SPLIT3), "TMA_B's producer thread is TMA_A's");
+
+// Where element (k, n) of a B slab lies, in bytes from the slab's start: k-rows of kBRow floats
+// padded by 8 (no two rows of a fragment load on one bank), or TMA_B's four boxes of 32 columns,
+// each 32 k-rows of 128 bytes with chunk n % 32 / 4 stored at chunk (n % 32 / 4) ^ (k % 8).
+// Either way k + 8 lies kKStep8 bytes past k (k + 4 only in the padded rows).
+__host__ __device__ __forceinline__ constexpr unsigned b_slab_offset(int k, int n) {
+#if TMA_B
+    return (n / 32) * 4096 + k * 128 + ((((n % 32) / 4) ^ (k % 8)) << 4) + (n % 4) * 4;
+#else
+    return (k * kBRow + n) * 4;
+#endif
+}
+constexpr int kKStep8 = TMA_B ? 8 * 128 : 8 * kBRow * 4;
+static_assert(b_slab_offset(8 + 5, 77) - b_slab_offset(5, 77) == kKStep8, "kKStep8 is 8 k-rows of the slab's layout");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif
@@ -96,7 +135,7 @@ static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be th
 // registers; setmaxnreg then moves registers from the producer to the consumers (PRODUCER_REGS).
 extern "C" __global__ void __launch_bounds__(tf32wg::kThreads, 1) GW_CLUSTER_DIMS
 sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
-                 float beta, float* __restrict__ C GW_A_MAP_PARAM) {
+                 float beta, float* __restrict__ C GW_A_MAP_PARAM GW_B_MAP_PARAM) {
     using namespace tf32wg;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
 
@@ -114,7 +153,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
 #endif
     const unsigned b_ring = ring + kAParts * STAGES * kAStage;  // STAGES B slabs
     const unsigned bars = b_ring + STAGES * kBStage;      // full[STAGES], then empty[STAGES]
-    const float* b_ring_ptr = reinterpret_cast<const float*>(ring_ptr + kAParts * STAGES * kAStage);
+    const unsigned char* b_ring_ptr = ring_ptr + kAParts * STAGES * kAStage;
     auto full = [&](int s) { return bars + 8u * s; };
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
@@ -142,6 +181,11 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
 #else
     constexpr bool a_by_tma = false;
 #endif
+#if TMA_B
+    const bool b_by_tma = B_map != nullptr;  // no map (0): N is not a multiple of 4; B comes by cp.async
+#else
+    constexpr bool b_by_tma = false;
+#endif
 
     if (role == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 " PRODUCER_REGS ";\n" ::: "memory");
@@ -150,10 +194,15 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         const bool vec_b = (N % 4 == 0) && aligned16(B);
         // B piece: chunk b_c (4 n) of k-rows b_r + 4 j.
         const int b_c = tid & 31, b_r = tid >> 5;
-        const unsigned b_dst0 = b_r * kBRow * 4 + b_c * 16;
+        // Where its pieces go in a slab: rows b_r + 4 j lie at these, the first for even j and the
+        // second for odd, plus (j / 2) * kKStep8 (in the boxes, 4 rows down is not a fixed step).
+        const unsigned b_dst_even = b_slab_offset(b_r, 4 * b_c), b_dst_odd = b_slab_offset(b_r + 4, 4 * b_c);
         const bool b_cols_in = bn0 + kBN <= N;
 #if TMA_A
         if (a_by_tma && tid == 0) tensormap_acquire(A_map);
+#endif
+#if TMA_B
+        if (b_by_tma && tid == 0) tensormap_acquire(B_map);
 #endif
 #if SPLIT3
         // Once this thread's copies of slab s have landed, its own A pieces are rewritten as their
@@ -187,7 +236,20 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
             const int stage = s % STAGES;
             if (s >= STAGES) mbar_wait(empty(stage), ((s / STAGES) + 1) & 1);
             const int k0 = s * kBK;
-#if TMA_A
+#if TMA_B
+            // Thread 0's arrival tells the barrier the bytes of the copies it issues (none, if neither
+            // matrix has a map); the 128 threads' arrivals follow their own copies, if any.
+            if (tid == 0) {
+                mbar_arrive_expect_tx(full(stage), (a_by_tma ? kAStage : 0) + (b_by_tma ? kBStage : 0));
+                if (a_by_tma) tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, full(stage));
+                if (b_by_tma) {
+#pragma unroll
+                    for (int box = 0; box < kBN / 32; ++box)
+                        tma_load_2d(b_ring + stage * kBStage + box * 4096, B_map, bn0 + 32 * box, k0, full(stage));
+                }
+            }
+            if (!a_by_tma) copy_a_slab<kBM>(a_ring + stage * kAStage, A, M, K, bm0, k0, vec_a, tid);
+#elif TMA_A
             if (a_by_tma) {
                 if (tid == 0) {  // the whole A slab by one copy; the barrier told its bytes first
                     mbar_arrive_expect_tx(full(stage), kAStage);
@@ -200,15 +262,15 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
 #else
             copy_a_slab<kBM>(a_ring + stage * kAStage, A, M, K, bm0, k0, vec_a, tid);
 #endif
-            const unsigned b_dst = b_ring + stage * kBStage + b_dst0;
-            if (vec_b && b_cols_in && k0 + kBK <= K) {
+            auto b_dst = [&](int j) { return b_ring + stage * kBStage + (j & 1 ? b_dst_odd : b_dst_even) + (j / 2) * kKStep8; };
+            if (!b_by_tma && vec_b && b_cols_in && k0 + kBK <= K) {
                 const float* src = B + (size_t)(k0 + b_r) * N + bn0 + 4 * b_c;
 #pragma unroll
-                for (int j = 0; j < kBK / 4; ++j) cp16(b_dst + j * 4 * kBRow * 4, src + (size_t)j * 4 * N, 16);
-            } else {
+                for (int j = 0; j < kBK / 4; ++j) cp16(b_dst(j), src + (size_t)j * 4 * N, 16);
+            } else if (!b_by_tma) {  // else thread 0's copies bring it
 #pragma unroll
                 for (int j = 0; j < kBK / 4; ++j)
-                    copy_piece(b_dst + j * 4 * kBRow * 4, B, K, N, k0 + b_r + 4 * j, bn0 + 4 * b_c, vec_b);
+                    copy_piece(b_dst(j), B, K, N, k0 + b_r + 4 * j, bn0 + 4 * b_c, vec_b);
             }
 #if SPLIT3
             // Slab s's copies stay in flight while slab s - 1, landed, is split.
@@ -235,7 +297,30 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     const int wg = role - 1;  // which 64 columns of the block's C
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
-    const int n_local = wg * 64 + warp * 16 + g;  // this lane's B^T rows: n_local and n_local + 8
+    // This lane's two B^T rows (fragment rows g and g + 8): columns n_local and n_local + kPairStep.
+#if TMA_B
+    constexpr int kPairStep = 4;
+    const int n_local = wg * 64 + (warp / 2) * 32 + 16 * (g / 4) + 8 * (warp % 2) + g % 4;
+#else
+    constexpr int kPairStep = 8;
+    const int n_local = wg * 64 + warp * 16 + g;
+#endif
+    // Its four values of each 8-deep k step kk: (row g, k t), (row g + 8, k t), (row g, k t + 4),
+    // (row g + 8, k t + 4).
+#if TMA_B
+    // In the boxes, kk * kKStep8 bytes past those of the first step (k % 8 is the same).
+    const unsigned frag_at[4] = {b_slab_offset(t, n_local), b_slab_offset(t, n_local + kPairStep),
+                                 b_slab_offset(t + 4, n_local), b_slab_offset(t + 4, n_local + kPairStep)};
+    auto fragment_values = [&](const unsigned char* slab, int kk, float (&x)[4]) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[e] = *reinterpret_cast<const float*>(slab + kk * kKStep8 + frag_at[e]);
+    };
+#else
+    auto fragment_values = [&](const unsigned char* slab, int kk, float (&x)[4]) {
+        const float* p = reinterpret_cast<const float*>(slab) + (kk * 8 + t) * kBRow + n_local;
+        x[0] = p[0], x[1] = p[kPairStep], x[2] = p[4 * kBRow], x[3] = p[4 * kBRow + kPairStep];
+    };
+#endif
 
     float acc[kAcc];
 #pragma unroll
@@ -243,11 +328,11 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
 #if TWO_FRAGS
     // One slab: its B^T fragments into `frag` (rounded to TF32), its four wgmmas issued and committed.
     auto slab_wgmmas = [&](unsigned (&frag)[kBK / 8][4], int s, int stage) {
-        const float* bs = b_ring_ptr + stage * (kBStage / 4);
+        const unsigned char* bs = b_ring_ptr + stage * kBStage;
 #pragma unroll
         for (int kk = 0; kk < kBK / 8; ++kk) {
-            const float* p = bs + (kk * 8 + t) * kBRow + n_local;
-            const float x[4] = {p[0], p[8], p[4 * kBRow], p[4 * kBRow + 8]};
+            float x[4];
+            fragment_values(bs, kk, x);
 #pragma unroll
             for (int e = 0; e < 4; ++e) frag[kk][e] = to_tf32(x[e]);
         }
@@ -302,16 +387,15 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         // copy of A is the async proxy's own: no fence for it.)
         if (!a_by_tma)
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        const float* bs = b_ring_ptr + stage * (kBStage / 4);
+        const unsigned char* bs = b_ring_ptr + stage * kBStage;
         unsigned frag[kBK / 8][4];
 #if SPLIT3
         unsigned frag_small[kBK / 8][4];
 #endif
 #pragma unroll
         for (int kk = 0; kk < kBK / 8; ++kk) {
-            const float* p = bs + (kk * 8 + t) * kBRow + n_local;
-            // (row g, k t), (row g + 8, k t), (row g, k t + 4), (row g + 8, k t + 4)
-            const float x[4] = {p[0], p[8], p[4 * kBRow], p[4 * kBRow + 8]};
+            float x[4];
+            fragment_values(bs, kk, x);
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
 #if SPLIT3
@@ -357,14 +441,15 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     const float(&result)[kAcc] = acc;
 #endif
 
-    // result[4 j + e] is C^T(row n, column m) with n = n_local (+8 for e >= 2), m = 8 j + 2 t (+1 for odd e).
+    // result[4 j + e] is C^T(row n, column m) with n = n_local (+kPairStep for e >= 2), m = 8 j + 2 t (+1 for
+    // odd e).
     const int n0 = bn0 + n_local;
 #pragma unroll
     for (int j = 0; j < kAcc / 4; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int m = bm0 + 8 * j + 2 * t + (e & 1);
-            const int n = n0 + (e >= 2 ? 8 : 0);
+            const int n = n0 + (e >= 2 ? kPairStep : 0);
             if (m < M && n < N) store_axpby(C + (size_t)m * N + n, result[4 * j + e], alpha, beta);
         }
     }

@@ -79,10 +79,12 @@ def test_every_tf32_wgmma_configuration_matches_cublas(runner, params, size):
 # Where the TMA describes A (K a multiple of 4): M and K past the last whole tile and slab (the copy
 # engine's zeros: M = 1000 is no multiple of 256, K = 1000 and 996 none of 32), skinny both ways.
 TMA_SHAPES = [(1000, 1100, 1000), (4096, 8, 4096), (8, 4096, 1024), (1000, 1003, 996)]
+TMA_A_VARIANTS = ["tf32_wgmma_tma", "tf32_wgmma_pairs", "tf32_wgmma_pairs_2frags", "tf32_wgmma_pairs_tma_b",
+                  "tf32_wgmma_tn"]
 
 
 @pytest.mark.parametrize("size", TMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("variant", ["tf32_wgmma_tma", "tf32_wgmma_pairs", "tf32_wgmma_pairs_2frags", "tf32_wgmma_tn"])
+@pytest.mark.parametrize("variant", TMA_A_VARIANTS)
 def test_the_tma_kernels_match_cublas_where_the_tma_copies_a(runner, variant, size):
     """tf32_wgmma_pairs at 1000 x 1100 x 1000 and 4096 x 8 x 4096: an odd count of tile-columns, so
     the last pair's second block lies past N and must write nothing."""
@@ -93,7 +95,7 @@ def test_the_tma_kernels_match_cublas_where_the_tma_copies_a(runner, variant, si
     assert out.rel_error <= POLICY.max_rel_error_tf32 and out.gflops > 0
 
 
-@pytest.mark.parametrize("variant", ["tf32_wgmma_tma", "tf32_wgmma_pairs", "tf32_wgmma_pairs_2frags", "tf32_wgmma_tn"])
+@pytest.mark.parametrize("variant", TMA_A_VARIANTS)
 def test_a_tf32_wgmma_kernel_that_skips_one_k_slab_is_wrong_and_gets_no_speed(runner, variant):
     """One slab (32 of K; tf32_wgmma_tn: 8 of it) left out of every tile must show against cuBLAS,
     the pair's second block's tiles included."""
