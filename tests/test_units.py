@@ -136,3 +136,12 @@ def test_the_cli_offers_gemmwatch_s_own_timing_modes_and_only_those():
     assert [c.value for c in TimingChoice] == list(OWN_MODES)
     assert mode_words("cold") == "cold L2" and mode_words("nvbench:cold") == "imported: nvbench:cold"
     assert not set(IMPORTED_MODES) & set(OWN_MODES)
+
+
+def test_a_script_s_size_is_read_the_same_way_and_a_bad_one_says_what_a_size_is():
+    from core.description.problem_size import required_dims
+
+    assert required_dims("1000x1003x997") == (1000, 1003, 997) and required_dims("64") == (64, 64, 64)
+    for bad in ("10x10", "64x64x64x2", "big"):
+        with pytest.raises(ValueError, match="MxNxK"):
+            required_dims(bad)

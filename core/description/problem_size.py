@@ -16,3 +16,11 @@ def read_dims(text: str, allow_batch: bool = False) -> tuple[int, ...] | None:
         return None
     dims = tuple(int(p) for p in parts)
     return dims * 3 if len(dims) == 1 else dims
+
+
+def required_dims(text: str) -> tuple[int, int, int]:
+    """(M, N, K) from `text`, or a ValueError saying what a size looks like (for scripts and tools)."""
+    dims = read_dims(text)
+    if dims is None:
+        raise ValueError(f"{text!r} is no size: give MxNxK (e.g. 1000x1003x997) or one number for a cube (4096)")
+    return dims  # type: ignore[return-value]

@@ -13,14 +13,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from core.description.builtins import builtin_kernels, variant_names  # noqa: E402
+from core.description.problem_size import required_dims  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
 from worker.measure.runner import CupyRunner  # noqa: E402
-
-
-def parse_size(text: str) -> tuple[int, int, int]:
-    parts = [int(p) for p in text.lower().split("x")]
-    return tuple(parts * 3 if len(parts) == 1 else parts)  # type: ignore[return-value]
 
 
 def main() -> None:
@@ -43,7 +39,7 @@ def main() -> None:
     if unknown:  # else a misspelt name would be timed as cuBLAS alone (a case with no kernel)
         ap.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(variant_names())}")
     print(f"{'variant':34} {'size':>16} {'ok':>3} {'rel_err':>9} {'GFLOPS':>9} {'cuBLAS':>9} {'%':>6} {'noise':>7}")
-    for size in [parse_size(s) for s in args.size or ["4096"]]:
+    for size in [required_dims(s) for s in args.size or ["4096"]]:
         for name in names:
             out = runner.run_case(builtin_case(name, *size, seed=7, tunables=overrides.get(name)), policy)
             label = name + ("" if name not in overrides else str(overrides[name]))

@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
 from core.description.builtins import variant_names  # noqa: E402
+from core.description.problem_size import required_dims  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
 
@@ -29,7 +30,7 @@ def main() -> None:
     runner = CupyRunner()
     policy = TimingPolicy.from_settings(Settings())
     rows = []
-    wanted = [tuple(int(x) for x in (a.split("x") * 3 if "x" not in a else a.split("x"))[:3]) for a in sys.argv[1:]]
+    wanted = [required_dims(a) for a in sys.argv[1:]]
     for m, n, k in wanted or SHAPES:
         for name in variant_names():  # cuBLAS first, then every built-in with its defaults
             t0 = time.perf_counter()

@@ -18,14 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
+from core.description.problem_size import required_dims  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
 from worker.measure.runner import CupyRunner  # noqa: E402
-
-
-def dims(text: str) -> tuple[int, int, int]:
-    parts = [int(x) for x in text.split("x")]
-    return (parts[0],) * 3 if len(parts) == 1 else (parts[0], parts[1], parts[2])
 
 
 def main() -> None:
@@ -33,7 +29,7 @@ def main() -> None:
 
     from tests.test_gpu_nvbench import nvbench_medians
 
-    variants, sizes = sys.argv[1].split(","), [dims(s) for s in sys.argv[2:]]
+    variants, sizes = sys.argv[1].split(","), [required_dims(s) for s in sys.argv[2:]]
     runner = CupyRunner()
     policy = TimingPolicy.from_settings(Settings())
     lines, benchmarks = [], {}
