@@ -92,7 +92,7 @@ namespace tf32wg {
 constexpr int kBM = BM;                 // rows of C per block = wgmma N
 constexpr int kBN = 128;                // columns of C per block: 2 consumer warpgroups x wgmma M 64
 constexpr int kBK = 32;                 // k per slab: one 128-byte swizzle row of the A slab
-constexpr int kBRow = TMA_B ? kBN : kBN + 8;  // floats per B k-row in shared memory (padded, or in boxes)
+constexpr int kBRow = TMA_B ? kBN : kBN + 8;  // floats of a B k-row in shared memory (TMA_B: spread over 4 boxes)
 constexpr int kAStage = kBM * kBK * 4;  // bytes of one A slab (a multiple of 1024)
 constexpr int kBStage = kBK * kBRow * 4;
 constexpr int kThreads = 384;
