@@ -29,6 +29,8 @@ dimensions (core/description/gemm_form.py cublas_gemm), so a wrong call gives a 
 And through the environment, for fault tests:
   FAKE_GPU_CRASH_VARIANT=name   the child process dies (like a sticky CUDA fault) on that variant
   FAKE_GPU_HANG_VARIANT=name    the child process never returns from that variant
+  FAKE_GPU_STICKY_VARIANT=name  that variant fails and leaves the device unusable, as a sticky CUDA error
+                                does (the child process says so after its result, and exits)
   FAKE_GPU_WRONG_VARIANT=name   that variant drops its last K column (a wrong kernel)
   FAKE_GPU_THROTTLED=p          NVML reports a power cap during p % of the batches (seeded)
   FAKE_GPU_SLEEP_S=seconds      each case sleeps first (a case that takes time, e.g. against a time budget;
@@ -192,7 +194,9 @@ class FakeDevice:
         return DeviceFigures(**FIGURES, compute_capability=os.environ.get("FAKE_GPU_COMPUTE_CAPABILITY", "0.0"))
 
     def healthy(self) -> bool:
-        return True
+        return not self.poisoned  # FAKE_GPU_STICKY_VARIANT's case left the context unusable
+
+    poisoned = False
 
     def release_memory(self) -> None:
         pass
@@ -505,4 +509,7 @@ class CpuRunner(Runner):
         if os.environ.get("FAKE_GPU_HANG_VARIANT") == case.variant:
             while True:
                 time.sleep(1)
+        if os.environ.get("FAKE_GPU_STICKY_VARIANT") == case.variant:
+            self.device.poisoned = True
+            raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered (the CPU double)")
         return super().run_case(case, policy)

@@ -86,12 +86,17 @@ def test_skinny_shapes_are_measured_as_asked_and_swept(stack):
 def test_a_crashing_kernel_fails_its_job_and_the_worker_keeps_serving(stack):
     cfg, client, start_worker = stack
     start_worker(cfg, FAKE_GPU_CRASH_VARIANT="smem_tiled")
-    bad = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled"], "sizes": [[16, 16, 16]]}).json()
+    bad = client.post("/api/jobs", json={"variants": ["naive", "smem_tiled", "warp_tile"], "sizes": [[16, 16, 16]]}).json()
     job = wait_for_job(client, bad["id"])
     assert job["status"] == "failed"
     assert "smem_tiled 16x16x16 TILE=32: GPU process died (exit code 77)" in job["error"]
-    # The case measured before the crash is kept.
-    assert [r["variant"] for r in job["results"]] == ["naive"]
+    # The case measured before the crash is kept, the crashed case says what became of it, and the
+    # case after it ran on a fresh GPU process.
+    naive, crashed, after = job["results"]
+    assert [r["variant"] for r in job["results"]] == ["naive", "smem_tiled", "warp_tile"]
+    assert crashed["status"] == "failed" and crashed["error"] == "GPU process died (exit code 77)"
+    assert naive["verified"] and after["verified"] and after["gflops"] > 0
+    assert after["env"]["gpu"]["gpu_process_pid"] != naive["env"]["gpu"]["gpu_process_pid"]
 
     good = client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[16, 16, 16]]}).json()
     good = wait_for_job(client, good["id"])
@@ -114,12 +119,35 @@ def test_a_wrong_kernel_is_reported_unverified_with_no_speed(stack):
     assert r["status"] == "incorrect"  # not "failed": the kernel ran, and its C was wrong
 
 
-def test_a_hanging_case_is_killed_at_the_time_limit(stack):
+def test_a_hanging_case_is_killed_at_the_time_limit_and_the_job_s_other_cases_still_run(stack):
     cfg, client, start_worker = stack
     start_worker(cfg, FAKE_GPU_HANG_VARIANT="naive", GEMMWATCH_CASE_TIMEOUT_S="2")
-    job = wait_for_job(client, client.post("/api/jobs", json={"variants": ["naive"], "sizes": [[8, 8, 8]]}).json()["id"])
+    job = wait_for_job(client, client.post("/api/jobs", json={"variants": ["smem_tiled", "naive", "warp_tile"],
+                                                                "sizes": [[8, 8, 8], [16, 16, 16]]}).json()["id"])
     assert job["status"] == "failed"
-    assert "exceeded the 2 s case time limit" in job["error"]
+    assert "naive 8x8x8 BLOCK=32: exceeded the 2 s case time limit; killed" in job["error"]
+    by_case = {(r["variant"], r["m"]): r for r in job["results"]}
+    assert len(by_case) == 6  # every case has its result: none lost with the killed process
+    for size in (8, 16):
+        hung = by_case[("naive", size)]
+        assert hung["status"] == "failed" and hung["gflops"] is None
+        assert hung["error"] == "exceeded the 2 s case time limit; killed with its GPU process"
+        assert all(by_case[(v, size)]["verified"] for v in ("smem_tiled", "warp_tile"))
+
+
+def test_a_case_that_leaves_the_gpu_unusable_fails_alone(stack):
+    """A sticky CUDA error: the case's own error is its result, and the cases after it run on a fresh
+    GPU process (the child said so and exited), not lost with the spoilt one."""
+    cfg, client, start_worker = stack
+    start_worker(cfg, FAKE_GPU_STICKY_VARIANT="smem_tiled")
+    job = wait_for_job(client, client.post("/api/jobs", json={"variants": ["naive", "smem_tiled", "warp_tile"],
+                                                                "sizes": [[16, 16, 16]]}).json()["id"])
+    assert job["status"] == "failed"
+    assert "smem_tiled 16x16x16 TILE=32 left the GPU unusable (sticky CUDA error)" in job["error"]
+    naive, spoilt, after = job["results"]
+    assert spoilt["variant"] == "smem_tiled" and "cudaErrorIllegalAddress" in spoilt["error"]
+    assert naive["verified"] and after["variant"] == "warp_tile" and after["verified"]
+    assert after["env"]["gpu"]["gpu_process_pid"] != naive["env"]["gpu"]["gpu_process_pid"]
 
 
 def test_jobs_for_a_gpu_model_go_to_that_models_queue(stack):

@@ -3,7 +3,7 @@
 It lives across jobs (the context, the cuBLAS handle and compiled modules stay warm) until
 something goes wrong: a CUDA fault makes the context unusable for the rest of the process,
 which is why this is a process of its own. The parent sees it die or stop answering, fails
-the job, and starts a fresh one for the next job.
+the case in hand, and starts a fresh one for the job's other cases (worker/gpu_process.py).
 
 At its start, where the worker asked for it:
   child -> parent  ("warm", report) once its warm-up cases ran (worker/measure/warm_up.py)

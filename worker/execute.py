@@ -229,6 +229,7 @@ class JobRun:
             on_idle=self.update,  # heartbeat while a long case runs
             should_stop=self.cancel_requested,
             spent_before=self.spent_before,  # the job's budget counts a re-run's earlier cases
+            on_new_process=self.record_gpu,  # after a case took its GPU process down: the results say which made them
         )
 
     @db_retry

@@ -1,8 +1,8 @@
 """The worker's long-lived GPU child process (see worker/child.py for the conversation).
 
 One per worker process. Kept between jobs so CUDA start-up, cuBLAS handle creation and
-kernel loading are paid once; discarded after any fault or time-out, so the next job always
-gets a healthy GPU context.
+kernel loading are paid once; discarded after any fault or time-out, so the next case (of the
+same job, or the next) always gets a healthy GPU context.
 """
 
 import logging
@@ -99,13 +99,17 @@ def converse(
     on_idle: Callable[[], None] = lambda: None,
     should_stop: Callable[[], bool] = lambda: False,
     spent_before: Callable[[], float] = lambda: 0.0,
+    on_new_process: Callable[[dict], None] = lambda identity: None,
 ) -> list[str]:
     """Run one job's cases in the GPU process; returns the problems met (empty when all went well).
 
     on_identity gets the GPU's identity and returns the cases to run (planning needs the GPU
-    model). A case that outlives cfg.case_timeout_s is killed with its process. Cases go to the
-    child one at a time; once should_stop() says so (a cancel), no further case is sent, and a
-    case still running cfg.cancel_grace_s after that is killed with its process.
+    model); on_new_process gets the identity of each fresh GPU process after the first (its pid). A case that outlives cfg.case_timeout_s is killed with its process; a case whose
+    process dies, or leaves the GPU unusable (a sticky CUDA error), ends with it. Either way that
+    case fails alone: it gets a result saying what became of it, and the job's cases not run yet go
+    on in a fresh GPU process (a kernel that hangs or faults must not hide the others' figures).
+    Cases go to the child one at a time; once should_stop() says so (a cancel), no further case is
+    sent, and a case still running cfg.cancel_grace_s after that is killed with its process.
 
     The job's budget (cfg.job_budget_s, issue 37, row 7): the GPU-process seconds of its cases,
     compiles included, counted from spent_before() (a re-run's earlier cases). Once spent, the
@@ -118,6 +122,8 @@ def converse(
     todo: deque[Case] = deque()
     by_index: dict[int, Case] = {}
     current: Case | None = None
+    sent: Case | None = None  # the case last sent to the child
+    setting_up = True  # until the child's identity: a fault now is the GPU's, not a case's
     stop_seen_at: float | None = None
     healthy = False
     budget = cfg.job_budget_s
@@ -136,16 +142,37 @@ def converse(
             on_result(case, spent_out("not run"))
 
     def send_next() -> None:
-        nonlocal current, stop_seen_at
+        nonlocal current, stop_seen_at, sent
         current = None
         if stop_seen_at is None and should_stop():
             stop_seen_at = time.monotonic()
         if stop_seen_at is None and spent >= budget:
             end_the_rest()
+        sent = todo.popleft() if todo and stop_seen_at is None else None
         try:
-            conn.send(todo.popleft() if todo and stop_seen_at is None else None)
+            conn.send(sent)
         except OSError:  # the child is exiting; its last words ("fatal") are still to be read
             pass
+
+    def fresh_process() -> bool:
+        """After a case ended its GPU process: a new process for the cases not run yet (the case sent
+        to the dying one among them), True; False where there are none, or a cancel or the budget
+        ends the job."""
+        nonlocal gpu, conn, current, case_began, sent, deadline, setting_up
+        if sent is not None and sent is not current:
+            todo.appendleft(sent)  # sent after the fault, never started
+        current, case_began, sent = None, None, None
+        discard()
+        if not todo or should_stop():
+            return False
+        if spent >= budget:
+            end_the_rest()
+            return False
+        gpu, conn = acquire(cfg.runner, policy)
+        conn.send("job")
+        setting_up = True
+        deadline = time.monotonic() + cfg.case_timeout_s
+        return True
 
     try:
         conn.send("job")
@@ -164,7 +191,14 @@ def converse(
                 if now > deadline:
                     what = current.label if current else "GPU set-up"
                     problems.append(f"{what}: exceeded the {cfg.case_timeout_s:g} s case time limit; killed")
-                    return problems
+                    if current is None:
+                        return problems
+                    spent += now - case_began if case_began is not None else 0.0
+                    on_result(current, CaseOutcome(mode=policy.mode, error=(
+                        f"exceeded the {cfg.case_timeout_s:g} s case time limit; killed with its GPU process")))
+                    if not fresh_process():
+                        return problems
+                    continue
                 if current is not None and stop_seen_at is None and should_stop():
                     stop_seen_at = now
                 if current is not None and stop_seen_at is not None and now - stop_seen_at > cfg.cancel_grace_s:
@@ -181,19 +215,32 @@ def converse(
                 msg = conn.recv()
             except EOFError:  # the child died without saying goodbye
                 what = current.label if current else "GPU set-up"
-                problems.append(f"{what}: GPU process died (exit code {gpu.exitcode})")
-                return problems
+                died = f"GPU process died (exit code {gpu.exitcode})"
+                problems.append(f"{what}: {died}")
+                if current is None:
+                    return problems
+                if case_began is not None:
+                    spent += time.monotonic() - case_began
+                on_result(current, CaseOutcome(mode=policy.mode, error=died))
+                if not fresh_process():
+                    return problems
+                continue
             deadline = time.monotonic() + cfg.case_timeout_s
             kind = msg[0]
             if kind == "identity":
-                todo = deque(on_identity(msg[1]))
-                by_index = {c.index: c for c in todo}
-                spent = spent_before()
+                setting_up = False
+                if not by_index:  # the job's first GPU process: plan; a fresh one goes on with the plan
+                    todo = deque(on_identity(msg[1]))
+                    by_index = {c.index: c for c in todo}
+                    spent = spent_before()
+                else:
+                    on_new_process(msg[1])
                 conn.send(("prefetch", list(todo)))  # compiled ahead while the first cases run
                 send_next()
-            elif kind == "fatal":
+            elif kind == "fatal":  # at set-up, or after a case's result: that case left the GPU unusable
                 problems.append(msg[1])
-                return problems
+                if setting_up or not fresh_process():
+                    return problems
             elif kind == "warm":  # the worker's start stopped waiting for its warm-up before it ended
                 continue
             elif kind == "started":
