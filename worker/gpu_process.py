@@ -154,6 +154,11 @@ def converse(
         except OSError:  # the child is exiting; its last words ("fatal") are still to be read
             pass
 
+    def set_up_deadline() -> float:
+        """A GPU process's start (its interpreter, CUDA context and cuBLAS handle) is no case: it has
+        the warm-up's limit where that is the longer (a fresh process on a loaded machine)."""
+        return time.monotonic() + max(cfg.case_timeout_s, cfg.warm_up_timeout_s)
+
     def fresh_process() -> bool:
         """After a case ended its GPU process: a new process for the cases not run yet (the case sent
         to the dying one among them), True; False where there are none, or a cancel or the budget
@@ -171,12 +176,12 @@ def converse(
         gpu, conn = acquire(cfg.runner, policy)
         conn.send("job")
         setting_up = True
-        deadline = time.monotonic() + cfg.case_timeout_s
+        deadline = set_up_deadline()
         return True
 
     try:
         conn.send("job")
-        deadline = time.monotonic() + cfg.case_timeout_s
+        deadline = set_up_deadline()
         next_idle = time.monotonic() + IDLE_CALLBACK_S
         while True:
             if not conn.poll(STOP_CHECK_S if case_began is None else
