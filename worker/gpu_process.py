@@ -104,10 +104,11 @@ def converse(
     """Run one job's cases in the GPU process; returns the problems met (empty when all went well).
 
     on_identity gets the GPU's identity and returns the cases to run (planning needs the GPU
-    model); on_new_process gets the identity of each fresh GPU process after the first (its pid). A case that outlives cfg.case_timeout_s is killed with its process; a case whose
-    process dies, or leaves the GPU unusable (a sticky CUDA error), ends with it. Either way that
-    case fails alone: it gets a result saying what became of it, and the job's cases not run yet go
-    on in a fresh GPU process (a kernel that hangs or faults must not hide the others' figures).
+    model); on_new_process gets the identity of each fresh GPU process after the first (its pid).
+    A case that outlives cfg.case_timeout_s is killed with its process; a case whose process dies,
+    or leaves the GPU unusable (a sticky CUDA error), ends with it. Either way that case fails
+    alone: it gets a result saying what became of it, and the job's cases not run yet go on in a
+    fresh GPU process (a kernel that hangs or faults must not hide the others' figures).
     Cases go to the child one at a time; once should_stop() says so (a cancel), no further case is
     sent, and a case still running cfg.cancel_grace_s after that is killed with its process.
 
@@ -116,154 +117,178 @@ def converse(
     case running is stopped with its process, and it and every case not run end with the error
     "job budget of N s spent" (each a result, through on_result).
     """
-    policy = TimingPolicy.from_settings(cfg)
-    gpu, conn = acquire(cfg.runner, policy)
-    problems: list[str] = []
-    todo: deque[Case] = deque()
-    by_index: dict[int, Case] = {}
-    current: Case | None = None
-    sent: Case | None = None  # the case last sent to the child
-    setting_up = True  # until the child's identity: a fault now is the GPU's, not a case's
-    stop_seen_at: float | None = None
-    healthy = False
-    budget = cfg.job_budget_s
-    spent = 0.0  # this job's case seconds so far (set from spent_before() once planned)
-    case_began: float | None = None
+    talk = _Conversation(cfg, on_identity, on_started, on_result, on_idle, should_stop, spent_before, on_new_process)
+    try:
+        talk.run()
+    finally:
+        if not talk.healthy:  # whatever went wrong, the next job gets a fresh GPU process
+            discard()
+    return talk.problems
 
-    def spent_out(what: str) -> CaseOutcome:
-        return CaseOutcome(mode=policy.mode, error=f"job budget of {budget:g} s spent (GEMMWATCH_JOB_BUDGET_S); {what}")
 
-    def end_the_rest() -> None:
+class _Conversation:
+    """One job's exchange with its GPU process(es): the cases to run, the one running, the time
+    spent; converse() above says what happens when."""
+
+    def __init__(self, cfg, on_identity, on_started, on_result, on_idle, should_stop, spent_before, on_new_process):
+        self.cfg = cfg
+        self.on_identity, self.on_started, self.on_result = on_identity, on_started, on_result
+        self.on_idle, self.should_stop = on_idle, should_stop
+        self.spent_before, self.on_new_process = spent_before, on_new_process
+        self.policy = TimingPolicy.from_settings(cfg)
+        self.gpu, self.conn = acquire(cfg.runner, self.policy)
+        self.problems: list[str] = []
+        self.todo: deque[Case] = deque()
+        self.by_index: dict[int, Case] = {}
+        self.current: Case | None = None
+        self.sent: Case | None = None  # the case last sent to the child
+        self.setting_up = True  # until the child's identity: a fault now is the GPU's, not a case's
+        self.stop_seen_at: float | None = None
+        self.healthy = False
+        self.budget = cfg.job_budget_s
+        self.spent = 0.0  # this job's case seconds so far (set from spent_before() once planned)
+        self.case_began: float | None = None
+        self.deadline = 0.0
+
+    def spent_out(self, what: str) -> CaseOutcome:
+        return CaseOutcome(mode=self.policy.mode,
+                           error=f"job budget of {self.budget:g} s spent (GEMMWATCH_JOB_BUDGET_S); {what}")
+
+    def end_the_rest(self) -> None:
         """Every case not run ends with the budget's error."""
-        if todo:
-            problems.append(f"job budget of {budget:g} s spent (GEMMWATCH_JOB_BUDGET_S): {len(todo)} cases not run")
-        while todo:
-            case = todo.popleft()
-            on_result(case, spent_out("not run"))
+        if self.todo:
+            self.problems.append(f"job budget of {self.budget:g} s spent (GEMMWATCH_JOB_BUDGET_S): "
+                                 f"{len(self.todo)} cases not run")
+        while self.todo:
+            self.on_result(self.todo.popleft(), self.spent_out("not run"))
 
-    def send_next() -> None:
-        nonlocal current, stop_seen_at, sent
-        current = None
-        if stop_seen_at is None and should_stop():
-            stop_seen_at = time.monotonic()
-        if stop_seen_at is None and spent >= budget:
-            end_the_rest()
-        sent = todo.popleft() if todo and stop_seen_at is None else None
+    def send_next(self) -> None:
+        self.current = None
+        if self.stop_seen_at is None and self.should_stop():
+            self.stop_seen_at = time.monotonic()
+        if self.stop_seen_at is None and self.spent >= self.budget:
+            self.end_the_rest()
+        self.sent = self.todo.popleft() if self.todo and self.stop_seen_at is None else None
         try:
-            conn.send(sent)
+            self.conn.send(self.sent)
         except OSError:  # the child is exiting; its last words ("fatal") are still to be read
             pass
 
-    def set_up_deadline() -> float:
-        """A GPU process's start (its interpreter, CUDA context and cuBLAS handle) is no case: it has
-        the warm-up's limit where that is the longer (a fresh process on a loaded machine)."""
-        return time.monotonic() + max(cfg.case_timeout_s, cfg.warm_up_timeout_s)
+    def start_process(self) -> None:
+        """Ask the GPU process for its identity. Its start (interpreter, CUDA context, cuBLAS
+        handle) is no case: it has the warm-up's limit where that is the longer (a fresh process
+        on a loaded machine)."""
+        self.conn.send("job")
+        self.setting_up = True
+        self.deadline = time.monotonic() + max(self.cfg.case_timeout_s, self.cfg.warm_up_timeout_s)
 
-    def fresh_process() -> bool:
+    def fresh_process(self) -> bool:
         """After a case ended its GPU process: a new process for the cases not run yet (the case sent
         to the dying one among them), True; False where there are none, or a cancel or the budget
         ends the job."""
-        nonlocal gpu, conn, current, case_began, sent, deadline, setting_up
-        if sent is not None and sent is not current:
-            todo.appendleft(sent)  # sent after the fault, never started
-        current, case_began, sent = None, None, None
+        if self.sent is not None and self.sent is not self.current:
+            self.todo.appendleft(self.sent)  # sent after the fault, never started
+        self.current, self.case_began, self.sent = None, None, None
         discard()
-        if not todo or should_stop():
+        if not self.todo or self.should_stop():
             return False
-        if spent >= budget:
-            end_the_rest()
+        if self.spent >= self.budget:
+            self.end_the_rest()
             return False
-        gpu, conn = acquire(cfg.runner, policy)
-        conn.send("job")
-        setting_up = True
-        deadline = set_up_deadline()
+        self.gpu, self.conn = acquire(self.cfg.runner, self.policy)
+        self.start_process()
         return True
 
-    try:
-        conn.send("job")
-        deadline = set_up_deadline()
-        next_idle = time.monotonic() + IDLE_CALLBACK_S
+    def fail_case_and_go_on(self, problem: str, error: str) -> bool:
+        """The case running ended its GPU process (killed at its time limit, or the process died):
+        the job's problems get `problem`, the case fails alone with `error`, and the rest go on in a
+        fresh process. False ends the job: the process was still setting up (the GPU's fault, not a
+        case's), or nothing is left to run."""
+        self.problems.append(f"{self.current.label if self.current else 'GPU set-up'}: {problem}")
+        if self.current is None:
+            return False
+        if self.case_began is not None:
+            self.spent += time.monotonic() - self.case_began
+        self.on_result(self.current, CaseOutcome(mode=self.policy.mode, error=error))
+        return self.fresh_process()
+
+    def waited(self, now: float) -> bool:
+        """Nothing heard for a while: the budget, the time limit, a cancel and on_idle are checked.
+        False ends the job."""
+        cfg, current = self.cfg, self.current
+        if current is not None and self.case_began is not None and self.spent + (now - self.case_began) >= self.budget:
+            self.problems.append(f"{current.label}: job budget of {self.budget:g} s spent (GEMMWATCH_JOB_BUDGET_S); "
+                                 "stopped with its GPU process")
+            self.on_result(current, self.spent_out("stopped with its GPU process"))
+            self.end_the_rest()
+            return False
+        if now > self.deadline:
+            killed = f"exceeded the {cfg.case_timeout_s:g} s case time limit; killed"
+            return self.fail_case_and_go_on(killed, f"{killed} with its GPU process")
+        if current is not None and self.stop_seen_at is None and self.should_stop():
+            self.stop_seen_at = now
+        if current is not None and self.stop_seen_at is not None and now - self.stop_seen_at > cfg.cancel_grace_s:
+            stopped = f"still running {cfg.cancel_grace_s:g} s after the job was cancelled; stopped with its GPU process"
+            self.problems.append(f"{current.label}: {stopped}")
+            self.on_result(current, CaseOutcome(mode=self.policy.mode, error=stopped, status="cancelled"))
+            return False
+        if now >= self.next_idle:
+            self.on_idle()
+            self.next_idle = now + IDLE_CALLBACK_S
+        return True
+
+    def heard(self, msg: tuple) -> bool:
+        """One message from the GPU process. False ends the job."""
+        self.deadline = time.monotonic() + self.cfg.case_timeout_s
+        kind = msg[0]
+        if kind == "identity":
+            self.setting_up = False
+            if not self.by_index:  # the job's first GPU process: plan; a fresh one goes on with the plan
+                self.todo = deque(self.on_identity(msg[1]))
+                self.by_index = {c.index: c for c in self.todo}
+                self.spent = self.spent_before()
+            else:
+                self.on_new_process(msg[1])
+            self.conn.send(("prefetch", list(self.todo)))  # compiled ahead while the first cases run
+            self.send_next()
+        elif kind == "fatal":  # at set-up, or after a case's result: that case left the GPU unusable
+            self.problems.append(msg[1])
+            return not self.setting_up and self.fresh_process()
+        elif kind == "started":
+            self.current = self.by_index[msg[1]]
+            self.case_began = time.monotonic()
+            self.on_started(self.current)
+        elif kind == "result":
+            case, outcome = self.by_index[msg[1]], msg[2]
+            if self.case_began is not None:
+                self.spent += time.monotonic() - self.case_began
+                self.case_began = None
+            self.on_result(case, outcome)
+            if outcome.error and not outcome.not_applicable:  # another GPU's kernel is no failure
+                self.problems.append(f"{case.label}: {outcome.error}")
+            self.send_next()
+        elif kind == "done":
+            self.healthy = True
+            return False
+        # "warm": the worker's start stopped waiting for its warm-up before it ended; nothing to do
+        return True
+
+    def run(self) -> None:
+        self.start_process()
+        self.next_idle = time.monotonic() + IDLE_CALLBACK_S
         while True:
-            if not conn.poll(STOP_CHECK_S if case_began is None else
-                             max(0.0, min(STOP_CHECK_S, case_began + budget - spent - time.monotonic()))):
-                now = time.monotonic()
-                if current is not None and case_began is not None and spent + (now - case_began) >= budget:
-                    problems.append(f"{current.label}: job budget of {budget:g} s spent (GEMMWATCH_JOB_BUDGET_S); "
-                                    "stopped with its GPU process")
-                    on_result(current, spent_out("stopped with its GPU process"))
-                    end_the_rest()
-                    return problems
-                if now > deadline:
-                    what = current.label if current else "GPU set-up"
-                    problems.append(f"{what}: exceeded the {cfg.case_timeout_s:g} s case time limit; killed")
-                    if current is None:
-                        return problems
-                    spent += now - case_began if case_began is not None else 0.0
-                    on_result(current, CaseOutcome(mode=policy.mode, error=(
-                        f"exceeded the {cfg.case_timeout_s:g} s case time limit; killed with its GPU process")))
-                    if not fresh_process():
-                        return problems
-                    continue
-                if current is not None and stop_seen_at is None and should_stop():
-                    stop_seen_at = now
-                if current is not None and stop_seen_at is not None and now - stop_seen_at > cfg.cancel_grace_s:
-                    stopped = (f"still running {cfg.cancel_grace_s:g} s after the job was cancelled; stopped with "
-                               "its GPU process")
-                    problems.append(f"{current.label}: {stopped}")
-                    on_result(current, CaseOutcome(mode=policy.mode, error=stopped, status="cancelled"))
-                    return problems
-                if now >= next_idle:
-                    on_idle()
-                    next_idle = now + IDLE_CALLBACK_S
+            wait = STOP_CHECK_S if self.case_began is None else max(
+                0.0, min(STOP_CHECK_S, self.case_began + self.budget - self.spent - time.monotonic()))
+            if not self.conn.poll(wait):
+                if not self.waited(time.monotonic()):
+                    return
                 continue
             try:
-                msg = conn.recv()
+                msg = self.conn.recv()
             except EOFError:  # the child died without saying goodbye
-                what = current.label if current else "GPU set-up"
-                died = f"GPU process died (exit code {gpu.exitcode})"
-                problems.append(f"{what}: {died}")
-                if current is None:
-                    return problems
-                if case_began is not None:
-                    spent += time.monotonic() - case_began
-                on_result(current, CaseOutcome(mode=policy.mode, error=died))
-                if not fresh_process():
-                    return problems
+                died = f"GPU process died (exit code {self.gpu.exitcode})"
+                if not self.fail_case_and_go_on(died, died):
+                    return
                 continue
-            deadline = time.monotonic() + cfg.case_timeout_s
-            kind = msg[0]
-            if kind == "identity":
-                setting_up = False
-                if not by_index:  # the job's first GPU process: plan; a fresh one goes on with the plan
-                    todo = deque(on_identity(msg[1]))
-                    by_index = {c.index: c for c in todo}
-                    spent = spent_before()
-                else:
-                    on_new_process(msg[1])
-                conn.send(("prefetch", list(todo)))  # compiled ahead while the first cases run
-                send_next()
-            elif kind == "fatal":  # at set-up, or after a case's result: that case left the GPU unusable
-                problems.append(msg[1])
-                if setting_up or not fresh_process():
-                    return problems
-            elif kind == "warm":  # the worker's start stopped waiting for its warm-up before it ended
-                continue
-            elif kind == "started":
-                current = by_index[msg[1]]
-                case_began = time.monotonic()
-                on_started(current)
-            elif kind == "result":
-                case, outcome = by_index[msg[1]], msg[2]
-                if case_began is not None:
-                    spent += time.monotonic() - case_began
-                    case_began = None
-                on_result(case, outcome)
-                if outcome.error and not outcome.not_applicable:  # another GPU's kernel is no failure
-                    problems.append(f"{case.label}: {outcome.error}")
-                send_next()
-            elif kind == "done":
-                healthy = True
-                return problems
-    finally:
-        if not healthy:  # whatever went wrong, the next job gets a fresh GPU process
-            discard()
+            if not self.heard(msg):
+                return
