@@ -346,7 +346,7 @@ class KernelDescription(BaseModel):
         """The sizes its `sizes` allows, as (M, N, K); None where it runs at any."""
         if self.sizes is None:
             return None
-        return {dims[:3] for dims in (read_dims(text) for text in self.sizes) if dims is not None}  # type: ignore[misc]
+        return {dims for dims in (read_dims(text) for text in self.sizes) if dims is not None}
 
     def with_wrapper_call(self, call: dict[str, Any]) -> "KernelDescription":
         """The kernel this description's `wrapper` launches, described as a user would by hand: the

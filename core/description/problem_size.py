@@ -5,8 +5,19 @@ The CLI's --size, the dashboard's size menus and a kernel description's `sizes` 
 `read_dims`, so the three agree on what a size is; each says in its own way what went wrong."""
 
 import re
+from typing import Literal, overload
 
 _BETWEEN_DIMS = re.compile(r"\s*[x×*,]\s*")
+
+
+Dims = tuple[int, int, int]
+BatchedDims = tuple[int, int, int, int]
+
+
+@overload
+def read_dims(text: str, allow_batch: Literal[False] = False) -> Dims | None: ...
+@overload
+def read_dims(text: str, allow_batch: bool) -> Dims | BatchedDims | None: ...
 
 
 def read_dims(text: str, allow_batch: bool = False) -> tuple[int, ...] | None:
@@ -18,9 +29,9 @@ def read_dims(text: str, allow_batch: bool = False) -> tuple[int, ...] | None:
     return dims * 3 if len(dims) == 1 else dims
 
 
-def required_dims(text: str) -> tuple[int, int, int]:
+def required_dims(text: str) -> Dims:
     """(M, N, K) from `text`, or a ValueError saying what a size looks like (for scripts and tools)."""
     dims = read_dims(text)
     if dims is None:
         raise ValueError(f"{text!r} is no size: give MxNxK (e.g. 1000x1003x997) or one number for a cube (4096)")
-    return dims  # type: ignore[return-value]
+    return dims
