@@ -281,6 +281,7 @@ def live_server(tmp_path):
                 time.sleep(0.05)
         raise RuntimeError(f"server did not start: {log.name}: {Path(log.name).read_text()}")
 
+    start.procs = procs  # type: ignore[attr-defined]  # the servers' processes, for a test that ends one itself
     yield start
     for proc in procs:
         proc.terminate()

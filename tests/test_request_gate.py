@@ -7,6 +7,7 @@ on a busy 2-core machine; before the gate, each 4 MB post was parsed and guarded
 to minutes each) and /healthz waited behind them.
 """
 
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +17,7 @@ import pytest
 
 from core.records.db import session_factory
 from core.records.tokens import create_token
+from worker import process_tree
 from tests.descriptions import one_file
 
 # Just under the kernel description's own cap (core/description/kernel.py, 4,000,000 bytes), as in the issue.
@@ -123,3 +125,32 @@ def test_row_2_a_source_of_ten_thousand_directives_is_judged_at_once(cfg, live_s
                          timeout=DEADLINE_S)
     assert refused.status_code == 422 and "#include_next is not allowed" in refused.text, refused.text
     assert "heavy.cu, line 10001" in refused.text, refused.text  # A<j> is on line j + 2
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's exit status may wait for a container's init to read it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2:].split()[0] != b"Z"
+
+
+@pytest.mark.parametrize("ending", [signal.SIGTERM, signal.SIGKILL], ids=["stopped", "killed"])
+def test_a_server_that_ends_leaves_none_of_its_validation_processes_behind(cfg, live_server, ending):
+    """A large body is checked in a process forked from a fork server (api/validation_pool.py). That
+    process waited for its next task for good, holding the fork server and the resource tracker up:
+    each API process that ended, stopped or killed, left three processes running (54 a test run)."""
+    base = live_server(cfg)
+    server = live_server.procs[-1]
+    answer = post(base, heavy_job(200_000), token=token_with(cfg, "writer"))  # past LARGE_BYTES: the pool's
+    assert answer.status_code == 202, answer.text
+    below = process_tree.descendants(server.pid)
+    assert below, "the large body started no process: this test no longer tests the pool"
+    server.send_signal(ending)
+    server.wait(60)
+    deadline = time.monotonic() + 60
+    while (left := [pid for pid in below if running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"still running after their server ended: {left}"
