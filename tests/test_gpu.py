@@ -246,6 +246,30 @@ def test_faulting_and_endless_kernels_fail_their_jobs_and_the_worker_goes_on(tmp
     assert good["status"] == "succeeded" and good["results"][0]["verified"]
 
 
+def test_a_faulting_and_an_endless_kernel_fail_alone_and_the_rest_of_their_job_runs(
+        tmp_path, sqlite_url, redis_url, start_worker):
+    """One job of three cases on a real GPU, in this order: a kernel that leaves the GPU unusable, one
+    that never ends, and a good one. Each bad case fails alone with its reason, and the case after it
+    runs on a fresh GPU process: the good one is verified, not lost with the spoilt ones."""
+    cfg = make_settings(tmp_path, sqlite_url, redis_url)
+    upgrade_database(cfg)
+    client = make_client(cfg)
+    start_worker(cfg, runner=None, GEMMWATCH_CASE_TIMEOUT_S="20")
+    oob = (Path(__file__).parent / "fixtures" / "out_of_bounds.cu").read_text()
+    sources = [one_file("oob", oob, "sgemm_out_of_bounds", [32, 1, 1], [32, 32]),
+               one_file("endless", ENDLESS, "endless", [32, 1, 1], [32, 32])]
+    job = wait_for_job(client, client.post("/api/jobs", json={
+        "sources": sources, "variants": ["oob", "endless", "smem_tiled"], "sizes": [[256, 256, 256]]}).json()["id"],
+        timeout=240)
+    assert job["status"] == "failed"
+    assert "left the GPU unusable" in job["error"] and "exceeded the 20 s case time limit; killed" in job["error"]
+    by_variant = {r["variant"]: r for r in job["results"]}
+    assert set(by_variant) == {"oob", "endless", "smem_tiled"}, job["results"]
+    assert not by_variant["oob"]["verified"] and by_variant["oob"]["error"]
+    assert by_variant["endless"]["error"] == "exceeded the 20 s case time limit; killed with its GPU process"
+    assert by_variant["smem_tiled"]["verified"] and by_variant["smem_tiled"]["gflops"] > 0
+
+
 def test_cancel_on_a_real_gpu_stops_at_a_boundary_or_replaces_an_endless_kernels_process(
         tmp_path, sqlite_url, redis_url, start_worker):
     """Cancel through the API with the real runner: a job of many cases stops after the case in
