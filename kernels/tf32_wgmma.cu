@@ -29,6 +29,10 @@
 // lane (g, t) of warp w takes column 16 (g / 4) + 8 (w % 2) + g % 4 of its 32-column box, and the
 // column 4 past it. Where B has no map (N not a multiple of 4) the producer warpgroup copies B into
 // the same boxes itself.
+// -DSTAGED_C=1 (tf32_wgmma_pairs_staged_c) writes C through shared memory: stored from the fragments,
+// each warp store put 32 floats on four rows of C (8 sectors for 128 bytes) and a consumer thread
+// issued 128 of them after its last slab, time the tensor cores stood idle. The tile goes into the
+// A ring instead, then each warp writes whole rows of C, 16 bytes a lane.
 // Seed: Past the seeds; builds on tf32_mma_sync and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DBM (128 or 256: rows of C per block, wgmma's N), -DSTAGES (ring depth), -DGROUP_M.
 #include "common.cuh"
@@ -58,6 +62,9 @@
 #endif
 #ifndef TMA_B
 #define TMA_B 0
+#endif
+#ifndef STAGED_C
+#define STAGED_C 0
 #endif
 #if PAIRS
 #define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
@@ -111,6 +118,8 @@ static_assert(128 * (168 - PRODUCER_REG_COUNT) >= 256 * (CONSUMER_REG_COUNT - 16
 static_assert(!(SPLIT3 && TMA_A), "SPLIT3 splits the A pieces its own threads copied: not with TMA_A");
 static_assert(!(SPLIT3 && TWO_FRAGS), "TWO_FRAGS keeps the plain kernel's slab in flight: not with SPLIT3's promotion");
 static_assert(!TMA_B || (TMA_A && !SPLIT3), "TMA_B's producer thread is TMA_A's");
+static_assert(!STAGED_C || (TMA_B && STAGES * kAStage >= kBM * kBN * 4),
+              "STAGED_C's bank-free writes follow TMA_B's columns, and its tile takes the A ring's place");
 
 // Where element (k, n) of a B slab lies, in bytes from the slab's start: k-rows of kBRow floats
 // padded by 8 (no two rows of a fragment load on one bank), or TMA_B's four boxes of 32 columns,
@@ -443,6 +452,33 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
 
     // result[4 j + e] is C^T(row n, column m) with n = n_local (+kPairStep for e >= 2), m = 8 j + 2 t (+1 for
     // odd e).
+#if STAGED_C
+    // Stored straight from the fragments, each warp store writes 32 floats to four rows of C, 8 sectors
+    // for 128 bytes, and a thread issues kAcc of them. Here the tile goes through shared memory first
+    // (the A ring: every slab is consumed once both consumer warpgroups pass the barrier), then each
+    // warp writes whole rows of C, 16 bytes a lane. In shared memory, row m's 16-byte chunk c lies at
+    // chunk c ^ ((m / 2) % 4): a warp's 32 scalar writes (four rows 2 apart, chunks c0 and c0 + 4 of
+    // each) then fall on 32 different banks.
+    auto staged = [&](int m, int n) { return m * kBN + ((((n / 4) ^ ((m / 2) & 3))) << 2) + n % 4; };
+    float* tile = reinterpret_cast<float*>(ring_ptr);
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");  // both warpgroups' wgmmas done with the A ring
+#pragma unroll
+    for (int j = 0; j < kAcc / 4; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            tile[staged(8 * j + 2 * t + (e & 1), n_local + (e >= 2 ? kPairStep : 0))] = result[4 * j + e];
+    }
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    const bool vec_c = (N % 4 == 0) && aligned16(C);
+    const int ctid = threadIdx.x - 128;
+#pragma unroll 4
+    for (int i = 0; i < kBM * kBN / 4 / 256; ++i) {
+        const int piece = i * 256 + ctid, row = piece / (kBN / 4), col = 4 * (piece % (kBN / 4));
+        const float4 v = *reinterpret_cast<const float4*>(tile + staged(row, col));
+        const float vals[4] = {v.x, v.y, v.z, v.w};
+        store_row4(C, M, N, bm0 + row, bn0 + col, vals, alpha, beta, vec_c);
+    }
+#else
     const int n0 = bn0 + n_local;
 #pragma unroll
     for (int j = 0; j < kAcc / 4; ++j) {
@@ -453,6 +489,7 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
             if (m < M && n < N) store_axpby(C + (size_t)m * N + n, result[4 * j + e], alpha, beta);
         }
     }
+#endif
 #if PAIRS
     // The pair leaves together: its two SMs come free at the same moment for the next pair.
     cluster_sync();

@@ -80,7 +80,7 @@ def test_every_tf32_wgmma_configuration_matches_cublas(runner, params, size):
 # engine's zeros: M = 1000 is no multiple of 256, K = 1000 and 996 none of 32), skinny both ways.
 TMA_SHAPES = [(1000, 1100, 1000), (4096, 8, 4096), (8, 4096, 1024), (1000, 1003, 996)]
 TMA_A_VARIANTS = ["tf32_wgmma_tma", "tf32_wgmma_pairs", "tf32_wgmma_pairs_2frags", "tf32_wgmma_pairs_tma_b",
-                  "tf32_wgmma_tn"]
+                  "tf32_wgmma_pairs_staged_c", "tf32_wgmma_tn"]
 
 
 @pytest.mark.parametrize("size", TMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
