@@ -10,6 +10,7 @@ host pointers); the GPU's own path is tests/test_gpu_launchers.py.
 
 import ctypes
 import dataclasses
+import re
 import shutil
 import time
 from pathlib import Path
@@ -114,6 +115,32 @@ def test_a_launcher_that_calls_the_driver_builds_without_linking_it(shared_kerne
 
 
 @needs_confinement
+def test_a_launcher_calling_a_function_of_another_unit_is_refused_at_its_build_until_units_names_that_file(
+        shared_kernel_cache):
+    """The link of a shared library allows what no unit defines; the case's process then failed to load
+    it ("undefined symbol: _Z15check_cuda_lastPKci", a public repository's launcher whose helper is in
+    its utils.cu). The build now says which function, and where to name its file; with `units` it links."""
+    with pytest.raises(compiler.CompileError, match=r"calls what none of its files defines: "
+                                                    r"row_dot_column\(float const\*, float const\*, unsigned long.*"
+                                                    r"built from src/split_gemm.cu: .*`units`"):
+        built(described(HOST, "host_gemm_split", units=[]), shared_kernel_cache)
+    library = built(described(HOST, "host_gemm_split"), shared_kernel_cache)
+    assert library.plan.describe()[0] == "M: unsigned long" and library.plan.describe()[-1] == "stream: CUstream_st*"
+
+
+@pytest.mark.parametrize(("changes", "words"), [
+    ({"launcher": None, "args": STANDARD_ARGS[:-1]}, "units: other translation units are linked into a launcher's"),
+    ({"units": ["src/split_dot.h"]}, "'src/split_dot.h' is no file nvcc compiles"),
+    ({"units": ["src/host_gemm.cu"]}, "'src/host_gemm.cu' is not among the files"),
+    ({"units": ["src/split_gemm.cu"]}, "'src/split_gemm.cu' is the source already"),
+    ({"units": ["src/split_dot.cu", "src/split_dot.cu"]}, "each file may be listed once"),
+])
+def test_units_are_other_compiled_files_of_a_launchers_description(changes, words):
+    with pytest.raises(ValidationError, match=re.escape(words)):
+        described(HOST, "host_gemm_split", **changes)
+
+
+@needs_confinement
 def test_a_description_that_does_not_fit_the_launcher_is_refused_by_name(shared_kernel_cache):
     no_stream = described(REPO, "launcher_run_sgemm_tiled", args=["M", "N", "K", "alpha", "A", "B", "beta", "C"])
     with pytest.raises(kernel_args.ArgumentMismatch, match=r"run_sgemm_tiled takes 9 parameter\(s\).*name 8"):
@@ -167,7 +194,7 @@ def runner(shared_kernel_cache, monkeypatch):
 
 
 @needs_confinement
-@pytest.mark.parametrize("name", ["host_gemm", "host_gemm_by_pointer"])
+@pytest.mark.parametrize("name", ["host_gemm", "host_gemm_by_pointer", "host_gemm_split"])
 def test_a_launcher_case_is_verified_and_timed_by_the_runner_in_its_own_process(runner, name):
     out = runner.run_case(case(described(HOST, name)), POLICY)
     assert out.verified and out.error is None and out.rel_error < 1e-6, out.error

@@ -65,6 +65,7 @@ class Launch:
     # Per matrix ("A", "B", "C"): (box elements along its contiguous dimension, box lines, swizzle bytes).
     tensor_maps: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     launcher: str | None = None  # the repository's host launcher the runner calls (nvcc), else None
+    units: tuple[str, ...] = ()  # the launcher library's other translation units (paths in files)
     libraries: tuple[str, ...] = ()  # header libraries of the worker's on the include path ("cutlass")
     language: str = "cuda"  # "triton": source is Python, entry a @triton.jit function
     num_stages: int = 3  # a Triton kernel's pipeline stages
@@ -191,7 +192,7 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
         block=tuple(block) if block is not None else None,  # type: ignore[arg-type]
         grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.effective_target,
         compiler=desc.compiler, flags=tuple(desc.flags), compute_mode=desc.compute_mode, output=desc.output, tolerance=desc.tolerance, origin=origin,
-        launcher=desc.launcher, libraries=tuple(desc.libraries), language=desc.language,
+        launcher=desc.launcher, units=tuple(desc.units), libraries=tuple(desc.libraries), language=desc.language,
         num_stages=desc.triton.num_stages if desc.triton else 3,
         string_constexprs=dict(desc.triton.string_constexprs) if desc.triton else {},
         tensor_maps=maps,

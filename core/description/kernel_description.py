@@ -41,6 +41,11 @@ class KernelDescription(BaseModel):
         description="every file the kernel compiles from, by path in its folder: the source and the headers it "
                     "includes with #include \"...\" (resolved from the including file's folder, then `include_dirs`)")
     source: FilePath = Field(description="the file compiled as the translation unit (one of `files`)")
+    units: list[FilePath] = Field(default_factory=list, max_length=16,
+                                  description="with a `launcher`: the repository's other translation units (a "
+                                              "utils.cu whose functions the launcher calls), by path in `files`; "
+                                              "nvcc builds each and links them into the launcher's library beside "
+                                              "`source`, as the repository's own build links its files")
     include_dirs: list[FilePath] = Field(default_factory=list, max_length=16,
                                          description="folders of `files` searched for #include <...> and, after the "
                                                      "including file's folder, #include \"...\"")
@@ -270,7 +275,8 @@ class KernelDescription(BaseModel):
         define_order(self.defines)  # a define that reads itself, through others or not, is refused
         if self.language == "cuda":  # a Triton kernel's Python is read by nothing but its confined compile
             try:  # layer 1 of 3 against a hostile source (docs/SECURITY.md), and where each #include leads
-                kernel_includes.resolve(self.files, self.source, self.include_dirs, compiler=self.compiler)
+                for unit in [self.source, *self.units]:
+                    kernel_includes.resolve(self.files, unit, self.include_dirs, compiler=self.compiler)
             except (SourceRefused, IncludeRefused) as refusal:
                 raise ValueError(f"source refused: {refusal}") from None
         return self

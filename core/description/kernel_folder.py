@@ -91,15 +91,17 @@ def with_files(folder: Path, entry: dict) -> dict:
     source = entry.get("source")
     if not isinstance(source, str):
         return {**entry, "files": {}}  # the missing or wrong source is reported by the schema
+    listed = entry.get("units")
+    units = [u for u in listed if isinstance(u, str)] if isinstance(listed, list) else []
     root = folder.resolve()
-    for path in [source, *(given or [])]:
+    for path in [source, *(given or []), *units]:
         on_disk = (root / path).resolve()
         if not on_disk.is_relative_to(root):
             raise FolderError(f"{path}: outside the kernels folder")
         if not on_disk.is_file():
             raise FolderError(f"{path}: no such file in {folder}")
     try:
-        files = reached_files(folder, source, entry.get("include_dirs") or [], given or [])
+        files = reached_files(folder, source, entry.get("include_dirs") or [], [*(given or []), *units])
     except UnicodeDecodeError as exc:
         raise FolderError(f"a file is not UTF-8 text ({exc})") from None
     return {**entry, "files": files}

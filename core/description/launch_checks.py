@@ -20,6 +20,10 @@ class Described(Protocol):
     @property
     def source(self) -> str: ...
     @property
+    def units(self) -> Sequence[str]: ...
+    @property
+    def files(self) -> Mapping[str, str]: ...
+    @property
     def entry(self) -> str | None: ...
     @property
     def args(self) -> Sequence[str]: ...
@@ -87,9 +91,24 @@ def check_triton(desc: Described) -> None:
         raise ValueError("grid: a Triton kernel's launch needs its grid (its programs along x, y, z)")
 
 
+UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
+
+
 def check_launcher(desc: Described) -> None:
     """A launcher is host code: only nvcc builds it, only it takes a stream, and it makes its own
     launches (no tensor map of the runner's reaches it)."""
+    if desc.units and desc.launcher is None:
+        raise ValueError("units: other translation units are linked into a launcher's library; a kernel's cubin is "
+                         "built from `source` alone (name the launcher in \"launcher\")")
+    for unit in desc.units:
+        if not unit.endswith(UNIT_SUFFIXES):
+            raise ValueError(f"units: {unit!r} is no file nvcc compiles ({', '.join(UNIT_SUFFIXES)}); a header is "
+                             "reached through the #include that names it")
+        if unit not in desc.files or unit == desc.source:
+            raise ValueError(f"units: {unit!r} is " + ("the source already" if unit == desc.source else
+                                                          f"not among the files ({', '.join(sorted(desc.files))})"))
+    if len(set(desc.units)) != len(desc.units):
+        raise ValueError("units: each file may be listed once")
     if desc.launcher is None:
         if desc.language == "triton":
             return  # its block is Triton's (check_triton)

@@ -169,7 +169,10 @@ def _run_nvcc(request: dict) -> dict:
     shared = bool(request.get("launcher"))
     output = "launcher.so" if shared else "kernel.cubin"
     kind = ["-shared", "-Xcompiler", "-fPIC"] if shared else ["-cubin"]
-    argv = [request["nvcc"], *kind, *request["options"], "-o", output, ENTRY_UNIT_NAME]
+    # A launcher's library: the repository's other units beside it, each compiled and linked in
+    # (paths checked by worker/compile/compiler.py like every file's: plain components, no '..').
+    units = [os.path.join("src", unit) for unit in request.get("units") or []] if shared else []
+    argv = [request["nvcc"], *kind, *request["options"], "-o", output, ENTRY_UNIT_NAME, *units]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": os.path.abspath("tmp"), "HOME": os.getcwd(),
            "LANG": "C"}
     if request.get("preload"):  # denied reads fail as missing files (worker/compile/absent_reads.py)

@@ -164,7 +164,8 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
         return rename_files(filter_log(raw_log, own, toolkit) if untrusted else raw_log, shown_as)
 
     key = ["nvcc", sorted(launch.files.items()), launch.source, launch.entry, request["options"],
-           confinement.version, path, nvcc.host_compiler_dirs(), *(["library", launch.launcher] if library else []),
+           confinement.version, path, nvcc.host_compiler_dirs(),
+           *(["library", launch.launcher, list(launch.units)] if library else []),
            [(lib.name, lib.version) for lib in libraries],
            *([adapter, (header_libraries.ADAPTER_DIR / adapter).read_text()] if adapter else [])]
     label = " + ".join([f"nvcc {confinement.version}", *(lib.label for lib in libraries)])

@@ -17,6 +17,7 @@ import struct
 
 _SHT_SYMTAB = 2
 _SHT_DYNSYM = 11
+_SHT_GNU_VERSYM = 0x6FFFFFFF
 _STT_FUNC = 2
 # .nv.info records: a format byte, an attribute byte, then two bytes: nothing, a byte or a u16 value,
 # or (SVAL) the length of the value that follows.
@@ -194,6 +195,27 @@ def host_functions(elf: bytes) -> list[dict]:
             except CubinError:  # a function of the C++ library a unit linked in, not one a launcher can be
                 continue
             out.append({"symbol": symbol, "name": name, "params": [[t, None] for t in types]})
+    return out
+
+
+def unresolved_symbols(elf: bytes) -> list[str]:
+    """What a shared library calls that none of its own units defines and none of the libraries it was
+    linked with gives: undefined, global (not weak) and unversioned in .dynsym. The C and C++
+    libraries the host compiler links version every symbol they give (GLIBC_2.2.5, GLIBCXX_3.4, ...),
+    so an unversioned one is found at load time or never."""
+    sections = _sections(elf)
+    versions = next((data for _name, kind, data, _link in sections if kind == _SHT_GNU_VERSYM), None)
+    out = []
+    for _name, kind, data, link in sections:
+        if kind != _SHT_DYNSYM:
+            continue
+        strtab = sections[link][2]
+        for index, i in enumerate(range(0, len(data), 24)):
+            st_name, st_info, _st_other, st_shndx = struct.unpack_from("<IBBH", data, i)
+            version = struct.unpack_from("<H", versions, 2 * index)[0] & 0x7FFF if versions else 1
+            if st_shndx != 0 or st_info >> 4 != 1 or st_name == 0 or version > 1:
+                continue
+            out.append(strtab[st_name: strtab.index(b"\0", st_name)].decode())
     return out
 
 

@@ -91,5 +91,6 @@ def options(launch: Launch, arch: str) -> list[str]:
 def request(launch: Launch, nvcc: str, arch: str, timeout_s: float) -> dict:
     """The confined compile process's request for an nvcc build of this kernel."""
     return {"tool": "nvcc", "nvcc": nvcc, "files": dict(launch.files), "source": launch.source,
-            "entry": launch.entry, "options": options(launch, arch), "timeout_s": max(1.0, timeout_s - 2),
+            "entry": launch.entry, "units": list(launch.units), "options": options(launch, arch),
+            "timeout_s": max(1.0, timeout_s - 2),
             "executable": [toolkit_root(nvcc), *host_compiler_dirs()]}
