@@ -21,7 +21,9 @@ def _kernels(path: Path) -> list[dict]:
 
 
 def _described(kernel: dict) -> KernelDescription:
-    return KernelDescription.model_validate({**kernel, "files": {kernel["source"]: "// the repository's file\n"}})
+    stand_in = "// the repository's file\n"
+    return KernelDescription.model_validate(
+        {**kernel, "files": {path: stand_in for path in [kernel["source"], *kernel.get("units", [])]}})
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name.removesuffix(".gemmwatch.json"))
