@@ -128,6 +128,18 @@ def test_a_launcher_calling_a_function_of_another_unit_is_refused_at_its_build_u
     assert library.plan.describe()[0] == "M: unsigned long" and library.plan.describe()[-1] == "stream: CUstream_st*"
 
 
+def test_a_unit_meets_the_source_guard_in_its_description_and_again_at_its_build(shared_kernel_cache):
+    """A unit is compiled like the source, so layer 1 reads it like the source: at the description, and
+    at the build for a row written past the API."""
+    hostile = '#include "/etc/passwd"\n'
+    with pytest.raises(ValidationError, match="source refused"):
+        described(HOST, "host_gemm_split", files={**described(HOST, "host_gemm_split").files, "src/split_dot.cu": hostile})
+    launch = resolve(described(HOST, "host_gemm_split"), {}, H100_FIGURES, "job")
+    past_the_api = dataclasses.replace(launch, files={**launch.files, "src/split_dot.cu": hostile})
+    with pytest.raises(compiler.CompileRefused, match="source refused"):
+        launcher_library.build(past_the_api, "9.0", Settings(GEMMWATCH_KERNEL_CACHE_DIR=str(shared_kernel_cache)))
+
+
 @pytest.mark.parametrize(("changes", "words"), [
     ({"launcher": None, "args": STANDARD_ARGS[:-1]}, "units: other translation units are linked into a launcher's"),
     ({"units": ["src/split_dot.h"]}, "'src/split_dot.h' is no file nvcc compiles"),

@@ -79,6 +79,8 @@ def compile_launch(launch: Launch, compute_capability: str, cfg, library: bool =
     try:
         headers = kernel_includes.resolve(launch.files, launch.source, list(launch.include_dirs),
                                           compiler=launch.compiler)
+        for unit in launch.units:  # a launcher library's other files, compiled too (nvcc only)
+            kernel_includes.resolve(launch.files, unit, list(launch.include_dirs), compiler=launch.compiler)
     except (SourceRefused, IncludeRefused) as refusal:
         raise CompileRefused(f"source refused: {refusal}") from None
     arch = f"-arch={target}" if target else arch_option(compute_capability)
