@@ -14,6 +14,7 @@ import ctypes
 import ctypes.util
 import re
 import struct
+from collections.abc import Iterator
 
 _SHT_SYMTAB = 2
 _SHT_DYNSYM = 11
@@ -45,24 +46,27 @@ def _sections(elf: bytes) -> list[tuple[str, int, bytes, int]]:
     return [(name_at(h[0]), h[1], elf[h[4]: h[4] + h[5]], h[6]) for h in headers]
 
 
+def _symbols(sections: list[tuple[str, int, bytes, int]], table: int) -> Iterator[tuple[int, str, int, int, int]]:
+    """(index, name, st_info, st_other, st_shndx) of every entry of the symbol tables of one kind
+    (.symtab or .dynsym); the index is the entry's place in its table, which .gnu.version follows."""
+    for _name, kind, data, link in sections:
+        if kind != table:
+            continue
+        strtab = sections[link][2]
+        for index, offset in enumerate(range(0, len(data), 24)):
+            st_name, st_info, st_other, st_shndx = struct.unpack_from("<IBBH", data, offset)
+            yield index, strtab[st_name: strtab.index(b"\0", st_name)].decode(), st_info, st_other, st_shndx
+
+
 def kernel_symbols(elf: bytes) -> list[str]:
     """A cubin's kernels: the global and weak function symbols that have an .nv.info section of their
     own (a device function the compiler kept, such as 64-bit division's `$__internal_0_$__cuda_sm20_div_u64`,
     is a function symbol too, without one)."""
     sections = _sections(elf)
     described = {name.removeprefix(".nv.info.") for name, _k, _d, _l in sections if name.startswith(".nv.info.")}
-    out = []
-    for _name, kind, data, link in sections:
-        if kind != _SHT_SYMTAB:
-            continue
-        strtab = sections[link][2]
-        for i in range(0, len(data), 24):
-            st_name, st_info = struct.unpack_from("<IB", data, i)
-            # STB_GLOBAL, or STB_WEAK: a template's instantiation is weak (NVRTC's and nvcc's alike)
-            name = strtab[st_name: strtab.index(b"\0", st_name)].decode()
-            if st_info & 0xF == _STT_FUNC and st_info >> 4 in (1, 2) and name in described:
-                out.append(name)
-    return out
+    # STB_GLOBAL, or STB_WEAK: a template's instantiation is weak (NVRTC's and nvcc's alike)
+    return [name for _index, name, st_info, _other, _shndx in _symbols(sections, _SHT_SYMTAB)
+            if st_info & 0xF == _STT_FUNC and st_info >> 4 in (1, 2) and name in described]
 
 
 def parameter_sizes(elf: bytes, symbol: str) -> list[int]:
@@ -178,23 +182,16 @@ def host_functions(elf: bytes) -> list[dict]:
     its symbol, its C++ name with template arguments (None for an `extern "C"` function, whose
     parameter types no binary records) and its parameter types ([type, None]: a host function has
     no .nv.info to give sizes). What a launcher is found among and planned from."""
-    sections = _sections(elf)
     out = []
-    for _name, kind, data, link in sections:
-        if kind != _SHT_DYNSYM:
+    for _index, symbol, st_info, st_other, st_shndx in _symbols(_sections(elf), _SHT_DYNSYM):
+        if st_info & 0xF != _STT_FUNC or st_info >> 4 not in (1, 2) or st_shndx == 0 or st_other & 3:
             continue
-        strtab = sections[link][2]
-        for i in range(0, len(data), 24):
-            st_name, st_info, st_other, st_shndx = struct.unpack_from("<IBBH", data, i)
-            if st_info & 0xF != _STT_FUNC or st_info >> 4 not in (1, 2) or st_shndx == 0 or st_other & 3:
-                continue
-            symbol = strtab[st_name: strtab.index(b"\0", st_name)].decode()
-            demangled = demangle(symbol)
-            try:
-                name, types = split_signature(demangled) if demangled else (None, [])
-            except CubinError:  # a function of the C++ library a unit linked in, not one a launcher can be
-                continue
-            out.append({"symbol": symbol, "name": name, "params": [[t, None] for t in types]})
+        demangled = demangle(symbol)
+        try:
+            name, types = split_signature(demangled) if demangled else (None, [])
+        except CubinError:  # a function of the C++ library a unit linked in, not one a launcher can be
+            continue
+        out.append({"symbol": symbol, "name": name, "params": [[t, None] for t in types]})
     return out
 
 
@@ -206,16 +203,10 @@ def unresolved_symbols(elf: bytes) -> list[str]:
     sections = _sections(elf)
     versions = next((data for _name, kind, data, _link in sections if kind == _SHT_GNU_VERSYM), None)
     out = []
-    for _name, kind, data, link in sections:
-        if kind != _SHT_DYNSYM:
-            continue
-        strtab = sections[link][2]
-        for index, i in enumerate(range(0, len(data), 24)):
-            st_name, st_info, _st_other, st_shndx = struct.unpack_from("<IBBH", data, i)
-            version = struct.unpack_from("<H", versions, 2 * index)[0] & 0x7FFF if versions else 1
-            if st_shndx != 0 or st_info >> 4 != 1 or st_name == 0 or version > 1:
-                continue
-            out.append(strtab[st_name: strtab.index(b"\0", st_name)].decode())
+    for index, name, st_info, _other, st_shndx in _symbols(sections, _SHT_DYNSYM):
+        version = struct.unpack_from("<H", versions, 2 * index)[0] & 0x7FFF if versions else 1
+        if st_shndx == 0 and st_info >> 4 == 1 and name and version <= 1:
+            out.append(name)
     return out
 
 
