@@ -247,7 +247,7 @@ LAYER_ONE_BYPASS = """\
 import os
 if os.environ.get("GEMMWATCH_TEST_SKIP_LAYER_ONE") == "1":
     from core.description import kernel_includes, source_guard
-    kernel_includes.resolve = lambda files, source, include_dirs=(), compiler="nvrtc": kernel_includes.Headers({}, False)
+    kernel_includes.resolve = lambda files, source, include_dirs=(), compiler="nvrtc", units=(): kernel_includes.Headers({}, False)
 """
 
 

@@ -275,8 +275,8 @@ class KernelDescription(BaseModel):
         define_order(self.defines)  # a define that reads itself, through others or not, is refused
         if self.language == "cuda":  # a Triton kernel's Python is read by nothing but its confined compile
             try:  # layer 1 of 3 against a hostile source (docs/SECURITY.md), and where each #include leads
-                for unit in [self.source, *self.units]:
-                    kernel_includes.resolve(self.files, unit, self.include_dirs, compiler=self.compiler)
+                kernel_includes.resolve(self.files, self.source, self.include_dirs, compiler=self.compiler,
+                                        units=self.units)
             except (SourceRefused, IncludeRefused) as refusal:
                 raise ValueError(f"source refused: {refusal}") from None
         return self

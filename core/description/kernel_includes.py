@@ -102,10 +102,20 @@ def _candidates(including: str, include: Include, include_dirs: list[str]) -> li
     return out
 
 
-def resolve(files: dict[str, str], source: str, include_dirs: Sequence[str] = (), compiler: str = "nvrtc") -> Headers:
+def resolve(files: dict[str, str], source: str, include_dirs: Sequence[str] = (), compiler: str = "nvrtc",
+            units: Sequence[str] = ()) -> Headers:
     """Check every file the source reaches (each through the source guard) and resolve every
     include for `compiler` ("nvrtc" or "nvcc"); raise KernelRefused naming every problem found,
-    each with its file and line."""
+    each with its file and line. `units`, a launcher library's other translation units (nvcc
+    compiles each on its own), meet the same guard after it; the headers returned are the source's."""
+    headers = _resolve_unit(files, source, include_dirs, compiler)
+    for unit in units:
+        _resolve_unit(files, unit, include_dirs, compiler)
+    return headers
+
+
+def _resolve_unit(files: dict[str, str], source: str, include_dirs: Sequence[str], compiler: str) -> Headers:
+    """resolve() for one translation unit."""
     by_name: dict[str, str] = {}
     paths: dict[str, str] = {}
     system: set[str] = set()

@@ -78,9 +78,7 @@ def compile_launch(launch: Launch, compute_capability: str, cfg, library: bool =
     # and what each #include leads to is decided by us, not by NVRTC's search.
     try:
         headers = kernel_includes.resolve(launch.files, launch.source, list(launch.include_dirs),
-                                          compiler=launch.compiler)
-        for unit in launch.units:  # a launcher library's other files, compiled too (nvcc only)
-            kernel_includes.resolve(launch.files, unit, list(launch.include_dirs), compiler=launch.compiler)
+                                          compiler=launch.compiler, units=launch.units)
     except (SourceRefused, IncludeRefused) as refusal:
         raise CompileRefused(f"source refused: {refusal}") from None
     arch = f"-arch={target}" if target else arch_option(compute_capability)
