@@ -37,6 +37,7 @@ import ctypes  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import re  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 
@@ -108,16 +109,33 @@ def _built(cubin: bytes, log: str, lowered: dict[str, str]) -> dict:
     return {"ok": True, "log": log, "cubin": base64.b64encode(cubin).decode(), "lowered": lowered, "kernels": kernels}
 
 
-def _built_library(library: bytes, log: str, launcher_name: str) -> dict:
+# What a launcher's library may leave to its process: the CUDA driver, cuBLAS(Lt) and cuRAND, whose
+# symbols the launcher's process makes global before loading it (worker/launch/launcher_child.py);
+# no wheel holds stubs to link them against.
+_GIVEN_BY_ITS_PROCESS = re.compile(r"cu[A-Z]\w*|cublas\w*|curand\w*")
+
+
+def _built_library(library: bytes, log: str, request: dict) -> dict:
     """A launcher build's reply, shaped as a cubin's (worker/compile/compiler.build stores either): the
     library, the log, and the launcher: called through gemmwatch_launcher_address, its parameter types
-    read from the signature function (worker/compile/cubin_info.py)."""
+    read from the signature function (worker/compile/cubin_info.py). A library that calls what none of
+    its units defines (a function of a file the repository links in and the description does not name)
+    fails here, as a compile error: the link allows it, and the case would otherwise fail only when its
+    process loads the library."""
     try:
         params = cubin_info.launcher_parameters(library)
+        missing = [s for s in cubin_info.unresolved_symbols(library) if not _GIVEN_BY_ITS_PROCESS.fullmatch(s)]
     except cubin_info.NotAFunction as exc:
         return {"ok": False, "error": f"the launcher cannot be called: {exc}"}
     except Exception as exc:
         return {"ok": False, "error": f"the built library could not be read: {exc}"}
+    if missing:
+        names = ", ".join(cubin_info.demangle(s) or s for s in missing[:8]) + (" ..." if len(missing) > 8 else "")
+        built_from = ", ".join([request["source"], *(request.get("units") or [])])
+        return {"ok": False, "log": f"the launcher's library calls what none of its files defines: {names}. It was "
+                                    f"built from {built_from}: name each file that defines them (a .cu or .cpp of "
+                                    "the repository) in `units`"}
+    launcher_name = request["launcher"]
     launcher = {"symbol": LAUNCHER_ADDRESS, "name": launcher_name, "params": [[t, None] for t in params]}
     return {"ok": True, "log": log, "cubin": base64.b64encode(library).decode(), "lowered": {}, "kernels": [launcher]}
 
@@ -188,7 +206,7 @@ def _run_nvcc(request: dict) -> dict:
     if proc.returncode != 0 or not os.path.exists(output):
         return {"ok": False, "log": log.strip() or f"nvcc failed (exit {proc.returncode})"}
     with open(output, "rb") as f:
-        return _built_library(f.read(), log.strip(), request["launcher"]) if shared else _built(f.read(), log.strip(), {})
+        return _built_library(f.read(), log.strip(), request) if shared else _built(f.read(), log.strip(), {})
 
 
 def _confine(readable: list[str], executable: list[str] = (), writable: list[str] = ()) -> tuple[bool, str]:

@@ -13,14 +13,13 @@ of the library runs here: it is only ever loaded in a confined process of its ca
 """
 
 import ctypes
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy
 
 from core.description.kernel import Launch
-from worker.compile import compiler, cubin_info
+from worker.compile import compiler
 from worker.arguments import half_arrays, kernel_args
 
 
@@ -36,32 +35,11 @@ def build(launch: Launch, compute_capability: str, cfg) -> LauncherLibrary:
     """The launch's launcher, built and planned; CompileRefused where the library exports no such
     function, ArgumentMismatch where its parameters do not fit the description's args."""
     built = compiler.compile_launch(launch, compute_capability, cfg, library=True)
-    check_linked(launch, built.cubin_path.read_bytes())
     function, = built.kernels  # the launcher, as the launcher unit spelled its type (worker/compile/compile_sandbox.py)
     precision = launch.precision
     arg_plan = kernel_args.plan(launch.launcher, launch.args, function["params"], precision.input_type,
                                 precision.output_type, host=True)
     return LauncherLibrary(built.cubin_path, function["symbol"], arg_plan, built.compiler)
-
-
-# What a launcher's library may leave to its process: the CUDA driver, cuBLAS(Lt) and cuRAND, whose
-# symbols the launcher's process makes global before loading it (worker/launch/launcher_child.py);
-# no wheel holds stubs to link them against.
-_GIVEN_BY_ITS_PROCESS = re.compile(r"cu[A-Z]\w*|cublas\w*|curand\w*")
-
-
-def check_linked(launch: Launch, library: bytes) -> None:
-    """A CompileError naming what the library calls and none of its units defines (a function of a
-    file the repository links in and the description does not name): the link allows it, and the
-    case would otherwise fail only when its process loads the library."""
-    missing = [s for s in cubin_info.unresolved_symbols(library) if not _GIVEN_BY_ITS_PROCESS.fullmatch(s)]
-    if not missing:
-        return
-    names = ", ".join(cubin_info.demangle(s) or s for s in missing[:8]) + (" ..." if len(missing) > 8 else "")
-    built_from = ", ".join([launch.source, *launch.units])
-    raise compiler.CompileError(
-        f"the launcher's library calls what none of its files defines: {names}. It was built from {built_from}: "
-        "name each file that defines them (a .cu or .cpp of the repository) in `units`")
 
 
 _CTYPES = {"i32": ctypes.c_int32, "u32": ctypes.c_uint32, "i64": ctypes.c_int64, "u64": ctypes.c_uint64,
