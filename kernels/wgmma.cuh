@@ -197,6 +197,7 @@ GW_SS_NB(wgmma_ss_f16_nb, 32, 64, f16, 32, 33, 34)
     }
 GW_SS_E4M3(64, 128, 64, 65, 66)
 GW_SS_E4M3(96, 192, 96, 97, 98)
+GW_SS_E4M3(32, 64, 32, 33, 34)
 
 // TF32 with both operands K-major in shared memory (wgmma_tn): d (+)= A (64 x 8) * B (8 x 256);
 // `accumulate` 0 starts d from zero.

@@ -17,6 +17,9 @@
 //   a 96-float total (192 of the consumers' 224 registers). A slab is 40 KiB for 1.5 times the
 //   multiplies of a 32 KiB one: a sixth less L2 per multiply, which pays at 4096^3 and up; below,
 //   its fewer tiles leave SMs idle.
+//   -DFP8_BN=64 (fp8_wgmma_tn_64): 128 x 64 tiles, four m64n64k32 a slab, 32 accumulators and a
+//   32-float total, a 24 KiB slab in an 8-deep ring: twice the tiles of 128 x 128, for 1024^3, whose
+//   64 tiles of 128 x 128 leave half the SMs idle; from 2048^3 up its extra L2 per multiply costs more.
 //   C in BF16 (OUTPUT_FP32=1: FP32); the per-tensor scales reach the kernel folded into alpha.
 // - TF32 (-DINPUT_TF32=1, tf32_wgmma_tn): 128 x 256 tiles, a slab 32 k, four m64n256k8 a slab
 //   summed in place (FP32 accumulators need no promotion), the previous slab's group waited for
@@ -46,7 +49,7 @@
 #define OUTPUT_FP32 INPUT_TF32  // TF32: C in FP32
 #endif
 #ifndef FP8_BN
-#define FP8_BN 128  // columns of an FP8 tile: 128, or 192 (fp8_wgmma_tn_192)
+#define FP8_BN 128  // columns of an FP8 tile: 128, 192 (fp8_wgmma_tn_192) or 64 (fp8_wgmma_tn_64)
 #endif
 #ifndef STAGES
 #define STAGES 6
@@ -83,7 +86,7 @@ constexpr int kAcc = kBN / 2;       // FP32 accumulators per consumer thread (FP
 constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
-static_assert(kBN == 128 || kBN == 192 || kBN == 256, "wgmma_ss_e4m3 and wgmma_ss_tf32 are spelt for these widths");
+static_assert(kBN == 64 || kBN == 128 || kBN == 192 || kBN == 256, "wgmma_ss_e4m3 and wgmma_ss_tf32 are spelt for these widths");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif

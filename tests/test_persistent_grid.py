@@ -41,7 +41,7 @@ def test_no_tiles_no_blocks_and_no_slots_is_an_error():
 
 @pytest.mark.parametrize(("name", "tile_n"), [("bf16_wgmma_persistent", 256), ("fp16_wgmma_persistent", 256),
                                            ("bf16_wgmma_tn_persistent", 256), ("tf32_wgmma_tn", 256),
-                                           ("fp8_wgmma_tn", 128), ("fp8_wgmma_tn_192", 192),
+                                           ("fp8_wgmma_tn", 128), ("fp8_wgmma_tn_192", 192), ("fp8_wgmma_tn_64", 64),
                                            ("bf16_wgmma_persistent_64", 64)])
 def test_the_built_in_persistent_kernels_launch_the_balanced_grid(name, tile_n):
     launch = resolve(builtin_kernels()[name], {}, H100_FIGURES, "builtin")
