@@ -7,7 +7,9 @@ gets host pointers and a null stream, and a launcher that computes on the host
 (tests/fixtures/host_launchers) really computes C. Event times come from the double's model.
 """
 
-from worker.arguments import kernel_args
+import struct
+
+from worker.arguments import kernel_args, tensor_maps
 from worker.compile import launcher_library
 from worker.launch.host_jail import Allowance
 from worker.measure.launcher_hook import LauncherCase
@@ -29,6 +31,8 @@ class FakeLauncherDevice(FakeDevice):
         if self.launcher is None:  # the rehearsal: cuBLAS in its place
             return self.cublas_call(a, b, c, launch.precision, launch.form, batch)
         named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch) | {"stream": None}
+        for matrix, box in launch.tensor_maps.items():  # no driver here: the map's request, in bytes
+            named[f"{matrix}_map"] = fake_map({"A": a, "B": b, "C": c}[matrix], matrix, launch, m, n, k, box)
         args = launcher_library.arguments(kernel.plan, named, lambda x: 0 if x is None else x.ctypes.data)
         launcher = self.launcher
         launcher.argtypes, launcher.restype = list(args.argtypes), None
@@ -41,6 +45,17 @@ class FakeLauncherDevice(FakeDevice):
 
     def resources(self, kernel, launch, m, n, k) -> dict:
         return {}  # the entry's, from the GPU child (worker/measure/launcher_case.py)
+
+
+def fake_map(x, matrix: str, launch, m: int, n: int, k: int, box) -> bytes:
+    """What stands for a TMA tensor map on the CPU, whose driver has no cuTensorMapEncodeTiled: the
+    request the GPU's driver would encode (the product's tensor_maps.request), as a record a fixture
+    launcher reads (tests/fixtures/host_launchers/src/host_maps.cu): base address, elements along a line,
+    lines, bytes between lines, the box's two sides and its swizzle, in 128 bytes."""
+    req = tensor_maps.request(matrix, launch.form.layout(matrix), m, n, k, x.ctypes.data,
+                              tensor_maps.data_type(launch, matrix), box)
+    record = struct.pack("<QQQQIII", req.address, *req.dims, req.line_bytes, *req.box, req.swizzle)
+    return record.ljust(tensor_maps.MAP_BYTES, b"\0")
 
 
 class CpuLauncherCase(LauncherCase):

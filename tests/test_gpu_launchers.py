@@ -67,3 +67,24 @@ def test_gpu_kernels_built_on_the_workers_cutlass_verify(gpu, name):
     out = runner.run_case(case(cutlass_kernel(name), size=(1000, 1003, 997)), policy)
     assert out.verified and out.error is None, out.error
     assert out.env["resources"]["compiler"].endswith(f" + CUTLASS {CUTLASS.version}"), out.env["resources"]
+
+
+MAPS = REPO.parent / "launcher_maps"
+
+
+@pytest.mark.parametrize("size", [(1000, 1004, 996), (64, 4096, 256), (1024, 1024, 1024)])
+def test_gpu_a_launcher_handed_the_maps_its_caller_encodes_verifies(gpu, size):
+    """The runner encodes A's and B's maps on each case's matrices (the driver's cuTensorMapEncodeTiled,
+    boxes from tensor_maps) and hands the launcher their addresses in host memory; its kernel reaches
+    A and B by TMA through them alone, zeros past the edges (1000 x 1004 x 996: no side a multiple of 16)."""
+    runner, policy = gpu
+    out = runner.run_case(case(described(MAPS, "launcher_tma_maps"), size=size), policy)
+    assert out.verified and out.error is None, out.error
+    assert out.env["launch"]["params"][:2] == ["A_map: CUtensorMap_st const*", "B_map: CUtensorMap_st const*"]
+    assert out.env["launcher"]["what_happened"] == "the launcher returned normally", out.env["launcher"]
+
+
+def test_gpu_a_size_the_tma_cannot_describe_is_refused_before_the_launcher_is_called(gpu):
+    runner, policy = gpu
+    out = runner.run_case(case(described(MAPS, "launcher_tma_maps"), size=(1000, 1003, 997)), policy)
+    assert not out.verified and "tma_maps_launch reaches A through its tensor map alone" in out.error, out.error

@@ -64,9 +64,20 @@ def test_a_stream_is_a_launchers_parameter_only():
         described(REPO, "launcher_sgemm_tiled", args=STANDARD_ARGS)
 
 
-def test_a_launcher_takes_no_tensor_map_of_the_runners():
-    with pytest.raises(ValidationError, match="launcher: tensor_maps are the runner's"):
-        described(REPO, "launcher_run_sgemm_tiled", args=[*STANDARD_ARGS, "A_map"], tensor_maps={"A": {"box": [8, 8]}})
+def test_a_launcher_takes_the_tensor_maps_its_caller_encodes_by_address_in_host_memory():
+    """A Hopper repository's Python runner encodes the maps (cuTensorMapEncodeTiled) and hands their
+    addresses to its launcher (`const CUtensorMap* dA`); the runner does the same."""
+    params = [["CUtensorMap_st const*", None], ["void const*", None], ["float*", None], ["int", None]]
+    plan = kernel_args.plan("launch", ("A_map", "B_map", "C", "M"), params, "float32", "float32", host=True)
+    assert [how for _r, how in plan.passing] == ["&map", "&map", "ptr", "i32"]
+    assert kernel_args.maps_by_value(plan) == {"A", "B"}  # no address says "no map": such a size is refused
+    encoded = bytes(range(128))
+    args = launcher_library.arguments(plan, {"A_map": encoded, "B_map": encoded[::-1], "C": "C", "M": 5},
+                                      {"C": 0x2000}.__getitem__)
+    assert args.values[0] % 64 == 0 and ctypes.string_at(args.values[0], 128) == encoded
+    assert ctypes.string_at(args.values[1], 128) == encoded[::-1] and args.values[2] == 0x2000
+    with pytest.raises(kernel_args.ArgumentMismatch, match="a launcher takes its tensor map by address"):
+        kernel_args.plan("launch", ("A_map",), [["CUtensorMap_st", None]], "float32", "float32", host=True)
 
 
 def test_a_launchers_name_is_a_cpp_name_with_template_arguments():
@@ -220,6 +231,22 @@ def test_a_launcher_case_is_verified_and_timed_by_the_runner_in_its_own_process(
     assert out.env["launch"]["launcher"] == described(HOST, name).launcher
     assert out.env["launch"]["params"][-1] == "stream: CUstream_st*"
     assert out.env["resources"]["compiler"].startswith("nvcc 13.")  # the entry's, read by the GPU child
+
+
+@needs_confinement
+def test_a_launcher_reaches_its_matrices_through_the_maps_the_runner_encodes_and_an_odd_line_is_refused(runner):
+    """host_gemm_from_maps gets no pointer to A or B: it reads them through the records the CPU double
+    puts where a GPU's maps go (the request the product would have the driver encode), and writes C
+    only where each record has its matrix's address, extents, line and box."""
+    desc = described(HOST, "host_gemm_from_maps")
+    out = runner.run_case(case(desc, size=(70, 36, 64)), POLICY)
+    assert out.verified and out.error is None and out.rel_error < 1e-6, out.error
+    assert out.env["launch"]["params"][:2] == ["A_map: CUtensorMap_st const*", "B_map: CUtensorMap_st const*"]
+    swapped = described(HOST, "host_gemm_from_maps", tensor_maps={"A": {"box": [4, 8]}, "B": {"box": [16, 8]}})
+    assert not runner.run_case(case(swapped, index=1, size=(70, 36, 64)), POLICY).verified
+    odd = runner.run_case(case(desc, index=2, size=(70, 33, 64)), POLICY)  # B's line: 33 floats, 132 bytes
+    assert not odd.verified and "host_gemm_from_maps reaches B through its tensor map alone" in odd.error, odd.error
+    assert "not a multiple of 16" in odd.error
 
 
 @needs_confinement

@@ -123,8 +123,6 @@ def check_launcher(desc: Described) -> None:
         return
     if desc.compiler != "nvcc":
         raise ValueError('launcher: host code is built by nvcc only: set "compiler": "nvcc"')
-    if desc.tensor_maps:
-        raise ValueError("launcher: tensor_maps are the runner's for a kernel it launches; a launcher makes its own")
     _check_adapter(desc.launcher, desc.libraries)
 
 

@@ -79,7 +79,8 @@ class ArgumentMismatch(ValueError):
 class ArgPlan:
     """Per parameter, in order: (role, how it is passed). How: i32 u32 i64 u64 u16 f32 f64 f16 bf16
     (by value), ptr (a matrix or tensor map by address, a launcher's stream), map (a tensor map's 128
-    bytes by value: `const __grid_constant__ CUtensorMap`), null (a null pointer:
+    bytes by value: `const __grid_constant__ CUtensorMap`), &map (a launcher's tensor map, by the address of its
+    bytes in host memory), null (a null pointer:
     the role "null", or "ignored" for a pointer), *f32 *f64 *f16 *bf16
     (a kernel's scalar in device memory, passed by address) or &f32 &f64 &f16 &bf16 (a launcher's
     scalar in host memory: the launcher dereferences it on the host, as leimao's `T const* alpha`)."""
@@ -109,6 +110,12 @@ def plan(entry: str, roles: tuple[str, ...], params: list[list], input_type: str
         how = _passing(role, _plain(spelling) if spelling else None, size, input_type, output_type)
         if host and how.startswith("*"):
             how = "&" + how[1:]
+        if host and role.endswith("_map"):
+            # A launcher is handed the maps its caller encodes in host memory (`const CUtensorMap*`), and
+            # hands them on to its kernel. By value, a CUtensorMap is 64-byte aligned on the stack, which
+            # ctypes cannot lay out.
+            how = {"ptr": "&map", "map": f"!{role}: a launcher takes its tensor map by address (const CUtensorMap*); "
+                                         "by value is a kernel's parameter"}.get(how, how)
         if isinstance(how, str) and how.startswith("!"):
             raise ArgumentMismatch(f"{entry}: parameter {i + 1} ({spelled[i]}) is named {role} in args, but {how[1:]}")
         passing.append((role, how))
@@ -186,9 +193,10 @@ def _by_size(role: str, size: int, input_type: str) -> str:
 
 
 def maps_by_value(arg_plan: ArgPlan | None) -> frozenset[str]:
-    """The matrices whose tensor maps the kernel takes by value ("A" for an A_map passed so)."""
+    """The matrices whose tensor maps the kernel takes by value ("A" for an A_map passed so), or a
+    launcher takes in host memory: neither has a value that says "no map"."""
     return frozenset() if arg_plan is None else frozenset(
-        role.removesuffix("_map") for role, how in arg_plan.passing if how == "map")
+        role.removesuffix("_map") for role, how in arg_plan.passing if how in ("map", "&map"))
 
 
 def value(how: str, x, xp):

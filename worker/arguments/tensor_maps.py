@@ -122,8 +122,8 @@ def data_type(launch, matrix: str) -> str:
 
 def unreadable(launch, m: int, n: int, k: int, by_value: frozenset[str] = frozenset()) -> str | None:
     """Why this case cannot run, where the TMA cannot describe a matrix at this size and the kernel
-    has no other way to it: its pointer not among the args, or its map taken by value (by_value:
-    the matrices whose maps are); else None."""
+    has no other way to it: its pointer not among the args, or its map taken by value or (a
+    launcher's) in host memory (by_value: the matrices whose maps are); else None."""
     for matrix, box in launch.tensor_maps.items():
         alone = matrix not in launch.args
         if not alone and matrix not in by_value:
@@ -134,7 +134,10 @@ def unreadable(launch, m: int, n: int, k: int, by_value: frozenset[str] = frozen
         if request(matrix, layout, m, n, k, 0, kind, box) is None:
             line = _as_stored(matrix, layout, m, n, k)[0]
             how = (f"through its tensor map alone ({matrix}_map, no {matrix} among its args)" if alone else
+                   f"through {matrix}_map, which a launcher is handed encoded, with no value for \"none\""
+                   if getattr(launch, "launcher", None) else
                    f"through {matrix}_map, which it takes by value (a map by address could be 0 here)")
-            return (f"{launch.entry} reaches {matrix} {how}, and the TMA cannot describe {matrix} at {m}x{n}x{k}: "
+            return (f"{getattr(launch, 'launcher', None) or launch.entry} reaches {matrix} {how}, and the TMA cannot describe {matrix} at "
+                    f"{m}x{n}x{k}: "
                     f"a line of {line} elements is {line * TYPE_BYTES[kind]} bytes, not a multiple of 16")
     return None

@@ -21,6 +21,7 @@ import numpy
 from core.description.kernel import Launch
 from worker.compile import compiler
 from worker.arguments import half_arrays, kernel_args
+from worker.arguments.tensor_maps import MAP_BYTES
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,13 @@ def arguments(arg_plan: kernel_args.ArgPlan, named: dict, address) -> CallArgume
         elif how == "null":
             argtypes.append(ctypes.c_void_p)
             values.append(None)
+        elif how == "&map":  # a tensor map's 128 bytes in host memory, 64-byte aligned as CUtensorMap is
+            cell = ctypes.create_string_buffer(MAP_BYTES + 64)
+            at = (ctypes.addressof(cell) + 63) & ~63
+            ctypes.memmove(at, bytes(x), MAP_BYTES)
+            cells.append(cell)
+            argtypes.append(ctypes.c_void_p)
+            values.append(at)
         elif how.startswith("&"):  # a host pointer to a scalar of the parameter's type
             cell = _scalar(how[1:], x)
             cells.append(cell)
