@@ -78,3 +78,14 @@ def test_the_triton_tutorials_manifest_is_what_was_measured():
         assert kernel.get("layout") == spec.get("layout")
         assert kernel.get("triton", {}).get("string_constexprs", {}) == spec.get("words", {})  # ACTIVATION=""
         assert _described(kernel).language == "triton"
+
+
+def test_the_matmul_tutorial_launchers_take_the_three_maps_their_runner_encodes():
+    """KnowingNothing/MatmulTutorial's this-sm90 launchers: three maps (A, B and the store map of C)
+    as test_vN.py encodes them, its boxes and swizzles; the TN form in BF16 (no alpha or beta)."""
+    for kernel in _kernels(next(p for p in EXAMPLES if p.name.startswith("KnowingNothing-"))):
+        desc = _described(kernel)
+        assert desc.launcher == "gemm_bf16_launch" and desc.args[:3] == ["A_map", "B_map", "C_map"]
+        assert {m: (list(t.box), t.swizzle) for m, t in desc.tensor_maps.items() if m != "C"} == {
+            "A": ([64, 128], 128), "B": ([64, 128], 128)}
+        assert desc.form.key() == "rcr+ab" and desc.compute_mode == "bf16"
