@@ -61,10 +61,18 @@ def _driver():
     return lib
 
 
+def host_map(encoded: bytes = bytes(MAP_BYTES)) -> tuple[ctypes.Array, int]:
+    """A map's 128 bytes in host memory, 64-byte aligned as CUtensorMap is: the buffer (keep it
+    alive while the address is used) and the address."""
+    raw = ctypes.create_string_buffer(MAP_BYTES + 64)
+    at = (ctypes.addressof(raw) + 63) & ~63
+    ctypes.memmove(at, encoded, MAP_BYTES)
+    return raw, at
+
+
 def encode(req: MapRequest) -> bytes:
     """The 128-byte map, from the driver; a RuntimeError with the driver's code if it refuses."""
-    raw = ctypes.create_string_buffer(MAP_BYTES + 64)
-    at = (ctypes.addressof(raw) + 63) & ~63  # CUtensorMap is 64-byte aligned
+    raw, at = host_map()  # the driver writes the map there
     dims = (ctypes.c_uint64 * 2)(*req.dims)
     strides = (ctypes.c_uint64 * 1)(req.line_bytes)  # bytes between lines; the first dimension's is implied
     box = (ctypes.c_uint32 * 2)(*req.box)
@@ -135,9 +143,8 @@ def unreadable(launch, m: int, n: int, k: int, by_value: frozenset[str] = frozen
             line = _as_stored(matrix, layout, m, n, k)[0]
             how = (f"through its tensor map alone ({matrix}_map, no {matrix} among its args)" if alone else
                    f"through {matrix}_map, which a launcher is handed encoded, with no value for \"none\""
-                   if getattr(launch, "launcher", None) else
+                   if launch.launcher else
                    f"through {matrix}_map, which it takes by value (a map by address could be 0 here)")
-            return (f"{getattr(launch, 'launcher', None) or launch.entry} reaches {matrix} {how}, and the TMA cannot describe {matrix} at "
-                    f"{m}x{n}x{k}: "
-                    f"a line of {line} elements is {line * TYPE_BYTES[kind]} bytes, not a multiple of 16")
+            return (f"{launch.launcher or launch.entry} reaches {matrix} {how}, and the TMA cannot describe {matrix} "
+                    f"at {m}x{n}x{k}: a line of {line} elements is {line * TYPE_BYTES[kind]} bytes, not a multiple of 16")
     return None

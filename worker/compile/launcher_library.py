@@ -20,8 +20,7 @@ import numpy
 
 from core.description.kernel import Launch
 from worker.compile import compiler
-from worker.arguments import half_arrays, kernel_args
-from worker.arguments.tensor_maps import MAP_BYTES
+from worker.arguments import half_arrays, kernel_args, tensor_maps
 
 
 @dataclass(frozen=True)
@@ -78,10 +77,8 @@ def arguments(arg_plan: kernel_args.ArgPlan, named: dict, address) -> CallArgume
         elif how == "null":
             argtypes.append(ctypes.c_void_p)
             values.append(None)
-        elif how == "&map":  # a tensor map's 128 bytes in host memory, 64-byte aligned as CUtensorMap is
-            cell = ctypes.create_string_buffer(MAP_BYTES + 64)
-            at = (ctypes.addressof(cell) + 63) & ~63
-            ctypes.memmove(at, bytes(x), MAP_BYTES)
+        elif how == "&map":  # a tensor map's 128 bytes in host memory
+            cell, at = tensor_maps.host_map(bytes(x))
             cells.append(cell)
             argtypes.append(ctypes.c_void_p)
             values.append(at)
