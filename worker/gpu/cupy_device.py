@@ -156,6 +156,13 @@ class CupyDevice:
 
         return triton_build.wrapper_call(desc, self.compute_capability, self.cfg)
 
+    def helion_code(self, desc, dims: tuple[int, int, int]):
+        """The Triton code Helion writes for a Helion description's kernel at this size, in the confined
+        compile process (worker/compile/helion_build.py)."""
+        from worker.compile import helion_build  # here: only a Helion kernel needs it
+
+        return helion_build.triton_code(desc, dims, self.compute_capability, self.cfg)
+
     def compile(self, launch: Launch) -> kernel_args.LoadedKernel:
         """A cubin from the confined compile process (worker/compile/compiler.py), loaded here: this
         process, which holds the GPU and the worker's settings, never runs the compiler. How its
@@ -195,9 +202,8 @@ class CupyDevice:
             function.max_dynamic_shared_size_bytes = smem  # past 48 KiB a kernel gets it only when it asks
         named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch)
         by_value = kernel_args.maps_by_value(kernel.plan)
-        for matrix, box in launch.tensor_maps.items():
-            box = (kernel.descriptors or {}).get(matrix, box)  # a Triton descriptor: the box Triton compiled for
-            encoded = self._tensor_map(matrix, launch, m, n, k, {"A": a, "B": b, "C": c}[matrix], box)
+        # A Triton descriptor's map: the box Triton compiled it for.
+        for matrix, encoded in self._encoded_maps(launch, m, n, k, a, b, c, kernel.descriptors).items():
             # By value: the bytes themselves (problem.kernel_call refused the sizes with no map);
             # by address: the map in device memory, kept alive by the call, or address 0.
             named[f"{matrix}_map"] = (encoded if matrix in by_value else self.cp.uint64(0) if encoded is None
@@ -209,11 +215,18 @@ class CupyDevice:
         return lambda: function(grid, block, args, shared_mem=smem)
 
     @staticmethod
-    def _tensor_map(matrix: str, launch: Launch, m: int, n: int, k: int, x, box) -> bytes | None:
-        """The matrix's TMA tensor map, or None where the TMA cannot describe it (worker/arguments/tensor_maps.py)."""
-        req = tensor_maps.request(matrix, launch.form.layout(matrix), m, n, k, x.data.ptr,
-                                  tensor_maps.data_type(launch, matrix), box)
-        return None if req is None else tensor_maps.encode(req)
+    def _encoded_maps(launch: Launch, m: int, n: int, k: int, a, b, c,
+                      boxes: dict | None = None) -> dict[str, bytes | None]:
+        """Each TMA tensor map the launch takes, over this case's matrix, by matrix: its 128 bytes, or None
+        where the TMA cannot describe the matrix (worker/arguments/tensor_maps.py). boxes: a box per matrix
+        in place of the description's."""
+        encoded = {}
+        for matrix, box in launch.tensor_maps.items():
+            x = {"A": a, "B": b, "C": c}[matrix]
+            req = tensor_maps.request(matrix, launch.form.layout(matrix), m, n, k, x.data.ptr,
+                                      tensor_maps.data_type(launch, matrix), (boxes or {}).get(matrix, box))
+            encoded[matrix] = None if req is None else tensor_maps.encode(req)
+        return encoded
 
     def resources(self, kernel: kernel_args.LoadedKernel, launch: Launch, m: int, n: int, k: int) -> dict:
         smem = kernel.shared_bytes if kernel.shared_bytes is not None else launch.dynamic_smem(m, n, k)

@@ -44,8 +44,8 @@ class CupyLauncherDevice(CupyDevice):
         if self.launcher is None:  # the rehearsal: cuBLAS in its place
             return self.cublas_call(a, b, c, launch.precision, launch.form, batch)
         named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch) | {"stream": self.stream}
-        for matrix, box in launch.tensor_maps.items():  # encoded here, as the repository's own caller does
-            encoded = self._tensor_map(matrix, launch, m, n, k, {"A": a, "B": b, "C": c}[matrix], box)
+        # Encoded here, as the repository's own caller does.
+        for matrix, encoded in self._encoded_maps(launch, m, n, k, a, b, c).items():
             if encoded is None:  # problem.kernel_call refuses such a case first (tensor_maps.unreadable)
                 raise ValueError(f"the TMA cannot describe {matrix} at {m}x{n}x{k}")
             named[f"{matrix}_map"] = encoded
