@@ -148,6 +148,9 @@ class Settings(BaseSettings):
     # Compiling a kernel (worker/compile/compiler.py): a confined process of its own, with these limits.
     compile_timeout_s: float = Field(default=60.0, gt=0, validation_alias="GEMMWATCH_COMPILE_TIMEOUT_S")
     compile_memory_mb: int = Field(default=4096, ge=256, validation_alias="GEMMWATCH_COMPILE_MEMORY_MB")
+    # Writing a Helion kernel's Triton code (worker/compile/helion_build.py) imports torch, whose CUDA
+    # build maps its libraries (gigabytes of address space) before Helion writes a line: its own limit.
+    helion_memory_mb: int = Field(default=8192, ge=1024, validation_alias="GEMMWATCH_HELION_MEMORY_MB")
     # A job's kernels compiled ahead of its cases, this many at once beside the timing (each a confined
     # compile process of its own, within the two limits above); below 2, each compiles as its case comes.
     # Default: half the machine's CPUs, at most 8 (the first job of the 47 built-ins on an H200's 16-CPU

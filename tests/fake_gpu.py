@@ -235,6 +235,12 @@ class FakeDevice:
 
         return triton_build.describe(launch, "9.0", self.cfg)
 
+    def helion_code(self, desc, dims):
+        """Helion's Triton code for the case, written by the real confined compile process (no GPU needed)."""
+        from worker.compile import helion_build
+
+        return helion_build.triton_code(desc, dims, "9.0", self.cfg)
+
     def wrapper_call(self, desc) -> dict:
         """Read as a worker reads it (the confined compile process), for an sm_90 GPU."""
         from worker.compile import triton_build

@@ -163,7 +163,8 @@ def test_rows_from_before_the_one_description_still_run(cfg):
 FIXTURES = Path(__file__).parent / "fixtures"
 NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutlass_repo", "cutlass_simt_sgemm"),
                 (FIXTURES / "triton_repo", "triton_matmul_fp16"), (FIXTURES / "host_launchers", "host_gemm_split"),
-                (FIXTURES / "host_launchers", "host_gemm_from_maps"), (FIXTURES / "helion_generated", "helion_matmul_64")]
+                (FIXTURES / "host_launchers", "host_gemm_from_maps"), (FIXTURES / "helion_generated", "helion_matmul_64"),
+                (FIXTURES / "helion_kernel", "helion_open")]
 
 
 @pytest.mark.parametrize(("folder", "name"), NEWER_FIELDS, ids=lambda x: getattr(x, "name", x))
@@ -172,7 +173,7 @@ def test_libraries_and_triton_kernels_keep_every_field_down_the_cli_and_the_stor
 
     desc = next(d for d in load_folder(folder) if d.name == name)
     # the fields under test are set (a launcher's tensor maps: the runner encodes them for it)
-    assert desc.libraries or desc.language == "triton" or desc.units or (desc.launcher and desc.tensor_maps)
+    assert desc.libraries or desc.language in ("triton", "helion") or desc.units or (desc.launcher and desc.tensor_maps)
     body = build_job("abcd1234", "main", "r", [[64, 64, 64]], None, [], folder)
     sent = next(s for s in body["sources"] if s["name"] == name)
     assert KernelDescription.model_validate(sent) == desc
@@ -187,7 +188,7 @@ def test_libraries_and_triton_kernels_keep_every_field_down_the_cli_and_the_stor
 
 
 def test_the_fixture_with_sizes_compiled_in_sets_them():
-    """The last of NEWER_FIELDS is there for `sizes`: it must keep setting them."""
+    """NEWER_FIELDS's helion_generated is there for `sizes`: it must keep setting them."""
     from core.description.kernel_folder import load_folder
 
     (desc,) = load_folder(FIXTURES / "helion_generated")

@@ -145,6 +145,12 @@ class OperandLayouts(BaseModel):
 # ACTIVATION="leaky_relu", or "" for none): a word, no quotes or spaces, so it stays data.
 ConstexprText = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{0,64}$")]
 
+# A value of a helion.Config: a number, a flag, a word ("persistent_blocked", "tensor_descriptor"), or a
+# list of them, or a list of such lists (block_sizes [64, 128, 32], loop_orders [[1, 0]]).
+HelionScalar = StrictInt | float | bool | ConstexprText
+HelionValue = HelionScalar | Annotated[list[HelionScalar | Annotated[list[HelionScalar], Field(max_length=16)]],
+                                       Field(max_length=32)]
+
 
 class TritonOptions(BaseModel):
     """How a Triton kernel is compiled: its warps (the block is 32 of them), pipeline stages and the

@@ -24,8 +24,8 @@ from core.description.source_guard import SourceRefused
 from core.description.kernel_expr import ExprError
 from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PATTERN, DEFAULT_ARGS, DEVICE_NAMES,
                                                  PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier,
-                                                 OperandLayouts, Target, TensorMap, TileGrid, TritonOptions, Tunable,
-                                                 is_filler)
+                                                 HelionValue, OperandLayouts, Target, TensorMap, TileGrid, TritonOptions,
+                                                 Tunable, is_filler)
 from core.description import launch_checks
 
 
@@ -104,13 +104,22 @@ class KernelDescription(BaseModel):
     compiler: Literal["nvrtc", "nvcc"] = Field(
         "nvrtc", description="nvrtc: device code only, compiled in memory; nvcc: the file as the repository builds "
                              "it, host code (launchers, host headers) included, with `flags`")
-    language: Literal["cuda", "triton"] = Field(
+    language: Literal["cuda", "triton", "helion"] = Field(
         "cuda", description='cuda: C++ built by NVRTC or nvcc; triton: `source` is a Python file and `entry` a '
                             "@triton.jit function in it, compiled ahead of time in the confined compile process "
                             "(its module imported there only); `args` names its parameters that are not "
                             "tl.constexpr, in order; each tl.constexpr gets its value from `defines` or `tunables`; "
-                            "`block` is left out (32 x `triton.num_warps` threads)")
+                            "`block` is left out (32 x `triton.num_warps` threads); helion: `source` is a Python "
+                            "file and `wrapper` a @helion.kernel function in it that takes A and B and returns C: "
+                            "for each case Helion writes its Triton code in the confined compile process (torch on "
+                            "its meta device, no GPU), with the config in `helion` or the one the kernel pins, and "
+                            "that code is read by its wrapper, compiled, checked and timed as a Triton kernel")
     triton: TritonOptions | None = Field(None, description="a Triton kernel's num_warps and num_stages")
+    helion: dict[Identifier, HelionValue] | None = Field(
+        None, max_length=32,
+        description='a Helion kernel\'s helion.Config, as Helion prints it: {"block_sizes": [128, 256, 64], '
+                    '"num_warps": 8, "num_stages": 3}; left out, the one config its @helion.kernel(config=...) pins. '
+                    "gemmwatch does not run Helion's autotuner (minutes a shape): run it at home and give its choice")
     wrapper: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")] | None = Field(
         None, description="a Triton kernel given by the repository's Python wrapper instead of entry, args and grid: "
                           "the function of `source` that takes A and B and returns C (`matmul(a, b)`). The worker "
@@ -378,6 +387,19 @@ class KernelDescription(BaseModel):
         except ValidationError as exc:
             raise ValueError(f"{self.name}: the launch its wrapper {self.wrapper} makes does not fit a description:\n"
                              f"{explain(exc, self.name)}") from None
+
+    def with_helion_code(self, code: str, dims: tuple[int, int, int]) -> "KernelDescription":
+        """A Helion kernel as the Triton code Helion wrote for one case of M x N x K: a Triton kernel given
+        by its wrapper (the @helion.kernel function's name, which the code keeps), at that size alone
+        (Helion's static_shapes compiles it in), its file beside the kernel's own."""
+        generated = f"{self.source.removesuffix('.py')}_helion_{'x'.join(map(str, dims))}.py"
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"helion", "files", "sizes"})
+        data.update(language="triton", source=generated, files={generated: code}, sizes=["x".join(map(str, dims))])
+        try:
+            return KernelDescription.model_validate(data)
+        except ValidationError as exc:
+            raise ValueError(f"{self.name}: the Triton code Helion wrote for {self.wrapper} at "
+                             f"{'x'.join(map(str, dims))} does not fit a description:\n{explain(exc, self.name)}") from None
 
     def summary(self) -> dict[str, Any]:
         """What GET /api/variants says of a kernel."""

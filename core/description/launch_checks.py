@@ -42,6 +42,12 @@ class Described(Protocol):
     @property
     def triton(self) -> object: ...
     @property
+    def helion(self) -> Mapping[str, Any] | None: ...
+    @property
+    def defines(self) -> Mapping[str, Any]: ...
+    @property
+    def tunables(self) -> Mapping[str, Any]: ...
+    @property
     def flags(self) -> Sequence[str]: ...
     @property
     def libraries(self) -> Sequence[str]: ...
@@ -56,6 +62,11 @@ class Described(Protocol):
 def check_triton(desc: Described) -> None:
     """A Triton kernel is one @triton.jit function in a Python file, launched by the runner: none of
     what C++ builds and launchers take."""
+    if desc.language == "helion":
+        _check_helion(desc)
+        return
+    if desc.helion is not None:
+        raise ValueError('helion: a Helion kernel\'s config; set "language": "helion"')
     if desc.language != "triton":
         if desc.triton is not None or desc.wrapper is not None:
             what = "triton: options" if desc.triton is not None else "wrapper: a Python wrapper"
@@ -91,6 +102,29 @@ def check_triton(desc: Described) -> None:
         raise ValueError("grid: a Triton kernel's launch needs its grid (its programs along x, y, z)")
 
 
+def _check_helion(desc: Described) -> None:
+    """A Helion kernel is a @helion.kernel function called as f(a, b): Helion writes the rest (its
+    kernel, launch, constants and warps) from its config, so nothing of a launch is described."""
+    if not desc.source.endswith(".py"):
+        raise ValueError(f"source {desc.source}: a Helion kernel's source is a Python file (.py)")
+    if desc.wrapper is None:
+        raise ValueError(f"wrapper: the @helion.kernel function of {desc.source} that takes A and B and returns C")
+    given = [name for name, value in (("entry", desc.entry), ("grid", desc.grid), ("block", desc.block),
+                                      ("launcher", desc.launcher), ("triton", desc.triton), ("defines", desc.defines),
+                                      ("tunables", desc.tunables), ("tensor_maps", desc.tensor_maps),
+                                      ("flags", desc.flags), ("libraries", desc.libraries),
+                                      ("include_dirs", desc.include_dirs), ("units", desc.units)) if value]
+    if list(desc.args) != list(DEFAULT_ARGS):
+        given.append("args")
+    if desc.compiler != "nvrtc" or desc.dynamic_smem != 0:
+        given += (["compiler"] if desc.compiler != "nvrtc" else []) + (["dynamic_smem"] if desc.dynamic_smem else [])
+    if given:
+        raise ValueError(f"{', '.join(given)}: not for a Helion kernel: Helion writes its launch from the config in "
+                         '"helion" (block sizes, warps, stages)')
+    if desc.form.layout("C") != "row":
+        raise ValueError("layout: a Helion kernel's C is the row-major M x N matrix it allocates")
+
+
 UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 
 
@@ -110,7 +144,7 @@ def check_launcher(desc: Described) -> None:
     if len(set(desc.units)) != len(desc.units):
         raise ValueError("units: each file may be listed once")
     if desc.launcher is None:
-        if desc.language == "triton":
+        if desc.language in ("triton", "helion"):
             return  # its block is Triton's (check_triton)
         if "stream" in desc.args:
             raise ValueError('args: "stream" is a launcher\'s parameter; a kernel takes none (name the launcher in '

@@ -256,6 +256,15 @@ class ImportSource(_Record):
     checked: Text(300) | None = None
 
 
+class HelionRecord(_Record):
+    """What wrote a Helion kernel's Triton code (worker/compile/helion_build.py): Helion's release, torch's,
+    and the helion.Config it was written with."""
+
+    version: Name(40) | None = None
+    torch: Name(60) | None = None
+    config: Annotated[dict[Key, JsonValue], Field(max_length=32)] | None = None
+
+
 class ResultEnv(_Record):
     notes: Annotated[list[Text(500)], Field(max_length=16)] | None = None
     gpu: GpuRecord | None = None
@@ -293,6 +302,10 @@ class ResultEnv(_Record):
     # Whether the kernel reads C when beta = 0 (worker/measure/verify.py says it in words).
     c_convention: Text(200) | None = None
     stages_s: Stages | None = None  # where the case's time went: compile, check, cuBLAS's search, samples
+    # A Helion kernel's: what wrote its Triton code; in a confirmation, each side's.
+    helion: HelionRecord | None = None
+    helion_head: HelionRecord | None = None
+    helion_base: HelionRecord | None = None
     # Keys this schema does not declare, at any level ("launch.swizzle"), as sent; shown nowhere.
     extra: Annotated[dict[Key, JsonValue], Field(max_length=64)] = Field(default_factory=dict)
 

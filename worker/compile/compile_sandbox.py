@@ -277,6 +277,9 @@ def main() -> None:
     if request.get("tool") == "triton":  # worker/compile/triton_sandbox.py, by path as cubin_info
         _load_sibling("triton_sandbox").main(request, _confine, _answer, _built)
         return
+    if request.get("tool") == "helion":  # worker/compile/helion_sandbox.py: a Helion kernel's Triton code
+        _load_sibling("helion_sandbox").main(request, _confine, _answer)
+        return
     try:
         if request.get("nvrtc_library"):
             # Loaded first, so cuda-bindings takes this one (cuda-pathfinder uses an NVRTC already

@@ -34,14 +34,7 @@ triton_wrapper = _sibling("triton_wrapper")  # a repository's wrapper read for i
 
 def main(request: dict, confine, answer, built) -> None:
     """confine, answer, built: worker/compile/compile_sandbox.py's (Landlock, the reply, a cubin's reply)."""
-    # This folder, the only one it may write once confined: Triton's cache, its home, and the
-    # temporary files it hands ptxas.
-    os.makedirs("tmp", exist_ok=True)
-    # No GPU here: the kernel is compiled for an explicit target, and a file's script (torch on
-    # "cuda") must find none rather than the worker's.
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    os.environ.update(TRITON_CACHE_DIR=os.path.abspath("triton-cache"), TRITON_HOME=os.path.abspath("."),
-                      TMPDIR=os.path.abspath("tmp"))
+    prepare_folder()
     try:
         import triton
         from triton.backends.compiler import GPUTarget
@@ -55,12 +48,12 @@ def main(request: dict, confine, answer, built) -> None:
                lambda: {})
         return
     if not request.get("probe"):
-        _write_files(request)
+        write_files(request)
     package = os.path.dirname(triton.__file__)
     readable = [d for d in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"], package,
                             os.path.join(sysconfig.get_paths()["stdlib"], "lib-dynload")} if os.path.isdir(d)]
     try:  # before Landlock: pyseccomp finds libseccomp as it is imported
-        network = _no_network()
+        network = no_network()
     except Exception as exc:
         answer(request, {"ok": False, "error": f"the network could not be closed: {exc}", "confined": False},
                lambda: {})
@@ -73,7 +66,17 @@ def main(request: dict, confine, answer, built) -> None:
            lambda: _compile(request, triton, ASTSource, target, built))
 
 
-def _no_network() -> str:
+def prepare_folder() -> None:
+    """This folder, the only one the process may write once confined: Triton's cache, its home, and the
+    temporary files it hands ptxas. No GPU here: the kernel is compiled for an explicit target, and a
+    file's script (torch on "cuda") must find none rather than the worker's."""
+    os.makedirs("tmp", exist_ok=True)
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    os.environ.update(TRITON_CACHE_DIR=os.path.abspath("triton-cache"), TRITON_HOME=os.path.abspath("."),
+                      TMPDIR=os.path.abspath("tmp"))
+
+
+def no_network() -> str:
     """A seccomp filter on this process and what it starts (ptxas): no new socket of any family, no
     io_uring (whose operations open sockets past seccomp), no other process's memory. Triton needs
     none of them; a job's module could use them to reach the network."""
@@ -104,7 +107,7 @@ def _warm_up(triton, ast_source, target) -> None:
     triton.compile(ast_source(kernel, {"x": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 32}), target=target)
 
 
-def _write_files(request: dict) -> None:
+def write_files(request: dict) -> None:
     """The job's files under src/ of this folder (paths checked by the worker: plain components)."""
     for path, text in request["files"].items():
         target = os.path.join("src", path)
@@ -133,7 +136,7 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     except SyntaxError:
         return {"ok": False, "log": f"{request['source']} is not valid Python:\n{traceback.format_exc(limit=0)}"}
     except BaseException:  # the job's definitions: whatever escaped, as its traceback
-        return {"ok": False, "log": f"reading {request['source']} failed:\n{_job_traceback(traceback.format_exc())}"}
+        return {"ok": False, "log": f"reading {request['source']} failed:\n{job_traceback(traceback.format_exc())}"}
     if request.get("wrapper"):  # the wrapper called once on stand-ins: its launch, as a description reads it
         try:
             call = triton_wrapper.capture(module, request["wrapper"], triton, triton_module.kernel_and_configs,
@@ -142,7 +145,7 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
             return {"ok": False, "log": f"{request['wrapper']} in {request['source']}: {exc}"}
         except BaseException:
             return {"ok": False, "log": f"calling {request['wrapper']}(a, b) in {request['source']} failed:\n"
-                                        f"{_job_traceback(traceback.format_exc())}"}
+                                        f"{job_traceback(traceback.format_exc())}"}
         return {"ok": True, "call": call, "skipped": skipped}
     kernel, configs = triton_module.kernel_and_configs(triton, getattr(module, request["entry"], None))
     if kernel is None:
@@ -177,7 +180,7 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
         compiled = triton.compile(ast_source(kernel, signature, constants, attrs), target=target, options=options)
     except Exception:
         return {"ok": False, "log": f"Triton could not compile {request['entry']}:\n"
-                                    f"{_job_traceback(traceback.format_exc())}"}
+                                    f"{job_traceback(traceback.format_exc())}"}
     meta = compiled.metadata
     notes = "".join(f"\n  {line}" for line in skipped)
     reply = built(compiled.asm["cubin"], f"{request['source']}: its definitions were read; statements that raised were "
@@ -224,7 +227,7 @@ def _default(kernel, name: str):
     return kernel.signature.parameters[name].default
 
 
-def _job_traceback(text: str) -> str:
+def job_traceback(text: str) -> str:
     """A traceback's lines that point into the job's own files, and its last line (the error)."""
     lines = text.rstrip().splitlines()
     keep = [line for line in lines if 'File "src/' in line or "File \"" + os.path.abspath("src") in line]

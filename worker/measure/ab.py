@@ -17,6 +17,8 @@ def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
     out = CaseOutcome(mode=AB_MODE, compute_mode=head_launch.compute_mode, dtype=head_launch.precision.input_type,
                       form=head_launch.form.key(case.batch))
     out.env["precision"] = head_launch.precision.describe()
+    for side, choice in (("head", case.kernel), ("base", case.base)):  # Helion's record, where it wrote the code
+        out.env.update({f"{tool}_{side}": record for tool, record in (choice.written_by or {}).items()})
     if base_launch.form != head_launch.form:  # another GEMM: no ratio of the two says anything of a change
         out.error = (f"the base commit's kernel has form {base_launch.form.key(case.batch)} and the head's "
                      f"{out.form}: a confirmation compares one GEMM at two commits")

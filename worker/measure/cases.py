@@ -104,6 +104,9 @@ class KernelChoice:
     description: KernelDescription
     tunables: dict[str, int] = field(default_factory=dict)
     origin: str = "job"
+    # Where a tool wrote the code the description now holds (a Helion kernel's Triton code for this
+    # case: worker/compile/helion_build.py), what wrote it, for the result's env; None for a job's own code.
+    written_by: dict | None = None
 
     @property
     def target(self) -> str | None:

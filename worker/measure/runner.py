@@ -70,6 +70,14 @@ class Runner:
         def read(choice: KernelChoice | None) -> KernelChoice | None:
             if choice is None or choice.description.wrapper is None:
                 return choice
+            if choice.description.language == "helion":  # first its Triton code, as Helion writes it for this case
+                if case.batch != 1:
+                    raise ValueError(f"{choice.description.name}: a Helion kernel is called as f(a, b) on two "
+                                     "matrices; a batch is not run")
+                written = self.device.helion_code(choice.description, (case.m, case.n, case.k))
+                choice = dataclasses.replace(choice, written_by={"helion": written.record()},
+                                             description=choice.description.with_helion_code(
+                                                 written.code, (case.m, case.n, case.k)))
             call = self.device.wrapper_call(choice.description)
             return dataclasses.replace(choice, description=choice.description.with_wrapper_call(call))
 
@@ -141,6 +149,8 @@ class Runner:
         out = CaseOutcome(mode=policy.mode, compute_mode=precision.compute_mode, dtype=precision.input_type,
                           form=case.form.key(case.batch))
         out.env["notes"] = dev.notes(precision)
+        if case.kernel is not None and case.kernel.written_by:  # Helion's version and config, where it wrote the code
+            out.env.update(case.kernel.written_by)
         out.env["precision"] = precision.describe()
         out.env["form"] = case.form.describe(case.batch)
         problem = Problem(dev, case, case.form, precision)

@@ -1,0 +1,177 @@
+"""Issue 50: a Helion kernel (`"language": "helion"`) called by the worker itself. For each case the real
+confined compile process imports torch and Helion, binds the job's @helion.kernel function to the case's
+matrices on torch's meta device and writes its Triton code; that code is then read by its wrapper,
+compiled by real Triton and checked and timed as a Triton kernel. The CPU double stands in for the GPU
+(tests/test_gpu_helion.py runs the same kernels on one)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from core.description.kernel_description import KernelDescription
+from core.description.kernel_folder import load_folder
+from core.records.db import upgrade_database
+from core.results.result_env import ResultEnv
+from core.results.toolchain import said_first, toolchain_changes
+from core.settings import Settings
+from tests.conftest import make_client, make_settings, wait_for_job
+from tests.fake_gpu import CpuRunner
+from worker.compile.compiled import CompileError
+from worker.measure.cases import Case, KernelChoice, TimingPolicy
+
+pytest.importorskip("helion")  # installed with the tests (Makefile: torch's CPU build and Helion)
+FOLDER = Path(__file__).parent / "fixtures" / "helion_kernel"
+POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.3, GEMMWATCH_MIN_TIME_S=0))
+
+
+def described(name: str, **changes) -> KernelDescription:
+    desc = next(d for d in load_folder(FOLDER) if d.name == name)
+    return KernelDescription.model_validate({**desc.model_dump(mode="json", exclude_none=True), **changes})
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch, shared_kernel_cache):
+    monkeypatch.setenv("GEMMWATCH_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("GEMMWATCH_KERNEL_CACHE_DIR", str(shared_kernel_cache))
+    return CpuRunner()
+
+
+def run(runner, desc: KernelDescription, m: int, n: int, k: int):
+    return runner.run_case(Case(0, desc.name, m, n, k, 3, KernelChoice(desc, {}, "job")), POLICY)
+
+
+def test_a_helion_kernel_runs_as_the_triton_code_helion_writes_for_each_case(runner):
+    """Its pinned config at two sizes: each case its own code (the sizes compiled in, as static_shapes asks),
+    its own grid of 32 x 32 tiles, and Helion's release and config on the result."""
+    desc = described("helion_pinned")
+    grids = {}
+    for m, n, k in [(100, 70, 96), (64, 64, 64)]:
+        out = run(runner, desc, m, n, k)
+        assert out.verified and out.gflops, out.error
+        assert out.env["launch"]["entry"] == "_helion_pinned_product"
+        assert out.env["helion"]["config"] == {"block_sizes": [32, 32, 16], "num_warps": 4, "num_stages": 2}
+        assert out.env["helion"]["version"] and out.env["helion"]["torch"]
+        grids[(m, n, k)] = out.env["launch"]["grid"][0]
+    assert grids == {(100, 70, 96): 4 * 3, (64, 64, 64): 2 * 2}
+    written = runner.device.helion_code(desc, (100, 70, 96))
+    assert "tl.range(0, 96, _BLOCK_SIZE_2)" in written.code and "_BLOCK_SIZE_0 = tl.constexpr(32)" in written.code
+    ResultEnv.model_validate(out.env)  # the record fits the env's schema as declared, not as an extra
+
+
+def test_the_description_s_config_is_the_one_helion_writes_with(runner):
+    out = run(runner, described("helion_open"), 100, 70, 96)
+    assert out.verified, out.error
+    assert out.env["helion"]["config"] == {"block_sizes": [64, 32, 32], "num_warps": 4, "num_stages": 3}
+    assert out.env["launch"]["grid"][0] == 2 * 3 and out.env["launch"]["block"][0] == 4 * 32
+
+
+def test_a_column_major_b_reaches_helion_as_its_strides(runner):
+    """B as a user's `b.T`: Helion reads the strides of the meta tensor it is given, and its loads of B walk
+    K along the contiguous side."""
+    desc = described("helion_pinned", layout={"A": "row", "B": "col", "C": "row"})
+    written = runner.device.helion_code(desc, (64, 48, 80))
+    row = described("helion_pinned")
+    assert written.code != runner.device.helion_code(row, (64, 48, 80)).code
+    assert "* 1 + indices_1[None, :] * 80" in written.code  # B[k, n] at k + n * K
+    out = run(runner, desc, 64, 48, 80)
+    assert out.verified and out.form == "rcr+ab", (out.error, out.form)
+
+
+def test_a_kernel_without_a_config_of_its_own_or_given_is_refused_with_what_to_do(runner):
+    with pytest.raises(CompileError, match=r"open_product in tiles.py pins no config .* give the one to run in "
+                                           r"\"helion\""):
+        run(runner, described("helion_open", helion=None), 64, 64, 64)
+
+
+def test_a_name_that_is_no_helion_kernel_and_a_config_helion_refuses_are_the_job_s_errors(runner):
+    with pytest.raises(CompileError, match="annotations in tiles.py is not a @helion.kernel function"):
+        run(runner, described("helion_open", wrapper="annotations"), 64, 64, 64)
+    with pytest.raises(CompileError, match=r"Helion could not write open_product\(a, b\)'s Triton code"):
+        run(runner, described("helion_open", helion={"block_sizes": [64, 32, 32, 16, 8]}), 64, 64, 64)
+
+
+def test_a_batch_is_not_run_and_says_why(runner):
+    desc = described("helion_pinned")
+    with pytest.raises(ValueError, match="a Helion kernel is called as f\\(a, b\\) on two matrices"):
+        runner.run_case(Case(0, desc.name, 64, 64, 64, 3, KernelChoice(desc, {}, "job"), batch=4), POLICY)
+
+
+HOSTILE = '''
+import os
+import socket
+import subprocess
+
+secret = open("/etc/hostname").read()
+listing = os.listdir("/")
+link = socket.socket()
+child = subprocess.run(["/bin/true"])
+dropped = open("../escaped.txt", "w").write("x")
+'''
+
+
+def test_a_hostile_module_is_read_confined_and_its_kernel_still_written(runner, tmp_path):
+    """What the module does as it is defined, tried past the guard: read a file outside the job's, list /,
+    open a socket, start a process, write beside its folder. Each statement raises inside the confined
+    compile process (Landlock, seccomp) and is passed over; the kernel's code is still written."""
+    desc = described("helion_pinned")
+    text = desc.files["tiles.py"].replace("\n\n\n@helion.kernel", HOSTILE + "\n\n@helion.kernel", 1)
+    hostile = KernelDescription.model_validate({**desc.model_dump(mode="json", exclude_none=True),
+                                                "files": {"tiles.py": text}})
+    written = runner.device.helion_code(hostile, (64, 64, 64))
+    assert "_helion_pinned_product" in written.code
+    skipped = "\n".join(written.skipped)
+    for statement in ("secret =", "listing =", "link =", "child =", "dropped ="):
+        line = text.splitlines().index(next(s for s in text.splitlines() if s.startswith(statement))) + 1
+        assert f"line {line}: PermissionError" in skipped, (statement, skipped)
+
+
+@pytest.mark.parametrize(("changes", "said"), [
+    ({"wrapper": None}, "wrapper: the @helion.kernel function of tiles.py"),
+    ({"entry": "pinned_product"}, "entry: not for a Helion kernel"),
+    ({"args": ["A", "B", "C", "M", "N", "K"]}, "args: not for a Helion kernel"),
+    ({"triton": {"num_warps": 8}}, "triton: not for a Helion kernel"),
+    ({"defines": {"BLOCK": 64}}, "defines: not for a Helion kernel"),
+    ({"source": "tiles.cu", "files": {"tiles.cu": "x"}}, "a Helion kernel's source is a Python file"),
+    ({"layout": {"A": "row", "B": "row", "C": "col"}}, "a Helion kernel's C is the row-major"),
+    ({"helion": {"block_sizes": {"m": 64}}}, "helion.block_sizes"),
+    ({"helion": {"loop_orders": [[[1, 0]]]}}, "helion.loop_orders"),
+    ({"helion": {"pid_type": "flat; import os"}}, "helion.pid_type"),
+])
+def test_a_helion_description_is_held_to_what_helion_writes_itself(changes, said):
+    with pytest.raises(ValidationError, match=said.replace("(", r"\(")):
+        described("helion_pinned", **changes)
+
+
+def test_a_config_on_a_kernel_of_another_language_is_refused():
+    with pytest.raises(ValidationError, match='helion: a Helion kernel\'s config; set "language": "helion"'):
+        KernelDescription.model_validate({"name": "t", "language": "triton", "source": "k.py", "files": {"k.py": ""},
+                                          "wrapper": "matmul", "helion": {"num_warps": 4}})
+
+
+def test_a_helion_or_torch_release_change_is_said_first_in_a_verdict():
+    base = {"helion": {"version": "1.4.0", "torch": "2.11.0", "config": {}}}
+    head = {"helion": {"version": "1.5.1", "torch": "2.11.0", "config": {}}}
+    assert toolchain_changes(base, head) == ["Helion 1.4.0 -> 1.5.1"]
+    head["helion"]["torch"] = "2.13.0"
+    assert said_first(toolchain_changes(base, head), "slower").startswith(
+        "the environment changed between base and head (Helion 1.4.0 -> 1.5.1; torch 2.11.0 -> 2.13.0)")
+    assert toolchain_changes(base, base) == []
+
+
+def test_a_helion_kernel_through_the_api_a_worker_and_the_store(tmp_path, pg_url, redis_url, start_worker,
+                                                                shared_kernel_cache):
+    cfg = make_settings(tmp_path, pg_url, redis_url)
+    upgrade_database(cfg)
+    client = make_client(cfg)
+    start_worker(cfg, GEMMWATCH_KERNEL_CACHE_DIR=str(shared_kernel_cache))
+    sources = [described(name).model_dump(mode="json", exclude_none=True) for name in ("helion_pinned",)]
+    resp = client.post("/api/jobs", json={"sources": sources, "sizes": [[96, 80, 64]]})
+    assert resp.status_code == 202, resp.text
+    job = wait_for_job(client, resp.json()["id"])
+    assert job["status"] == "succeeded", job["error"]
+    (result,) = job["results"]
+    assert result["verified"] and result["variant"] == "helion_pinned", result
+    detail = client.get(f"/api/results/{result['id']}").json()
+    assert detail["env"]["helion"]["config"]["block_sizes"] == [32, 32, 16], json.dumps(detail["env"])[:500]
