@@ -1,5 +1,6 @@
 # One image for the API and the GPU workers: CUDA runtime + CuPy + gemmwatch (NVRTC and nvcc come
-# as wheels with '.[gpu]'; g++ is nvcc's host compiler for "compiler": "nvcc" kernels).
+# as wheels with '.[gpu]', with Triton, and torch and Helion for "language": "helion" kernels; g++ is
+# nvcc's host compiler for "compiler": "nvcc" kernels).
 FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
