@@ -15,6 +15,7 @@ Selected with GEMMWATCH_RUNNER=tests.fake_gpu:CpuRunner.
 What a kernel does on this device, through markers in its source (#define NAME value):
   FAKE_GPU_SLOWDOWN_PCT p   its event times are p % longer (a slower commit of a kernel)
   FAKE_GPU_READS_C 1        it computes alpha·A·B + beta·C even at beta = 0 (a NaN in C spreads)
+  FAKE_GPU_ADDS_INTO_C 1    it adds alpha·A·B into C, as split-K's atomics do (right only where C starts at zero)
   FAKE_GPU_UNWRITTEN n      it leaves the last n elements of C as they were
   FAKE_GPU_WRITES_NAN 1     it writes NaN into C's first element (no error can be measured of it)
   FAKE_GPU_REGS r           its compiled registers per thread
@@ -99,6 +100,7 @@ class FakeKernel:
         self.launch, self.plan, self.compiler = launch, plan, compiler_label
         self.wrong = os.environ.get("FAKE_GPU_WRONG_VARIANT") == variant
         self.reads_c = bool(marker(launch, "FAKE_GPU_READS_C"))
+        self.adds_into_c = bool(marker(launch, "FAKE_GPU_ADDS_INTO_C"))  # C += A·B, as split-K's atomics do
         self.unwritten = marker(launch, "FAKE_GPU_UNWRITTEN") or 0
         self.writes_nan = bool(marker(launch, "FAKE_GPU_WRITES_NAN"))
         self.slowdown = 1.0 + (marker(launch, "FAKE_GPU_SLOWDOWN_PCT") or 0) / 100
@@ -241,11 +243,11 @@ class FakeDevice:
 
         return helion_build.triton_code(desc, dims, "9.0", self.cfg)
 
-    def wrapper_call(self, desc) -> dict:
+    def wrapper_call(self, desc, dims=None) -> dict:
         """Read as a worker reads it (the confined compile process), for an sm_90 GPU."""
         from worker.compile import triton_build
 
-        return triton_build.wrapper_call(desc, "9.0", self.cfg)
+        return triton_build.wrapper_call(desc, "9.0", self.cfg, dims)
 
     def prefetch(self, launches: list[Launch]) -> int:
         jobs = [launch for launch in launches if launch.origin == "job"]
@@ -275,6 +277,14 @@ class FakeDevice:
     def build_launcher(self, launch: Launch) -> launcher_library.LauncherLibrary:
         """Built as a worker builds it (nvcc, the confined compile process), for an sm_90 GPU."""
         return launcher_library.build(launch, "9.0", self.cfg)
+
+    @staticmethod
+    def zeroed_first(call: Call, c) -> Call:
+        def zeroed_then_called():
+            c.fill(0)
+            call()
+
+        return Call(zeroed_then_called, call.model_ms)
 
     def kernel_call(self, kernel: FakeKernel, launch: Launch, m: int, n: int, k: int, a, b, c, alpha: float,
                     beta: float, batch: int = 1) -> Call:
@@ -326,6 +336,9 @@ class FakeDevice:
             if beta != 0 or kernel.reads_c:
                 with np.errstate(invalid="ignore", over="ignore"):
                     product = product + beta * half_arrays.as_float32(np, c).astype(np.float64)
+            if kernel.adds_into_c:
+                with np.errstate(invalid="ignore", over="ignore"):
+                    product = product + half_arrays.as_float32(np, c).astype(np.float64)
             with np.errstate(invalid="ignore", over="ignore"):  # written in C's own type, as a kernel stores it
                 exact = product.astype(np.float32)
                 result = half_arrays.rounded(np, exact, half_arrays.type_of(c))

@@ -125,6 +125,17 @@ def test_an_ab_only_kernel_that_reads_c_is_wrong_not_a_convention():
     assert right.verified and not reads.verified and "NaN" in reads.error
 
 
+def test_a_kernel_that_adds_into_c_is_right_only_where_c_is_zeroed_before_each_call():
+    """A split-K kernel adds its pieces into C, whose own caller zeroes it first (torch.zeros): with
+    c_starts_zero the runner does too, before every call, checked ones and timed ones; without it the
+    same kernel adds onto what C held (the check's NaN) and is wrong."""
+    adds = {"markers": {"FAKE_GPU_ADDS_INTO_C": 1}, "args": ["A", "B", "C", "M", "N", "K"]}
+    zeroed = run(kernel(c_starts_zero=True, **adds))
+    assert zeroed.verified and zeroed.env["launch"]["c_starts_zero"] is True, zeroed.error
+    assert zeroed.gflops > 0
+    assert not run(kernel(**adds)).verified
+
+
 def test_an_alpha_only_kernel_is_checked_at_alpha_075():
     out = run(kernel(args=["M", "N", "K", "alpha", "A", "B", "C"]))
     assert out.verified and out.form == "rrr+alpha" and out.env["c_convention"] == WRITE_ONLY

@@ -71,3 +71,24 @@ def test_the_code_written_on_the_meta_device_is_the_code_written_for_cuda_tensor
         torch.empty(n, k, device="cuda", dtype=torch.float16).T
     on_cuda = module.open_product.bind((a, b)).to_triton_code(helion.Config(**desc.helion))
     assert _without_origin_lines(written.code) == _without_origin_lines(on_cuda)
+
+
+@pytest.mark.parametrize("size", [(1000, 1003, 997), (64, 64, 4096)], ids=lambda s: "x".join(map(str, s)))
+def test_a_split_k_kernel_is_verified_with_c_zeroed_before_each_call(runner, size):
+    out = run(runner, described("helion_split_k"), size)
+    assert out.verified, out.error
+    assert out.env["launch"]["c_starts_zero"] is True and out.gflops > 0
+
+
+def test_the_same_split_k_kernel_without_its_zeroing_is_wrong(runner):
+    """What c_starts_zero is for, on the GPU: the launch read off the wrapper, its zeroing taken away, adds
+    its pieces onto what C held (the check's fill) and is refused."""
+    from core.description.kernel_description import KernelDescription
+
+    case = Case(0, "helion_split_k", 512, 512, 512, 7, KernelChoice(described("helion_split_k"), {}, "job"))
+    read = runner.wrappers_read(case).kernel.description
+    assert read.c_starts_zero
+    unzeroed = KernelDescription.model_validate({**read.model_dump(mode="json", exclude_none=True),
+                                                 "c_starts_zero": False})
+    out = run(runner, unzeroed, (512, 512, 512))
+    assert not out.verified and out.gflops is None, out.error

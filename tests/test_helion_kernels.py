@@ -79,6 +79,19 @@ def test_a_column_major_b_reaches_helion_as_its_strides(runner):
     assert out.verified and out.form == "rcr+ab", (out.error, out.form)
 
 
+def test_a_split_k_kernel_has_its_c_zeroed_before_each_call_and_its_piece_size_compiled_in(runner):
+    """Helion's split-K shape, as its examples/matmul_split_k.py: C from torch.zeros, pieces of K added into
+    it atomically, the piece's size computed by the wrapper (helion.next_power_of_2(helion.cdiv(k, 4))).
+    The wrapper is read at the case's size as numbers, since its code was written for that size alone."""
+    desc = described("helion_split_k")
+    for (m, n, k), piece in [((100, 70, 96), 32), ((64, 64, 1000), 256)]:
+        out = run(runner, desc, m, n, k)
+        assert out.verified, out.error
+        assert out.env["launch"]["c_starts_zero"] is True
+        assert piece in out.env["launch"]["defines"].values(), out.env["launch"]["defines"]
+        assert out.env["launch"]["grid"][0] == -(-m // 32) * -(-n // 32) * -(-k // piece)
+
+
 def test_a_kernel_without_a_config_of_its_own_or_given_is_refused_with_what_to_do(runner):
     with pytest.raises(CompileError, match=r"open_product in tiles.py pins no config .* give the one to run in "
                                            r"\"helion\""):

@@ -69,6 +69,16 @@ def test_a_wrapper_s_constexprs_options_and_a_persistent_grid_over_the_sms(runne
     assert grid_at(read, M=256, N=128, SM_COUNT=132) == 4
 
 
+def test_a_wrapper_that_makes_c_with_torch_zeros_has_c_zeroed_before_each_call(runner):
+    """torch.zeros, not torch.empty: the launch read off it says C starts at zero, and so does the
+    description it becomes (the runner then zeroes C before each call, in its time)."""
+    zeroed = runner.device.wrapper_call(wrapped("zeroed_matmul"))
+    assert zeroed["c_starts_zero"] is True
+    assert "c_starts_zero" not in runner.device.wrapper_call(wrapped("matmul"))
+    assert wrapped("zeroed_matmul").with_wrapper_call(zeroed).c_starts_zero
+    assert not wrapped("matmul").with_wrapper_call(runner.device.wrapper_call(wrapped("matmul"))).c_starts_zero
+
+
 @pytest.mark.parametrize("wrapper", ["matmul", "persistent_matmul"])
 def test_a_wrapped_kernel_is_checked_and_timed_as_the_kernel_it_launches(runner, wrapper):
     desc = wrapped(wrapper)

@@ -127,6 +127,10 @@ class KernelDescription(BaseModel):
                           "@triton.jit launch it makes: the kernel, which parameter is which matrix, size or "
                           "stride, its tl.constexpr values and its grid; that kernel is then compiled, checked and "
                           "timed as if so described (the wrapper's own Python is not in the time)")
+    c_starts_zero: bool = Field(
+        False, description="C is set to zero before each call, the fill timed with the kernel, as its own caller "
+                           "does for a kernel that adds into C (split-K pieces added atomically into a C its wrapper "
+                           "allocates with torch.zeros); read off a wrapper's launch, else given")
     sizes: list[Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{0,5}(x[1-9][0-9]{0,5}x[1-9][0-9]{0,5})?$")]] | None = Field(
         None, min_length=1, max_length=16,
         description='the only sizes the kernel runs at, "MxNxK" or "4096" for a cube, where its sizes are compiled '
@@ -381,7 +385,8 @@ class KernelDescription(BaseModel):
                              "arguments and a grid of fixed numbers, so its sizes are compiled in (as Helion's "
                              'static_shapes compiles them): say at which sizes it runs, "sizes": ["4096"]')
         data.update(entry=call["entry"], args=call["args"], grid=call["grid"],
-                    defines={**call.get("defines", {}), **self.defines}, **({"triton": options} if options else {}))
+                    defines={**call.get("defines", {}), **self.defines}, **({"triton": options} if options else {}),
+                    **({"c_starts_zero": True} if call.get("c_starts_zero") else {}))
         try:
             return KernelDescription.model_validate(data)
         except ValidationError as exc:

@@ -115,6 +115,7 @@ class Launch(_Record):
     # Per matrix, the TMA box the kernel's tensor map moved: [elements, lines, swizzle bytes].
     tensor_maps: Annotated[dict[Literal["A", "B"], Annotated[list[Count], Field(max_length=3)]],
                            Field(max_length=2)] | None = None
+    c_starts_zero: StrictBool | None = None  # C zeroed before each call, in its time
 
 
 class StreamHold(_Record):

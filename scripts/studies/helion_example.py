@@ -7,7 +7,9 @@ Helion's call is timed by `triton.testing.do_bench`, and the generated files go 
 Usage (GPU machine with torch, Triton and Helion importable; project root):
   python3 scripts/studies/helion_example.py HELION_CHECKOUT FOLDER [--sizes 1024,2048,4096,8192]
       [--config '{"block_sizes": [128, 256, 64], "num_warps": 8, "num_stages": 3}'] [--by-worker]
-HELION_CHECKOUT holds examples/matmul.py as the Helion repository ships it. Writes FOLDER/gemmwatch.json,
+      [--example matmul_split_k]
+HELION_CHECKOUT holds examples/matmul.py (or --example's file, whose kernel has the file's name) as
+the Helion repository ships it. Writes FOLDER/gemmwatch.json,
 FOLDER/matmul_<n>.py and FOLDER/helion_do_bench.json (Helion's own figures). With --by-worker the folder
 holds examples/matmul.py itself, described as `"language": "helion"` with the config: the worker has
 Helion write the Triton code for each case.
@@ -26,12 +28,15 @@ def main() -> None:
     ap.add_argument("--sizes", default="1024,2048,4096,8192")
     ap.add_argument("--config", default='{"block_sizes": [128, 256, 64], "num_warps": 8, "num_stages": 3}')
     ap.add_argument("--by-worker", action="store_true")
+    ap.add_argument("--example", default="matmul", help="examples/<name>.py, its @helion.kernel <name>")
     args = ap.parse_args()
     sys.path.insert(0, str(args.checkout))
     import helion
     import torch
     import triton
-    from examples.matmul import matmul
+    import importlib
+
+    matmul = getattr(importlib.import_module(f"examples.{args.example}"), args.example)
 
     config = helion.Config(**json.loads(args.config))
     args.folder.mkdir(parents=True, exist_ok=True)
@@ -54,10 +59,11 @@ def main() -> None:
                         "wrapper": "matmul", "sizes": [str(n)], "compute_mode": "fp16", "inputs": "normal(0,1)",
                         "technique": f"Helion's examples/matmul.py, its Triton code for {n}³ under {config}"})
     if args.by_worker:
-        (args.folder / "matmul.py").write_text((args.checkout / "examples" / "matmul.py").read_text())
-        kernels = [{"name": "helion_matmul", "language": "helion", "source": "matmul.py", "wrapper": "matmul",
+        source = f"{args.example}.py"
+        (args.folder / source).write_text((args.checkout / "examples" / source).read_text())
+        kernels = [{"name": f"helion_{args.example}", "language": "helion", "source": source, "wrapper": args.example,
                     "helion": json.loads(args.config), "compute_mode": "fp16", "inputs": "normal(0,1)",
-                    "technique": f"Helion's examples/matmul.py, unchanged; the worker has Helion write its Triton "
+                    "technique": f"Helion's examples/{source}, unchanged; the worker has Helion write its Triton "
                                  f"code for each case under {config}"}]
     (args.folder / "gemmwatch.json").write_text(json.dumps({"kernels": kernels}, indent=1))
     (args.folder / "helion_do_bench.json").write_text(json.dumps(figures, indent=1))

@@ -117,17 +117,19 @@ def describe(launch: Launch, compute_capability: str, cfg) -> dict:
 _called: dict[str, dict] = {}
 
 
-def wrapper_call(desc: KernelDescription, compute_capability: str, cfg) -> dict:
+def wrapper_call(desc: KernelDescription, compute_capability: str, cfg,
+                 dims: tuple[int, int, int] | None = None) -> dict:
     """The one launch a description's `wrapper` makes, read in the confined compile process
     (worker/compile/triton_wrapper.py): entry, args, defines, grid and Triton options, as `with_wrapper_call`
-    takes them; CompileRefused with what the wrapper did where it cannot be read so. Once per file set."""
+    takes them; CompileRefused with what the wrapper did where it cannot be read so. Once per file set.
+    dims: the one size the file was written for (Helion's code for a case), read at those numbers."""
     cc, confinement = _confined_triton(compute_capability, cfg)
     layout = {x: desc.form.layout(x) for x in ("A", "B")}
     request = {"tool": "triton", "wrapper": desc.wrapper, "files": dict(desc.files), "source": desc.source,
                "entry": desc.wrapper, "compute_capability": cc, "layout": layout,
-               "input_type": TORCH_TYPE[desc.precision.input_type]}
+               "input_type": TORCH_TYPE[desc.precision.input_type], "dims": list(dims) if dims else None}
     key = digest_of([sorted(desc.files.items()), desc.source, desc.wrapper, layout, request["input_type"], cc,
-                     confinement.version])
+                     confinement.version, request["dims"]])
     if key not in _called:
         reply = run_sandbox(request, cfg.compile_timeout_s, cfg.compile_memory_mb)
         if not reply.get("ok"):

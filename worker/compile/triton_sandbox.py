@@ -140,7 +140,7 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     if request.get("wrapper"):  # the wrapper called once on stand-ins: its launch, as a description reads it
         try:
             call = triton_wrapper.capture(module, request["wrapper"], triton, triton_module.kernel_and_configs,
-                                          request["layout"], request["input_type"])
+                                          request["layout"], request["input_type"], request.get("dims"))
         except triton_wrapper.Unsupported as exc:
             return {"ok": False, "log": f"{request['wrapper']} in {request['source']}: {exc}"}
         except BaseException:

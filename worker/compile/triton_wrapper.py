@@ -82,10 +82,11 @@ def _extreme(name: str):
 class Tensor:
     """A matrix the wrapper is given or makes: its sizes and strides as names, its type by name."""
 
-    def __init__(self, role: str, shape: tuple, strides: tuple, dtype: str):
+    def __init__(self, role: str, shape: tuple, strides: tuple, dtype: str, zeroed: bool = False):
         self.role, self.shape, self._strides, self.dtype = role, shape, strides, dtype
         self.device = "cuda"
         self.ndim = len(shape)
+        self.zeroed = zeroed  # made by torch.zeros: the kernel may add into it
 
     def stride(self, dim: int | None = None):
         return self._strides if dim is None else self._strides[dim]
@@ -138,18 +139,23 @@ class Torch:
     def device(*_args, **_kwargs):
         return "cuda"
 
-    def empty(self, *shape, device=None, dtype=None, **_kwargs):
+    def empty(self, *shape, device=None, dtype=None, zeroed: bool = False, **_kwargs):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         if len(shape) != 2:
             raise Unsupported(f"the wrapper allocates a tensor of {len(shape)} dimensions; gemmwatch reads a "
                               "wrapper that makes one M x N matrix, C")
         rows, cols = shape
-        made = Tensor("C", (rows, cols), (Sym("ldc"), 1), dtype or "float32")
+        # Packed: its leading dimension is its width, a name where the sizes are names.
+        made = Tensor("C", (rows, cols), (Sym("ldc") if isinstance(cols, Sym) else cols, 1), dtype or "float32",
+                      zeroed)
         self._made.append(made)
         return made
 
-    zeros = empty
+    def zeros(self, *shape, **kwargs):
+        """C starting at zero: a kernel that adds its pieces into C (split-K) relies on it, so the launch
+        read off this wrapper has C zeroed before each call, as here."""
+        return self.empty(*shape, zeroed=True, **kwargs)
 
     @staticmethod
     def promote_types(first: str, second: str) -> str:
@@ -183,23 +189,41 @@ def helion_modules() -> dict[str, types.ModuleType]:
     package = types.ModuleType("helion")
     package.__path__ = []  # a package, so that `helion.runtime` is found in sys.modules under it
     package.runtime = runtime
+    # What its wrapper computes a block size with (split-K's `helion.next_power_of_2(helion.cdiv(k, split_k))`).
+    package.cdiv = _helion_cdiv
+    package.next_power_of_2 = _next_power_of_2
     return {"helion": package, "helion.runtime": runtime}
 
 
-def matrices(layout: dict, input_type: str) -> tuple[Tensor, Tensor]:
+def _helion_cdiv(a, b):
+    if isinstance(a, Sym) or isinstance(b, Sym):
+        return Sym(f"cdiv({Sym.of(a)}, {Sym.of(b)})")
+    return -(-a // b)
+
+
+def _next_power_of_2(n):
+    if isinstance(n, Sym):
+        n._as_number()  # a size used as a number: said so
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def matrices(layout: dict, input_type: str, dims: list | None = None) -> tuple[Tensor, Tensor]:
     """A (M x K) and B (K x N) as the description's layout lays them (packed: a row-major A's first stride
-    is its leading dimension, lda)."""
+    is its leading dimension, lda). dims: the sizes as numbers (a file written for one size, Helion's),
+    else names."""
     def made(role, rows, cols, row_major):
-        lead = Sym(f"ld{role.lower()}")
+        lead = Sym(f"ld{role.lower()}") if dims is None else cols if row_major else rows
         return Tensor(role, (rows, cols), (lead, 1) if row_major else (1, lead), input_type)
 
-    m, n, k = Sym("M"), Sym("N"), Sym("K")
+    m, n, k = (Sym("M"), Sym("N"), Sym("K")) if dims is None else tuple(dims)
     return made("A", m, k, layout.get("A", "row") == "row"), made("B", k, n, layout.get("B", "row") == "row")
 
 
-def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, input_type: str) -> dict:
+def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, input_type: str,
+            dims: list | None = None) -> dict:
     """The one launch `module.<wrapper>(A, B)` makes, as a description reads it: {"entry", "args",
-    "defines", "grid", "triton"}; Unsupported where it cannot be read so."""
+    "defines", "grid", "triton", "c_starts_zero"}; Unsupported where it cannot be read so. dims: the
+    one size the file was written for (Helion's code for a case), its sizes then numbers."""
     function = getattr(module, wrapper, None)
     if not callable(function):
         raise Unsupported(f"{wrapper} is not a function of the file")
@@ -218,7 +242,7 @@ def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, inpu
     module.min, module.max = _extreme("min"), _extreme("max")
     interface.__getitem__ = recorded
     try:
-        a, b = matrices(layout, input_type)
+        a, b = matrices(layout, input_type, dims)
         returned = function(a, b)
         if len(launches) != 1:
             raise Unsupported(f"{wrapper}(a, b) made {len(launches)} Triton launches; gemmwatch reads a wrapper "
@@ -230,7 +254,10 @@ def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, inpu
         if not (isinstance(returned, Tensor) and returned.role == "C"):
             raise Unsupported(f"{wrapper}(a, b) does not return the C it allocated; gemmwatch reads a wrapper "
                               "that returns C = A·B")
-        return _described(kernel, configs, grid, args, kwargs)  # its grid evaluated with the stand-ins in place
+        described = _described(kernel, configs, grid, args, kwargs)  # its grid evaluated with the stand-ins in place
+        if returned.zeroed:
+            described["c_starts_zero"] = True
+        return described
     finally:
         interface.__getitem__ = original
         for name, value in saved.items():

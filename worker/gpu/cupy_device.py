@@ -150,11 +150,22 @@ class CupyDevice:
 
         return triton_build.describe(launch, self.compute_capability, self.cfg)
 
-    def wrapper_call(self, desc) -> dict:
-        """The one launch a Triton description's `wrapper` makes, read in the confined compile process."""
+    def wrapper_call(self, desc, dims: tuple[int, int, int] | None = None) -> dict:
+        """The one launch a Triton description's `wrapper` makes, read in the confined compile process
+        (at these sizes, as numbers, for a file written for one size)."""
         from worker.compile import triton_build  # here: the C++ paths never need it
 
-        return triton_build.wrapper_call(desc, self.compute_capability, self.cfg)
+        return triton_build.wrapper_call(desc, self.compute_capability, self.cfg, dims)
+
+    @staticmethod
+    def zeroed_first(call, c):
+        """The call with C set to zero before it, on the same (current) stream: one call, one time."""
+        def zeroed_then_called():
+            c.fill(0)
+            call()
+
+        zeroed_then_called.keep = call  # what the call keeps alive (a launcher's host scalars) lives on
+        return zeroed_then_called
 
     def helion_code(self, desc, dims: tuple[int, int, int]):
         """The Triton code Helion writes for a Helion description's kernel at this size, in the confined

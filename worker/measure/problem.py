@@ -121,5 +121,7 @@ class Problem:
             raise ValueError(refused)
         # FP8: the kernel multiplies the stored numbers; the two scales reach it folded into alpha.
         alpha *= self.precision.tensor_scale**2
-        return self.device.kernel_call(function, launch, self.m, self.n, self.k, self.a_in, self.b_in, c, alpha, beta,
+        call = self.device.kernel_call(function, launch, self.m, self.n, self.k, self.a_in, self.b_in, c, alpha, beta,
                                        self.batch)
+        # A kernel that adds into C: zeroed first, as its own caller's torch.zeros, in the same time.
+        return self.device.zeroed_first(call, c) if launch.c_starts_zero else call

@@ -70,6 +70,7 @@ class Runner:
         def read(choice: KernelChoice | None) -> KernelChoice | None:
             if choice is None or choice.description.wrapper is None:
                 return choice
+            dims = None  # the wrapper's sizes as names, unless its file was written for this case alone
             if choice.description.language == "helion":  # first its Triton code, as Helion writes it for this case
                 if case.batch != 1:
                     raise ValueError(f"{choice.description.name}: a Helion kernel is called as f(a, b) on two "
@@ -78,7 +79,8 @@ class Runner:
                 choice = dataclasses.replace(choice, written_by={"helion": written.record()},
                                              description=choice.description.with_helion_code(
                                                  written.code, (case.m, case.n, case.k)))
-            call = self.device.wrapper_call(choice.description)
+                dims = (case.m, case.n, case.k)
+            call = self.device.wrapper_call(choice.description, dims)
             return dataclasses.replace(choice, description=choice.description.with_wrapper_call(call))
 
         return dataclasses.replace(case, kernel=read(case.kernel), base=read(case.base))
@@ -224,7 +226,8 @@ class Runner:
                                  "compiler": launch.compiler, "flags": list(launch.flags),
                                  "params": function.plan.describe(),
                                  **({"tensor_maps": {x: list(b) for x, b in launch.tensor_maps.items()}}
-                                    if launch.tensor_maps else {})}
+                                    if launch.tensor_maps else {}),
+                                 **({"c_starts_zero": True} if launch.c_starts_zero else {})}
         out.env["stages_s"] = clock.record()
         return out
 
