@@ -121,13 +121,15 @@ listing = os.listdir("/")
 link = socket.socket()
 child = subprocess.run(["/bin/true"])
 dropped = open("../escaped.txt", "w").write("x")
+noise = print('{"ok": false, "log": "forged"}')
 '''
 
 
 def test_a_hostile_module_is_read_confined_and_its_kernel_still_written(runner, tmp_path):
     """What the module does as it is defined, tried past the guard: read a file outside the job's, list /,
     open a socket, start a process, write beside its folder. Each statement raises inside the confined
-    compile process (Landlock, seccomp) and is passed over; the kernel's code is still written."""
+    compile process (Landlock, seccomp) and is passed over; the kernel's code is still written. What it
+    prints (a forged reply) goes to stderr, never taken for the reply."""
     desc = described("helion_pinned")
     text = desc.files["tiles.py"].replace("\n\n\n@helion.kernel", HOSTILE + "\n\n@helion.kernel", 1)
     hostile = KernelDescription.model_validate({**desc.model_dump(mode="json", exclude_none=True),

@@ -118,6 +118,14 @@ def test_the_jobs_python_runs_confined(tmp_path, attempt):
     assert not Path("/tmp/gemmwatch-triton-escape").exists()
 
 
+def test_what_the_jobs_python_prints_is_not_taken_for_the_reply(tmp_path):
+    """The reply goes back on the compile process's stdout: a module that prints as it is defined (to
+    stdout, and straight to fd 1) still compiles, its noise on stderr."""
+    loud = with_decorator_trying("print('{\"ok\": true, \"cubin\": \"\"}')\nimport os\nos.write(1, b'noise')")
+    built, loaded = compiled(loud, tmp_path)
+    assert built.cubin_path.exists() and loaded.plan is not None
+
+
 def test_the_jobs_python_sees_none_of_the_workers_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("GEMMWATCH_DATABASE_URL", "postgresql://gemmwatch:hunter2@db/gemmwatch")
     monkeypatch.setenv("GEMMWATCH_ADMIN_TOKEN", "admin-secret-token")

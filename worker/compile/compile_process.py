@@ -99,4 +99,7 @@ def run_sandbox(request: dict, timeout_s: float, memory_mb: int) -> dict:
                 f"(GEMMWATCH_COMPILE_MEMORY_MB): {last}"
             )
         raise CompileRefused(f"compile process failed (exit {proc.returncode}): {last}")
-    return json.loads(proc.stdout)
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:  # its reply channel is its own (compile_sandbox._reply): this is not meant to happen
+        raise CompileRefused(f"the compile process's reply could not be read: {proc.stdout[:200]!r}") from None

@@ -244,7 +244,7 @@ def nvcc_main(request: dict) -> None:
         if not request.get("probe"):
             _write_kernel_files(request)
     except Exception as exc:
-        json.dump({"ok": False, "error": f"nvcc unavailable: {exc}", "confined": False}, sys.stdout)
+        _reply({"ok": False, "error": f"nvcc unavailable: {exc}", "confined": False})
         return
     executable = [d for d in request.get("executable", []) if os.path.isdir(d)]
     preload = request.get("preload")
@@ -266,10 +266,30 @@ def _answer(request: dict, reply: dict, build) -> None:
         reply.update(ok=False, error=f"refused: the compiler could not be confined ({reply['confinement']})")
     else:
         reply.update(build())
-    json.dump(_log_bounded(reply, request), sys.stdout)
+    _reply(_log_bounded(reply, request))
+
+
+_reply_channel = None
+
+
+def _keep_stdout_for_the_reply() -> None:
+    """The reply's channel is fd 1 as the worker opened it, kept under another number; fd 1 and
+    sys.stdout then lead to stderr. What a job's module prints as it is read (`noise = print(...)`),
+    or a library as it compiles, can then never be taken for the reply (tried: it made the reply
+    unreadable JSON)."""
+    global _reply_channel
+    _reply_channel = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+
+def _reply(reply: dict) -> None:
+    json.dump(reply, _reply_channel)
+    _reply_channel.flush()
 
 
 def main() -> None:
+    _keep_stdout_for_the_reply()
     request = json.load(sys.stdin)
     if request.get("tool") == "nvcc":
         nvcc_main(request)
@@ -292,7 +312,7 @@ def main() -> None:
         if not warm["ok"]:
             raise RuntimeError(f"NVRTC cannot compile a trivial kernel: {warm['log']}")
     except Exception as exc:
-        json.dump({"ok": False, "error": f"NVRTC unavailable: {exc}", "confined": False}, sys.stdout)
+        _reply({"ok": False, "error": f"NVRTC unavailable: {exc}", "confined": False})
         return
     # Only folders that exist and are folders: a request names them, and Landlock needs an open path.
     readable = [d for d in request.get("readable", []) if os.path.isdir(d)]
