@@ -137,7 +137,7 @@ def _generate(request: dict, torch, helion) -> dict:
         if request.get("config") is not None:
             config = helion.Config(**request["config"])
         else:  # the one config the kernel pins (@helion.kernel(config=...)), if it pins one
-            config = bound._implicit_config()
+            config = _pinned_config(kernel, bound)
             if config is None:
                 return {"ok": False, "log": f"{name} in {request['source']} pins no config and the description gives "
                                             'none: give the one to run in "helion" (gemmwatch does not run Helion\'s '
@@ -147,3 +147,13 @@ def _generate(request: dict, torch, helion) -> dict:
         return {"ok": False, "log": f"Helion could not write {name}(a, b)'s Triton code for {m}x{k} by {k}x{n}:\n"
                                     f"{triton_sandbox.job_traceback(traceback.format_exc())}"}
     return {"ok": True, "code": code, "config": dict(config.config), "skipped": skipped}
+
+
+def _pinned_config(kernel, bound):
+    """The one config a @helion.kernel pins, or None: what Helion itself would run without autotuning
+    (BoundKernel._implicit_config, Helion 1.4 and later), else the kernel's list of one config."""
+    implicit = getattr(bound, "_implicit_config", None)
+    if implicit is not None:
+        return implicit()
+    configs = list(getattr(kernel, "configs", None) or [])
+    return configs[0] if len(configs) == 1 else None
