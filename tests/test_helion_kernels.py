@@ -105,6 +105,24 @@ def test_a_name_that_is_no_helion_kernel_and_a_config_helion_refuses_are_the_job
         run(runner, described("helion_open", helion={"block_sizes": [64, 32, 32, 16, 8]}), 64, 64, 64)
 
 
+def test_written_code_is_kept_for_the_worker_s_life_within_a_bound(runner, monkeypatch):
+    """The same case again reads the kept code (no compile process); past KEPT entries the oldest is
+    dropped and written again when asked for."""
+    from worker.compile import helion_build
+
+    started = []
+    real = helion_build.run_sandbox
+    monkeypatch.setattr(helion_build, "run_sandbox", lambda *a, **k: started.append(a[0]["dims"]) or real(*a, **k))
+    monkeypatch.setattr(helion_build, "KEPT", 1)
+    monkeypatch.setattr(helion_build, "_written", type(helion_build._written)())
+    desc = described("helion_pinned")
+    first = runner.device.helion_code(desc, (64, 64, 32))
+    assert runner.device.helion_code(desc, (64, 64, 32)) is first and started == [[64, 64, 32]]
+    runner.device.helion_code(desc, (32, 64, 32))
+    assert runner.device.helion_code(desc, (64, 64, 32)).code == first.code
+    assert started == [[64, 64, 32], [32, 64, 32], [64, 64, 32]] and len(helion_build._written) == 1
+
+
 def test_a_batch_is_not_run_and_says_why(runner):
     desc = described("helion_pinned")
     with pytest.raises(ValueError, match="a Helion kernel is called as f\\(a, b\\) on two matrices"):

@@ -5,6 +5,7 @@ kernel goes the way of any Triton wrapper (worker/compile/triton_build.py): its 
 kernel compiled, checked and timed. Nothing of Helion or torch is loaded in the worker.
 """
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from core.description.kernel_description import KernelDescription
@@ -28,8 +29,10 @@ class HelionCode:
         return {"version": self.versions["helion"], "torch": self.versions["torch"], "config": self.config}
 
 
-# Per kernel files, function, config, case shape, layout and type, target: only answers are kept.
-_written: dict[str, HelionCode] = {}
+# Per kernel files, function, config, case shape, layout and type, target: only answers are kept, the
+# last KEPT of them (a worker lives through many jobs; each entry is a file of some 10 KB).
+KEPT = 256
+_written: "OrderedDict[str, HelionCode]" = OrderedDict()
 
 
 def triton_code(desc: KernelDescription, dims: tuple[int, int, int], compute_capability: str, cfg) -> HelionCode:
@@ -54,4 +57,7 @@ def triton_code(desc: KernelDescription, dims: tuple[int, int, int], compute_cap
         _written[key] = HelionCode(reply["code"], reply["config"],
                                    {name: reply[name] for name in ("helion", "torch", "triton")},
                                    tuple(reply.get("skipped") or ()))
+        while len(_written) > KEPT:
+            _written.popitem(last=False)
+    _written.move_to_end(key)
     return _written[key]
