@@ -112,7 +112,7 @@ def test_written_code_is_kept_for_the_worker_s_life_within_a_bound(runner, monke
 
     started = []
     real = helion_build.run_sandbox
-    monkeypatch.setattr(helion_build, "run_sandbox", lambda *a, **k: started.append(a[0]["dims"]) or real(*a, **k))
+    monkeypatch.setattr(helion_build, "run_sandbox", lambda *a, **k: started.extend(a[0]["cases"]) or real(*a, **k))
     monkeypatch.setattr(helion_build, "KEPT", 1)
     monkeypatch.setattr(helion_build, "_written", type(helion_build._written)())
     desc = described("helion_pinned")
@@ -121,6 +121,26 @@ def test_written_code_is_kept_for_the_worker_s_life_within_a_bound(runner, monke
     runner.device.helion_code(desc, (32, 64, 32))
     assert runner.device.helion_code(desc, (64, 64, 32)).code == first.code
     assert started == [[64, 64, 32], [32, 64, 32], [64, 64, 32]] and len(helion_build._written) == 1
+
+
+def test_a_job_s_sizes_are_written_in_one_compile_process_before_its_cases(runner, monkeypatch):
+    """The runner's prefetch has Helion write every size of a job's Helion kernel in one process (torch and
+    Helion imported once); its cases then read the kept code and start no process of their own."""
+    from worker.compile import helion_build
+
+    processes = []
+    real = helion_build.run_sandbox
+    monkeypatch.setattr(helion_build, "run_sandbox", lambda *a, **k: processes.append(a[0]["cases"]) or real(*a, **k))
+    monkeypatch.setattr(helion_build, "_written", type(helion_build._written)())
+    desc = described("helion_open")
+    sizes = [(64, 64, 64), (100, 70, 96), (32, 48, 64)]
+    cases = [Case(i, desc.name, *size, 3, KernelChoice(desc, {}, "job")) for i, size in enumerate(sizes)]
+    runner.prefetch(cases)
+    assert processes == [[list(size) for size in sizes]]
+    for case in cases:
+        out = runner.run_case(case, POLICY)
+        assert out.verified and out.env["helion"]["config"]["block_sizes"] == [64, 32, 32], out.error
+    assert len(processes) == 1
 
 
 def test_a_batch_is_not_run_and_says_why(runner):

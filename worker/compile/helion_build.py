@@ -35,29 +35,64 @@ KEPT = 256
 _written: "OrderedDict[str, HelionCode]" = OrderedDict()
 
 
-def triton_code(desc: KernelDescription, dims: tuple[int, int, int], compute_capability: str, cfg) -> HelionCode:
-    """The Triton file Helion writes for `desc`'s kernel called on this case's A (M x K) and B (K x N),
-    in the compile process; CompileRefused with the job's own error where it cannot be written."""
-    layout = {x: desc.form.layout(x) for x in ("A", "B")}
-    request = {"tool": "helion", "files": dict(desc.files), "source": desc.source, "wrapper": desc.wrapper,
-               "config": desc.helion, "dims": list(dims), "layout": layout,
-               "input_type": TORCH_TYPE[desc.precision.input_type], "compute_capability": compute_capability.replace(".", ""),
-               # A job's Python, always: where the compile process cannot be confined, only the
-               # settings' GEMMWATCH_UNCONFINED_SOURCES=warn lets it run.
-               "require_confinement": cfg.unconfined_sources != "warn", "log_max_bytes": cfg.compile_log_max_bytes}
-    key = digest_of([sorted(desc.files.items()), desc.source, desc.wrapper, desc.helion, list(dims), layout,
-                     request["input_type"], request["compute_capability"]])
-    if key not in _written:
-        # Importing torch and Helion takes seconds of the compile time limit before the first line is written.
-        reply = run_sandbox(request, cfg.compile_timeout_s, cfg.helion_memory_mb)
+def _request(desc: KernelDescription, cases: list, compute_capability: str, cfg) -> dict:
+    return {"tool": "helion", "files": dict(desc.files), "source": desc.source, "wrapper": desc.wrapper,
+            "config": desc.helion, "cases": [list(dims) for dims in cases],
+            "layout": {x: desc.form.layout(x) for x in ("A", "B")},
+            "input_type": TORCH_TYPE[desc.precision.input_type], "compute_capability": compute_capability.replace(".", ""),
+            # A job's Python, always: where the compile process cannot be confined, only the
+            # settings' GEMMWATCH_UNCONFINED_SOURCES=warn lets it run.
+            "require_confinement": cfg.unconfined_sources != "warn", "log_max_bytes": cfg.compile_log_max_bytes}
+
+
+def _key(request: dict, dims) -> str:
+    return digest_of([sorted(request["files"].items()), request["source"], request["wrapper"], request["config"],
+                      list(dims), request["layout"], request["input_type"], request["compute_capability"]])
+
+
+def write_all(desc: KernelDescription, cases: list[tuple[int, int, int]], compute_capability: str, cfg) -> dict:
+    """The Triton code Helion writes for `desc`'s kernel at each of these sizes (M, N, K) that is not kept
+    yet, all in one compile process (importing torch and Helion is most of its time), kept as it comes:
+    {size: HelionCode, or the job's error (a str) where Helion could not write that one}. CompileError
+    where the file gives no kernel at all; CompileRefused where the process could not run it."""
+    request = _request(desc, [], compute_capability, cfg)
+    wanted = list(dict.fromkeys(tuple(dims) for dims in cases))
+    missing = [dims for dims in wanted if _key(request, dims) not in _written]
+    errors: dict[tuple[int, int, int], str] = {}
+    if missing:
+        reply = run_sandbox({**request, "cases": [list(dims) for dims in missing]}, cfg.compile_timeout_s,
+                            cfg.helion_memory_mb)
         if not reply.get("ok"):
-            if "log" in reply:  # the job's file or Helion on it: the kernel's own error
+            if "log" in reply:  # the job's file: the kernel's own error
                 raise CompileError(reply["log"])
             raise CompileRefused(reply.get("error") or "no answer")
-        _written[key] = HelionCode(reply["code"], reply["config"],
-                                   {name: reply[name] for name in ("helion", "torch", "triton")},
-                                   tuple(reply.get("skipped") or ()))
-        while len(_written) > KEPT:
-            _written.popitem(last=False)
-    _written.move_to_end(key)
-    return _written[key]
+        versions = {name: reply[name] for name in ("helion", "torch", "triton")}
+        for dims, one in zip(missing, reply["written"]):
+            if "code" not in one:
+                errors[dims] = one.get("log") or "no code"
+                continue
+            _written[_key(request, dims)] = HelionCode(one["code"], one["config"], versions,
+                                                       tuple(reply.get("skipped") or ()))
+            while len(_written) > KEPT:
+                _written.popitem(last=False)
+    found: dict = {}
+    for dims in wanted:
+        key = _key(request, dims)
+        if key in _written:
+            _written.move_to_end(key)
+            found[dims] = _written[key]
+        else:  # Helion's refusal of this one, or dropped already past KEPT: its case asks again
+            found[dims] = errors.get(dims)
+    return found
+
+
+def triton_code(desc: KernelDescription, dims: tuple[int, int, int], compute_capability: str, cfg) -> HelionCode:
+    """The Triton file Helion writes for `desc`'s kernel called on this case's A (M x K) and B (K x N):
+    kept, or written now in the compile process; CompileError with the job's own error where it cannot be."""
+    dims = tuple(dims)
+    written = write_all(desc, [dims], compute_capability, cfg)[dims]
+    if written is None:  # written by an earlier call and dropped since (past KEPT): written again
+        written = write_all(desc, [dims], compute_capability, cfg)[dims]
+    if not isinstance(written, HelionCode):
+        raise CompileError(written or "Helion wrote no code")
+    return written

@@ -8,8 +8,9 @@ so it happens here: torch, Triton and Helion are imported and a throw-away kerne
 first (every module they load lazily is then loaded), the network is closed by seccomp, then Landlock
 leaves this process reading Python's library and the installed packages, and writing in its own
 folder only. Only then are the file's definitions run (worker/compile/triton_module.py: its script is
-skipped) and its kernel bound to tensors on torch's `meta` device, which have a shape, a type and
-strides and no memory: no GPU and no CUDA context is needed, and none is made (CUDA_VISIBLE_DEVICES
+skipped) and its kernel bound, for each case the request names, to tensors on torch's `meta` device,
+which have a shape, a type and strides and no memory (one process for all of a job's sizes: importing
+torch and Helion is most of its time): no GPU and no CUDA context is needed, and none is made (CUDA_VISIBLE_DEVICES
 is empty). Triton's driver answers for the worker's GPU as it does for a Triton file.
 
 What goes back is text: the Triton file, which the worker then reads and compiles as any Triton
@@ -109,8 +110,9 @@ def _operand(torch, rows: int, cols: int, layout: str, dtype):
 
 
 def _generate(request: dict, torch, helion) -> dict:
-    """The job's file read, its kernel bound to the case's operands and its Triton code written; a reply
-    whose "log" says what went wrong, in the job's own terms."""
+    """The job's file read, then its kernel bound to each case's operands and its Triton code written:
+    {"ok": True, "written": [per case, in order: {"code", "config"} or {"log"}]}, or a reply whose "log"
+    says why the file gives no kernel at all, in the job's own terms."""
     import traceback
 
     source = os.path.join("src", request["source"])
@@ -128,7 +130,16 @@ def _generate(request: dict, torch, helion) -> dict:
         why = "".join(f"\n  {line}" for line in skipped)
         return {"ok": False, "log": f"{name} in {request['source']} is not a @helion.kernel function"
                                     + (f"; statements of the file that raised:{why}" if skipped else "")}
-    m, n, k = request["dims"]
+    written = [_written_for(request, torch, helion, kernel, dims) for dims in request["cases"]]
+    return {"ok": True, "written": written, "skipped": skipped}
+
+
+def _written_for(request: dict, torch, helion, kernel, dims: list) -> dict:
+    """One case's Triton code: {"code", "config"}, or {"log"} saying why Helion could not write it."""
+    import traceback
+
+    name = request["wrapper"]
+    m, n, k = dims
     dtype = getattr(torch, request["input_type"])
     a = _operand(torch, m, k, request["layout"]["A"], dtype)
     b = _operand(torch, k, n, request["layout"]["B"], dtype)
@@ -139,14 +150,13 @@ def _generate(request: dict, torch, helion) -> dict:
         else:  # the one config the kernel pins (@helion.kernel(config=...)), if it pins one
             config = _pinned_config(kernel, bound)
             if config is None:
-                return {"ok": False, "log": f"{name} in {request['source']} pins no config and the description gives "
-                                            'none: give the one to run in "helion" (gemmwatch does not run Helion\'s '
-                                            "autotuner; run it at home and pass the config it chose)"}
-        code = bound.to_triton_code(config)
+                return {"log": f"{name} in {request['source']} pins no config and the description gives "
+                               'none: give the one to run in "helion" (gemmwatch does not run Helion\'s '
+                               "autotuner; run it at home and pass the config it chose)"}
+        return {"code": bound.to_triton_code(config), "config": dict(config.config)}
     except BaseException:
-        return {"ok": False, "log": f"Helion could not write {name}(a, b)'s Triton code for {m}x{k} by {k}x{n}:\n"
-                                    f"{triton_sandbox.job_traceback(traceback.format_exc())}"}
-    return {"ok": True, "code": code, "config": dict(config.config), "skipped": skipped}
+        return {"log": f"Helion could not write {name}(a, b)'s Triton code for {m}x{k} by {k}x{n}:\n"
+                       f"{triton_sandbox.job_traceback(traceback.format_exc())}"}
 
 
 def _pinned_config(kernel, bound):

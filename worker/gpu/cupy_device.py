@@ -174,6 +174,12 @@ class CupyDevice:
 
         return helion_build.triton_code(desc, dims, self.compute_capability, self.cfg)
 
+    def helion_codes(self, desc, sizes: list[tuple[int, int, int]]) -> dict:
+        """Helion's Triton code for a kernel at several sizes, written in one compile process and kept."""
+        from worker.compile import helion_build
+
+        return helion_build.write_all(desc, sizes, self.compute_capability, self.cfg)
+
     def compile(self, launch: Launch) -> kernel_args.LoadedKernel:
         """A cubin from the confined compile process (worker/compile/compiler.py), loaded here: this
         process, which holds the GPU and the worker's settings, never runs the compiler. How its

@@ -48,17 +48,29 @@ class Runner:
     def prefetch(self, cases: list[Case]) -> int:
         """The job's kernels compiled ahead of their cases, several at once beside the timing
         (worker/compile/prefetch.py): plain CUDA kernels, the head's and a confirmation's base. A Triton
-        kernel (its autotune chooses what to build) and a repository's launcher build as their case comes."""
+        kernel (its autotune chooses what to build) and a repository's launcher build as their case comes.
+        A Helion kernel's Triton code is written here for all its sizes in one compile process (importing
+        torch and Helion is most of that process's time), while the CUDA kernels compile."""
         launches = []
+        helion: dict[str, tuple] = {}  # a Helion kernel's sizes, written in one compile process
         for case in cases:
             for choice in (case.kernel, case.base):
+                if choice is not None and choice.description.language == "helion" and case.batch == 1:
+                    desc = choice.description
+                    helion.setdefault(desc.model_dump_json(), (desc, []))[1].append((case.m, case.n, case.k))
                 if choice is None or choice.description.launcher or choice.description.language != "cuda":
                     continue
                 try:
                     launches.append(self.resolve(choice))
                 except Exception:  # its case says what is wrong with it
                     continue
-        return self.device.prefetch(launches)
+        queued = self.device.prefetch(launches)  # compiling in the background from here
+        for desc, sizes in helion.values():
+            try:
+                self.device.helion_codes(desc, sizes)
+            except Exception:  # its cases say what is wrong with it
+                continue
+        return queued
 
     def end_job(self) -> None:
         """What the job's prefetch has not started is dropped."""
