@@ -151,6 +151,9 @@ class Settings(BaseSettings):
     # Writing a Helion kernel's Triton code (worker/compile/helion_build.py) imports torch, whose CUDA
     # build maps its libraries (gigabytes of address space) before Helion writes a line: its own limit.
     helion_memory_mb: int = Field(default=8192, ge=1024, validation_alias="GEMMWATCH_HELION_MEMORY_MB")
+    # and its own time limit: the imports alone took 7 s of CPU on the 2-core test machine, 35 s of wall
+    # time a process under a load of four busy processes beside the test suite (docs/BENCHMARKS.md).
+    helion_timeout_s: float = Field(default=180.0, gt=0, validation_alias="GEMMWATCH_HELION_TIMEOUT_S")
     # A job's kernels compiled ahead of its cases, this many at once beside the timing (each a confined
     # compile process of its own, within the two limits above); below 2, each compiles as its case comes.
     # Default: half the machine's CPUs, at most 8 (the first job of the 47 built-ins on an H200's 16-CPU

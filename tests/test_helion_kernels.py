@@ -180,6 +180,21 @@ def test_a_hostile_module_is_read_confined_and_its_kernel_still_written(runner, 
         assert f"line {line}: PermissionError" in skipped, (statement, skipped)
 
 
+def test_a_module_that_spins_meets_helion_s_own_time_limit_named(tmp_path, monkeypatch, shared_kernel_cache):
+    """Helion's process has its own limits (importing torch alone takes seconds): a module that spins as it is
+    defined is killed at GEMMWATCH_HELION_TIMEOUT_S, which the refusal names."""
+    from worker.compile.compiled import CompileRefused
+
+    monkeypatch.setenv("GEMMWATCH_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("GEMMWATCH_HELION_TIMEOUT_S", "20")
+    desc = described("helion_pinned")
+    text = desc.files["tiles.py"].replace("\n\n\n@helion.kernel", "\n\nspun = next(x for x in iter(int, 1) if x)\n\n\n@helion.kernel", 1)
+    spinning = KernelDescription.model_validate({**desc.model_dump(mode="json", exclude_none=True),
+                                                 "files": {"tiles.py": text}})
+    with pytest.raises(CompileRefused, match=r"exceeded .*20 s.*GEMMWATCH_HELION_TIMEOUT_S"):
+        CpuRunner().device.helion_code(spinning, (64, 64, 64))
+
+
 @pytest.mark.parametrize(("changes", "said"), [
     ({"wrapper": None}, "wrapper: the @helion.kernel function of tiles.py"),
     ({"entry": "pinned_product"}, "entry: not for a Helion kernel"),

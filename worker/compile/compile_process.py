@@ -72,7 +72,11 @@ def sandbox_command(timeout_s: float, memory_mb: int) -> list[str]:
     return [sys.executable, "-s", "-B", str(SANDBOX), str(memory_mb * 1024 * 1024), str(math.ceil(timeout_s) + 1)]
 
 
-def run_sandbox(request: dict, timeout_s: float, memory_mb: int) -> dict:
+def run_sandbox(request: dict, timeout_s: float, memory_mb: int,
+                limits: tuple[str, str] = ("GEMMWATCH_COMPILE_TIMEOUT_S", "GEMMWATCH_COMPILE_MEMORY_MB")) -> dict:
+    """One request to a fresh compile process and its reply; CompileRefused where the process met a limit
+    (named by the settings in `limits`: its time, its memory) or gave no readable reply."""
+    time_setting, memory_setting = limits
     env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
     argv = sandbox_command(timeout_s, memory_mb)
     with tempfile.TemporaryDirectory(prefix="gemmwatch-compile-") as home:
@@ -84,19 +88,19 @@ def run_sandbox(request: dict, timeout_s: float, memory_mb: int) -> dict:
             )
         except subprocess.TimeoutExpired:
             raise CompileRefused(
-                f"compile exceeded the {timeout_s:g} s compile time limit (GEMMWATCH_COMPILE_TIMEOUT_S); "
+                f"compile exceeded the {timeout_s:g} s compile time limit ({time_setting}); "
                 "killed"
             ) from None
     if proc.returncode != 0 or not proc.stdout.strip():
         last = (proc.stderr.strip().splitlines() or ["no message"])[-1][:300]
         if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL) and "MemoryError" not in proc.stderr:
             raise CompileRefused(
-                f"compile exceeded its CPU time limit ({timeout_s:g} s, GEMMWATCH_COMPILE_TIMEOUT_S); killed"
+                f"compile exceeded its CPU time limit ({timeout_s:g} s, {time_setting}); killed"
             )
         if "MemoryError" in proc.stderr or "std::bad_alloc" in proc.stderr or proc.returncode < 0:
             raise CompileRefused(
                 f"compile process ended (exit {proc.returncode}) under its {memory_mb} MiB memory limit "
-                f"(GEMMWATCH_COMPILE_MEMORY_MB): {last}"
+                f"({memory_setting}): {last}"
             )
         raise CompileRefused(f"compile process failed (exit {proc.returncode}): {last}")
     try:

@@ -60,8 +60,8 @@ def write_all(desc: KernelDescription, cases: list[tuple[int, int, int]], comput
     missing = [dims for dims in wanted if _key(request, dims) not in _written]
     errors: dict[tuple[int, int, int], str] = {}
     if missing:
-        reply = run_sandbox({**request, "cases": [list(dims) for dims in missing]}, cfg.compile_timeout_s,
-                            cfg.helion_memory_mb)
+        reply = run_sandbox({**request, "cases": [list(dims) for dims in missing]}, cfg.helion_timeout_s,
+                            cfg.helion_memory_mb, ("GEMMWATCH_HELION_TIMEOUT_S", "GEMMWATCH_HELION_MEMORY_MB"))
         if not reply.get("ok"):
             if "log" in reply:  # the job's file: the kernel's own error
                 raise CompileError(reply["log"])
