@@ -143,6 +143,25 @@ def test_a_job_s_sizes_are_written_in_one_compile_process_before_its_cases(runne
     assert len(processes) == 1
 
 
+def test_a_kernel_helion_cannot_write_fails_each_case_from_one_process(runner, monkeypatch):
+    """The error is kept like the code: a job's prefetch meets it once, and each case then fails with it
+    without starting a compile process of its own."""
+    from worker.compile import helion_build
+
+    processes = []
+    real = helion_build.run_sandbox
+    monkeypatch.setattr(helion_build, "run_sandbox", lambda *a, **k: processes.append(a[0]["cases"]) or real(*a, **k))
+    monkeypatch.setattr(helion_build, "_written", type(helion_build._written)())
+    desc = described("helion_open", wrapper="annotations")
+    cases = [Case(i, desc.name, *size, 3, KernelChoice(desc, {}, "job")) for i, size in enumerate([(64, 64, 64),
+                                                                                                   (32, 64, 64)])]
+    runner.prefetch(cases)
+    for case in cases:
+        with pytest.raises(CompileError, match="annotations in tiles.py is not a @helion.kernel function"):
+            runner.run_case(case, POLICY)
+    assert len(processes) == 1
+
+
 def test_a_batch_is_not_run_and_says_why(runner):
     desc = described("helion_pinned")
     with pytest.raises(ValueError, match="a Helion kernel is called as f\\(a, b\\) on two matrices"):

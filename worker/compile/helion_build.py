@@ -29,15 +29,16 @@ class HelionCode:
         return {"version": self.versions["helion"], "torch": self.versions["torch"], "config": self.config}
 
 
-# Per kernel files, function, config, case shape, layout and type, target: only answers are kept, the
-# last KEPT of them (a worker lives through many jobs; each entry is a file of some 10 KB).
+# Per kernel files, function, config, case shape, layout and type, target: what Helion wrote, or the
+# job's error where it could not (so a job's later cases of a failing kernel start no process again),
+# the last KEPT of them (a worker lives through many jobs; each entry is a file of some 10 KB).
 KEPT = 256
-_written: "OrderedDict[str, HelionCode]" = OrderedDict()
+_written: "OrderedDict[str, HelionCode | str]" = OrderedDict()
 
 
-def _request(desc: KernelDescription, cases: list, compute_capability: str, cfg) -> dict:
+def _request(desc: KernelDescription, compute_capability: str, cfg) -> dict:
     return {"tool": "helion", "files": dict(desc.files), "source": desc.source, "wrapper": desc.wrapper,
-            "config": desc.helion, "cases": [list(dims) for dims in cases],
+            "config": desc.helion,
             "layout": {x: desc.form.layout(x) for x in ("A", "B")},
             "input_type": TORCH_TYPE[desc.precision.input_type], "compute_capability": compute_capability.replace(".", ""),
             # A job's Python, always: where the compile process cannot be confined, only the
@@ -55,35 +56,33 @@ def write_all(desc: KernelDescription, cases: list[tuple[int, int, int]], comput
     yet, all in one compile process (importing torch and Helion is most of its time), kept as it comes:
     {size: HelionCode, or the job's error (a str) where Helion could not write that one}. CompileError
     where the file gives no kernel at all; CompileRefused where the process could not run it."""
-    request = _request(desc, [], compute_capability, cfg)
+    request = _request(desc, compute_capability, cfg)
     wanted = list(dict.fromkeys(tuple(dims) for dims in cases))
     missing = [dims for dims in wanted if _key(request, dims) not in _written]
-    errors: dict[tuple[int, int, int], str] = {}
     if missing:
         reply = run_sandbox({**request, "cases": [list(dims) for dims in missing]}, cfg.helion_timeout_s,
                             cfg.helion_memory_mb, ("GEMMWATCH_HELION_TIMEOUT_S", "GEMMWATCH_HELION_MEMORY_MB"))
-        if not reply.get("ok"):
-            if "log" in reply:  # the job's file: the kernel's own error
-                raise CompileError(reply["log"])
+        if not reply.get("ok") and "log" not in reply:  # no answer on the kernel: nothing kept
             raise CompileRefused(reply.get("error") or "no answer")
-        versions = {name: reply[name] for name in ("helion", "torch", "triton")}
-        for dims, one in zip(missing, reply["written"]):
-            if "code" not in one:
-                errors[dims] = one.get("log") or "no code"
-                continue
-            _written[_key(request, dims)] = HelionCode(one["code"], one["config"], versions,
-                                                       tuple(reply.get("skipped") or ()))
-            while len(_written) > KEPT:
-                _written.popitem(last=False)
+        versions = {name: reply.get(name) for name in ("helion", "torch", "triton")}
+        for dims, one in zip(missing, reply.get("written") or [{"log": reply.get("log")}] * len(missing)):
+            _keep(_key(request, dims), HelionCode(one["code"], one["config"], versions, tuple(reply.get("skipped") or ()))
+                  if "code" in one else one.get("log") or "Helion wrote no code")
+        if not reply.get("ok"):  # the job's file gives no kernel: the kernel's own error, kept for each size
+            raise CompileError(reply["log"])
     found: dict = {}
     for dims in wanted:
         key = _key(request, dims)
         if key in _written:
             _written.move_to_end(key)
-            found[dims] = _written[key]
-        else:  # Helion's refusal of this one, or dropped already past KEPT: its case asks again
-            found[dims] = errors.get(dims)
+        found[dims] = _written.get(key)  # None: dropped already past KEPT; its case asks again
     return found
+
+
+def _keep(key: str, written: "HelionCode | str") -> None:
+    _written[key] = written
+    while len(_written) > KEPT:
+        _written.popitem(last=False)
 
 
 def triton_code(desc: KernelDescription, dims: tuple[int, int, int], compute_capability: str, cfg) -> HelionCode:
