@@ -164,7 +164,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutlass_repo", "cutlass_simt_sgemm"),
                 (FIXTURES / "triton_repo", "triton_matmul_fp16"), (FIXTURES / "host_launchers", "host_gemm_split"),
                 (FIXTURES / "host_launchers", "host_gemm_from_maps"), (FIXTURES / "helion_generated", "helion_matmul_64"),
-                (FIXTURES / "helion_kernel", "helion_open")]
+                (FIXTURES / "helion_kernel", "helion_open"), (FIXTURES / "helion_kernel", "helion_split_k")]
 
 
 @pytest.mark.parametrize(("folder", "name"), NEWER_FIELDS, ids=lambda x: getattr(x, "name", x))
