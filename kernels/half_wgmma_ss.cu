@@ -41,16 +41,6 @@
 // 1024^3's 128 tiles fill 128 of the H200's 132 SMs (128 x 128 left 68 idle).
 // -DSPLIT_K=1 (bf16_wgmma_split_k, fp16_wgmma_split_k; with PERSISTENT): a block on every SM, and
 // where the tiles are few, each cut along K into pieces whose FP32 sums meet in global memory.
-// -DBM=256 (bf16_wgmma_persistent_256, fp16_wgmma_persistent_256; with PERSISTENT and BN=128): 256 x 128
-// tiles, each consumer warpgroup 128 rows, two m64n128k16 per 16 k sharing B's slab (A's slab two
-// 128-row boxes). The same 48 KiB a slab and the same tiles as 128 x 256, turned on their side, so
-// that a pair of horizontally adjacent tiles needs the same A slabs (MULTICAST below).
-// -DMULTICAST=1 (bf16_wgmma_pair_a, fp16_wgmma_pair_a; with BM=256): clusters of two blocks on
-// horizontally adjacent tiles, the same 256 rows of C: each block loads one of the A slab's two
-// 128-row boxes and the TMA writes it into both blocks' rings, so each A slab leaves L2 once for
-// two SMs (32 KiB of L2 reads a slab per SM in place of 48, the form cuBLAS runs at 2048^3: nvjet's
-// 256x128 tiles in clusters of 1x2). A slot is then written by both producers, so each consumer
-// warp hands it back to both (16 arrivals a phase), and the full barrier counts the peer's bytes.
 // Seed: Past the seeds; builds on half_wgmma and the ladder of 001_adac3a76413eb491.txt.
 // Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation); -DBN (256, 128 or 64) from the description.
 #ifndef INPUT_BF16
@@ -71,15 +61,6 @@
 #ifndef BN
 #define BN 256
 #endif
-#ifndef BM
-#define BM 128
-#endif
-#ifndef MULTICAST
-#define MULTICAST 0
-#endif
-#ifndef L2_PREFETCH
-#define L2_PREFETCH 0
-#endif
 #ifndef TMA
 #define TMA 0
 #endif
@@ -97,7 +78,7 @@
 #ifndef SPLIT_K
 #define SPLIT_K 0
 #endif
-#if PAIRS || MULTICAST
+#if PAIRS
 #define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
 #else
 #define GW_CLUSTER_DIMS
@@ -112,8 +93,7 @@
 
 namespace hss {
 
-constexpr int kBM = BM;                  // rows of C per block: 2 consumer warpgroups x (64 or 128)
-constexpr int kMSub = kBM / 128;         // wgmma M-64 blocks a consumer warpgroup owns (1 or 2)
+constexpr int kBM = 128;                 // rows of C per block: 2 consumer warpgroups x wgmma M 64
 constexpr int kBN = BN;                  // columns of C per block: wgmma N (256, 128 or 64)
 constexpr int kBK = 64;                  // k per slab: one 128-byte swizzle row of the A slab
 constexpr int kAStage = kBM * kBK * 2;   // bytes of one A slab: kBM rows of 128 bytes
@@ -122,19 +102,13 @@ constexpr int kBStage = (kBN / 64) * kBBlock;  // B_K_MAJOR: kBN columns of 128 
 static_assert(kBStage == kBN * kBK * 2, "either B layout fills the same slab");
 constexpr int kThreads = 384;
 constexpr int kBRowsPerPass = 128 / (kBN / 8);  // B's k-rows 128 producer threads copy at once (16 bytes each)
-constexpr int kAcc = kBN / 2;            // FP32 accumulators per consumer thread per M-64 block
+constexpr int kAcc = kBN / 2;            // FP32 accumulators per consumer thread
 // Dynamic shared memory: the ring, 2 mbarriers per stage, and up to 1 KiB to align the ring.
 constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
 static_assert(BN == 256 || ((BN == 128 || BN == 64) && !B_K_MAJOR), "BN: 256, or 128 or 64 with B N-major");
 static_assert(!SPLIT_K || PERSISTENT, "SPLIT_K splits the units of a persistent kernel");
-static_assert(BM == 128 || (BM == 256 && BN == 128 && PERSISTENT && !B_K_MAJOR && !SPLIT_K),
-              "BM: 128, or 256 with BN 128 on the persistent kernel");
-static_assert(!MULTICAST || (BM == 256 && TMA), "MULTICAST: the 256 x 128 TMA kernel's pairs share A");
-static_assert(!L2_PREFETCH || (TMA && !B_K_MAJOR), "L2_PREFETCH: the TMA kernel with B N-major");
-constexpr int kABoxBytes = 128 * kBK * 2;  // one TMA box of A: 128 rows x 64 k (the description's box)
-constexpr int kEmptyArrivals = MULTICAST ? 16 : 8;  // consumer warps handing a slot back: this block's (and the peer's)
 
 #if SPLIT_K
 // Split-K's FP32 partial sums, one 128 x 256 tile per split tile, each thread's 128 accumulators
@@ -160,13 +134,6 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[kAcc], unsigned long long d
 #else
     wgmma_ss_f16_nb(d, desc_a, desc_b);
 #endif
-}
-
-// The accumulators of every M-64 block pinned around wgmma and its waits.
-template <int S, int N>
-__device__ __forceinline__ void fence_all(float (&d)[S][N]) {
-#pragma unroll
-    for (int i = 0; i < S; ++i) fence_operands(d[i]);
 }
 
 }  // namespace hss
@@ -205,11 +172,9 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
 #endif
     // full: TMA, the one producer thread's arrival, which also announces the slab's bytes; else
     // each producer thread, once its copies of the slab are in.
-    if (threadIdx.x == 0) mbar_init_ring(bars, STAGES, by_tma ? 1 : 128, kEmptyArrivals);
-#if PAIRS || MULTICAST
-    // The barriers set up, and the pair's two blocks start their slabs together (MULTICAST: before
-    // the peer's copies and arrivals reach them).
-    cluster_sync();
+    if (threadIdx.x == 0) mbar_init_ring(bars, STAGES, by_tma ? 1 : 128);
+#if PAIRS
+    cluster_sync();  // the barriers set up, and the pair's two blocks start their slabs together
 #else
     __syncthreads();
 #endif
@@ -221,15 +186,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     // unit is one piece of a tile), as many as fill the SMs while each piece keeps 16 slabs (1,024
     // of K) at least: its 128 KiB of atomics cost more than they save below that (1024^3, cut in
     // four pieces of 4 slabs, ran at 31 % of cuBLAS, uncut at 43 %).
-#if MULTICAST
-    // Units are pairs of horizontally adjacent tiles, one per cluster at a time; this block (its
-    // rank in the cluster) takes the pair's left or right tile. Past N (an odd count of tile
-    // columns) a block reads zeros and stores nothing, but still loads its half of A for the peer.
-    const int rank = (int)(blockIdx.x & 1);
-    const int tiles_m = (M + kBM - 1) / kBM, pair_cols = ((N + kBN - 1) / kBN + 1) / 2;
-    const int tile_first = blockIdx.x / 2, tile_step = gridDim.x / 2, tile_end = tiles_m * pair_cols;
-    constexpr int split = 1;
-#elif PERSISTENT
+#if PERSISTENT
     const int tiles_n = (N + kBN - 1) / kBN, tiles_m = (M + kBM - 1) / kBM, tiles = tiles_m * tiles_n;
 #if SPLIT_K
     const int split = 2 * tiles <= (int)gridDim.x && tiles <= kMaxSplitTiles
@@ -256,10 +213,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     };
     auto tile_origin = [&](int unit, int& bm0, int& bn0) {
         int tile_m, tile_n;
-#if MULTICAST
-        raster_grouped_id(GROUP_M, unit, pair_cols, tiles_m, tile_m, tile_n);
-        tile_n = 2 * tile_n + rank;
-#elif PERSISTENT
+#if PERSISTENT
         raster_grouped_id(GROUP_M, split > 1 ? unit % tiles : unit, tiles_n, tiles_m, tile_m, tile_n);
 #elif PAIRS
         (void)unit;
@@ -293,27 +247,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
                         const int k0 = s * kBK;
                         // The whole boxes' bytes, zeros past the matrices' edges included (the TMA counts them).
                         mbar_arrive_expect_tx(full(stage), kAStage + kBStage);
-#if MULTICAST
-                        // This block's 128 rows of the A slab, into both blocks' rings (their full
-                        // barriers at the same offset count the bytes).
-                        tma_load_2d_multicast(a_ring + stage * kAStage + rank * kABoxBytes, A_map, k0,
-                                              bm0 + 128 * rank, full(stage), 0b11);
-#else
-#pragma unroll
-                        for (int i = 0; i < kMSub; ++i)
-                            tma_load_2d(a_ring + stage * kAStage + i * kABoxBytes, A_map, k0, bm0 + 128 * i, full(stage));
-#endif
-#if L2_PREFETCH
-                        // The slab L2_PREFETCH ahead into L2, so that its load, issued once a slot
-                        // comes free, meets L2's latency and not DRAM's.
-                        if (s + L2_PREFETCH < s_end) {
-                            const int kp = k0 + L2_PREFETCH * kBK;
-#pragma unroll
-                            for (int i = 0; i < kMSub; ++i) tma_prefetch_2d(A_map, kp, bm0 + 128 * i);
-#pragma unroll
-                            for (int j = 0; j < kBN / 64; ++j) tma_prefetch_2d(B_map, bn0 + 64 * j, kp);
-                        }
-#endif
+                        tma_load_2d(a_ring + stage * kAStage, A_map, k0, bm0, full(stage));
 #if B_K_MAJOR
                         tma_load_2d(b_ring + stage * kBStage, B_map, k0, bn0, full(stage));
 #else
@@ -325,7 +259,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
                 }
             }
             __syncwarp();  // warp 0 whole again before the cluster barrier (an aligned instruction)
-#if PAIRS || MULTICAST
+#if PAIRS
             cluster_sync();  // the consumers' barrier at the end (every thread of the pair takes part)
 #endif
             return;
@@ -409,7 +343,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
-#if PAIRS || MULTICAST
+#if PAIRS
         cluster_sync();  // the consumers' barrier at the end (every thread of the pair takes part)
 #endif
         return;
@@ -420,16 +354,11 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
     // A slab goes back to the producer once this warp's wgmmas on it are done.
     auto release = [&](int stage) {
-        if (lane == 0) {
-            mbar_arrive(empty(stage));
-#if MULTICAST
-            mbar_arrive_peer(empty(stage), rank ^ 1);  // the peer's producer writes this slot too
-#endif
-        }
+        if (lane == 0) mbar_arrive(empty(stage));
     };
 
     int it = 0;  // slabs this block has consumed so far, over all its tiles
-    float acc[kMSub][kAcc];  // acc[i]: this warpgroup's M-64 block i
+    float acc[kAcc];
 #if SPLIT_K
     __shared__ bool hss_last;  // this block's piece was its tile's last to be added
 #endif
@@ -438,18 +367,16 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         tile_origin(tile, bm0, bn0);
         slab_span(tile, s_begin, s_end);
 #pragma unroll
-        for (int i = 0; i < kMSub; ++i)
-#pragma unroll
-            for (int j = 0; j < kAcc; ++j) acc[i][j] = 0.0f;
+        for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 
         for (int s = s_begin; s < s_end; ++s, ++it) {
             const int stage = it % STAGES;
             mbar_wait(full(stage), (it / STAGES) & 1);
             // The copies were made by the generic proxy; wgmma reads through the async proxy.
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            // A: this warpgroup's 64 rows (BM 256: 128, two M-64 blocks 8 KiB apart); +32 bytes per 16 k inside the swizzled row. B: 16 k-rows of
+            // A: this warpgroup's 64 rows; +32 bytes per 16 k inside the swizzled row. B: 16 k-rows of
             // 128 bytes per 16 k, the 4 blocks of 64 columns kBBlock apart (B_K_MAJOR: as A, 256 rows).
-            const unsigned long long desc_a = k_major_sw128_desc(a_ring + stage * kAStage + wg * kMSub * 64 * 128);
+            const unsigned long long desc_a = k_major_sw128_desc(a_ring + stage * kAStage + wg * 64 * 128);
 #if B_K_MAJOR
             const unsigned long long desc_b = k_major_sw128_desc(b_ring + stage * kBStage);
             constexpr unsigned long long kBStep = 32 >> 4;
@@ -458,26 +385,23 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
             constexpr unsigned long long kBStep = 16 * 128 >> 4;
 #endif
             wgmma_fence();
-            fence_all(acc);
+            fence_operands(acc);
 #ifdef GEMMWATCH_TEST_SKIP_SLAB
             if (s != GEMMWATCH_TEST_SKIP_SLAB)  // a wrong kernel, for the correctness gate's tests
 #endif
             {
 #pragma unroll
-                for (int kk = 0; kk < kBK / 16; ++kk)
-#pragma unroll
-                    for (int i = 0; i < kMSub; ++i)
-                        wgmma_k16(acc[i], desc_a + (64 * 128 >> 4) * i + 2 * kk, desc_b + kBStep * kk);
+                for (int kk = 0; kk < kBK / 16; ++kk) wgmma_k16(acc, desc_a + 2 * kk, desc_b + kBStep * kk);
             }
             wgmma_commit();
             // The previous slab's group is done once at most this one is pending: its slab goes back
             // to the producer while this one's wgmmas run.
             wgmma_wait<1>();
-            fence_all(acc);
+            fence_operands(acc);
             if (s > s_begin) release((it - 1) % STAGES);
         }
         wgmma_wait<0>();
-        fence_all(acc);
+        fence_operands(acc);
 #if PERSISTENT
         // The tile's last slab back too: the producer is already filling the ring for the next
         // tile while this one's C is stored.
@@ -491,7 +415,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
             float4* part = hss_partial + (size_t)(tile % tiles) * (kAcc / 4) * 256 + ct;
 #pragma unroll
             for (int q = 0; q < kAcc / 4; ++q)
-                atomicAdd(part + q * 256, make_float4(acc[0][4 * q], acc[0][4 * q + 1], acc[0][4 * q + 2], acc[0][4 * q + 3]));
+                atomicAdd(part + q * 256, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
             __threadfence();
             asm volatile("bar.sync 1, 256;\n" ::: "memory");  // the consumers' adds all issued and fenced
             if (ct == 0) hss_last = atomicAdd(&hss_pieces[tile % tiles], 1u) == (unsigned)(split - 1);
@@ -501,7 +425,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
 #pragma unroll
             for (int q = 0; q < kAcc / 4; ++q) {
                 const float4 v = __ldcg(part + q * 256);
-                acc[0][4 * q] = v.x; acc[0][4 * q + 1] = v.y; acc[0][4 * q + 2] = v.z; acc[0][4 * q + 3] = v.w;
+                acc[4 * q] = v.x; acc[4 * q + 1] = v.y; acc[4 * q + 2] = v.z; acc[4 * q + 3] = v.w;
                 __stcg(part + q * 256, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
             }
             if (ct == 0) hss_pieces[tile % tiles] = 0;
@@ -510,11 +434,9 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
 
         // acc[4 j + e] is C(row m, column n) with m = 16 warp + lane / 4 (+8 for e >= 2) in this
         // warpgroup's 64 rows, n = 8 j + 2 (lane % 4) (+1 for odd e).
-        const int m0 = bm0 + wg * kMSub * 64 + warp * 16 + (lane >> 2), t = lane & 3;
+        const int m0 = bm0 + wg * 64 + warp * 16 + (lane >> 2), t = lane & 3;
 #if PERSISTENT
-#pragma unroll
-        for (int i = 0; i < kMSub; ++i)  // 16 bytes a store where it can
-            store_wgmma_rows(C, M, N, m0 + 64 * i, bn0, acc[i], alpha, beta, t);
+        store_wgmma_rows(C, M, N, m0, bn0, acc, alpha, beta, t);  // 16 bytes a store where it can
 #else
 #pragma unroll
         for (int j = 0; j < kAcc / 4; ++j) {
@@ -522,14 +444,13 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
             for (int e = 0; e < 4; ++e) {
                 const int m = m0 + (e >= 2 ? 8 : 0);
                 const int n = bn0 + 8 * j + 2 * t + (e & 1);
-                if (m < M && n < N) store_half_axpby(C + (size_t)m * N + n, acc[0][4 * j + e], alpha, beta);
+                if (m < M && n < N) store_half_axpby(C + (size_t)m * N + n, acc[4 * j + e], alpha, beta);
             }
         }
 #endif
     }
-#if PAIRS || MULTICAST
-    // The pair leaves together: its two SMs come free at the same moment for the next pair (and
-    // MULTICAST: no block leaves while its peer may still arrive on its barriers).
+#if PAIRS
+    // The pair leaves together: its two SMs come free at the same moment for the next pair.
     cluster_sync();
 #endif
 }

@@ -48,27 +48,14 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned byt
 }
 
 // A ring's barriers, set up by one thread before the block's first barrier: full[s] at bars + 8 s
-// (full_count arrivals a phase), empty[s] at bars + 8 (stages + s) (empty_count arrivals: one from
-// each of the two consumer warpgroups' 8 warps, and as many from a peer block's that shares the
-// slot), then made visible to the async proxy and the cluster.
-__device__ __forceinline__ void mbar_init_ring(unsigned bars, int stages, unsigned full_count,
-                                               unsigned empty_count = 8) {
+// (full_count arrivals a phase), empty[s] at bars + 8 (stages + s) (one arrival from each of the
+// two consumer warpgroups' 8 warps), then made visible to the async proxy and the cluster.
+__device__ __forceinline__ void mbar_init_ring(unsigned bars, int stages, unsigned full_count) {
     for (int s = 0; s < stages; ++s) {
         mbar_init(bars + 8u * s, full_count);
-        mbar_init(bars + 8u * (stages + s), empty_count);
+        mbar_init(bars + 8u * (stages + s), 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-
-// An arrival on the barrier at the same offset in block `peer` of the cluster (mapa gives its
-// address in the cluster's shared window). The default .release.cta, not .release.cluster: the
-// latter puts a cluster-wide fence (MEMBAR) before every arrival, on which consumer warps spent 38 %
-// of their stalls in an earlier multicast kernel. What is released is the consumers' reads of the
-// slot, all by wgmma and all done (wgmma.wait_group) before the arrival.
-__device__ __forceinline__ void mbar_arrive_peer(unsigned bar, unsigned peer) {
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(peer));
-    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
 // Every thread of every block of the cluster arrives, then waits for all of them (sm_90).
@@ -86,21 +73,6 @@ __device__ __forceinline__ void tensormap_acquire(const void* map) {
 __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                  ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
-}
-
-// The same box written into the shared memory of every block of the cluster in cta_mask, at dst in
-// each; its bytes complete_tx on the barrier at bar in each of them.
-__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const void* map, int c0, int c1, unsigned bar,
-                                                      unsigned short cta_mask) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
-                 ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(cta_mask) : "memory");
-}
-
-// The box at (c0, c1) fetched from memory into L2 only (no shared memory, no barrier): a later
-// tma_load_2d of it then meets L2's latency, not DRAM's.
-__device__ __forceinline__ void tma_prefetch_2d(const void* map, int c0, int c1) {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global [%0, {%1, %2}];\n" ::"l"(map), "r"(c0), "r"(c1) : "memory");
 }
 
 // wgmma shared-memory descriptor of a K-major operand in the 128-byte swizzle: start address,
