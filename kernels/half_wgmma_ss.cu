@@ -65,7 +65,7 @@
 #define TMA 0
 #endif
 #if TMA
-#define GW_MAP_PARAMS , const void* A_map, const void* B_map
+#define GW_MAP_PARAMS , const __grid_constant__ TmaMap A_map_v, const __grid_constant__ TmaMap B_map_v
 #else
 #define GW_MAP_PARAMS
 #endif
@@ -164,8 +164,10 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
 #if TMA
-    // Both maps or neither: a map of 0 (the runner's word for "the TMA cannot describe this
+    // Both maps or neither: a map of zeros (the runner's word for "the TMA cannot describe this
     // matrix") sends both operands the cp.async way, whose pieces and swizzle are the same.
+    const void* const A_map = map_or_null(A_map_v);
+    const void* const B_map = map_or_null(B_map_v);
     const bool by_tma = A_map != nullptr && B_map != nullptr;
 #else
     constexpr bool by_tma = false;
@@ -235,8 +237,6 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         if (by_tma) {
             // One thread issues every copy; the other 127 have nothing to do but end with it.
             if (tid == 0) {
-                tensormap_acquire(A_map);
-                tensormap_acquire(B_map);
                 for (int tile = tile_first; tile < tile_end; tile += tile_step) {
                     int bm0, bn0, s_begin, s_end;
                     tile_origin(tile, bm0, bn0);

@@ -72,12 +72,12 @@
 #define GW_CLUSTER_DIMS
 #endif
 #if TMA_A
-#define GW_A_MAP_PARAM , const void* A_map
+#define GW_A_MAP_PARAM , const __grid_constant__ TmaMap A_map_v
 #else
 #define GW_A_MAP_PARAM
 #endif
 #if TMA_B
-#define GW_B_MAP_PARAM , const void* B_map
+#define GW_B_MAP_PARAM , const __grid_constant__ TmaMap B_map_v
 #else
 #define GW_B_MAP_PARAM
 #endif
@@ -185,13 +185,15 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
     const int slabs = (K + kBK - 1) / kBK;  // >= 1
     const int role = threadIdx.x / 128;     // 0: producer, 1 and 2: consumers
 #if TMA_A
-    // No map (0): A's rows are not 16-byte aligned; A comes by cp.async as in tf32_wgmma.
+    // No map (zeros): A's rows are not 16-byte aligned; A comes by cp.async as in tf32_wgmma.
+    const void* const A_map = map_or_null(A_map_v);
     const bool a_by_tma = A_map != nullptr;
 #else
     constexpr bool a_by_tma = false;
 #endif
 #if TMA_B
-    const bool b_by_tma = B_map != nullptr;  // no map (0): N is not a multiple of 4; B comes by cp.async
+    const void* const B_map = map_or_null(B_map_v);
+    const bool b_by_tma = B_map != nullptr;  // no map (zeros): N is not a multiple of 4; B comes by cp.async
 #else
     constexpr bool b_by_tma = false;
 #endif
@@ -207,12 +209,6 @@ sgemm_tf32_wgmma(int M, int N, int K, float alpha, const float* __restrict__ A, 
         // second for odd, plus (j / 2) * kKStep8 (in the boxes, 4 rows down is not a fixed step).
         const unsigned b_dst_even = b_slab_offset(b_r, 4 * b_c), b_dst_odd = b_slab_offset(b_r + 4, 4 * b_c);
         const bool b_cols_in = bn0 + kBN <= N;
-#if TMA_A
-        if (a_by_tma && tid == 0) tensormap_acquire(A_map);
-#endif
-#if TMA_B
-        if (b_by_tma && tid == 0) tensormap_acquire(B_map);
-#endif
 #if SPLIT3
         // Once this thread's copies of slab s have landed, its own A pieces are rewritten as their
         // big parts and their small parts are written to the other A ring, at the same offsets

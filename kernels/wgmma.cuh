@@ -63,10 +63,21 @@ __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
-// TMA (sm_90): a tensor map the runner wrote to global memory is read by the tensor-map proxy,
-// which must first see the generic proxy's writes.
-__device__ __forceinline__ void tensormap_acquire(const void* map) {
-    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(map) : "memory");
+// TMA (sm_90): the kernels take each tensor map by value (`const __grid_constant__ TmaMap`: a
+// CUtensorMap's 128 bytes in the kernel's parameters, as cuBLAS and CUTLASS pass them), so the first
+// copy finds it in the launch's constant bank. By address it was a global read the first copy waited
+// for, from DRAM where L2 had been flushed: 0.9 us of bf16_wgmma_persistent's 27 at 2048^3. Where the
+// TMA cannot describe a matrix the runner passes 128 zero bytes (the descriptions'
+// zeros_when_absent), and the kernel copies that operand another way.
+struct alignas(64) TmaMap {
+    unsigned long long word[16];
+};
+// The map's generic address for the TMA instructions, or nullptr where it is all zeros ("no map").
+__device__ __forceinline__ const void* map_or_null(const TmaMap& map) {
+    unsigned long long any = 0;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) any |= map.word[i];
+    return any ? &map : nullptr;
 }
 // The box at (c0 along the contiguous dimension, c1 lines) of the map's matrix into shared memory
 // at dst, in the map's swizzle, out-of-bounds elements as zeros; its bytes complete_tx on bar.

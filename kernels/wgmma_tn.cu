@@ -114,8 +114,8 @@ __device__ __forceinline__ void slab_wgmmas(float (&acc)[kAcc], unsigned long lo
 // no more than is given back: 128 x (168 - 56) >= 256 x (224 - 168).
 extern "C" __global__ void __launch_bounds__(wtn::kThreads, 1)
 gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ A_in,
-              const wtn::elem_t* __restrict__ B_in, float beta, out_t* __restrict__ C, const void* A_map,
-              const void* B_map) {
+              const wtn::elem_t* __restrict__ B_in, float beta, out_t* __restrict__ C,
+              const __grid_constant__ TmaMap A_map_v, const __grid_constant__ TmaMap B_map_v) {
     using namespace wtn;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
 
@@ -137,7 +137,9 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
     auto full = [&](int s) { return bars + 8u * s; };
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
-    // Both maps or neither: without them the producer warpgroup copies both operands.
+    // Both maps or neither: without them (zeros) the producer warpgroup copies both operands.
+    const void* const A_map = map_or_null(A_map_v);
+    const void* const B_map = map_or_null(B_map_v);
     const bool by_tma = A_map != nullptr && B_map != nullptr;
     // full: the TMA thread's arrival, which also announces the slab's bytes; else each producer
     // thread, once its copies of the slab are in.
@@ -161,8 +163,6 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
         if (by_tma) {
             // One thread issues every copy; the other 127 have nothing to do.
             if (tid == 0) {
-                tensormap_acquire(A_map);
-                tensormap_acquire(B_map);
                 for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
                     int bm0, bn0;
                     tile_origin(tile, bm0, bn0);

@@ -134,6 +134,40 @@ def test_a_map_by_value_refuses_the_sizes_the_tma_cannot_describe_even_beside_it
     assert tensor_maps.unreadable(launch, 1000, 1003, 1000, by_value=frozenset({"A"})) is None
 
 
+def test_a_map_by_value_that_says_zeros_when_absent_runs_those_sizes_on_its_pointer():
+    """cuBLAS and CUTLASS take their maps by value; a built-in does too and, where the TMA cannot
+    describe A, reads 128 zero bytes as "no map" and copies A through its pointer. The case runs."""
+    launch = resolve(described(args=ARGS, tensor_maps={"A": {"box": [32, 64], "zeros_when_absent": True}}), {},
+                     H100_FIGURES)
+    assert launch.zero_maps == frozenset({"A"})
+    assert tensor_maps.unreadable(launch, 1000, 1003, 997, by_value=frozenset({"A"})) is None
+    plain = resolve(described(args=ARGS, tensor_maps={"A": {"box": [32, 64]}}), {}, H100_FIGURES)
+    assert plain.zero_maps == frozenset()  # the default: such a case is refused (the test above)
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    # A through its map alone: zeros would leave the kernel no way to A
+    ({"args": ["M", "N", "K", "alpha", "B", "beta", "C", "A_map"]}, "A among args too"),
+    # a launcher is handed its maps encoded, with no zeros for "none"
+    ({"args": ARGS, "launcher": "run", "compiler": "nvcc", "files": {"k.cu": SOURCE, "run.cu": "void run() {}"}},
+     "kernel's own parameter"),
+])
+def test_zeros_when_absent_is_refused_where_no_kernel_could_read_them(extra, words):
+    with pytest.raises(ValidationError, match=f"tensor_maps.A.zeros_when_absent: .*{words}"):
+        described(tensor_maps={"A": {"box": [32, 64], "zeros_when_absent": True}}, **extra)
+
+
+def test_every_tma_builtin_takes_its_maps_by_value_with_zeros_for_none():
+    """The built-ins read a map from their parameters (no global read for the first copy to wait
+    for), and every size still runs: the maps say zeros_when_absent, the pointers are among args."""
+    tma = {name: d for name, d in builtin_kernels().items() if d.tensor_maps}
+    assert len(tma) >= 20
+    for name, desc in tma.items():
+        assert all(spec.zeros_when_absent for spec in desc.tensor_maps.values()), name
+        launch = resolve(desc, {}, H100_FIGURES, "builtin")
+        assert tensor_maps.unreadable(launch, 1000, 1003, 997, by_value=frozenset(desc.tensor_maps)) is None, name
+
+
 def test_the_map_of_c_describes_c_in_its_layout():
     c = tensor_maps.request("C", "row", 1000, 1100, 1000, 4096, "float32", (16, 64, 0))
     assert (c.dims, c.line_bytes) == ((1100, 1000), 4400)

@@ -128,6 +128,11 @@ class TensorMap(BaseModel):
                                        "(K for a row-major A, N for a row-major B), then lines across it; each 1..256")
     swizzle: Literal[0, 32, 64, 128] = Field(0, description="the shared-memory swizzle span in bytes (0: none); the "
                                                            "box's contiguous side may be at most this many bytes")
+    zeros_when_absent: bool = Field(False, description="for a map taken by value (`const __grid_constant__ "
+                                                       "CUtensorMap`): where the TMA cannot describe the matrix (a line "
+                                                       "not a multiple of 16 bytes), pass 128 zero bytes, which the "
+                                                       "kernel reads as \"no map\" and reaches the matrix through its "
+                                                       "pointer (among args too); without it such a case is refused")
 
 
 class OperandLayouts(BaseModel):

@@ -64,6 +64,8 @@ class Launch:
     tolerance: float | None = None  # the description's own; None: the runner's default for the precision
     # Per matrix ("A", "B", "C"): (box elements along its contiguous dimension, box lines, swizzle bytes).
     tensor_maps: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    # The matrices whose map, taken by value, is 128 zero bytes where the TMA cannot describe them.
+    zero_maps: frozenset[str] = frozenset()
     c_starts_zero: bool = False  # C zeroed before each call, in its time (a kernel that adds into C)
     launcher: str | None = None  # the repository's host launcher the runner calls (nvcc), else None
     units: tuple[str, ...] = ()  # the launcher library's other translation units (paths in files)
@@ -197,6 +199,7 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
         num_stages=desc.triton.num_stages if desc.triton else 3,
         string_constexprs=dict(desc.triton.string_constexprs) if desc.triton else {},
         tensor_maps=maps, c_starts_zero=desc.c_starts_zero,
+        zero_maps=frozenset(matrix for matrix, t in desc.tensor_maps.items() if t.zeros_when_absent),
     )
 
 

@@ -73,7 +73,8 @@ class KernelDescription(BaseModel):
                                             "beta as float, A, B, C as pointers; A_map, B_map, C_map: the matrix's "
                                             "tensor map (`tensor_maps`), by address (0 where the TMA cannot describe "
                                             "the matrix: a line not a multiple of 16 bytes) or by value "
-                                            "(`const __grid_constant__ CUtensorMap`: such a case is refused); "
+                                            "(`const __grid_constant__ CUtensorMap`: such a case is refused, or given 128 "
+                                            "zero bytes where the map says `zeros_when_absent`); "
                                             "with a `launcher`, its parameters in order, `stream` among them, each "
                                             "passed in the type its library declares (a scalar by pointer: a host one); "
                                             '"null" (a pointer passed as nullptr: a debug buffer), "ignored" (a '
@@ -269,6 +270,13 @@ class KernelDescription(BaseModel):
         if maps_in_args != set(self.tensor_maps):
             raise ValueError(f"args name the tensor maps of {sorted(maps_in_args) or 'no matrix'} and tensor_maps "
                              f"describes {sorted(self.tensor_maps) or 'none'}: each map in both")
+        for matrix, spec in self.tensor_maps.items():
+            if spec.zeros_when_absent and (matrix not in self.args or self.language != "cuda" or self.launcher):
+                why = ("a kernel's own parameter: a Triton descriptor or a launcher's map has no zeros for \"none\""
+                       if matrix in self.args else
+                       f"{matrix} among args too: where the TMA cannot describe {matrix}, the kernel reaches it "
+                       "through its pointer")
+                raise ValueError(f"tensor_maps.{matrix}.zeros_when_absent: {why}")
         self.form  # the layouts, epilogue and accumulate fit each other and the rest (core/description/gemm_form.py)
         if math.prod(len(t.values) for t in self.tunables.values()) > 4096:
             raise ValueError("the tunables make more than 4096 combinations")

@@ -134,8 +134,9 @@ def unreadable(launch, m: int, n: int, k: int, by_value: frozenset[str] = frozen
     launcher's) in host memory (by_value: the matrices whose maps are); else None."""
     for matrix, box in launch.tensor_maps.items():
         alone = matrix not in launch.args
-        if not alone and matrix not in by_value:
-            continue  # the map by address, the pointer too: at address 0 the kernel copies another way
+        if not alone and (matrix not in by_value or matrix in launch.zero_maps):
+            # The pointer too, and the map by address (0 here) or by value as zeros: the kernel copies another way.
+            continue
         kind = data_type(launch, matrix)
         layout = launch.form.layout(matrix)
         # Device allocations are aligned far past 16 bytes: only the line can fail here.

@@ -221,10 +221,14 @@ class CupyDevice:
         by_value = kernel_args.maps_by_value(kernel.plan)
         # A Triton descriptor's map: the box Triton compiled it for.
         for matrix, encoded in self._encoded_maps(launch, m, n, k, a, b, c, kernel.descriptors).items():
-            # By value: the bytes themselves (problem.kernel_call refused the sizes with no map);
-            # by address: the map in device memory, kept alive by the call, or address 0.
-            named[f"{matrix}_map"] = (encoded if matrix in by_value else self.cp.uint64(0) if encoded is None
-                                      else self.cp.asarray(numpy.frombuffer(encoded, dtype=numpy.uint8)))
+            # By value: the bytes themselves, or zeros where the description says the kernel reads them
+            # as "no map" (problem.kernel_call refused the other sizes with no map); by address: the map
+            # in device memory, kept alive by the call, or address 0.
+            if matrix in by_value:
+                named[f"{matrix}_map"] = bytes(tensor_maps.MAP_BYTES) if encoded is None else encoded
+            else:
+                named[f"{matrix}_map"] = (self.cp.uint64(0) if encoded is None
+                                          else self.cp.asarray(numpy.frombuffer(encoded, dtype=numpy.uint8)))
         if kernel.scratch is not None:  # one buffer for every call of the case, as Triton's allocator gives one
             named[kernel_args.SCRATCH_ROLE] = kernel.scratch.buffer(grid, self.cp)
         args = kernel_args.values(kernel.plan, named, self.cp)
