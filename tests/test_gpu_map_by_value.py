@@ -1,9 +1,10 @@
 """Issue 48 on the GPU: tensor maps taken by value (`const __grid_constant__ CUtensorMap`), as
-CUTLASS and most Hopper repositories take them, and the map of C, not only of A and B.
+cuBLAS, CUTLASS and most Hopper repositories take them, and the map of C, not only of A and B.
 
-- The built-in tf32_wgmma_tma with its A_map parameter declared by value instead of by address
-  (the same kernel otherwise), brought as a job: verified where the TMA can describe A, and refused
-  with the reason where it cannot (there is no "no map" by value).
+- The built-in tf32_wgmma_tma, which takes its A_map by value with zeros for "no map"
+  (`zeros_when_absent`): verified where the TMA can describe A and, from its pointer, where it
+  cannot; without `zeros_when_absent` that case is refused with the reason (no value says "none").
+- The same kernel with its map declared by address (0 for "no map"), as a job may bring it.
 - A kernel that writes C by a TMA store through C_map alone (no C pointer), its map by value.
 
 Skipped where no CUDA device exists (CI), never faked.
@@ -22,12 +23,15 @@ pytestmark = pytest.mark.gpu
 POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=1.0))
 # NVRTC has no cuda.h: the struct is spelled out, as repositories built by NVRTC do.
 MAP_STRUCT = "struct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; };\n"
-BY_ADDRESS = "#define GW_A_MAP_PARAM , const void* A_map\n"
-# The parameter by value; the kernel's uses of A_map become its address (a generic address of the
-# parameter, as CUTLASS passes it to the TMA), and no acquire fence is needed for a parameter.
-BY_VALUE = ("#define GW_A_MAP_PARAM , const __grid_constant__ CUtensorMap_st A_map_value\n"
-            "#define A_map (static_cast<const void*>(&A_map_value))\n"
-            "#define tensormap_acquire(map) ((void)0)\n")
+BY_VALUE = "#define GW_A_MAP_PARAM , const __grid_constant__ TmaMap A_map_v\n"
+ZEROS_ARE_NONE = "    const void* const A_map = map_or_null(A_map_v);\n"
+# By address: the map in global memory, read by the tensor-map proxy after an acquire of the
+# generic proxy's writes; address 0 where the TMA cannot describe A.
+BY_ADDRESS = "#define GW_A_MAP_PARAM , const void* A_map_address\n"
+ADDRESS_OR_NONE = ("    const void* const A_map = A_map_address;\n"
+                   "    if (A_map) asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\" "
+                   ":: \"l\"(A_map) : \"memory\");\n")
+ODD = (1000, 1003, 997)  # K * 4 bytes is no multiple of 16: no map of A
 
 
 @pytest.fixture(scope="module")
@@ -37,27 +41,31 @@ def runner():
     return CupyRunner()
 
 
-def tf32_tma_by_value() -> KernelChoice:
+def tf32_tma(by_address: bool = False, zeros_when_absent: bool = True) -> KernelChoice:
     desc = builtin_kernels()["tf32_wgmma_tma"]
     text = desc.files[desc.source]
-    assert BY_ADDRESS in text  # the built-in still declares its map so; else this test changes nothing
-    files = {**desc.files, desc.source: MAP_STRUCT + text.replace(BY_ADDRESS, BY_VALUE)}
-    return KernelChoice(type(desc).model_validate({**desc.model_dump(), "files": files}), {}, "job")
+    assert BY_VALUE in text and ZEROS_ARE_NONE in text  # else this test changes nothing
+    if by_address:
+        text = text.replace(BY_VALUE, BY_ADDRESS).replace(ZEROS_ARE_NONE, ADDRESS_OR_NONE)
+    fields = desc.model_dump()
+    fields["tensor_maps"]["A"]["zeros_when_absent"] = zeros_when_absent
+    return KernelChoice(type(desc).model_validate({**fields, "files": {**desc.files, desc.source: text}}), {}, "job")
 
 
-@pytest.mark.parametrize("size", [(1000, 1100, 1000), (4096, 4096, 4096)], ids=lambda s: "x".join(map(str, s)))
-def test_a_tma_kernel_taking_its_map_by_value_is_verified(runner, size):
-    out = runner.run_case(Case(0, "tf32_tma_by_value", *size, 7, tf32_tma_by_value()), POLICY)
+@pytest.mark.parametrize("by_address", [False, True], ids=["by_value", "by_address"])
+@pytest.mark.parametrize("size", [(1000, 1100, 1000), (4096, 4096, 4096), ODD], ids=lambda s: "x".join(map(str, s)))
+def test_a_tma_kernel_is_verified_with_its_map_by_value_or_by_address_and_without_one(runner, size, by_address):
+    out = runner.run_case(Case(0, "tf32_wgmma_tma", *size, 7, tf32_tma(by_address)), POLICY)
     assert out.verified, out.error
     assert out.rel_error <= POLICY.max_rel_error_tf32 and out.gflops > 0
 
 
-def test_a_map_by_value_at_a_size_the_tma_cannot_describe_is_refused_with_the_reason(runner):
+def test_a_map_by_value_at_a_size_the_tma_cannot_describe_is_refused_without_zeros_when_absent(runner):
     """Refused before any launch (worker/measure/problem.py); the GPU process makes the case's error of it,
     as tests/test_user_kernels.py shows through the stack."""
     with pytest.raises(ValueError, match="reaches A through A_map, which it takes by value .* a line of 997 elements "
                                          "is 3988 bytes, not a multiple of 16"):
-        runner.run_case(Case(0, "tf32_tma_by_value", 1000, 1003, 997, 7, tf32_tma_by_value()), POLICY)
+        runner.run_case(Case(0, "tf32_wgmma_tma", *ODD, 7, tf32_tma(zeros_when_absent=False)), POLICY)
 
 
 # Each block computes a 64 x 64 tile of C into shared memory and one thread stores it with a TMA
