@@ -189,3 +189,31 @@ def test_inputs_survive_every_way_a_kernel_is_carried():
     assert [c.inputs for c in cases] == ["uniform(0,1)"]
     ab = Case(0, "smem_tiled", 8, 8, 8, 1, KernelChoice(thawed, {}, "job"), base=KernelChoice(builtin, {}, "builtin"))
     assert ab.inputs == "uniform(0,1)"  # a confirmation times both sides over the head's inputs
+
+
+@pytest.mark.parametrize(("base_output", "buffers"), [("input", 1), ("fp32", 2)])
+def test_a_confirmation_times_both_sides_on_one_set_of_matrices_where_their_types_agree(monkeypatch, base_output,
+                                                                                        buffers):
+    """Base and head over the same A, B and C, so the ratio is the kernels' alone (on buffers of
+    their own an unchanged binary read 1.8 % slower on one side); a base with another C type keeps its own."""
+    from tests.descriptions import builtin_variant
+    from worker.measure import ab
+
+    made = []
+
+    class Recorded(Problem):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(ab, "Problem", Recorded)
+    def unsigned(choice: KernelChoice) -> KernelChoice:  # a confirmation times over the head's inputs
+        desc = choice.description
+        return KernelChoice(type(desc).model_validate({**desc.model_dump(), "inputs": "uniform(0,1)"}),
+                            choice.tunables, choice.origin)
+
+    name = "bf16_mma_sync"  # a half kernel the CPU double runs (no sm_90a target)
+    both = Case(0, name, 64, 64, 64, 3, unsigned(builtin_variant(name)), base=builtin_variant(name, base_output))
+    out = CpuRunner().run_case(both, POLICY)
+    assert out.verified and out.env["ab"]["base_ms"], out.error
+    assert len(made) == buffers
