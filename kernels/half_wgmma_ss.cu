@@ -14,8 +14,9 @@
 // producer thread: an A slab is one box of 128 rows x 64 k, a B slab four boxes of 64 k-rows x 64
 // columns (B_K_MAJOR: one box of 256 columns x 64 k), and the full barrier counts their bytes
 // (expect_tx) instead of 128 threads' cp.async arrivals. Where the TMA cannot describe a matrix (K
-// or N not a multiple of 8: a line not a multiple of 16 bytes) the runner passes 0 for its map and
-// the kernel copies both operands by cp.async as without TMA, so every size still runs.
+// or N not a multiple of 8: a line not a multiple of 16 bytes) the runner passes a map of zeros (the
+// maps come by value: wgmma.cuh's TmaMap) and the kernel copies both operands by cp.async as without
+// TMA, so every size still runs.
 // -DPAIRS=1 (bf16_wgmma_pairs, fp16_wgmma_pairs; with TMA) launches the blocks in clusters of two
 // that compute horizontally adjacent tiles, the same 128 rows of C, as tf32_wgmma_pairs does: the
 // pair runs on two SMs of one GPC at the same time and reads the same A slabs at about the same

@@ -27,7 +27,7 @@
 //   cores read TF32 from the FP32 bits in shared memory (the low 13 bits of the mantissa
 //   ignored, as in tf32_wgmma's A). C in FP32.
 // Where the TMA cannot describe a matrix (a line of K elements not a multiple of 16 bytes) the
-// runner passes 0 for its map, and the producer warpgroup copies both operands itself, 16 bytes
+// runner passes a map of zeros (by value), and the producer warpgroup copies both operands itself, 16 bytes
 // (or byte by byte) at a time into the same swizzled places, so every size still runs.
 // Why faster than fp8_wgmma: there the producer copied B as it lies (N contiguous) and turned every
 // slab into K-major rows with byte permutes; that turn, not the tensor cores, set the pace. Why
