@@ -243,10 +243,10 @@ class FakeDevice:
 
         return helion_build.triton_code(desc, dims, "9.0", self.cfg)
 
-    def helion_codes(self, desc, sizes):
+    def helion_codes_beside(self, kernels):
         from worker.compile import helion_build
 
-        return helion_build.write_all(desc, sizes, "9.0", self.cfg)
+        return helion_build.write_beside(kernels, "9.0", self.cfg)
 
     def wrapper_call(self, desc, dims=None) -> dict:
         """Read as a worker reads it (the confined compile process), for an sm_90 GPU."""

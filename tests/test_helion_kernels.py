@@ -136,11 +136,42 @@ def test_a_job_s_sizes_are_written_in_one_compile_process_before_its_cases(runne
     sizes = [(64, 64, 64), (100, 70, 96), (32, 48, 64)]
     cases = [Case(i, desc.name, *size, 3, KernelChoice(desc, {}, "job")) for i, size in enumerate(sizes)]
     runner.prefetch(cases)
-    assert processes == [[list(size) for size in sizes]]
     for case in cases:
         out = runner.run_case(case, POLICY)
         assert out.verified and out.env["helion"]["config"]["block_sizes"] == [64, 32, 32], out.error
-    assert len(processes) == 1
+    assert processes == [[list(size) for size in sizes]]
+
+
+def test_the_job_s_helion_code_is_written_beside_its_first_cases(runner, monkeypatch):
+    """The prefetch returns while Helion's process still runs, so a job's CUDA cases start meanwhile; a
+    Helion case that comes first waits for that process and starts none of its own."""
+    import threading
+
+    from worker.compile import helion_build
+
+    running, release, finished, processes = threading.Event(), threading.Event(), threading.Event(), []
+    real = helion_build.run_sandbox
+
+    def held(*args, **kwargs):
+        processes.append(args[0]["cases"])
+        running.set()
+        release.wait(60)  # until the test has seen the prefetch return (a bound, not a pause: set at once)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(helion_build, "run_sandbox", held)
+    monkeypatch.setattr(helion_build, "_written", type(helion_build._written)())
+    desc = described("helion_open")
+    cases = [Case(i, desc.name, *size, 3, KernelChoice(desc, {}, "job")) for i, size in enumerate([(64, 64, 64),
+                                                                                                   (32, 48, 64)])]
+    runner.prefetch(cases)
+    returned_while_writing = not finished.is_set()
+    release.set()
+    assert returned_while_writing and running.wait(120)
+    assert all(runner.run_case(case, POLICY).verified for case in cases)
+    assert processes == [[[64, 64, 64], [32, 48, 64]]]
 
 
 def test_a_kernel_helion_cannot_write_fails_each_case_from_one_process(runner, monkeypatch):

@@ -5,6 +5,8 @@ kernel goes the way of any Triton wrapper (worker/compile/triton_build.py): its 
 kernel compiled, checked and timed. Nothing of Helion or torch is loaded in the worker.
 """
 
+import logging
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -34,6 +36,10 @@ class HelionCode:
 # the last KEPT of them (a worker lives through many jobs; each entry is a file of some 10 KB).
 KEPT = 256
 _written: "OrderedDict[str, HelionCode | str]" = OrderedDict()
+# One writing at a time, a job's prefetch (write_beside) or a case: a case that asks while the
+# prefetch writes waits for it and then finds its code kept, instead of writing it a second time.
+_writing = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 def _request(desc: KernelDescription, compute_capability: str, cfg) -> dict:
@@ -56,6 +62,33 @@ def write_all(desc: KernelDescription, cases: list[tuple[int, int, int]], comput
     yet, all in one compile process (importing torch and Helion is most of its time), kept as it comes:
     {size: HelionCode, or the job's error (a str) where Helion could not write that one}. CompileError
     where the file gives no kernel at all; CompileRefused where the process could not run it."""
+    with _writing:
+        return _write_all(desc, cases, compute_capability, cfg)
+
+
+def write_beside(kernels: list[tuple[KernelDescription, list[tuple[int, int, int]]]], compute_capability: str,
+                 cfg) -> threading.Thread:
+    """write_all for each (kernel, sizes) of a job, in a thread of its own, so that the job's first cases
+    run meanwhile; the writing is claimed before this returns, so a case that asks for Helion code
+    first waits for it. A kernel Helion cannot write is its cases' to report (its error is kept)."""
+    _writing.acquire()
+
+    def write() -> None:
+        try:
+            for desc, sizes in kernels:
+                try:
+                    _write_all(desc, sizes, compute_capability, cfg)
+                except Exception as exc:  # its cases say what is wrong with it
+                    log.debug("Helion prefetch of %s: %s", desc.name, exc)
+        finally:
+            _writing.release()
+
+    thread = threading.Thread(target=write, name="helion-prefetch", daemon=True)
+    thread.start()
+    return thread
+
+
+def _write_all(desc: KernelDescription, cases: list[tuple[int, int, int]], compute_capability: str, cfg) -> dict:
     request = _request(desc, compute_capability, cfg)
     wanted = list(dict.fromkeys(tuple(dims) for dims in cases))
     missing = [dims for dims in wanted if _key(request, dims) not in _written]

@@ -174,11 +174,12 @@ class CupyDevice:
 
         return helion_build.triton_code(desc, dims, self.compute_capability, self.cfg)
 
-    def helion_codes(self, desc, sizes: list[tuple[int, int, int]]) -> dict:
-        """Helion's Triton code for a kernel at several sizes, written in one compile process and kept."""
+    def helion_codes_beside(self, kernels: list) -> object:
+        """Helion's Triton code for each (kernel, sizes) of a job, each kernel's sizes in one compile
+        process, written and kept in a thread of its own while the job's first cases run."""
         from worker.compile import helion_build
 
-        return helion_build.write_all(desc, sizes, self.compute_capability, self.cfg)
+        return helion_build.write_beside(kernels, self.compute_capability, self.cfg)
 
     def compile(self, launch: Launch) -> kernel_args.LoadedKernel:
         """A cubin from the confined compile process (worker/compile/compiler.py), loaded here: this

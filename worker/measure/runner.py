@@ -49,8 +49,9 @@ class Runner:
         """The job's kernels compiled ahead of their cases, several at once beside the timing
         (worker/compile/prefetch.py): plain CUDA kernels, the head's and a confirmation's base. A Triton
         kernel (its autotune chooses what to build) and a repository's launcher build as their case comes.
-        A Helion kernel's Triton code is written here for all its sizes in one compile process (importing
-        torch and Helion is most of that process's time), while the CUDA kernels compile."""
+        A Helion kernel's Triton code is written for all its sizes in one compile process (importing
+        torch and Helion is most of that process's time), in a thread of its own, while the CUDA kernels
+        compile and the first cases run."""
         launches = []
         helion: dict[str, tuple] = {}  # a Helion kernel's sizes, written in one compile process
         for case in cases:
@@ -65,11 +66,8 @@ class Runner:
                 except Exception:  # its case says what is wrong with it
                     continue
         queued = self.device.prefetch(launches)  # compiling in the background from here
-        for desc, sizes in helion.values():
-            try:
-                self.device.helion_codes(desc, sizes)
-            except Exception:  # its cases say what is wrong with it
-                continue
+        if helion:  # written beside the first cases; a Helion case that comes sooner waits for it
+            self.device.helion_codes_beside(list(helion.values()))
         return queued
 
     def end_job(self) -> None:
