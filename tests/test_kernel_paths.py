@@ -164,7 +164,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutlass_repo", "cutlass_simt_sgemm"),
                 (FIXTURES / "triton_repo", "triton_matmul_fp16"), (FIXTURES / "host_launchers", "host_gemm_split"),
                 (FIXTURES / "host_launchers", "host_gemm_from_maps"), (FIXTURES / "helion_generated", "helion_matmul_64"),
-                (FIXTURES / "helion_kernel", "helion_open"), (FIXTURES / "helion_kernel", "helion_split_k")]
+                (FIXTURES / "helion_kernel", "helion_open"), (FIXTURES / "helion_kernel", "helion_split_k"),
+                (KERNELS_DIR, "bf16_wgmma_persistent")]  # its maps by value with zeros_when_absent
 
 
 @pytest.mark.parametrize(("folder", "name"), NEWER_FIELDS, ids=lambda x: getattr(x, "name", x))
@@ -173,7 +174,8 @@ def test_libraries_and_triton_kernels_keep_every_field_down_the_cli_and_the_stor
 
     desc = next(d for d in load_folder(folder) if d.name == name)
     # the fields under test are set (a launcher's tensor maps: the runner encodes them for it)
-    assert desc.libraries or desc.language in ("triton", "helion") or desc.units or (desc.launcher and desc.tensor_maps)
+    assert (desc.libraries or desc.language in ("triton", "helion") or desc.units or (desc.launcher and desc.tensor_maps)
+            or any(spec.zeros_when_absent for spec in desc.tensor_maps.values()))
     body = build_job("abcd1234", "main", "r", [[64, 64, 64]], None, [], folder)
     sent = next(s for s in body["sources"] if s["name"] == name)
     assert KernelDescription.model_validate(sent) == desc
