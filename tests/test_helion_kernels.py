@@ -174,6 +174,27 @@ def test_the_job_s_helion_code_is_written_beside_its_first_cases(runner, monkeyp
     assert processes == [[[64, 64, 64], [32, 48, 64]]]
 
 
+def test_a_job_s_prefetch_does_not_wait_for_an_earlier_job_s_helion_writing(runner, monkeypatch):
+    """An earlier job's writing still running (held here) does not hold up the next job's start: its
+    prefetch returns, and its writing follows once the earlier one ends."""
+    import threading
+
+    from worker.compile import helion_build
+
+    monkeypatch.setattr(helion_build, "_written", type(helion_build._written)())
+    desc = described("helion_open")
+    cases = [Case(0, desc.name, 64, 64, 64, 3, KernelChoice(desc, {}, "job"))]
+    assert helion_build._writing.acquire(timeout=120)  # the earlier job's writing
+    try:
+        prefetching = threading.Thread(target=runner.prefetch, args=(cases,), daemon=True)
+        prefetching.start()
+        prefetching.join(120)
+        assert not prefetching.is_alive()
+    finally:
+        helion_build._writing.release()
+    assert runner.run_case(cases[0], POLICY).verified
+
+
 def test_a_kernel_helion_cannot_write_fails_each_case_from_one_process(runner, monkeypatch):
     """The error is kept like the code: a job's prefetch meets it once, and each case then fails with it
     without starting a compile process of its own."""

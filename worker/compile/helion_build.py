@@ -70,10 +70,14 @@ def write_beside(kernels: list[tuple[KernelDescription, list[tuple[int, int, int
                  cfg) -> threading.Thread:
     """write_all for each (kernel, sizes) of a job, in a thread of its own, so that the job's first cases
     run meanwhile; the writing is claimed before this returns, so a case that asks for Helion code
-    first waits for it. A kernel Helion cannot write is its cases' to report (its error is kept)."""
-    _writing.acquire()
+    first waits for it. A kernel Helion cannot write is its cases' to report (its error is kept).
+    Where an earlier job's writing still runs (a job cancelled early), the thread waits for it and this
+    returns at once: the job's cases are not held up, though one may then write its own size first."""
+    claimed = _writing.acquire(blocking=False)
 
     def write() -> None:
+        if not claimed:
+            _writing.acquire()
         try:
             for desc, sizes in kernels:
                 try:
