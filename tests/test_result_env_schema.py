@@ -60,3 +60,23 @@ def test_a_result_names_its_env_schema_and_an_imported_env_fits_it(cfg):
     assert detail["env_schema"] == "gemmwatch.result-env/1"
     validator().validate(detail["env"])
     assert detail["env"]["imported"]["tool"] == "nvbench"
+
+
+def test_a_kernel_that_writes_c_by_its_map_keeps_its_launch_record():
+    """env.launch.tensor_maps as the runner writes it (worker/measure/runner.py), for a kernel whose C goes
+    out by TMA stores through C_map: the model and the schema file take the C map as they take A's and B's,
+    so such a result is posted and exported whole."""
+    from core.description.kernel import resolve
+    from core.description.kernel_description import KernelDescription
+    from tests.descriptions import one_file
+    from tests.fake_gpu import H100_FIGURES
+
+    desc = KernelDescription.model_validate(one_file(
+        "k", 'extern "C" __global__ void k(int M, int N, int K, float alpha, const float* A, const float* B, '
+             'const void* C_map) {}', "k", [256], [64, 64], args=["M", "N", "K", "alpha", "A", "B", "C_map"],
+        tensor_maps={"C": {"box": [64, 64]}}))
+    launch = resolve(desc, {}, H100_FIGURES)
+    env = {"launch": {"entry": launch.entry, "tensor_maps": {x: list(b) for x, b in launch.tensor_maps.items()}}}
+    stored = ResultEnv.model_validate(env).stored()
+    assert stored["launch"]["tensor_maps"] == {"C": [64, 64, 0]}
+    validator().validate(stored)

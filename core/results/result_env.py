@@ -112,9 +112,10 @@ class Launch(_Record):
     dynamic_smem: Count | None = None
     layout: Name(10) | None = None  # "row" or "column"
     target: Name(20) | None = None  # "sm_90a", or null: built for the GPU that ran it
-    # Per matrix, the TMA box the kernel's tensor map moved: [elements, lines, swizzle bytes].
-    tensor_maps: Annotated[dict[Literal["A", "B"], Annotated[list[Count], Field(max_length=3)]],
-                           Field(max_length=2)] | None = None
+    # Per matrix, the TMA box the kernel's tensor map moved: [elements, lines, swizzle bytes]. C too: a
+    # kernel may write C by TMA stores (its C_map).
+    tensor_maps: Annotated[dict[Literal["A", "B", "C"], Annotated[list[Count], Field(max_length=3)]],
+                           Field(max_length=3)] | None = None
     c_starts_zero: StrictBool | None = None  # C zeroed before each call, in its time
 
 
