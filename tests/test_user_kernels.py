@@ -94,6 +94,21 @@ def test_a_kernel_that_takes_its_map_by_value_runs_where_a_map_can_be_made_and_i
     assert even["verified"] and even["error"] is None, even
 
 
+def test_a_map_by_value_with_zeros_when_absent_runs_every_size_and_says_which_had_none(stack):
+    """As the TMA built-ins take theirs: by value, with 128 zero bytes where the TMA cannot describe A (the
+    kernel then reads A through its pointer). Both cases run, down the API, a worker and the store, and
+    the result of the odd one says its A had no map: its number is the kernel's other path's."""
+    mapped = source(text=BY_VALUE, args=MAP_ARGS,
+                    tensor_maps={"A": {"box": [32, 16], "swizzle": 128, "zeros_when_absent": True}})
+    resp = stack.post("/api/jobs", json={"sources": [mapped], "sizes": [[33, 17, 33], [33, 17, 32]]})
+    assert resp.status_code == 202, resp.text
+    job = wait_for_job(stack, resp.json()["id"])
+    assert job["status"] == "succeeded", job["error"]
+    odd, even = sorted(job["results"], key=lambda r: r["k"], reverse=True)
+    assert odd["verified"] and odd["env"]["launch"]["maps_absent"] == ["A"], odd
+    assert even["verified"] and "maps_absent" not in even["env"]["launch"], even
+
+
 def test_variants_default_to_the_sources(stack):
     job = stack.post("/api/jobs", json={"sources": [source("a"), source("b")], "sizes": [[8, 8, 8]]}).json()
     assert job["variants"] == ["a", "b"]

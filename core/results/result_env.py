@@ -116,6 +116,9 @@ class Launch(_Record):
     # kernel may write C by TMA stores (its C_map).
     tensor_maps: Annotated[dict[Literal["A", "B", "C"], Annotated[list[Count], Field(max_length=3)]],
                            Field(max_length=3)] | None = None
+    # The matrices whose map the TMA could not describe at this size (odd K or N): the kernel got
+    # address 0 or zeros for them and reached them its other way, so the number is that path's.
+    maps_absent: Annotated[list[Literal["A", "B", "C"]], Field(max_length=3)] | None = None
     c_starts_zero: StrictBool | None = None  # C zeroed before each call, in its time
 
 

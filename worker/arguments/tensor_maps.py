@@ -128,24 +128,29 @@ def data_type(launch, matrix: str) -> str:
     return launch.precision.output_type if matrix == "C" else launch.precision.input_type
 
 
+def absent(launch, m: int, n: int, k: int) -> list[str]:
+    """The matrices whose map the TMA cannot describe at this size (a line not a multiple of 16 bytes;
+    device allocations are aligned far past 16 bytes, so only the line can fail here): the kernel gets
+    address 0 or zeros for them and reaches them another way, or the case is refused (unreadable)."""
+    return [matrix for matrix, box in launch.tensor_maps.items()
+            if request(matrix, launch.form.layout(matrix), m, n, k, 0, data_type(launch, matrix), box) is None]
+
+
 def unreadable(launch, m: int, n: int, k: int, by_value: frozenset[str] = frozenset()) -> str | None:
     """Why this case cannot run, where the TMA cannot describe a matrix at this size and the kernel
     has no other way to it: its pointer not among the args, or its map taken by value or (a
     launcher's) in host memory (by_value: the matrices whose maps are); else None."""
-    for matrix, box in launch.tensor_maps.items():
+    for matrix in absent(launch, m, n, k):
         alone = matrix not in launch.args
         if not alone and (matrix not in by_value or matrix in launch.zero_maps):
             # The pointer too, and the map by address (0 here) or by value as zeros: the kernel copies another way.
             continue
         kind = data_type(launch, matrix)
-        layout = launch.form.layout(matrix)
-        # Device allocations are aligned far past 16 bytes: only the line can fail here.
-        if request(matrix, layout, m, n, k, 0, kind, box) is None:
-            line = _as_stored(matrix, layout, m, n, k)[0]
-            how = (f"through its tensor map alone ({matrix}_map, no {matrix} among its args)" if alone else
-                   f"through {matrix}_map, which a launcher is handed encoded, with no value for \"none\""
-                   if launch.launcher else
-                   f"through {matrix}_map, which it takes by value (a map by address could be 0 here)")
-            return (f"{launch.launcher or launch.entry} reaches {matrix} {how}, and the TMA cannot describe {matrix} "
-                    f"at {m}x{n}x{k}: a line of {line} elements is {line * TYPE_BYTES[kind]} bytes, not a multiple of 16")
+        line = _as_stored(matrix, launch.form.layout(matrix), m, n, k)[0]
+        how = (f"through its tensor map alone ({matrix}_map, no {matrix} among its args)" if alone else
+               f"through {matrix}_map, which a launcher is handed encoded, with no value for \"none\""
+               if launch.launcher else
+               f"through {matrix}_map, which it takes by value (a map by address could be 0 here)")
+        return (f"{launch.launcher or launch.entry} reaches {matrix} {how}, and the TMA cannot describe {matrix} "
+                f"at {m}x{n}x{k}: a line of {line} elements is {line * TYPE_BYTES[kind]} bytes, not a multiple of 16")
     return None

@@ -17,6 +17,7 @@ from core.description.precision import peak_tflops
 from core.settings import Settings
 from worker.measure import ab, cublas_best, stats, timing, triton_autotune, verify
 from worker.measure import launcher_case
+from worker.arguments import tensor_maps
 from core.results.timing_stats import gflops
 from worker.measure.cases import Case, CaseOutcome, KernelChoice, TimingPolicy, not_applicable
 from worker.gpu.cupy_device import CupyDevice, NoCudaDevice  # noqa: F401 (NoCudaDevice: part of this module's API)
@@ -237,6 +238,9 @@ class Runner:
                                  "params": function.plan.describe(),
                                  **({"tensor_maps": {x: list(b) for x, b in launch.tensor_maps.items()}}
                                     if launch.tensor_maps else {}),
+                                 # The maps the TMA could not describe at this size: the kernel's other path ran.
+                                 **({"maps_absent": missing}
+                                    if (missing := tensor_maps.absent(launch, case.m, case.n, case.k)) else {}),
                                  **({"c_starts_zero": True} if launch.c_starts_zero else {})}
         out.env["stages_s"] = clock.record()
         return out
