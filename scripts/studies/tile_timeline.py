@@ -32,13 +32,13 @@ STAMPS = [
     ("if (dyn_bytes < (unsigned)kSmemBytes) return;  // launched without its shared memory: C stays unwritten\n",
      "    const long long gw_t0 = clock64();\n"
      "    if (threadIdx.x == 0) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(g));\n"
-     "        gw_trace[blockIdx.x * 5] = g; }\n"),
+     "        gw_trace[blockIdx.x * 4] = g; }\n"),
     ("            mbar_wait(full(stage), (it / STAGES) & 1);\n",
-     "            if (it == 0 && threadIdx.x == 128) gw_trace[blockIdx.x * 5 + 1] = clock64() - gw_t0;\n"),
+     "            if (it == 0 && threadIdx.x == 128) gw_trace[blockIdx.x * 4 + 1] = clock64() - gw_t0;\n"),
     ("        wgmma_wait<0>();\n        fence_operands(acc);\n",
-     "        if (threadIdx.x == 128) gw_trace[blockIdx.x * 5 + 2] = clock64() - gw_t0;\n"),
+     "        if (threadIdx.x == 128) gw_trace[blockIdx.x * 4 + 2] = clock64() - gw_t0;\n"),
     ("        store_wgmma_rows(C, M, N, m0, bn0, acc, alpha, beta, t);  // 16 bytes a store where it can\n",
-     "        if (threadIdx.x == 128) gw_trace[blockIdx.x * 5 + 3] = clock64() - gw_t0;\n"),
+     "        if (threadIdx.x == 128) gw_trace[blockIdx.x * 4 + 3] = clock64() - gw_t0;\n"),
 ]
 
 
@@ -88,7 +88,7 @@ def main() -> None:
     maps = [kernel_args.value("map", tensor_maps.encode(tensor_maps.request(
         matrix, "row", s, s, s, x.data.ptr, "bfloat16", launch.tensor_maps[matrix])), None)
         for matrix, x in (("A", a), ("B", b))]
-    trace = cp.zeros(grid * 5, dtype=cp.uint64)
+    trace = cp.zeros(grid * 4, dtype=cp.uint64)
     flush = cp.empty(2 * cp.cuda.Device().attributes["L2CacheSize"] // 4, dtype=cp.float32)
     times = []
     for _ in range(args.launches):
@@ -100,7 +100,7 @@ def main() -> None:
         end.record()
         end.synchronize()
         times.append(cp.cuda.get_elapsed_time(start, end) * 1000)
-    t = trace.get().reshape(grid, 5).astype(np.int64)
+    t = trace.get().reshape(grid, 4).astype(np.int64)
     kernel_us = float(np.median(times))
     # The clock the launch ran at: the slowest block's cycles over the launch's time is a floor;
     # nvidia-smi's reading is printed beside it.
