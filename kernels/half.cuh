@@ -114,6 +114,15 @@ __device__ __forceinline__ void store_wgmma_rows(out_t* C, int M, int N, int m0,
                     const int n = n0 + 8 * (4 * g + t);
                     if (m < M && n < N) *reinterpret_cast<uint4*>(C + (size_t)m * N + n) = v;
                 }
+                if constexpr (NA % 16 != 0) {  // a width not a multiple of 32 (176): its last groups in pairs
+#pragma unroll
+                    for (int j = NA / 16 * 4; j < NA / 4; ++j) {
+                        const int n = n0 + 8 * j + 2 * t;
+                        if (m < M && n < N)
+                            store_pair_axpby(C + (size_t)m * N + n, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], alpha,
+                                             0.0f, true, true);
+                    }
+                }
             }
             return;
         }

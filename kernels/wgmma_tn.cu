@@ -17,6 +17,9 @@
 //   a 96-float total (192 of the consumers' 224 registers). A slab is 40 KiB for 1.5 times the
 //   multiplies of a 32 KiB one: a sixth less L2 per multiply, which pays at 4096^3 and up; below,
 //   its fewer tiles leave SMs idle.
+//   -DFP8_BN=176 (fp8_wgmma_tn_176): 128 x 176 tiles, four m64n176k32 a slab, 88 accumulators and an
+//   88-float total. Its point is the count of tiles: at 4096^3, 192-wide tiles are 704, 6 waves on
+//   132 SMs with 11 % of the slots empty; 176-wide ones are 768, 6 waves with 3 % empty.
 //   -DFP8_BN=64 (fp8_wgmma_tn_64): 128 x 64 tiles, four m64n64k32 a slab, 32 accumulators and a
 //   32-float total, a 24 KiB slab in an 8-deep ring: twice the tiles of 128 x 128, for 1024^3, whose
 //   64 tiles of 128 x 128 leave half the SMs idle; from 2048^3 up its extra L2 per multiply costs more.
@@ -49,7 +52,7 @@
 #define OUTPUT_FP32 INPUT_TF32  // TF32: C in FP32
 #endif
 #ifndef FP8_BN
-#define FP8_BN 128  // columns of an FP8 tile: 128, 192 (fp8_wgmma_tn_192) or 64 (fp8_wgmma_tn_64)
+#define FP8_BN 128  // columns of an FP8 tile: 128, 192 (fp8_wgmma_tn_192), 176 (_176) or 64 (fp8_wgmma_tn_64)
 #endif
 #ifndef STAGES
 #define STAGES 6
@@ -86,7 +89,8 @@ constexpr int kAcc = kBN / 2;       // FP32 accumulators per consumer thread (FP
 constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
-static_assert(kBN == 64 || kBN == 128 || kBN == 192 || kBN == 256, "wgmma_ss_e4m3 and wgmma_ss_tf32 are spelt for these widths");
+static_assert(kBN == 64 || kBN == 128 || kBN == 176 || kBN == 192 || kBN == 256,
+              "wgmma_ss_e4m3 and wgmma_ss_tf32 are spelt for these widths");
 #ifdef SMEM_BYTES
 static_assert(SMEM_BYTES == kSmemBytes, "the description's SMEM_BYTES must be this kernel's kSmemBytes");
 #endif

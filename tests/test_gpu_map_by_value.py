@@ -14,6 +14,7 @@ import pytest
 
 from core.description.builtins import builtin_kernels
 from core.description.kernel_description import KernelDescription
+from core.results.result_env import ResultEnv
 from core.settings import Settings
 from tests.descriptions import one_file
 from worker.measure.cases import Case, KernelChoice, TimingPolicy
@@ -58,6 +59,11 @@ def test_a_tma_kernel_is_verified_with_its_map_by_value_or_by_address_and_withou
     out = runner.run_case(Case(0, "tf32_wgmma_tma", *size, 7, tf32_tma(by_address)), POLICY)
     assert out.verified, out.error
     assert out.rel_error <= POLICY.max_rel_error_tf32 and out.gflops > 0
+    # The result says which path ran: at the odd size the TMA had no map of A, and the record says so
+    # in a form the posted result's model accepts.
+    env = ResultEnv.model_validate(out.env)
+    assert not env.extra, env.extra  # every key the runner wrote is one the schema declares
+    assert env.launch.maps_absent == (["A"] if size == ODD else None)
 
 
 def test_a_map_by_value_at_a_size_the_tma_cannot_describe_is_refused_without_zeros_when_absent(runner):
@@ -109,6 +115,7 @@ def test_a_kernel_that_writes_c_through_its_map_alone_is_verified(runner, size):
     out = runner.run_case(Case(0, "tma_store", *size, 7, tma_store()), POLICY)
     assert out.verified, out.error
     assert out.gflops > 0
+    assert ResultEnv.model_validate(out.env).launch.tensor_maps == {"C": [64, 64]}
 
 
 def test_a_tma_store_that_leaves_a_tile_unwritten_is_not_verified(runner):

@@ -41,7 +41,8 @@ def test_no_tiles_no_blocks_and_no_slots_is_an_error():
 
 @pytest.mark.parametrize(("name", "tile_n"), [("bf16_wgmma_persistent", 256), ("fp16_wgmma_persistent", 256),
                                            ("bf16_wgmma_tn_persistent", 256), ("tf32_wgmma_tn", 256),
-                                           ("fp8_wgmma_tn", 128), ("fp8_wgmma_tn_192", 192), ("fp8_wgmma_tn_64", 64),
+                                           ("fp8_wgmma_tn", 128), ("fp8_wgmma_tn_192", 192), ("fp8_wgmma_tn_176", 176),
+                                           ("fp8_wgmma_tn_64", 64),
                                            ("bf16_wgmma_persistent_64", 64)])
 def test_the_built_in_persistent_kernels_launch_the_balanced_grid(name, tile_n):
     launch = resolve(builtin_kernels()[name], {}, H100_FIGURES, "builtin")
@@ -49,5 +50,7 @@ def test_the_built_in_persistent_kernels_launch_the_balanced_grid(name, tile_n):
     for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (1000, 1003, 997), (1024, 1024, 1024)):
         tiles = waves(m, 128) * waves(n, tile_n)
         assert launch.grid(m, n, k) == (balanced_grid(tiles, sms), 1, 1), (name, m, n, k)
+    if tile_n == 176:  # 768 tiles at 4096^3: 128 blocks of 6, 97 % of the slots used (192-wide: 704, 89 %)
+        assert launch.grid(4096, 4096, 4096) == (128, 1, 1)
     if tile_n == 256:  # 512 tiles on 132 SMs: 128 blocks of 4, where min(tiles, SM_COUNT) gave 132
         assert sms == 132 and launch.grid(4096, 4096, 4096) == (128, 1, 1)
