@@ -132,6 +132,8 @@ def test_a_map_by_value_refuses_the_sizes_the_tma_cannot_describe_even_beside_it
     assert why == ("k reaches A through A_map, which it takes by value (a map by address could be 0 here), and the TMA "
                    "cannot describe A at 1000x1003x997: a line of 997 elements is 3988 bytes, not a multiple of 16")
     assert tensor_maps.unreadable(launch, 1000, 1003, 1000, by_value=frozenset({"A"})) is None
+    with pytest.raises(ValueError, match="^" + re.escape(why) + "$"):  # nothing to hand such a kernel
+        tensor_maps.stand_in(launch, "A", 1000, 1003, 997, by_value=frozenset({"A"}))
 
 
 def test_a_map_by_value_that_says_zeros_when_absent_runs_those_sizes_on_its_pointer():
@@ -141,6 +143,9 @@ def test_a_map_by_value_that_says_zeros_when_absent_runs_those_sizes_on_its_poin
                      H100_FIGURES)
     assert launch.zero_maps == frozenset({"A"})
     assert tensor_maps.unreadable(launch, 1000, 1003, 997, by_value=frozenset({"A"})) is None
+    # What stands in for the map, by the same rule: zeros by value, address 0 (None) by address.
+    assert tensor_maps.stand_in(launch, "A", 1000, 1003, 997, by_value=frozenset({"A"})) == bytes(128)
+    assert tensor_maps.stand_in(launch, "A", 1000, 1003, 997) is None
     plain = resolve(described(args=ARGS, tensor_maps={"A": {"box": [32, 64]}}), {}, H100_FIGURES)
     assert plain.zero_maps == frozenset()  # the default: such a case is refused (the test above)
 

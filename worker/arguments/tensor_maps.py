@@ -136,21 +136,35 @@ def absent(launch, m: int, n: int, k: int) -> list[str]:
             if request(matrix, launch.form.layout(matrix), m, n, k, 0, data_type(launch, matrix), box) is None]
 
 
+def stand_in(launch, matrix: str, m: int, n: int, k: int, by_value: frozenset[str] = frozenset()) -> bytes | None:
+    """What the kernel is handed for the map of `matrix` where the TMA cannot describe it at this size,
+    the one rule for it: address 0 (None) for a map taken by address, 128 zero bytes for one taken by
+    value whose description says `zeros_when_absent`; with its pointer among the args, the kernel then
+    copies that matrix its other way. A ValueError, saying why, where no value can say "no map": the
+    kernel reaches the matrix through its map alone, or takes the map by value with no such promise,
+    or is a launcher handed its maps encoded (by_value: the matrices whose maps are by value or a
+    launcher's)."""
+    alone = matrix not in launch.args
+    if not alone and matrix not in by_value:
+        return None
+    if not alone and matrix in launch.zero_maps:
+        return bytes(MAP_BYTES)
+    kind = data_type(launch, matrix)
+    line = _as_stored(matrix, launch.form.layout(matrix), m, n, k)[0]
+    how = (f"through its tensor map alone ({matrix}_map, no {matrix} among its args)" if alone else
+           f"through {matrix}_map, which a launcher is handed encoded, with no value for \"none\""
+           if launch.launcher else
+           f"through {matrix}_map, which it takes by value (a map by address could be 0 here)")
+    raise ValueError(f"{launch.launcher or launch.entry} reaches {matrix} {how}, and the TMA cannot describe {matrix} "
+                     f"at {m}x{n}x{k}: a line of {line} elements is {line * TYPE_BYTES[kind]} bytes, not a multiple of 16")
+
+
 def unreadable(launch, m: int, n: int, k: int, by_value: frozenset[str] = frozenset()) -> str | None:
-    """Why this case cannot run, where the TMA cannot describe a matrix at this size and the kernel
-    has no other way to it: its pointer not among the args, or its map taken by value or (a
-    launcher's) in host memory (by_value: the matrices whose maps are); else None."""
+    """Why this case cannot run (stand_in's reason for the first matrix the TMA cannot describe and
+    the kernel has no other way to), else None."""
     for matrix in absent(launch, m, n, k):
-        alone = matrix not in launch.args
-        if not alone and (matrix not in by_value or matrix in launch.zero_maps):
-            # The pointer too, and the map by address (0 here) or by value as zeros: the kernel copies another way.
-            continue
-        kind = data_type(launch, matrix)
-        line = _as_stored(matrix, launch.form.layout(matrix), m, n, k)[0]
-        how = (f"through its tensor map alone ({matrix}_map, no {matrix} among its args)" if alone else
-               f"through {matrix}_map, which a launcher is handed encoded, with no value for \"none\""
-               if launch.launcher else
-               f"through {matrix}_map, which it takes by value (a map by address could be 0 here)")
-        return (f"{launch.launcher or launch.entry} reaches {matrix} {how}, and the TMA cannot describe {matrix} "
-                f"at {m}x{n}x{k}: a line of {line} elements is {line * TYPE_BYTES[kind]} bytes, not a multiple of 16")
+        try:
+            stand_in(launch, matrix, m, n, k, by_value)
+        except ValueError as why:
+            return str(why)
     return None

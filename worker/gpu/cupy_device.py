@@ -222,11 +222,12 @@ class CupyDevice:
         by_value = kernel_args.maps_by_value(kernel.plan)
         # A Triton descriptor's map: the box Triton compiled it for.
         for matrix, encoded in self._encoded_maps(launch, m, n, k, a, b, c, kernel.descriptors).items():
-            # By value: the bytes themselves, or zeros where the description says the kernel reads them
-            # as "no map" (problem.kernel_call refused the other sizes with no map); by address: the map
-            # in device memory, kept alive by the call, or address 0.
+            if encoded is None:  # no map at this size: what stands in for it (problem.kernel_call refused the rest)
+                encoded = tensor_maps.stand_in(launch, matrix, m, n, k, by_value)
+            # By value: the bytes themselves; by address: the map in device memory, kept alive by the
+            # call, or address 0.
             if matrix in by_value:
-                named[f"{matrix}_map"] = bytes(tensor_maps.MAP_BYTES) if encoded is None else encoded
+                named[f"{matrix}_map"] = encoded
             else:
                 named[f"{matrix}_map"] = (self.cp.uint64(0) if encoded is None
                                           else self.cp.asarray(numpy.frombuffer(encoded, dtype=numpy.uint8)))

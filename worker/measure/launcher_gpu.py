@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from core.settings import Settings
-from worker.arguments import kernel_args
+from worker.arguments import kernel_args, tensor_maps
 from worker.compile import launcher_library
 from worker.gpu.cupy_device import CupyDevice
 from worker.launch.host_jail import Allowance
@@ -46,9 +46,10 @@ class CupyLauncherDevice(CupyDevice):
         named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch) | {"stream": self.stream}
         # Encoded here, as the repository's own caller does.
         for matrix, encoded in self._encoded_maps(launch, m, n, k, a, b, c).items():
-            if encoded is None:  # problem.kernel_call refuses such a case first (tensor_maps.unreadable)
-                raise ValueError(f"the TMA cannot describe {matrix} at {m}x{n}x{k}")
-            named[f"{matrix}_map"] = encoded
+            # No map at this size: a launcher has no value for "none", so stand_in says why (problem.kernel_call
+            # refuses such a case first, by the same rule).
+            named[f"{matrix}_map"] = encoded if encoded is not None else tensor_maps.stand_in(
+                launch, matrix, m, n, k, frozenset(launch.tensor_maps))
         args = launcher_library.arguments(kernel.plan, named, lambda x: x.ptr if x is self.stream else x.data.ptr)
         launcher = self.launcher
         launcher.argtypes, launcher.restype = list(args.argtypes), None
