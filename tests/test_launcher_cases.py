@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from core.description import kernel_includes
 from core.description.kernel import resolve
 from core.description.kernel_description import KernelDescription
 from core.description.kernel_folder import load_folder
@@ -25,7 +26,7 @@ from core.results.result_env import ResultEnv
 from core.settings import Settings
 from tests.conftest import make_client, wait_for_job
 from tests.fake_gpu import H100_FIGURES, CpuRunner
-from worker.compile import compiler, launcher_library
+from worker.compile import compiler, launcher_library, nvcc
 from worker.arguments import kernel_args
 from worker.measure import launcher_case
 from worker.measure.cases import Case, CaseOutcome, KernelChoice, TimingPolicy
@@ -412,3 +413,65 @@ def test_a_hostile_launcher_built_by_nvcc_fails_its_case_only(runner, monkeypatc
                           dataclasses.replace(POLICY, time_cap_s=0.5))
     assert not out.verified and words in out.error, out.error
     assert runner.run_case(case(described(HOST, "host_gemm"), index=1), POLICY).verified
+
+
+# --- cuBLAS's headers: a repository's host code includes them, the nvcc wheel's toolkit has none ------
+
+CUBLAS_LAUNCHER = """#include <cublas_v2.h>
+#if !GW_CUBLAS_BESIDE_THE_TOOLKIT
+#error not the cublas_v2.h from CUDA_HOME
+#endif
+"""
+
+
+def cublas_headers_only_in(monkeypatch, home: Path | None) -> str:
+    """nvcc's path, with cuBLAS's headers findable in `home`/include alone (or nowhere); skips where
+    nvcc's own toolkit or /usr/local/cuda has them (they would be found, rightly, first or after)."""
+    path = nvcc.nvcc_path(Settings())
+    if path is None or any((Path(d) / nvcc.CUBLAS_HEADER).is_file() for d in kernel_includes.nvcc_include_dirs(path)):
+        pytest.skip("nvcc's own toolkit has cuBLAS's headers here")
+    if Path("/usr/local/cuda/include", nvcc.CUBLAS_HEADER).is_file():
+        pytest.skip("/usr/local/cuda has cuBLAS's headers here")
+    monkeypatch.setattr(nvcc, "wheel_include_dirs", lambda: [])
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    if home is None:
+        monkeypatch.delenv("CUDA_HOME", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_HOME", str(home))
+    nvcc.cublas_headers.cache_clear()
+    return path
+
+
+def with_cublas_include(desc: KernelDescription) -> KernelDescription:
+    files = {**desc.files, desc.source: CUBLAS_LAUNCHER + desc.files[desc.source]}
+    return KernelDescription.model_validate({**desc.model_dump(mode="json"), "files": files})
+
+
+@needs_confinement
+def test_a_launcher_that_includes_cublas_builds_with_its_headers_from_beside_the_toolkit(
+        shared_kernel_cache, tmp_path, monkeypatch):
+    """HamzaElshafie/h100_gemm's launchers include <cublas_v2.h>; the nvidia-cuda-nvcc wheel's toolkit
+    has no cuBLAS, and the build failed with "cublas_v2.h: No such file or directory". The header is
+    found where CUDA is installed beside it (here CUDA_HOME, holding a stand-in that says it was read),
+    searched after the toolkit's own folders."""
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / nvcc.CUBLAS_HEADER).write_text("#pragma once\n#define GW_CUBLAS_BESIDE_THE_TOOLKIT 1\n")
+    path = cublas_headers_only_in(monkeypatch, tmp_path)
+    try:
+        assert nvcc.cublas_headers(path) == str((tmp_path / "include").resolve())
+        library = built(with_cublas_include(described(REPO, "launcher_run_sgemm_tiled")), shared_kernel_cache)
+        assert library.path.read_bytes()[:4] == b"\x7fELF"
+    finally:
+        nvcc.cublas_headers.cache_clear()
+
+
+@needs_confinement
+def test_a_launcher_that_includes_cublas_where_no_cublas_is_installed_is_told_how_to_get_it(
+        shared_kernel_cache, tmp_path, monkeypatch):
+    cublas_headers_only_in(monkeypatch, None)
+    try:
+        with pytest.raises(compiler.CompileError, match=r"(?s)cublas_v2.h: No such file.*install gemmwatch\[gpu\], "
+                                                        r"which brings the nvidia-cublas wheel, or set CUDA_HOME"):
+            built(with_cublas_include(described(REPO, "launcher_run_sgemm_tiled")), shared_kernel_cache)
+    finally:
+        nvcc.cublas_headers.cache_clear()

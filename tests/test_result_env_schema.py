@@ -80,3 +80,20 @@ def test_a_kernel_that_writes_c_by_its_map_keeps_its_launch_record():
     stored = ResultEnv.model_validate(env).stored()
     assert stored["launch"]["tensor_maps"] == {"C": [64, 64, 0]}
     validator().validate(stored)
+
+
+@pytest.mark.parametrize("variant", ["smem_tiled", "tf32_mma_sync", "tail_split_k"])
+def test_every_key_the_runner_writes_is_one_the_schema_declares(variant):
+    """The runner's launch record (compiler, flags, each parameter as the binary declares it) went to
+    `extra`, shown nowhere, because the model did not name it; a GPU test found it, and this finds it
+    without a GPU: the runner's own record of a case, checked by the model the API stores it with."""
+    from tests.fake_gpu import CpuRunner
+    from core.settings import Settings
+    from worker.measure.cases import TimingPolicy, builtin_case
+
+    out = CpuRunner().run_case(builtin_case(variant, 64, 64, 64),
+                               TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=1.0)))
+    assert out.env.get("launch"), out.error  # else there is nothing to check
+    env = ResultEnv.model_validate(out.env)
+    assert env.extra == {}
+    assert env.launch.params and env.launch.compiler == "nvrtc"

@@ -158,10 +158,15 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
 
     # The library's headers are public, pinned files: a diagnostic located in them is shown.
     toolkit = tuple(kernel_includes.nvcc_include_dirs(path)) + tuple(d for lib in libraries for d in lib.include_dirs) \
-        + ((str(header_libraries.ADAPTER_DIR),) if adapter else ())
+        + ((str(header_libraries.ADAPTER_DIR),) if adapter else ()) + tuple(request["readable"])
 
     def shown(raw_log: str) -> str:
-        return rename_files(filter_log(raw_log, own, toolkit) if untrusted else raw_log, shown_as)
+        log = rename_files(filter_log(raw_log, own, toolkit) if untrusted else raw_log, shown_as)
+        if nvcc.CUBLAS_HEADER in log and "No such file" in log:
+            log += (f"\n(gemmwatch: cuBLAS's headers are neither in {nvcc.toolkit_root(path)}/include nor in an "
+                    "nvidia-cublas wheel, CUDA_HOME, CUDA_PATH or /usr/local/cuda on this worker: install "
+                    "gemmwatch[gpu], which brings the nvidia-cublas wheel, or set CUDA_HOME to a full CUDA toolkit)")
+        return log
 
     key = ["nvcc", sorted(launch.files.items()), launch.source, launch.entry, request["options"],
            confinement.version, path, nvcc.host_compiler_dirs(),

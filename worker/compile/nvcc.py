@@ -18,6 +18,11 @@ from pathlib import Path
 
 from core.description import compile_flags
 from core.description.kernel import Launch
+from core.description.kernel_includes import nvcc_include_dirs
+
+# A repository's host code includes cuBLAS's header as often as not (its launcher beside its runner's
+# cuBLAS call, or a shared header); the nvidia-cuda-nvcc wheel's toolkit has no cuBLAS.
+CUBLAS_HEADER = "cublas_v2.h"
 
 
 def nvcc_path(cfg) -> str | None:
@@ -88,9 +93,37 @@ def options(launch: Launch, arch: str) -> list[str]:
     return [arch, *compile_flags.parse(list(launch.flags)).nvcc, *defines, *includes]
 
 
+def wheel_include_dirs() -> list[Path]:
+    """The header folders of the nvidia-* wheels installed here (nvidia/cu13/include for CUDA 13's,
+    nvidia/cublas/include for CUDA 12's cuBLAS), newest release first."""
+    spec = importlib.util.find_spec("nvidia")
+    return [folder for location in ((spec.submodule_search_locations or []) if spec else [])
+            for folder in [*sorted(Path(location).glob("cu*/include"), reverse=True),
+                           Path(location) / "cublas" / "include"]]
+
+
+@functools.cache
+def cublas_headers(nvcc: str) -> str | None:
+    """The folder of cuBLAS's headers where nvcc's own toolkit lacks them: an nvidia-cublas wheel's,
+    else CUDA_HOME's, CUDA_PATH's or /usr/local/cuda's include; None where the toolkit has them (nvcc
+    finds them itself) or where none is on this machine (nvcc then says which header it missed)."""
+    if any((Path(d) / CUBLAS_HEADER).is_file() for d in nvcc_include_dirs(nvcc)):
+        return None
+    homes = [Path(home) / "include" for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")) if home]
+    for folder in [*wheel_include_dirs(), *homes, Path("/usr/local/cuda/include")]:
+        if (folder / CUBLAS_HEADER).is_file() and "," not in str(folder):
+            return str(folder.resolve())
+    return None
+
+
 def request(launch: Launch, nvcc: str, arch: str, timeout_s: float) -> dict:
-    """The confined compile process's request for an nvcc build of this kernel."""
+    """The confined compile process's request for an nvcc build of this kernel. cuBLAS's headers from
+    beside the toolkit (cublas_headers) are searched after every other folder (-idirafter), so that
+    folder's other CUDA headers, perhaps of another release, never stand in for the toolkit's own."""
+    cublas = cublas_headers(nvcc)
     return {"tool": "nvcc", "nvcc": nvcc, "files": dict(launch.files), "source": launch.source,
-            "entry": launch.entry, "units": list(launch.units), "options": options(launch, arch),
+            "entry": launch.entry, "units": list(launch.units),
+            "options": [*options(launch, arch), *([f"-Xcompiler=-idirafter,{cublas}"] if cublas else [])],
+            "readable": [cublas] if cublas else [],
             "timeout_s": max(1.0, timeout_s - 2),
             "executable": [toolkit_root(nvcc), *host_compiler_dirs()]}
