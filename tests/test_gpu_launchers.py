@@ -88,3 +88,18 @@ def test_gpu_a_size_the_tma_cannot_describe_is_refused_before_the_launcher_is_ca
     runner, policy = gpu
     out = runner.run_case(case(described(MAPS, "launcher_tma_maps"), size=(1000, 1003, 997)), policy)
     assert not out.verified and "tma_maps_launch reaches A through its tensor map alone" in out.error, out.error
+
+
+@pytest.mark.parametrize("waits", [False, True], ids=["returns_at_once", "synchronises"])
+def test_gpu_a_launcher_that_waits_for_its_kernel_is_said_to(gpu, waits):
+    """HamzaElshafie/h100_gemm's launchers end in cudaDeviceSynchronize: each sample then holds the
+    host's wait, and cuBLAS's do not (3-5 % at 4096^3 on the H200). The result says so, from how long
+    each call held the host against the kernel's sample (1000^3 FP32 tiles: far past the 50 us needed)."""
+    runner, policy = gpu
+    desc = described(REPO, "launcher_run_sgemm_tiled", defines={"WAIT_FOR_THE_KERNEL": 1} if waits else {})
+    out = runner.run_case(case(desc, size=(1000, 1003, 997)), policy)
+    assert out.verified, out.error
+    about = out.env["launcher"]
+    assert about["waits"] is waits, (about, out.median_ms)
+    assert (about["host_call_ms"] >= 0.9 * out.median_ms) is waits
+    assert any("returns only once its kernel is done" in n for n in out.env["notes"]) is waits

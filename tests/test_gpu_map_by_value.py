@@ -115,7 +115,7 @@ def test_a_kernel_that_writes_c_through_its_map_alone_is_verified(runner, size):
     out = runner.run_case(Case(0, "tma_store", *size, 7, tma_store()), POLICY)
     assert out.verified, out.error
     assert out.gflops > 0
-    assert ResultEnv.model_validate(out.env).launch.tensor_maps == {"C": [64, 64]}
+    assert ResultEnv.model_validate(out.env).launch.tensor_maps == {"C": [64, 64, 0]}  # box and swizzle (none)
 
 
 def test_a_tma_store_that_leaves_a_tile_unwritten_is_not_verified(runner):

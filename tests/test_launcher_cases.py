@@ -232,6 +232,7 @@ def test_a_launcher_case_is_verified_and_timed_by_the_runner_in_its_own_process(
     assert out.env["launch"]["launcher"] == described(HOST, name).launcher
     assert out.env["launch"]["params"][-1] == "stream: CUstream_st*"
     assert out.env["resources"]["compiler"].startswith("nvcc 13.")  # the entry's, read by the GPU child
+    assert ResultEnv.model_validate(out.env).extra == {}  # every key of the record is one its schema declares
 
 
 @needs_confinement

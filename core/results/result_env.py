@@ -101,6 +101,7 @@ class Resources(_Record):
     limits: Annotated[dict[Key, Count], Field(max_length=16)] | None = None
     sm: Annotated[dict[Key, Count], Field(max_length=32)] | None = None
     compiler: Name(60) | None = None  # which NVRTC built it ("NVRTC 13.5"; worker/gpu/cupy_device.py)
+    why_none: Text(200) | None = None  # a launcher's case whose description names no entry to read them from
 
 
 class Launch(_Record):
@@ -120,6 +121,29 @@ class Launch(_Record):
     # address 0 or zeros for them and reached them its other way, so the number is that path's.
     maps_absent: Annotated[list[Literal["A", "B", "C"]], Field(max_length=3)] | None = None
     c_starts_zero: StrictBool | None = None  # C zeroed before each call, in its time
+    # How it was built: the description's compiler ("nvrtc", "nvcc", "triton") and flags, and each
+    # parameter as the compiled binary declares it ("M: unsigned long", "A_map: CUtensorMap const&").
+    compiler: Name(20) | None = None
+    flags: Annotated[list[Text(64)], Field(max_length=64)] | None = None
+    params: Annotated[list[Text(300)], Field(max_length=64)] | None = None
+    launcher: Text(300) | None = None  # the repository's host function that ran the kernel, where one did
+
+
+class LauncherRecord(_Record):
+    """A launcher case's (worker/measure/launcher_case.py): the job's host function, how its confined
+    process went and what it printed, and how long each call held the host."""
+
+    launcher: Text(300) | None = None
+    symbol: Name(100) | None = None
+    what_happened: Text(4000) | None = None
+    confinement: Text(8000) | None = None
+    results: Text(300) | None = None
+    output: Text(4000) | None = None
+    # The median time a call of the launcher took on the host, and whether that says it waits for its
+    # kernel to end (a cudaDeviceSynchronize in it): judged only where the kernel's sample is long
+    # enough to tell a wait from a launch (worker/measure/launcher_hook.py).
+    host_call_ms: Millis | None = None
+    waits: StrictBool | None = None
 
 
 class StreamHold(_Record):
@@ -287,6 +311,7 @@ class ResultEnv(_Record):
     resources: Resources | None = None
     base_resources: Resources | None = None
     launch: Launch | None = None
+    launcher: LauncherRecord | None = None
     ab: AbRecord | None = None
     not_applicable: StrictBool | None = None
     precision: PrecisionRecord | None = None

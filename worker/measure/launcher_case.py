@@ -27,6 +27,9 @@ import types
 import typing
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from core.results.result_env import LauncherRecord
 from worker.measure.cases import Case, CaseOutcome, TimingPolicy
 from worker.measure.stage_clock import STAGES, StageClock, in_order
 from worker.launch.launcher_call import run_confined_call
@@ -58,12 +61,20 @@ def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> Case
                                        timeout_s=4 * policy.time_cap_s + policy.settle_s + CALL_SLACK_S,
                                        setup_timeout_s=SETUP_LIMIT_S, through_address=True)
     about = {"launcher": launch.launcher, "symbol": library.symbol, "what_happened": called.message,
-             "confinement": called.confinement, "results": JOBS_WORD, "output": called.output[-4000:]}
+             "confinement": called.confinement, "results": JOBS_WORD,
+             "output": called.output[-4000:].replace("\x00", "\ufffd")}  # no NUL: no database stores one
     if not called.ok or called.result is None:
         return CaseOutcome(mode=policy.mode, error=f"launcher {launch.launcher}: {called.message}{_said(called.output)}",
                            env={"launcher": about, "stages_s": clock.record()})
     out = checked_outcome(called.result, policy.mode)
-    out.env["launcher"] = about
+    # The process's own record: how long a call held its host (the job's word, as its every figure).
+    held = reported_host_time(out.env)
+    out.env["launcher"] = about | held
+    if held.get("waits") and held.get("host_call_ms") is not None and out.median_ms is not None:
+        out.env.setdefault("notes", []).append(
+            f"the launcher returns only once its kernel is done (each call held the host {held['host_call_ms']:.4g} ms, "
+            f"the kernel's median sample {out.median_ms:.4g} ms): each sample holds that wait, which cuBLAS's "
+            "calls do not, as a runner timing its calls back to back holds it")
     out.env["stages_s"] = with_process_stages(clock.record(), out.env.get("stages_s"))
     if out.error:
         out.error += _said(called.output)
@@ -73,6 +84,19 @@ def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> Case
                                 {"why_none": "the description names no entry kernel of the launcher's",
                                  "compiler": library.compiler})
     return out
+
+
+def reported_host_time(env: dict) -> dict:
+    """What the confined process recorded of how long a call held its host (launcher_hook.host_time):
+    its two keys, typed as the stored record types them, or nothing (the process ran the job's code)."""
+    held = env.get("launcher")
+    if not isinstance(held, dict):
+        return {}
+    try:
+        record = LauncherRecord.model_validate({k: held[k] for k in ("host_call_ms", "waits") if k in held})
+    except ValidationError:
+        return {}
+    return record.model_dump(exclude_none=True)
 
 
 def with_process_stages(outside: dict[str, float], reported) -> dict[str, float]:

@@ -10,6 +10,7 @@ the device files alone.
 
 import ctypes
 import os
+import time
 from pathlib import Path
 
 from core.settings import Settings
@@ -30,6 +31,7 @@ class CupyLauncherDevice(CupyDevice):
         super().__init__(cfg)
         self.plan, self.compiler_label = plan, compiler_label
         self.launcher = None  # the job's function (ctypes), once loaded
+        self.host_call_ms: list[float] = []  # how long each call of it held the host (launcher_hook.host_time)
         # A stream of its own, current for CuPy and cuBLAS: the launcher is handed this one. A
         # launcher that takes no stream launches on the legacy default stream, which a non-blocking
         # stream never waits for: the case is then timed on that stream itself.
@@ -54,8 +56,12 @@ class CupyLauncherDevice(CupyDevice):
         launcher = self.launcher
         launcher.argtypes, launcher.restype = list(args.argtypes), None
 
+        held = self.host_call_ms
+
         def run():
+            start = time.perf_counter()
             launcher(*args.values)
+            held.append(1e3 * (time.perf_counter() - start))
 
         run.keep = args  # the host scalars live as long as the call
         return run

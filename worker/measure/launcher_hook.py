@@ -5,6 +5,7 @@ Everything it needs is imported with this module, before the process's Landlock 
 
 import dataclasses
 import json
+import statistics
 
 from core.description.kernel_description import KernelDescription
 from core.settings import Settings
@@ -12,6 +13,24 @@ from worker.arguments import kernel_args
 from worker.measure.cases import Case, CaseOutcome, KernelChoice, TimingPolicy
 from worker.measure.problem import Problem
 from worker.measure.runner import Runner
+
+
+# A launcher call that returns before its kernel ends holds the host for a launch (microseconds); one
+# that synchronises, for the kernel's whole sample and a little more. The two are told apart only where
+# a sample is long enough that a launch cannot fill most of it.
+WAIT_JUDGED_FROM_MS = 0.05
+WAIT_SHARE = 0.9  # of the kernel's median sample
+
+
+def host_time(host_call_ms: list[float], median_ms: float | None) -> dict:
+    """How long a call of the launcher held the host (the median), and whether it waits for its kernel."""
+    if not host_call_ms:
+        return {}
+    held = statistics.median(host_call_ms)
+    found: dict = {"host_call_ms": round(held, 5)}
+    if median_ms is not None and median_ms >= WAIT_JUDGED_FROM_MS:
+        found["waits"] = held >= WAIT_SHARE * median_ms
+    return found
 
 
 def decode_case(data: dict) -> Case:
@@ -59,6 +78,9 @@ class LauncherCase:
         self.device.launcher = launcher
         try:
             self.outcome = self.runner.run_case(self.case, self.policy)
+            if self.outcome.median_ms is not None:
+                self.outcome.env["launcher"] = host_time(getattr(self.device, "host_call_ms", []),
+                                                         self.outcome.median_ms)
         except Exception as exc:  # reported after the call: the launcher returned, then this
             self.failure = exc
 
