@@ -14,8 +14,10 @@ from worker.measure.cases import Case, CaseOutcome, cases_from_plan, plan
 console = make_console(stderr=True)
 
 
-def measure(variants: list[str], sizes: list[list[int]], sources: list[dict]) -> tuple[dict, list[dict], list[str]]:
-    """Returns the GPU identity, one result per case (ResultIn fields) and the problems met."""
+def measure(variants: list[str], sizes: list[list[int]], sources: list[dict],
+            timing: str | None = None) -> tuple[dict, list[dict], list[str]]:
+    """Returns the GPU identity, one result per case (ResultIn fields) and the problems met. timing: every
+    case's mode, over a kernel's own (`"timing"` in its gemmwatch.json), as a job's `timing` is."""
     run_seed = zlib.crc32(uuid.uuid4().bytes)
     identity: dict = {}
     results: list[dict] = []
@@ -24,7 +26,7 @@ def measure(variants: list[str], sizes: list[list[int]], sources: list[dict]) ->
         identity.update(ident)
         own = {s["name"] for s in sources}
         kernels = kernels_of_job(sources)
-        return cases_from_plan(plan("bench", variants, sizes, {}, {}, kernels), run_seed, kernels, own)
+        return cases_from_plan(plan("bench", variants, sizes, {}, {}, kernels, timing), run_seed, kernels, own)
 
     def on_result(case: Case, outcome: CaseOutcome) -> None:
         row = outcome.as_row()

@@ -281,6 +281,7 @@ def run_local(
     save: Annotated[Path | None, typer.Option(help="also write the batch (as posted) to this JSON file")] = None,
     token: Annotated[str | None, typer.Option(help="API token (default: $GEMMWATCH_TOKEN)")] = None,
     local: Annotated[bool, typer.Option("--local", help=LOCAL_HELP)] = False,
+    timing: Annotated[TimingChoice | None, typer.Option(help=TIMING_HELP)] = None,
 ):
     """Measure on this machine's GPU with the same runner the workers use; --post sends the
     results to a server (idempotent: posting the same run twice adds nothing). Exit 2 if a
@@ -305,7 +306,8 @@ def run_local(
     names = names or [s["name"] for s in sources]
     if not names:
         raise typer.BadParameter("give --variants or --kernels-dir")
-    identity, results, problems = measure(names, [parse_size(s) for s in size or ["4096"]], sources)
+    identity, results, problems = measure(names, [parse_size(s) for s in size or ["4096"]], sources,
+                                          timing.value if timing else None)
     if results:
         print_results({"id": "local", "status": "failed" if problems else "succeeded", "results": results,
                        "error": "\n".join(problems) or None})

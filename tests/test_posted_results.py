@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from sqlalchemy import func, select
 
 from core.records.tokens import create_token
@@ -153,3 +154,18 @@ def test_a_jobs_results_copied_to_another_gemmwatch_arrive_once_and_whole(client
     assert copied["ran_on"] == GPU["name"] and copied["commit"]["sha"] == "abc1234"
     keep = ("variant", "m", "n", "k", "form", "verified", "gflops", "median_ms", "error")
     assert [{k: r[k] for k in keep} for r in copied["results"]] == [{k: r[k] for k in keep} for r in job["results"]]
+
+
+@pytest.mark.parametrize("timing", ["burst", "hot"])
+def test_gemmwatch_run_times_every_case_in_the_mode_it_is_given(tmp_path, timing):
+    """A folder's kernels may name their own mode (`"timing"` in gemmwatch.json); `--timing` sets every
+    case's, as a job's `timing` does, so one folder is compared in two modes without editing it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMWATCH_")}
+    env.update(PYTHONPATH=str(ROOT), GEMMWATCH_RUNNER=FAKE_RUNNER, GEMMWATCH_CASE_TIME_CAP_S="0.3",
+               GEMMWATCH_DATA_DIR=str(tmp_path / "local"))
+    saved = tmp_path / "batch.json"
+    cmd = [sys.executable, "-m", "cli.main", "run", "--variants", "smem_tiled", "--size", "32", "--timing", timing,
+           "--save", str(saved)]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert [r["mode"] for r in json.loads(saved.read_text())["results"]] == [timing]
