@@ -11,12 +11,14 @@ Every problem is reported before anything is posted, naming the kernel and the f
 """
 
 import json
+import os
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from core.description.kernel_description import KernelDescription, explain
-from core.description.kernel_includes import reached_files
+from core.description.kernel_includes import include_candidates, reached_files
+from core.description.source_guard import scan_source
 
 MANIFEST = "gemmwatch.json"
 
@@ -100,8 +102,47 @@ def with_files(folder: Path, entry: dict) -> dict:
             raise FolderError(f"{path}: outside the kernels folder")
         if not on_disk.is_file():
             raise FolderError(f"{path}: no such file in {folder}")
+    include_dirs = [d for d in entry.get("include_dirs") or [] if isinstance(d, str)]
     try:
-        files = reached_files(folder, source, entry.get("include_dirs") or [], [*(given or []), *units])
+        files = reached_files(folder, source, include_dirs, [*(given or []), *units])
     except UnicodeDecodeError as exc:
         raise FolderError(f"a file is not UTF-8 text ({exc})") from None
+    # A kernel on the worker's header libraries (CUTLASS) has folders on its include path that are not the
+    # folder's: a copy of the library vendored beside it is not what it builds with.
+    off_path = [] if entry.get("libraries") else off_the_include_path(folder, files, include_dirs)
+    if off_path:
+        raise FolderError("; ".join(off_path))
     return {**entry, "files": files}
+
+
+# A folder is walked for a missed header at most this far: a repository, not a disk.
+WALK_LIMIT = 20_000
+
+
+def off_the_include_path(folder: Path, files: dict[str, str], include_dirs: list[str]) -> list[str]:
+    """Each quoted include that leads to none of the files but names a file the folder holds in a
+    folder off the include path: h100_gemm's `#include "utils.h"` from src/kernels/hopper/, the file
+    at src/utils.h, its CMake's include_directories(src). Its build would fail (nvcc: "No such
+    file"); said now, with the folder to name in include_dirs."""
+    missed = {}
+    for path, text in files.items():
+        includes, _ = scan_source(text)
+        for inc in sorted(includes, key=lambda i: i.line):
+            if not inc.angled and not any(c in files for c in include_candidates(path, inc, include_dirs)):
+                missed.setdefault(inc.name, (path, inc.line))
+    if not missed:
+        return []
+    held: dict[str, list[str]] = {}
+    for walked, (where, subdirs, names) in enumerate(os.walk(folder)):
+        if walked > WALK_LIMIT:
+            break
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+        rel = Path(where).relative_to(folder).as_posix()
+        for name in missed:
+            head, _, tail = name.rpartition("/")
+            if tail in names and (head == "" or rel == head or rel.endswith("/" + head)):
+                holder = rel.removesuffix(head).rstrip("/") if head else rel
+                held.setdefault(name, []).append(holder or ".")
+    return [f"{missed[name][0]}:{missed[name][1]} includes \"{name}\", which this folder holds in {', '.join(dirs)} "
+            f"(as {dirs[0]}/{name}) off the include path: name \"{dirs[0]}\" in include_dirs, as the repository's build "
+            "puts it on its include path" for name, dirs in held.items()]

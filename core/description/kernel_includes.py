@@ -89,7 +89,7 @@ def allowed_system_headers() -> str:
             f"{', '.join(sorted(TOOLKIT_HEADERS))}, {', '.join(f + '...' for f in TOOLKIT_FOLDERS)}")
 
 
-def _candidates(including: str, include: Include, include_dirs: list[str]) -> list[str]:
+def include_candidates(including: str, include: Include, include_dirs: list[str]) -> list[str]:
     """The carried paths an include may name, in the order they are tried."""
     here = posixpath.dirname(including)
     found = [] if include.angled else [posixpath.join(here, include.name)]
@@ -168,7 +168,7 @@ def _shown(inc: Include) -> str:
 
 def _nowhere(path: str, inc: Include, include_dirs, compiler: str) -> str:
     """Why an include leads nowhere allowed."""
-    looked = ", ".join(_candidates(path, inc, list(include_dirs)))
+    looked = ", ".join(include_candidates(path, inc, list(include_dirs)))
     if compiler == "nvcc":
         return (f"#include {_shown(inc)} is not a file of the kernel (looked for {looked}), and a system header's "
                 "name may not climb with '..'")
@@ -185,7 +185,7 @@ def _nowhere(path: str, inc: Include, include_dirs, compiler: str) -> str:
 def _lead(path: str, inc: Include, files: dict[str, str], include_dirs, compiler: str) -> tuple[str, str] | None:
     """Where an include leads: ("file", a carried path), ("stand-in", name), ("toolkit", name)
     or, for nvcc, ("system", name); None: nowhere allowed."""
-    target = next((c for c in _candidates(path, inc, list(include_dirs)) if c in files), None)
+    target = next((c for c in include_candidates(path, inc, list(include_dirs)) if c in files), None)
     if target is not None:
         return "file", target
     if compiler == "nvcc":
@@ -226,7 +226,7 @@ def reached_files(folder: Path, source: str, include_dirs: Sequence[str] = (), e
         # all the same, so that the files it reaches are checked in the same pass.
         includes, _ = scan_source(files[path])
         for inc in includes:
-            for candidate in _candidates(path, inc, list(include_dirs)):
+            for candidate in include_candidates(path, inc, list(include_dirs)):
                 if (root / candidate).resolve().is_relative_to(root) and (root / candidate).is_file():
                     todo.append(candidate)
                     break
