@@ -124,7 +124,7 @@ def off_the_include_path(folder: Path, files: dict[str, str], include_dirs: list
     folder off the include path: h100_gemm's `#include "utils.h"` from src/kernels/hopper/, the file
     at src/utils.h, its CMake's include_directories(src). Its build would fail (nvcc: "No such
     file"); said now, with the folder to name in include_dirs."""
-    missed = {}
+    missed: dict[str, tuple[str, int]] = {}
     for path, text in files.items():
         includes, _ = scan_source(text)
         for inc in sorted(includes, key=lambda i: i.line):
