@@ -42,20 +42,7 @@ cp -r "$REPO/." "$runner/"
 # The runner is built with the nvcc gemmwatch's worker builds with (worker/compile/nvcc.py), which must find
 # cublas_v2.h in its toolkit (the repository's common.h includes it). Where that toolkit has none and
 # the nvcc on PATH's has, gemmwatch is pointed at that one (GEMMWATCH_NVCC) and both use it.
-python3 - "$work" > "$OUT/preflight.log" 2>&1 <<'PY' || true
-import sys
-from pathlib import Path
-from core.description.kernel_folder import load_folder
-from core.settings import Settings
-from worker.compile.nvcc import nvcc_path, toolkit_root
-kernels = load_folder(Path(sys.argv[1]))
-print(f"manifest: {len(kernels)} kernels load as `gemmwatch ci` loads them: {', '.join(k.name for k in kernels)}")
-nvcc = nvcc_path(Settings())
-has = bool(nvcc) and (Path(toolkit_root(nvcc)) / "include" / "cublas_v2.h").is_file()
-print(f"gemmwatch's nvcc: {nvcc} (its toolkit's include has cublas_v2.h: {has})")
-print(f"GW_NVCC={nvcc or ''}")
-print(f"GW_CUBLAS={int(has)}")
-PY
+python3 scripts/studies/folder_preflight.py "$work" > "$OUT/preflight.log" 2>&1 || true
 gw_nvcc=$(sed -n 's/^GW_NVCC=//p' "$OUT/preflight.log"); gw_cublas=$(sed -n 's/^GW_CUBLAS=//p' "$OUT/preflight.log")
 path_nvcc=$(command -v nvcc || true)
 if [ -z "${NVCC:-}" ]; then

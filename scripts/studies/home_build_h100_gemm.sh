@@ -42,24 +42,11 @@ cp "$ROOT/docs/examples/HamzaElshafie-h100_gemm.gemmwatch.json" "$work/repo/gemm
 # Both launcher units include <cublas_v2.h>; the nvidia-cuda-nvcc wheel has no cuBLAS headers.
 export GEMMWATCH_DATA_DIR=$(mktemp -d /tmp/h100_gwdata.XXXX) GEMMWATCH_COMPILE_TIMEOUT_S=300
 export GEMMWATCH_KERNEL_CACHE_DIR=$GEMMWATCH_DATA_DIR/kernel-cache
-python3 - "$work/repo" > "$OUT/preflight.log" 2>&1 <<'PY'
-import sys
-from pathlib import Path
-from core.description.kernel_folder import load_folder
-from core.settings import Settings
-from worker.compile.nvcc import nvcc_path, toolkit_root
-ks = load_folder(Path(sys.argv[1]))
-print(f"manifest: {len(ks)} kernels load as `gemmwatch run` loads them: {', '.join(k.name for k in ks)}")
-nvcc = nvcc_path(Settings())
-has = bool(nvcc) and (Path(toolkit_root(nvcc)) / "include" / "cublas_v2.h").is_file()
-print(f"GW_NVCC={nvcc or ''}")
-print(f"GW_CUBLAS={int(has)}")
-PY
+python3 scripts/studies/folder_preflight.py "$work/repo" > "$OUT/preflight.log" 2>&1
 gw_nvcc=$(sed -n 's/^GW_NVCC=//p' "$OUT/preflight.log"); gw_cublas=$(sed -n 's/^GW_CUBLAS=//p' "$OUT/preflight.log")
 hdr=${CUBLAS_INCLUDE:-}; [ -n "$hdr" ] || hdr=$(python3 -c "
 import glob; h = sorted(glob.glob('/usr/local/cuda*/include/cublas_v2.h') + glob.glob('/usr/local/lib/python3*/*-packages/nvidia/*/include/cublas_v2.h') + glob.glob('/usr/lib/python3*/*-packages/nvidia/*/include/cublas_v2.h') + glob.glob('/tmp/site/nvidia/*/include/cublas_v2.h'))
 print(h[0].rsplit('/', 1)[0] if h else '')")
-python3 -c "from worker.compile import nvcc; p = nvcc.nvcc_path(None); print('gemmwatch nvcc:', p, 'cublas_headers:', nvcc.cublas_headers(p))" >> "$OUT/preflight.log" 2>&1
 cat "$OUT/preflight.log" >> "$S"
 
 # gemmwatch's compile cache filled now, beside the runner's build (CPU work both).
