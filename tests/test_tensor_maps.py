@@ -93,6 +93,17 @@ def test_a_tensor_map_parameter_named_as_its_matrix_is_refused_by_name():
     assert kernel_args.plan("k", ("M", "N", "K", "A_map"), params, "bfloat16", "bfloat16").passing[-1] == ("A_map", "ptr")
 
 
+@pytest.mark.parametrize("host", [False, True], ids=["kernel", "launcher"])
+def test_a_matrix_parameter_named_as_a_map_is_refused_by_name(host):
+    """The other way round: h100_gemm's launcher takes `const __nv_bfloat16* A`; named A_map, a launcher was
+    handed a map in host memory where it reads A, and nothing was said."""
+    params = [["int", 4], ["int", 4], ["int", 4], ["__nv_bfloat16 const*", 8]]
+    with pytest.raises(kernel_args.ArgumentMismatch, match=re.escape(
+            "A_map points to __nv_bfloat16, a matrix's element: a tensor map is a CUtensorMap")):
+        kernel_args.plan("k", ("M", "N", "K", "A_map"), params, "bfloat16", "bfloat16", host=host)
+    assert kernel_args.plan("k", ("M", "N", "K", "A"), params, "bfloat16", "bfloat16", host=host).passing[-1] == ("A", "ptr")
+
+
 MAP_PARAMS = [["int", 4], ["int", 4], ["int", 4], ["__nv_bfloat16*", 8]]
 
 

@@ -142,6 +142,10 @@ def _passing(role: str, spelling: str | None, size: int | None, input_type: str,
         return "ptr" if spelling == "CUstream_st*" else "!stream must be a cudaStream_t"
     if role.endswith("_map") and not pointer and base.startswith("CUtensorMap"):
         return "map" if size in (None, MAP_BYTES) else f"!{role} is a CUtensorMap of {size} bytes, not {MAP_BYTES}"
+    if role.endswith("_map") and pointer and any(base in names for names in _FAMILIES.values()):
+        # h100_gemm's `const __nv_bfloat16* A` named A_map: the launcher would be handed a map where it reads A.
+        return (f"!{role} points to {base}, a matrix's element: a tensor map is a CUtensorMap (by value, or by "
+                f"address: const CUtensorMap* or void*); name a matrix {role.removesuffix('_map')}")
     if not pointer and size != 8:
         return f"!{role} must be a pointer"
     if role in MATRIX_ROLES and base.startswith("CUtensorMap"):
