@@ -162,11 +162,7 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
 
     def shown(raw_log: str) -> str:
         log = rename_files(filter_log(raw_log, own, toolkit) if untrusted else raw_log, shown_as)
-        if nvcc.CUBLAS_HEADER in log and "No such file" in log:
-            log += (f"\n(gemmwatch: cuBLAS's headers are neither in {nvcc.toolkit_root(path)}/include nor in an "
-                    "nvidia-cublas wheel, CUDA_HOME, CUDA_PATH or /usr/local/cuda on this worker: install "
-                    "gemmwatch[gpu], which brings the nvidia-cublas wheel, or set CUDA_HOME to a full CUDA toolkit)")
-        return log
+        return log + nvcc.missing_cublas_hint(log, path)
 
     key = ["nvcc", sorted(launch.files.items()), launch.source, launch.entry, request["options"],
            confinement.version, path, nvcc.host_compiler_dirs(),

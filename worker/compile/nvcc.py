@@ -116,6 +116,15 @@ def cublas_headers(nvcc: str) -> str | None:
     return None
 
 
+def missing_cublas_hint(log: str, nvcc: str) -> str:
+    """Where nvcc's log says it missed cuBLAS's header: where cublas_headers looked, and how to get them."""
+    if CUBLAS_HEADER not in log or "No such file" not in log:
+        return ""
+    return (f"\n(gemmwatch: cuBLAS's headers are neither in {toolkit_root(nvcc)}/include nor in an nvidia-cublas "
+            "wheel, CUDA_HOME, CUDA_PATH or /usr/local/cuda on this worker: install gemmwatch[gpu], which brings "
+            "the nvidia-cublas wheel, or set CUDA_HOME to a full CUDA toolkit)")
+
+
 def request(launch: Launch, nvcc: str, arch: str, timeout_s: float) -> dict:
     """The confined compile process's request for an nvcc build of this kernel. cuBLAS's headers from
     beside the toolkit (cublas_headers) are searched after every other folder (-idirafter), so that

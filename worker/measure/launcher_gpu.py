@@ -51,7 +51,7 @@ class CupyLauncherDevice(CupyDevice):
             # No map at this size: a launcher has no value for "none", so stand_in says why (problem.kernel_call
             # refuses such a case first, by the same rule).
             named[f"{matrix}_map"] = encoded if encoded is not None else tensor_maps.stand_in(
-                launch, matrix, m, n, k, frozenset(launch.tensor_maps))
+                launch, matrix, m, n, k, kernel_args.maps_by_value(kernel.plan))
         args = launcher_library.arguments(kernel.plan, named, lambda x: x.ptr if x is self.stream else x.data.ptr)
         launcher = self.launcher
         launcher.argtypes, launcher.restype = list(args.argtypes), None
