@@ -88,20 +88,6 @@ __device__ __forceinline__ uint4 quad_transpose(const unsigned (&w)[4], int t) {
     return make_uint4(b1 ? s0 : a0, b1 ? s1 : a1, b1 ? a2 : s0, b1 ? a3 : s1);
 }
 
-// Lane t's 16 bytes of 2-byte C for row half h (rows +0 or +8) of group g of 32 columns in
-// wgmma's accumulator layout (below): columns 8 (4 g + t) .. + 7, alpha applied, as quad_transpose
-// leaves them. Every lane of the warp must take part.
-template <int NA>
-__device__ __forceinline__ uint4 row_group_16b(const float (&acc)[NA], int g, int h, float alpha, int t) {
-    unsigned w[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-        const int i = 4 * (4 * g + q) + 2 * h;
-        w[q] = bits_of(from_float<out_t>(alpha * acc[i])) | ((unsigned)bits_of(from_float<out_t>(alpha * acc[i + 1])) << 16);
-    }
-    return quad_transpose(w, t);
-}
-
 // The epilogue of one warp's rows of a wgmma tile: acc[4 j + e] is C(m0 + 8 (e / 2), n0 + 8 j +
 // 2 t + e % 2), wgmma's accumulator layout (t = lane % 4; the warp's 16 rows start at m0 - lane / 4).
 // Where C is 2 bytes, N a multiple of 8, C 16-byte aligned and beta 0 (what every timed call is),
@@ -117,7 +103,14 @@ __device__ __forceinline__ void store_wgmma_rows(out_t* C, int M, int N, int m0,
                 const int m = m0 + 8 * h;
 #pragma unroll
                 for (int g = 0; g < NA / 16; ++g) {  // 4 groups of 8 columns at a time
-                    const uint4 v = row_group_16b(acc, g, h, alpha, t);
+                    unsigned w[4];
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        const int i = 4 * (4 * g + q) + 2 * h;
+                        w[q] = bits_of(from_float<out_t>(alpha * acc[i])) |
+                               ((unsigned)bits_of(from_float<out_t>(alpha * acc[i + 1])) << 16);
+                    }
+                    const uint4 v = quad_transpose(w, t);
                     const int n = n0 + 8 * (4 * g + t);
                     if (m < M && n < N) *reinterpret_cast<uint4*>(C + (size_t)m * N + n) = v;
                 }

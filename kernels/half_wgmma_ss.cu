@@ -40,14 +40,6 @@
 // -DBN=64 (bf16_wgmma_persistent_64, fp16_wgmma_persistent_64; with PERSISTENT): 128 x 64 tiles,
 // one m64n64k16 per 16 k, B's slab one 64-column block: four times the tiles of 128 x 256, so
 // 1024^3's 128 tiles fill 128 of the H200's 132 SMs (128 x 128 left 68 idle).
-// -DTMA_STORE=1 (bf16_wgmma_persistent_tma_store, fp16_...; with PERSISTENT and BN 256): C leaves by
-// the TMA's store. Each consumer warpgroup writes its 64 rows into 16 KiB of shared memory of its
-// own, 128 columns at a time, and one of its threads hands each half to the TMA (a box of 128
-// columns x 64 rows through C_map, by value) and goes on: the warpgroup spends its epilogue on
-// shared-memory writes, and the global writes drain while it starts the next tile. A half's buffer
-// is written again only once the TMA has read it. Where C_map is absent (a line of C not a multiple
-// of 16 bytes), beta is not 0 or C is FP32, C is stored from registers as without it. The 32 KiB
-// fit beside a 4-deep ring (230,464 bytes in all).
 // -DSPLIT_K=1 (bf16_wgmma_split_k, fp16_wgmma_split_k; with PERSISTENT): a block on every SM, and
 // where the tiles are few, each cut along K into pieces whose FP32 sums meet in global memory.
 // Seed: Past the seeds; builds on half_wgmma and the ladder of 001_adac3a76413eb491.txt.
@@ -73,14 +65,7 @@
 #ifndef TMA
 #define TMA 0
 #endif
-#ifndef TMA_STORE
-#define TMA_STORE 0
-#endif
-#if TMA && TMA_STORE
-#define GW_MAP_PARAMS                                                                                  \
-    , const __grid_constant__ TmaMap A_map_v, const __grid_constant__ TmaMap B_map_v,                  \
-        const __grid_constant__ TmaMap C_map_v
-#elif TMA
+#if TMA
 #define GW_MAP_PARAMS , const __grid_constant__ TmaMap A_map_v, const __grid_constant__ TmaMap B_map_v
 #else
 #define GW_MAP_PARAMS
@@ -119,15 +104,12 @@ static_assert(kBStage == kBN * kBK * 2, "either B layout fills the same slab");
 constexpr int kThreads = 384;
 constexpr int kBRowsPerPass = 128 / (kBN / 8);  // B's k-rows 128 producer threads copy at once (16 bytes each)
 constexpr int kAcc = kBN / 2;            // FP32 accumulators per consumer thread
-constexpr int kCHalfBytes = 64 * 128 * 2;  // TMA_STORE: a warpgroup's 64 rows x 128 columns of 2-byte C
-constexpr int kCBytes = TMA_STORE ? 2 * kCHalfBytes : 0;  // one such buffer per consumer warpgroup
-// Dynamic shared memory: the ring, C's buffers (TMA_STORE), 2 mbarriers per stage, and up to 1 KiB to align the ring.
-constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + kCBytes + 16 * STAGES + 1024;
+// Dynamic shared memory: the ring, 2 mbarriers per stage, and up to 1 KiB to align the ring.
+constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
 static_assert(BN == 256 || ((BN == 128 || BN == 64) && !B_K_MAJOR), "BN: 256, or 128 or 64 with B N-major");
 static_assert(!SPLIT_K || PERSISTENT, "SPLIT_K splits the units of a persistent kernel");
-static_assert(!TMA_STORE || (TMA && PERSISTENT && BN == 256 && !SPLIT_K), "TMA_STORE: the persistent TMA kernel, 256 wide");
 
 #if SPLIT_K
 // Split-K's FP32 partial sums, one 128 x 256 tile per split tile, each thread's 128 accumulators
@@ -176,8 +158,7 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     unsigned char* ring_ptr = smem_raw + (ring - raw);
     const unsigned a_ring = ring;                                // STAGES A slabs, then STAGES B slabs
     const unsigned b_ring = ring + STAGES * kAStage;
-    const unsigned c_bufs = b_ring + STAGES * kBStage;          // TMA_STORE: each consumer warpgroup's C buffer
-    const unsigned bars = c_bufs + kCBytes;                     // full[STAGES], then empty[STAGES]
+    const unsigned bars = b_ring + STAGES * kBStage;            // full[STAGES], then empty[STAGES]
     in_t* a_ring_ptr = reinterpret_cast<in_t*>(ring_ptr);
     in_t* b_ring_ptr = reinterpret_cast<in_t*>(ring_ptr + STAGES * kAStage);
     auto full = [&](int s) { return bars + 8u * s; };
@@ -189,11 +170,6 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
     const void* const A_map = map_or_null(A_map_v);
     const void* const B_map = map_or_null(B_map_v);
     const bool by_tma = A_map != nullptr && B_map != nullptr;
-#if TMA_STORE
-    const void* const C_map = map_or_null(C_map_v);
-    // An FP32 C (the tests' OUTPUT_FP32 build) is stored from registers.
-    const bool c_by_tma = !OUTPUT_FP32 && C_map != nullptr && beta == 0.0f;
-#endif
 #else
     constexpr bool by_tma = false;
 #endif
@@ -460,38 +436,6 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         // acc[4 j + e] is C(row m, column n) with m = 16 warp + lane / 4 (+8 for e >= 2) in this
         // warpgroup's 64 rows, n = 8 j + 2 (lane % 4) (+1 for odd e).
         const int m0 = bm0 + wg * 64 + warp * 16 + (lane >> 2), t = lane & 3;
-#if TMA_STORE && !OUTPUT_FP32
-        if (c_by_tma) {
-            // Each 128 columns: wait for the buffer's last store to have read it (its issuing thread
-            // waits, then the warpgroup's named barrier tells the rest), write the rows 16 bytes a
-            // lane, make them visible to the async proxy, and hand the box to the TMA.
-            const unsigned buf = c_bufs + wg * kCHalfBytes;
-            const bool issuer = warp == 0 && lane == 0;
-            const int r0 = warp * 16 + (lane >> 2);  // this lane's first row in the warpgroup's 64
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                if (issuer) bulk_wait_read();
-                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-#pragma unroll
-                    for (int g = 4 * half; g < 4 * half + 4; ++g) {
-                        const uint4 v = row_group_16b(acc, g, h, alpha, t);
-                        const unsigned dst = buf + (r0 + 8 * h) * 256 + (8 * (4 * (g - 4 * half) + t)) * 2;
-                        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y),
-                                     "r"(v.z), "r"(v.w) : "memory");
-                    }
-                }
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-                if (issuer) {
-                    tma_store_2d(C_map, buf, bn0 + 128 * half, bm0 + 64 * wg);
-                    bulk_commit();
-                }
-            }
-            continue;
-        }
-#endif
 #if PERSISTENT
         store_wgmma_rows(C, M, N, m0, bn0, acc, alpha, beta, t);  // 16 bytes a store where it can
 #else
@@ -506,9 +450,6 @@ gemm_half_wgmma_ss(int M, int N, int K, float alpha, const in_t* __restrict__ A,
         }
 #endif
     }
-#if TMA_STORE
-    if (c_by_tma && warp == 0 && lane == 0) bulk_wait_done();  // C's last stores written before the block ends
-#endif
 #if PAIRS
     // The pair leaves together: its two SMs come free at the same moment for the next pair.
     cluster_sync();

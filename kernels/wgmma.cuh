@@ -48,26 +48,14 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned byt
 }
 
 // A ring's barriers, set up by one thread before the block's first barrier: full[s] at bars + 8 s
-// (full_count arrivals a phase), empty[s] at bars + 8 (stages + s) (empty_count arrivals: one from
-// each of the two consumer warpgroups' 8 warps, and as many again from a peer block's where the
-// slot is shared), then made visible to the async proxy and the cluster.
-__device__ __forceinline__ void mbar_init_ring(unsigned bars, int stages, unsigned full_count,
-                                               unsigned empty_count = 8) {
+// (full_count arrivals a phase), empty[s] at bars + 8 (stages + s) (one arrival from each of the
+// two consumer warpgroups' 8 warps), then made visible to the async proxy and the cluster.
+__device__ __forceinline__ void mbar_init_ring(unsigned bars, int stages, unsigned full_count) {
     for (int s = 0; s < stages; ++s) {
         mbar_init(bars + 8u * s, full_count);
-        mbar_init(bars + 8u * (stages + s), empty_count);
+        mbar_init(bars + 8u * (stages + s), 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-
-// An arrival on the barrier at the same offset in block `peer` of the cluster (mapa: its address in
-// the cluster's shared window). Released at the CTA's scope, not the cluster's: a cluster-scope
-// release puts a cluster-wide fence before every arrival, and what it would order here (the
-// consumers' reads of the slot) is wgmma's, finished by wgmma.wait_group before the arrival.
-__device__ __forceinline__ void mbar_arrive_peer(unsigned bar, unsigned peer) {
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(peer));
-    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
 // Every thread of every block of the cluster arrives, then waits for all of them (sm_90).
@@ -97,27 +85,6 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                  ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
-
-// The same box written into the shared memory of every block of the cluster named in cta_mask, at
-// dst in each; its bytes complete_tx on the barrier at offset bar in each of them.
-__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const void* map, int c0, int c1, unsigned bar,
-                                                      unsigned short cta_mask) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
-                 ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(cta_mask) : "memory");
-}
-
-// The TMA's store: the box at (c0 along the contiguous dimension, c1 lines) of the map's matrix
-// written from shared memory at src (elements past the matrix's edges left unwritten), in this
-// thread's bulk group. The thread commits the group, and waits for it to have read its shared
-// memory (before that is written again) or to be done (before the block ends).
-__device__ __forceinline__ void tma_store_2d(const void* map, unsigned src, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
-                 ::"l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_done() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 // wgmma shared-memory descriptor of a K-major operand in the 128-byte swizzle: start address,
 // leading offset unused (1), stride 1024 bytes between groups of 8 rows, layout type 1 (128B).

@@ -29,18 +29,6 @@
 //   only (wait_group 1) so a slab's wgmmas stay in flight while the next are issued. The tensor
 //   cores read TF32 from the FP32 bits in shared memory (the low 13 bits of the mantissa
 //   ignored, as in tf32_wgmma's A). C in FP32.
-// -DMULTICAST=1 (fp8_wgmma_tn_pair_b, _176_pair_b, _192_pair_b): clusters of two blocks on
-// vertically adjacent tiles, the same columns of C and so the same B slabs. Each block loads half
-// of a B slab (kBN / 2 of its columns) and the TMA writes it into both blocks' rings, so a B slab
-// leaves L2 once for two SMs: 16 + 12 KiB of L2 reads a 192-wide slab per SM in place of 16 + 24,
-// for the sizes where L2's bandwidth per multiply is the cap (8192^3). A slot is then written by
-// both producers, so each consumer warp hands it back to both (16 arrivals a phase), and each
-// full barrier counts the peer's half too.
-// -DORDERED=1 (FP8): the two consumer warpgroups issue each slab's wgmmas in turn (0, 1, 0, 1, ...),
-// handed over by two named barriers. Both wait on the same full barrier, so unordered they issue
-// together, their wgmmas finish together and both promote at once, with the tensor cores idle
-// for the FADDs. In turn, one warpgroup promotes while the other's wgmmas run, and one stores C
-// while the other's last slab runs.
 // Where the TMA cannot describe a matrix (a line of K elements not a multiple of 16 bytes) the
 // runner passes a map of zeros (by value), and the producer warpgroup copies both operands itself, 16 bytes
 // (or byte by byte) at a time into the same swizzled places, so every size still runs.
@@ -54,7 +42,6 @@
 // Seed: Past the seeds; builds on fp8_wgmma (the FP8 wgmma and its promotion) and
 // half_wgmma_ss's persistent rung (the ring across tiles, TMA from one thread).
 // Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation). -DFP8_BN: the FP8 tile's width.
-// -DMULTICAST: pairs sharing B. -DORDERED: the consumers' wgmmas in turn.
 #ifndef INPUT_TF32
 #define INPUT_TF32 0
 #endif
@@ -72,17 +59,6 @@
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8
-#endif
-#ifndef MULTICAST
-#define MULTICAST 0
-#endif
-#ifndef ORDERED
-#define ORDERED 0
-#endif
-#if MULTICAST
-#define GW_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
-#else
-#define GW_CLUSTER_DIMS
 #endif
 
 #include <cuda_fp8.h>
@@ -109,14 +85,10 @@ constexpr int kAStage = kBM * kRow;  // bytes of one A slab
 constexpr int kBStage = kBN * kRow;  // bytes of one B slab: kBN rows (columns of B) of 128 bytes
 constexpr int kThreads = 384;
 constexpr int kAcc = kBN / 2;       // FP32 accumulators per consumer thread (FP8: as many again in the total)
-constexpr int kPair = MULTICAST ? 2 : 1;  // tiles a unit of work covers: a pair sharing B's slabs, or one
-constexpr int kBHalf = kBStage / 2;        // MULTICAST: the bytes of B each block of a pair loads
-constexpr unsigned kEmptyArrivals = 8 * kPair;  // consumer warps handing a slot back: this block's (and the peer's)
 // Dynamic shared memory: the ring (an A and a B slab per stage), 2 mbarriers per stage, up to 1 KiB to align.
 constexpr int kSmemBytes = STAGES * (kAStage + kBStage) + 16 * STAGES + 1024;
 
 static_assert(STAGES >= 2, "a ring needs two slabs at least");
-static_assert(kBHalf % 1024 == 0, "half a B slab starts on a swizzle atom (8 rows of 128 bytes)");
 static_assert(kBN == 64 || kBN == 128 || kBN == 176 || kBN == 192 || kBN == 256,
               "wgmma_ss_e4m3 and wgmma_ss_tf32 are spelt for these widths");
 #ifdef SMEM_BYTES
@@ -138,22 +110,13 @@ __device__ __forceinline__ void slab_wgmmas(float (&acc)[kAcc], unsigned long lo
     }
 }
 
-// Named barriers 1 and 2 (0 is __syncthreads): warpgroup w waits on barrier 1 + w for the other
-// one's arrival, which says "your turn"; 256 threads each, the 128 waiting and the 128 arriving.
-__device__ __forceinline__ void turn_wait(int wg) {
-    asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
-}
-__device__ __forceinline__ void turn_pass(int wg) {
-    asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - wg) : "memory");
-}
-
 }  // namespace wtn
 
 // One block per SM: the ring takes most of shared memory. setmaxnreg moves registers from the
 // producer (56: one thread issues the TMA copies, but at 40 the fallback's 16 copies a slab spilled
 // their addresses) to the consumers (224: 128 accumulators, or 64 and a 64-float total), and asks
 // no more than is given back: 128 x (168 - 56) >= 256 x (224 - 168).
-extern "C" __global__ void __launch_bounds__(wtn::kThreads, 1) GW_CLUSTER_DIMS
+extern "C" __global__ void __launch_bounds__(wtn::kThreads, 1)
 gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ A_in,
               const wtn::elem_t* __restrict__ B_in, float beta, out_t* __restrict__ C,
               const __grid_constant__ TmaMap A_map_v, const __grid_constant__ TmaMap B_map_v) {
@@ -184,24 +147,15 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
     const bool by_tma = A_map != nullptr && B_map != nullptr;
     // full: the TMA thread's arrival, which also announces the slab's bytes; else each producer
     // thread, once its copies of the slab are in.
-    if (threadIdx.x == 0) mbar_init_ring(bars, STAGES, by_tma ? 1 : 128, kEmptyArrivals);
-#if MULTICAST
-    cluster_sync();  // both blocks' barriers set up before the peer's copies and arrivals reach them
-#else
+    if (threadIdx.x == 0) mbar_init_ring(bars, STAGES, by_tma ? 1 : 128);
     __syncthreads();
-#endif
 
     const int slabs = (K + kBK - 1) / kBK;  // >= 1 (the API refuses a zero size)
-    // A unit of work: one tile, or (MULTICAST) a pair of vertically adjacent tiles, one per cluster
-    // at a time, this block (its rank in the cluster) taking the upper or the lower. Past M (an odd
-    // count of tile rows) a block reads zeros and stores nothing, but still loads its half of B.
-    const int rank = MULTICAST ? (int)(blockIdx.x & 1) : 0;
-    const int tiles_n = (N + kBN - 1) / kBN, unit_rows = ((M + kBM - 1) / kBM + kPair - 1) / kPair;
-    const int units = unit_rows * tiles_n, unit_first = blockIdx.x / kPair, unit_step = gridDim.x / kPair;
-    auto tile_origin = [&](int unit, int& bm0, int& bn0) {
-        int unit_m, tile_n;
-        raster_grouped_id(GROUP_M, unit, tiles_n, unit_rows, unit_m, tile_n);
-        bm0 = (kPair * unit_m + rank) * kBM;
+    const int tiles_n = (N + kBN - 1) / kBN, tiles_m = (M + kBM - 1) / kBM, tiles = tiles_m * tiles_n;
+    auto tile_origin = [&](int tile, int& bm0, int& bn0) {
+        int tile_m, tile_n;
+        raster_grouped_id(GROUP_M, tile, tiles_n, tiles_m, tile_m, tile_n);
+        bm0 = tile_m * kBM;
         bn0 = tile_n * kBN;
     };
     const int role = threadIdx.x / 128;  // 0: producer, 1 and 2: consumers
@@ -213,30 +167,20 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
         if (by_tma) {
             // One thread issues every copy; the other 127 have nothing to do.
             if (tid == 0) {
-                for (int unit = unit_first; unit < units; unit += unit_step) {
+                for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
                     int bm0, bn0;
-                    tile_origin(unit, bm0, bn0);
+                    tile_origin(tile, bm0, bn0);
                     for (int s = 0; s < slabs; ++s, ++it) {
                         const int stage = it % STAGES;
                         if (it >= STAGES) mbar_wait(empty(stage), ((it / STAGES) + 1) & 1);
                         // The whole boxes' bytes, zeros past the matrices' edges included (the TMA counts them).
                         mbar_arrive_expect_tx(full(stage), kAStage + kBStage);
                         tma_load_2d(a_ring + stage * kAStage, A_map, s * kBK, bm0, full(stage));
-#if MULTICAST
-                        // This block's half of B's columns, into both blocks' rings (each one's
-                        // full barrier, at the same offset, counts it).
-                        tma_load_2d_multicast(b_ring + stage * kBStage + rank * kBHalf, B_map, s * kBK,
-                                              bn0 + rank * (kBN / 2), full(stage), 0b11);
-#else
                         tma_load_2d(b_ring + stage * kBStage, B_map, s * kBK, bn0, full(stage));
-#endif
                     }
                 }
             }
-            __syncwarp();  // warp 0 whole again before the cluster barrier (an aligned instruction)
-#if MULTICAST
-            cluster_sync();  // the consumers' barrier at the end (every thread of the pair takes part)
-#endif
+            __syncwarp();
             return;
         }
         // A piece: 16-byte chunk c of rows r + 16 j, stored at chunk c ^ (row % 8) of its 128-byte
@@ -245,9 +189,9 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
         const int c = tid & 7, r = tid >> 3;
         const int dst0 = r * kRow + ((c ^ (r & 7)) * 16);
         const bool vec_a = K_bytes % 16 == 0 && aligned16(A), vec_b = K_bytes % 16 == 0 && aligned16(B);
-        for (int unit = unit_first; unit < units; unit += unit_step) {
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
             int bm0, bn0;
-            tile_origin(unit, bm0, bn0);
+            tile_origin(tile, bm0, bn0);
             for (int s = 0; s < slabs; ++s, ++it) {
                 const int stage = it % STAGES;
                 if (it >= STAGES) mbar_wait(empty(stage), ((it / STAGES) + 1) & 1);
@@ -267,35 +211,19 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies in flight
-#if MULTICAST
-        cluster_sync();
-#endif
         return;
     }
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
     const int wg = role - 1;  // which 64 rows of the tile
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
-    // A slab goes back to the producer (and MULTICAST: to the peer's, which wrote half of it) once
-    // this warp's wgmmas on it are done.
-    auto release = [&](int stage) {
-        if (lane == 0) {
-            mbar_arrive(empty(stage));
-#if MULTICAST
-            mbar_arrive_peer(empty(stage), rank ^ 1);
-#endif
-        }
-    };
 
     int it = 0;  // slabs this block has consumed so far, over all its tiles
-    // ORDERED: every turn waited for is passed once; warpgroup 1 passes none after its last slab.
-    const int my_slabs = (unit_first < units ? (units - unit_first + unit_step - 1) / unit_step : 0) * slabs;
-    constexpr bool kInTurn = ORDERED && kPromote;
     float acc[kAcc];
     float total[kPromote ? kAcc : 1];  // FP8: the FP32 total each slab's sum is added into
-    for (int unit = unit_first; unit < units; unit += unit_step) {
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int bm0, bn0;
-        tile_origin(unit, bm0, bn0);
+        tile_origin(tile, bm0, bn0);
         if constexpr (kPromote) {
 #pragma unroll
             for (int i = 0; i < kAcc; ++i) total[i] = 0.0f;
@@ -308,9 +236,6 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
             const unsigned long long desc_a = k_major_sw128_desc(a_ring + stage * kAStage + wg * 64 * kRow);
             const unsigned long long desc_b = k_major_sw128_desc(b_ring + stage * kBStage);
-            if constexpr (kInTurn) {
-                if (wg == 1 || it > 0) turn_wait(wg);
-            }
             wgmma_fence();
             fence_operands(acc);
 #ifdef GEMMWATCH_TEST_SKIP_SLAB
@@ -321,15 +246,12 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
             // FP8: every slab from zero (then promoted); TF32: the tile's first slab only.
             slab_wgmmas(acc, desc_a, desc_b, kPromote || s == 0, kSkipTest && s == 0);
             wgmma_commit();
-            if constexpr (kInTurn) {
-                if (wg == 0 || it + 1 < my_slabs) turn_pass(wg);
-            }
             if constexpr (kPromote) {
                 wgmma_wait<0>();
                 fence_operands(acc);
                 // The slab goes back to the producer (one arrival a warp) before the FADDs: it is
                 // already refilling it while this warpgroup promotes and the other one's wgmmas run.
-                release(stage);
+                if (lane == 0) mbar_arrive(empty(stage));
 #pragma unroll
                 for (int i = 0; i < kAcc; ++i) total[i] += acc[i];
             } else {
@@ -337,13 +259,13 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
                 // back to the producer while this one's wgmmas run.
                 wgmma_wait<1>();
                 fence_operands(acc);
-                if (s > 0) release((it - 1) % STAGES);
+                if (s > 0 && lane == 0) mbar_arrive(empty((it - 1) % STAGES));
             }
         }
         if constexpr (!kPromote) {
             wgmma_wait<0>();
             fence_operands(acc);
-            release((it - 1) % STAGES);  // the tile's last slab back too
+            if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));  // the tile's last slab back too
         }
 
         // result[4 j + e] is C(row m, column n) with m = 16 warp + lane / 4 (+8 for e >= 2) in this
@@ -354,8 +276,4 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
         else
             store_wgmma_rows(C, M, N, m0, bn0, acc, alpha, beta, lane & 3);
     }
-#if MULTICAST
-    // The pair leaves together: no block leaves while its peer may still arrive on its barriers.
-    cluster_sync();
-#endif
 }

@@ -54,19 +54,3 @@ def test_the_built_in_persistent_kernels_launch_the_balanced_grid(name, tile_n):
         assert launch.grid(4096, 4096, 4096) == (128, 1, 1)
     if tile_n == 256:  # 512 tiles on 132 SMs: 128 blocks of 4, where min(tiles, SM_COUNT) gave 132
         assert sms == 132 and launch.grid(4096, 4096, 4096) == (128, 1, 1)
-
-
-@pytest.mark.parametrize(("name", "tile_n"), [("fp8_wgmma_tn_pair_b", 128), ("fp8_wgmma_tn_176_pair_b", 176),
-                                           ("fp8_wgmma_tn_192_pair_b", 192)])
-def test_the_pairs_sharing_b_launch_an_even_grid_of_balanced_clusters(name, tile_n):
-    """A kernel in clusters of two (__cluster_dims__(2, 1, 1)) must be launched an even count of
-    blocks: each pair walks pairs of vertically adjacent tiles, so the grid is twice the balanced
-    grid of the pairs over half the SMs, never more blocks than SMs."""
-    launch = resolve(builtin_kernels()[name], {}, H100_FIGURES, "builtin")
-    sms = H100_FIGURES.scope()["SM_COUNT"]
-    for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (1000, 1003, 997), (8, 256, 1024), (256, 8, 4096)):
-        pairs = waves(waves(m, 128), 2) * waves(n, tile_n)
-        x, y, z = launch.grid(m, n, k)
-        assert (x, y, z) == (2 * balanced_grid(pairs, sms // 2), 1, 1), (name, m, n, k)
-        assert x % 2 == 0 and 2 <= x <= sms
-    assert launch.grid(8, 256, 1024)[0] == 2 * waves(256, tile_n)  # one tile row: its pair's lower block reads zeros
