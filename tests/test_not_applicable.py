@@ -106,3 +106,68 @@ def test_a_not_applicable_case_is_its_own_verdict_and_fails_no_build(tmp_path, s
     assert exit_code(job, verdicts) == OK
     assert "➖ not applicable" in summary(job, verdicts, "main")
     assert exit_code(job, [{**by_variant["tf32_wgmma"], "status": "unverified"}]) != OK  # what it was before
+
+
+def tiled(**multiple):
+    """naive, described as a kernel that reads and writes whole tiles with no bounds checks."""
+    from core.description.kernel_description import KernelDescription
+    from worker.measure.cases import KernelChoice
+
+    data = builtin_kernels()["naive"].model_dump(mode="json", exclude_none=True)
+    return KernelChoice(KernelDescription.model_validate({**data, "size_multiple": multiple}), {}, "job")
+
+
+@pytest.mark.parametrize(("size", "misses"), [((1000, 1003, 997), ["M 1000 (not a multiple of 128)",
+                                                                   "K 997 (not a multiple of 64)"]),
+                                              ((256, 8, 4096 + 32), ["K 4128 (not a multiple of 64)"]),
+                                              ((128, 5, 64), [])])
+def test_a_size_that_is_not_a_multiple_of_the_tile_is_not_applicable_and_says_which(size, misses):
+    from worker.measure.cases import Case
+
+    case = Case(0, "tiled", *size, 3, tiled(M=128, K=64))  # N left at 1: any N
+    outcome = not_applicable(case, "9.0", "cold")
+    if not misses:
+        assert outcome is None
+        return
+    assert outcome.not_applicable and not outcome.verified and outcome.gflops is None
+    assert outcome.error == ("not applicable: naive runs only where each size is a multiple of its tile (its "
+                             f"description's size_multiple); this case is {'×'.join(map(str, size))}: "
+                             + ", ".join(misses))
+
+
+def test_a_confirmation_s_base_that_does_not_run_at_the_size_makes_the_case_not_applicable():
+    from worker.measure.cases import Case
+
+    case = Case(0, "naive", 96, 96, 96, 3, builtin_case("naive", 96, 96, 96).kernel, base=tiled(N=64))
+    assert "N 96 (not a multiple of 64)" in not_applicable(case, "9.0", "cold").error
+
+
+@pytest.mark.parametrize("bad", [{"M": 0}, {"K": -64}, {"B": 4}, {"M": "128"}, {"N": 1 << 20}])
+def test_a_size_multiple_that_is_no_positive_step_of_m_n_or_k_is_refused(bad):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="size_multiple"):
+        tiled(**bad)
+
+
+def test_a_job_s_kernel_with_a_size_multiple_runs_where_it_fits_and_says_why_not_elsewhere(
+        tmp_path, sqlite_url, redis_url, start_worker):
+    """Through the API, a worker and the store: one kernel of the job's own, two sizes."""
+    from tests.descriptions import one_file
+
+    cfg = make_settings(tmp_path, sqlite_url, redis_url)
+    upgrade_database(cfg)
+    client = make_client(cfg)
+    start_worker(cfg)
+    naive = builtin_kernels()["naive"]
+    source = {**one_file("whole_tiles", "", "sgemm_naive", [32, 32], [32, 32]), "files": naive.files,
+              "source": naive.source, "size_multiple": {"M": 32, "N": 32}}
+    resp = client.post("/api/jobs", json={"variants": ["whole_tiles"], "sources": [source],
+                                          "sizes": [[64, 64, 48], [64, 48, 48]]})
+    assert resp.status_code == 202, resp.text
+    job = wait_for_job(client, resp.json()["id"], timeout=90)
+    assert job["status"] == "succeeded", job["error"]
+    by_n = {r["n"]: r for r in job["results"]}
+    assert by_n[64]["status"] == "passed" and by_n[64]["gflops"] > 0
+    assert by_n[48]["status"] == "not applicable" and by_n[48]["gflops"] is None
+    assert by_n[48]["error"].endswith("this case is 64×48×48: N 48 (not a multiple of 32)")

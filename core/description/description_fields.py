@@ -146,6 +146,22 @@ class OperandLayouts(BaseModel):
     C: Literal["row", "col", "column"] = "row"
 
 
+class SizeMultiple(BaseModel):
+    """What each size must be a multiple of for the kernel to run there: a kernel that reads and
+    writes whole tiles with no bounds checks ({"M": 128, "N": 256, "K": 64})."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    M: StrictInt = Field(1, ge=1, le=65536)
+    N: StrictInt = Field(1, ge=1, le=65536)
+    K: StrictInt = Field(1, ge=1, le=65536)
+
+    def misses(self, m: int, n: int, k: int) -> list[str]:
+        """The sizes of (m, n, k) that are not such multiples, as "M 1000 (not a multiple of 128)"."""
+        return [f"{name} {size} (not a multiple of {step})"
+                for name, size, step in (("M", m, self.M), ("N", n, self.N), ("K", k, self.K)) if size % step]
+
+
 # A Triton kernel's string tl.constexpr, as its repository passes one (the tutorial's
 # ACTIVATION="leaky_relu", or "" for none): a word, no quotes or spaces, so it stays data.
 ConstexprText = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{0,64}$")]

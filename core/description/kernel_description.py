@@ -24,8 +24,8 @@ from core.description.source_guard import SourceRefused
 from core.description.kernel_expr import ExprError
 from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PATTERN, DEFAULT_ARGS, DEVICE_NAMES,
                                                  PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier,
-                                                 HelionValue, OperandLayouts, Target, TensorMap, TileGrid, TritonOptions,
-                                                 Tunable, is_filler)
+                                                 HelionValue, OperandLayouts, SizeMultiple, Target, TensorMap, TileGrid,
+                                                 TritonOptions, Tunable, is_filler)
 from core.description import launch_checks
 
 
@@ -138,6 +138,10 @@ class KernelDescription(BaseModel):
                     "in (a Helion kernel's Triton code under static_shapes, a kernel with #define N 4096): a case at "
                     "another size is not run, and says so. A wrapper whose launch passes no size and a grid of "
                     "fixed numbers is refused without it")
+    size_multiple: SizeMultiple | None = Field(
+        None, description='what each size must be a multiple of, {"M": 128, "N": 256, "K": 64}, for a kernel that '
+                          "reads and writes whole tiles with no bounds checks: a case at another size is not run, "
+                          "and says so (its result and CI verdict \"not applicable\"), where it would write past C")
     libraries: list[Literal["cutlass"]] = Field(
         default_factory=list, max_length=4,
         description='header libraries the worker provides, pinned, for an nvcc kernel: "cutlass" puts CUTLASS\'s '
@@ -374,6 +378,21 @@ class KernelDescription(BaseModel):
         if self.sizes is None:
             return None
         return {dims for dims in (read_dims(text) for text in self.sizes) if dims is not None}
+
+    def size_refusal(self, m: int, n: int, k: int) -> str | None:
+        """Why the kernel does not run at m×n×k by its own description (`sizes`, `size_multiple`), as a
+        case's "not applicable" reason; None where it runs there."""
+        here = f"this case is {m}×{n}×{k}"
+        fixed = self.fixed_sizes
+        if fixed is not None and (m, n, k) not in fixed:
+            at = ", ".join("×".join(map(str, size)) for size in sorted(fixed))
+            return (f"not applicable: {self.name} runs at {at} only (its sizes are compiled in: its description's "
+                    f"sizes); {here}")
+        misses = self.size_multiple.misses(m, n, k) if self.size_multiple is not None else []
+        if misses:
+            return (f"not applicable: {self.name} runs only where each size is a multiple of its tile (its "
+                    f"description's size_multiple); {here}: {', '.join(misses)}")
+        return None
 
     def with_wrapper_call(self, call: dict[str, Any]) -> "KernelDescription":
         """The kernel this description's `wrapper` launches, described as a user would by hand: the

@@ -216,7 +216,8 @@ TunedLookup = dict[tuple[str, int, int, int], dict[str, int]]
 
 
 def not_applicable(case: Case, compute_capability: str, mode: str) -> CaseOutcome | None:
-    """The outcome of a case whose kernel (or confirmation base) needs another GPU target, else None."""
+    """The outcome of a case whose kernel (or confirmation base) needs another GPU target or does not run at
+    the case's size by its description, else None."""
     have = dotted(compute_capability)
     if case.precision.fp8 and tuple(int(x) for x in have.split(".")) < (8, 9):
         return CaseOutcome.not_applicable_here(
@@ -225,12 +226,9 @@ def not_applicable(case: Case, compute_capability: str, mode: str) -> CaseOutcom
         why = target_refusal(choice.description.name, choice.target, have) if choice is not None else None
         if why is not None:
             return CaseOutcome.not_applicable_here(why, mode)
-        fixed = choice.description.fixed_sizes if choice is not None else None
-        if fixed is not None and (case.m, case.n, case.k) not in fixed:
-            at = ", ".join("×".join(map(str, size)) for size in sorted(fixed))
-            return CaseOutcome.not_applicable_here(
-                f"not applicable: {choice.description.name} runs at {at} only (its sizes are compiled in: its "
-                f"description's sizes); this case is {case.m}×{case.n}×{case.k}", mode)
+        why = choice.description.size_refusal(case.m, case.n, case.k) if choice is not None else None
+        if why is not None:
+            return CaseOutcome.not_applicable_here(why, mode)
     return None
 
 
