@@ -195,3 +195,30 @@ def test_the_fixture_with_sizes_compiled_in_sets_them():
 
     (desc,) = load_folder(FIXTURES / "helion_generated")
     assert desc.fixed_sizes == {(64, 64, 64), (32, 48, 64)} and desc.wrapper == "matmul"
+
+
+def test_a_size_multiple_is_kept_down_the_cli_and_the_store(cfg, tmp_path):
+    """`size_multiple` (no built-in sets it): a folder kernel that declares its tile keeps it through
+    `gemmwatch ci`'s job body and the kernel store, and still refuses the sizes it would write past C at."""
+    import json
+    import shutil
+
+    from core.description.kernel_folder import load_folder
+
+    for name in ("naive.cu", "common.cuh"):
+        shutil.copy(KERNELS_DIR / name, tmp_path / name)
+    entry = {"name": "whole_tiles", "source": "naive.cu", "entry": "sgemm_naive", "block": [32, 32, 1],
+             "grid": {"tile": [32, 32]}, "size_multiple": {"M": 32, "K": 16}}
+    (tmp_path / "gemmwatch.json").write_text(json.dumps([entry]))
+    (desc,) = load_folder(tmp_path)
+    assert desc.size_multiple is not None and desc.size_multiple.M == 32
+    body = build_job("abcd1234", "main", "r", [[64, 64, 64]], None, [], tmp_path)
+    sent = next(s for s in body["sources"] if s["name"] == "whole_tiles")
+    assert KernelDescription.model_validate(sent) == desc
+    with session_factory(cfg)() as db:
+        frozen = freeze(db, desc, {}, "job")
+        db.commit()
+        back = choice_from_stored(thaw(db, frozen, "whole_tiles"))
+    assert back.description == desc
+    assert back.description.size_refusal(64, 8, 48) is None
+    assert "M 40 (not a multiple of 32)" in back.description.size_refusal(40, 8, 48)
