@@ -23,6 +23,11 @@
 //   -DFP8_BN=64 (fp8_wgmma_tn_64): 128 x 64 tiles, four m64n64k32 a slab, 32 accumulators and a
 //   32-float total, a 24 KiB slab in an 8-deep ring: twice the tiles of 128 x 128, for 1024^3, whose
 //   64 tiles of 128 x 128 leave half the SMs idle; from 2048^3 up its extra L2 per multiply costs more.
+//   -DSPLIT_N=2 (the default of _192 and _176): each slab's wgmmas in two halves of the tile's
+//   width (m64n96k32 or m64n88k32), two commit groups; wait_group 1 lets the left half be promoted
+//   while the right half's wgmmas still run, so the tensor cores idle for half the FADDs, not all.
+//   Whole slabs left 37.6 % of _192's stall samples at 8192^3 on the one wait_group 0 before the
+//   promotion (Nsight Compute's SourceCounters). Three parts (m64n64k32) were slower: more waits.
 //   C in BF16 (OUTPUT_FP32=1: FP32); the per-tensor scales reach the kernel folded into alpha.
 // - TF32 (-DINPUT_TF32=1, tf32_wgmma_tn): 128 x 256 tiles, a slab 32 k, four m64n256k8 a slab
 //   summed in place (FP32 accumulators need no promotion), the previous slab's group waited for
@@ -41,7 +46,8 @@
 // GEMMWATCH_ROUND_TOWARD_ZERO rounds a BF16 C toward zero (half.cuh).
 // Seed: Past the seeds; builds on fp8_wgmma (the FP8 wgmma and its promotion) and
 // half_wgmma_ss's persistent rung (the ring across tiles, TMA from one thread).
-// Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation). -DFP8_BN: the FP8 tile's width.
+// Tunables: -DSTAGES (ring depth), -DGROUP_M (grouped rasterisation), -DSPLIT_N (FP8: a slab in parts).
+// -DFP8_BN: the FP8 tile's width.
 #ifndef INPUT_TF32
 #define INPUT_TF32 0
 #endif
@@ -59,6 +65,9 @@
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8
+#endif
+#ifndef SPLIT_N
+#define SPLIT_N 0  // FP8: each slab's wgmmas in two halves of the tile's width, one promoted while the other runs
 #endif
 
 #include <cuda_fp8.h>
@@ -109,6 +118,30 @@ __device__ __forceinline__ void slab_wgmmas(float (&acc)[kAcc], unsigned long lo
 #endif
     }
 }
+
+#if SPLIT_N
+constexpr int kParts = SPLIT_N;
+static_assert(kPromote && (kParts == 2 || kParts == 3) && kBN % (8 * kParts) == 0 && (kBN / kParts * kRow) % 1024 == 0,
+              "SPLIT_N: an FP8 tile in 2 or 3 parts, each a multiple of 8 columns and of the swizzle's 1024-byte atom");
+constexpr int kPart = kAcc / kParts;                   // accumulators of one part
+constexpr unsigned long long kBPart = (kBN / kParts) * kRow >> 4;  // B's next part, in descriptor units
+// One part's share of a slab: four m64n(kBN/kParts)k32 over its columns (desc_b at its first B
+// row), the first from zero (every slab is promoted).
+__device__ __forceinline__ void part_wgmmas(float (&acc)[kPart], unsigned long long desc_a, unsigned long long desc_b,
+                                            bool skip_second) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        if (skip_second && kk == 1) continue;  // a wrong kernel, for the correctness gate's tests
+        wgmma_ss_e4m3(acc, desc_a + 2 * kk, desc_b + 2 * kk, kk != 0);
+    }
+}
+// wait_group with a count known once the loop over parts is unrolled.
+__device__ __forceinline__ void wgmma_wait_at_most(int pending) {
+    if (pending >= 2) wgmma_wait<2>();
+    else if (pending == 1) wgmma_wait<1>();
+    else wgmma_wait<0>();
+}
+#endif
 
 }  // namespace wtn
 
@@ -219,7 +252,11 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
 
     int it = 0;  // slabs this block has consumed so far, over all its tiles
+#if SPLIT_N
+    float acc[kParts][kPart];  // each part of the tile's width: a slab's sums
+#else
     float acc[kAcc];
+#endif
     float total[kPromote ? kAcc : 1];  // FP8: the FP32 total each slab's sum is added into
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int bm0, bn0;
@@ -229,6 +266,39 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
             for (int i = 0; i < kAcc; ++i) total[i] = 0.0f;
         }
 
+#ifdef GEMMWATCH_TEST_SKIP_SLAB
+        constexpr bool kSkipTest = true;
+#else
+        constexpr bool kSkipTest = false;
+#endif
+#if SPLIT_N
+        // Each slab's wgmmas in kParts parts of the tile's width, a commit group each: a part is
+        // promoted while the later parts' wgmmas still run, so the tensor cores wait for the last
+        // part's FADDs only. No group stays in flight across an iteration: ptxas serialises every
+        // wgmma of a loop that carries one while accumulators are read (its info C7514).
+        for (int s = 0; s < slabs; ++s, ++it) {
+            const int stage = it % STAGES;
+            mbar_wait(full(stage), (it / STAGES) & 1);
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the fallback's generic-proxy copies
+            const unsigned long long desc_a = k_major_sw128_desc(a_ring + stage * kAStage + wg * 64 * kRow);
+            const unsigned long long desc_b = k_major_sw128_desc(b_ring + stage * kBStage);
+            wgmma_fence();
+#pragma unroll
+            for (int p = 0; p < kParts; ++p) {
+                fence_operands(acc[p]);
+                part_wgmmas(acc[p], desc_a, desc_b + p * kBPart, kSkipTest && s == 0);
+                wgmma_commit();
+            }
+#pragma unroll
+            for (int p = 0; p < kParts; ++p) {
+                wgmma_wait_at_most(kParts - 1 - p);  // part p's group is done
+                fence_operands(acc[p]);
+                if (p == kParts - 1 && lane == 0) mbar_arrive(empty(stage));  // every part is done with the slab
+#pragma unroll
+                for (int i = 0; i < kPart; ++i) total[p * kPart + i] += acc[p][i];
+            }
+        }
+#else
         for (int s = 0; s < slabs; ++s, ++it) {
             const int stage = it % STAGES;
             mbar_wait(full(stage), (it / STAGES) & 1);
@@ -238,11 +308,6 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
             const unsigned long long desc_b = k_major_sw128_desc(b_ring + stage * kBStage);
             wgmma_fence();
             fence_operands(acc);
-#ifdef GEMMWATCH_TEST_SKIP_SLAB
-            constexpr bool kSkipTest = true;
-#else
-            constexpr bool kSkipTest = false;
-#endif
             // FP8: every slab from zero (then promoted); TF32: the tile's first slab only.
             slab_wgmmas(acc, desc_a, desc_b, kPromote || s == 0, kSkipTest && s == 0);
             wgmma_commit();
@@ -267,13 +332,18 @@ gemm_wgmma_tn(int M, int N, int K, float alpha, const wtn::elem_t* __restrict__ 
             fence_operands(acc);
             if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));  // the tile's last slab back too
         }
+#endif
 
         // result[4 j + e] is C(row m, column n) with m = 16 warp + lane / 4 (+8 for e >= 2) in this
         // warpgroup's 64 rows, n = 8 j + 2 (lane % 4) (+1 for odd e).
         const int m0 = bm0 + wg * 64 + warp * 16 + (lane >> 2);
+#if SPLIT_N
+        store_wgmma_rows(C, M, N, m0, bn0, total, alpha, beta, lane & 3);
+#else
         if constexpr (kPromote)
             store_wgmma_rows(C, M, N, m0, bn0, total, alpha, beta, lane & 3);
         else
             store_wgmma_rows(C, M, N, m0, bn0, acc, alpha, beta, lane & 3);
+#endif
     }
 }

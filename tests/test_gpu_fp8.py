@@ -12,13 +12,18 @@ from core.description.builtins import builtin_kernels
 from core.description.precision import Precision
 from core.settings import Settings
 from tests.descriptions import builtin_variant as variant_of
-from worker.measure.cases import Case, TimingPolicy, builtin_case
+from worker.measure.cases import Case, KernelChoice, TimingPolicy, builtin_case
 
 pytestmark = pytest.mark.gpu
 
 POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=1.0))
 FP8_KERNELS = [name for name, d in builtin_kernels().items() if d.precision.fp8]
 SIZES = [(1000, 1003, 997), (256, 8, 4096), (8, 256, 1024), (1024, 1024, 1024)]
+# The FP8 TN kernels' other way of issuing a slab (SPLIT_N: in parts of the tile's width, or whole),
+# the one their default does not take: verified as the default is, its one-slab-short twin refused.
+OTHER_SPLITS = [(name, value) for name in FP8_KERNELS if "SPLIT_N" in builtin_kernels()[name].tunables
+                for value in builtin_kernels()[name].tunables["SPLIT_N"].values
+                if value != builtin_kernels()[name].tunables["SPLIT_N"].default]
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +114,22 @@ def test_fp8_kernel_is_verified_at_odd_and_skinny_sizes(runner, name, size, outp
 @pytest.mark.parametrize("name", FP8_KERNELS)
 def test_an_fp8_kernel_that_skips_one_k_slab_is_wrong_and_gets_no_speed(runner, name):
     out = runner.run_case(Case(0, name, 512, 512, 4096, 5, variant_of(name, GEMMWATCH_TEST_SKIP_SLAB=1)), POLICY)
+    assert not out.verified and out.gflops is None and "relative error" in out.error
+
+
+def test_the_fp8_tn_kernels_have_another_split_to_try():
+    assert {name for name, _ in OTHER_SPLITS} >= {"fp8_wgmma_tn", "fp8_wgmma_tn_176", "fp8_wgmma_tn_192"}
+
+
+@pytest.mark.parametrize("name,split", OTHER_SPLITS, ids=lambda v: str(v))
+def test_an_fp8_kernel_split_the_other_way_is_verified_and_its_short_twin_refused(runner, name, split):
+    for size in [(1000, 1003, 997), (256, 8, 4096), (1024, 1024, 1024), (512, 768, 4096)]:
+        choice = KernelChoice(variant_of(name).description, {"SPLIT_N": split}, "builtin")
+        out = runner.run_case(Case(0, name, *size, 31, choice), POLICY)
+        assert out.verified, (size, out.error)
+        assert out.rel_error <= choice.description.precision.default_tolerance(size[2]), size
+    short = KernelChoice(variant_of(name, GEMMWATCH_TEST_SKIP_SLAB=1).description, {"SPLIT_N": split}, "builtin")
+    out = runner.run_case(Case(0, name, 512, 512, 4096, 5, short), POLICY)
     assert not out.verified and out.gflops is None and "relative error" in out.error
 
 
