@@ -26,6 +26,7 @@ from cli.server import (LOCAL_HELP, SERVER_HELP, api_client, find_server, forget
                         port_taken, record_server, trusted_server)
 from cli.markup import colored, escape
 from core.description.problem_size import read_dims
+from core.results.result_status import NOT_APPLICABLE
 from cli.local_stack import die_with_parent, ensure_local_token, exit_on_sigterm, gpu_worker_plan, worker_command
 
 # Plain click help (rich_markup_mode=None): it wraps to the terminal and never cuts an option name,
@@ -151,10 +152,16 @@ def print_results(job: dict) -> None:
     table = Table(title=f"job {job['id']}: {job['status']}")
     for col in ("variant", "M×N×K", "verified", "GFLOPS", "cuBLAS GFLOPS", "% cuBLAS", "noise"):
         table.add_column(col, justify="right" if col not in ("variant", "verified") else "left")
+    not_run: dict[str, str] = {}  # a not-applicable result's reason, said once under the table
     for r in job["results"]:
         fmt = lambda v, spec: "" if v is None else format(v, spec)  # noqa: E731
+        if r.get("status") == NOT_APPLICABLE:  # not run by design: no failure, so not a red "no"
+            verified = "[yellow]not applicable[/yellow]"
+            not_run.setdefault(r.get("error") or "", f"{r['variant']} {r['m']}×{r['n']}×{r['k']}")
+        else:
+            verified = "yes" if r["verified"] else "[red]no[/red]"
         table.add_row(
-            r["variant"], f"{r['m']}×{r['n']}×{r['k']}", "yes" if r["verified"] else "[red]no[/red]",
+            escape(r["variant"]), f"{r['m']}×{r['n']}×{r['k']}", verified,
             fmt(r["gflops"], ",.0f"), fmt(r["cublas_gflops"], ",.0f"), fmt(r["pct_of_cublas"], ".1f"),
             fmt(r["noise"] and 100 * r["noise"], ".2f") + ("%" if r["noise"] is not None else ""),
         )
@@ -162,6 +169,8 @@ def print_results(job: dict) -> None:
         console.print(table)
     else:
         console.print(f"job {job['id']}: {job['status']}, no results", markup=False, highlight=False)
+    for reason, first in not_run.items():
+        console.print(f"{first}: {reason or 'not applicable'}", style="yellow", markup=False, highlight=False)
     if job.get("error"):
         console.print(job["error"], style="red", markup=False, highlight=False)
 

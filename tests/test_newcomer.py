@@ -377,6 +377,24 @@ def test_a_job_without_results_prints_its_error_not_an_empty_table(capsys):
     assert "variant" not in said and "GFLOPS" not in said, said  # no header of an empty table
 
 
+def test_a_case_not_run_by_design_says_not_applicable_and_why_not_a_red_no(capsys):
+    from cli.main import print_results
+
+    row = dict(gflops=None, cublas_gflops=None, pct_of_cublas=None, noise=None, verified=False, rel_error=None)
+    reason = ("not applicable: tiled runs only where each size is a multiple of its tile (its description's "
+              "size_multiple); this case is 1000×1003×997: M 1000 (not a multiple of 128)")
+    print_results({"id": 9, "status": "succeeded", "error": None, "results": [
+        {**row, "variant": "tiled", "m": 1000, "n": 1003, "k": 997, "status": "not applicable", "error": reason},
+        {**row, "variant": "tiled", "m": 1000, "n": 1003, "k": 997, "status": "not applicable", "error": reason},
+        {**row, "variant": "wrong", "m": 64, "n": 64, "k": 64, "status": "incorrect", "error": "relative error 0.5"},
+        {**row, "variant": "tiled", "m": 4096, "n": 4096, "k": 4096, "status": "passed", "verified": True,
+         "gflops": 1000.0, "cublas_gflops": 2000.0, "pct_of_cublas": 50.0, "noise": 0.01}]})
+    said = " ".join(capsys.readouterr().out.split())  # the table may wrap a cell
+    assert "not applicable" in said and said.count("M 1000 (not a multiple of 128)") == 1, said
+    assert "tiled 1000×1003×997: not applicable: tiled runs only where" in said, said
+    assert " no " in said and "50.0" in said  # the incorrect one still says no; the passed one its figures
+
+
 @pytest.mark.parametrize("size, named", [([0, 64, 64], "each of M, N, K must be at least 1"),
                                          ([64, 64, 64, 0], "each of M, N, K and the batch must be at least 1")])
 def test_a_zero_size_names_what_was_given(size, named):

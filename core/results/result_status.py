@@ -17,7 +17,7 @@ MEANING = {
     "passed": "verified against the reference, and timed",
     "incorrect": "ran, and its C disagreed with the reference beyond the tolerance (or held NaN or Inf)",
     "not applicable": "not run: built for another GPU target, a precision this GPU lacks, or sizes compiled in "
-                      "that are not this case's",
+                      "(or a tile each size must be a multiple of) that are not this case's",
     "failed": "no verdict on the kernel: it did not compile, crashed, ran out of time or budget, or had no usable samples",
     "cancelled": "stopped part-way because its job was cancelled",
 }
