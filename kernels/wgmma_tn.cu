@@ -67,7 +67,7 @@
 #define GROUP_M 8
 #endif
 #ifndef SPLIT_N
-#define SPLIT_N 0  // FP8: each slab's wgmmas in two halves of the tile's width, one promoted while the other runs
+#define SPLIT_N 0  // FP8: each slab's wgmmas in parts of the tile's width (2 or 3), one promoted while the next runs
 #endif
 
 #include <cuda_fp8.h>

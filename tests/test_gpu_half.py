@@ -7,7 +7,7 @@ import pytest
 from core.description.builtins import builtin_kernels
 from core.settings import Settings
 from tests.descriptions import builtin_variant as variant_of
-from worker.measure.cases import Case, TimingPolicy
+from worker.measure.cases import Case, KernelChoice, TimingPolicy
 
 pytestmark = pytest.mark.gpu
 
@@ -16,6 +16,12 @@ HALF_KERNELS = [name for name, d in builtin_kernels().items() if d.precision.hal
 # 1000^3: every line a multiple of 16 bytes, so the TMA kernels take their TMA path, with partial
 # boxes at the edges; 1000x1003x997 and 4097x4095x1023 send them the cp.async way (no map).
 SIZES = [(1000, 1003, 997), (1000, 1000, 1000), (4096, 8, 4096), (8, 4096, 1024), (4097, 4095, 1023), (1024, 1024, 4096)]
+
+# The persistent kernels' two ways of issuing a tile's last slab (LAST_HALVES 1: in two halves of
+# the tile's width, the left half's C stored while the right half runs; 0: whole): each verified, in
+# both output types, and its skipped-slab twins refused, the default's as well as the other's.
+LAST_SLAB_WAYS = [(name, value) for name in HALF_KERNELS if "LAST_HALVES" in builtin_kernels()[name].tunables
+                  for value in builtin_kernels()[name].tunables["LAST_HALVES"].values]
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +79,27 @@ def test_a_split_k_kernel_is_right_again_after_hundreds_of_launches(runner, name
         # 32 tiles of 64 slabs: cut in four on the H100's 132 SMs
         out = runner.run_case(Case(0, name, 1024, 1024, 4096, seed, variant_of(name)), POLICY)
         assert out.verified, out.error
+
+
+def test_the_persistent_half_kernels_issue_their_last_slab_both_ways():
+    assert set(LAST_SLAB_WAYS) >= {(name, value) for value in (0, 1) for name in (
+        "bf16_wgmma_persistent", "fp16_wgmma_persistent", "bf16_wgmma_persistent_128", "fp16_wgmma_persistent_128")}
+
+
+@pytest.mark.parametrize("name,halves", LAST_SLAB_WAYS, ids=lambda v: str(v))
+def test_a_half_kernel_with_its_last_slab_either_way_is_verified_and_its_short_twins_refused(runner, name, halves):
+    tunables = {"LAST_HALVES": halves}
+    # a tile of one slab (K 64), the TMA's edges (1000^3), the cp.async way (1000x1003x997), skinny
+    # sizes whose tiles are mostly past N or M, and several tiles a block (2048^2 x 1024 on 132 SMs)
+    for size in [(1000, 1003, 997), (1000, 1000, 1000), (256, 8, 4096), (8, 256, 1024), (300, 520, 64),
+                 (2048, 2048, 1024)]:
+        for output in ("input", "fp32"):
+            choice = KernelChoice(variant_of(name, output).description, tunables, "builtin")
+            out = runner.run_case(Case(0, name, *size, 31, choice), POLICY)
+            assert out.verified, (size, output, out.error)
+            assert out.rel_error <= choice.description.precision.default_tolerance(size[2]), (size, output)
+    # the second slab skipped, and the last (slab 63 of K 4096: the one issued in halves)
+    for skipped in (1, 63):
+        short = KernelChoice(variant_of(name, GEMMWATCH_TEST_SKIP_SLAB=skipped).description, tunables, "builtin")
+        out = runner.run_case(Case(0, name, 1024, 1024, 4096, 5, short), POLICY)
+        assert not out.verified and out.gflops is None and "relative error" in out.error, skipped

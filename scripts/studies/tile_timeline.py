@@ -35,7 +35,7 @@ STAMPS = [
      "        gw_trace[blockIdx.x * 4] = g; }\n"),
     ("            mbar_wait(full(stage), (it / STAGES) & 1);\n",
      "            if (it == 0 && threadIdx.x == 128) gw_trace[blockIdx.x * 4 + 1] = clock64() - gw_t0;\n"),
-    ("        wgmma_wait<0>();\n        fence_operands(acc);\n",
+    ("        wgmma_wait<0>();\n        fence_operands(acc);\n#if PERSISTENT\n",
      "        if (threadIdx.x == 128) gw_trace[blockIdx.x * 4 + 2] = clock64() - gw_t0;\n"),
     ("        store_wgmma_rows(C, M, N, m0, bn0, acc, alpha, beta, t);  // 16 bytes a store where it can\n",
      "        if (threadIdx.x == 128) gw_trace[blockIdx.x * 4 + 3] = clock64() - gw_t0;\n"),
