@@ -19,6 +19,7 @@ from cli.demo import demo
 from cli.progress import wait_for_job
 from cli.token_commands import token_app
 from cli.variants import variants
+from cli.check import check
 from cli.export import export
 from cli.import_file import import_file
 from cli.pr_comment import pr_comment
@@ -36,6 +37,7 @@ app = typer.Typer(help="gemmwatch: GEMM kernels (FP32, TF32, FP16, BF16, FP8) ag
 app.add_typer(token_app, name="token")
 app.command()(demo)  # cli/demo.py: real figures for a machine without a GPU
 app.command()(variants)
+app.command()(check)  # cli/check.py: a kernels folder built here, no GPU
 app.command()(export)
 app.command("import")(import_file)
 app.command("pr-comment")(pr_comment)

@@ -1,0 +1,62 @@
+"""`gemmwatch check`: a kernels folder built here, with no GPU and no server, as a worker would build it
+(worker/compile/offline_check.py), before a job or a CI run spends GPU time on it."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from cli.markup import colored, escape
+from cli.messages import console as make_console
+
+
+def check(
+    kernels_dir: Annotated[Path, typer.Option(help="folder with the kernels and their gemmwatch.json")] = Path("."),
+    arch: Annotated[str, typer.Option(help="compute capability to build for (8.0, 8.9 or 9.0); a description's "
+                                           "SM_COUNT and the rest are that reference card's")] = "9.0",
+    variants: Annotated[str | None, typer.Option(help="comma-separated names of the folder's kernels (default: all)")]
+    = None,
+):
+    """Build each kernel of a kernels folder here, with no GPU and no server, as a worker would: its
+    description checked, its source compiled (NVRTC, nvcc or Triton), its entry found and its args
+    fitted to the parameters the build records. Exit 0: every kernel builds; 1: one does not; 2: the
+    folder or the options are refused. A wrong result or a fault needs the GPU: `gemmwatch run`."""
+    from core.description.kernel_folder import FolderError, load_folder
+    from core.settings import settings
+    from worker.compile.offline_check import check_kernel, reference
+
+    out, errors = make_console(), make_console(stderr=True)
+    names = [v.strip() for v in (variants or "").split(",") if v.strip()]
+    try:
+        card, figures = reference(arch)
+        kernels = load_folder(kernels_dir, names or None)
+    except (FolderError, ValueError) as exc:
+        errors.print(str(exc), markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    missing = sorted(set(names) - {k.name for k in kernels})
+    if missing:
+        errors.print(f"{kernels_dir}: no kernel named {', '.join(missing)} in its gemmwatch.json", markup=False)
+        raise typer.Exit(2)
+    table = Table(title=f"{len(kernels)} kernels of {kernels_dir}, built for compute capability {figures.compute_capability}"
+                        f" ({card}'s figures)")
+    for col in ("kernel", "builds", "compiler", "detail"):
+        table.add_column(col)
+    failures = []
+    for desc in kernels:
+        checked = check_kernel(desc, figures, settings)
+        word = "not checked" if checked.skipped else "yes" if checked.builds else "no"
+        first_line = checked.detail.splitlines()[0] if checked.detail else ""
+        table.add_row(escape(checked.name), colored("yellow" if checked.skipped else "green" if checked.builds else "red",
+                                                     word), escape(checked.compiler), escape(first_line))
+        if not checked.builds and not checked.skipped:
+            failures.append(checked)
+    out.print(table)
+    shown: dict[str, str] = {}  # each error in full below the table (a compiler's log is many lines), once
+    for checked in failures:
+        out.print(f"\n{checked.name}:", markup=False, highlight=False)
+        out.print(f"the same as {shown[checked.detail]}'s" if checked.detail in shown else checked.detail, markup=False,
+                  highlight=False)
+        shown.setdefault(checked.detail, checked.name)
+    if failures:
+        raise typer.Exit(1)

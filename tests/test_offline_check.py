@@ -1,0 +1,121 @@
+"""`gemmwatch check`: a kernels folder built here with no GPU and no server, as a worker builds it.
+The real CLI in a process of its own, the real compilers (NVRTC, nvcc, Triton) and the real folder
+loader; each refusal tried by writing the folder a user would get wrong."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+ARGS8 = "int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C"
+BODY = ("int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (r < M && c < N) { float s = 0; for (int k = 0; k < K; ++k) s += A[r * K + k] * B[k * N + c];\n"
+        "        C[r * N + c] = alpha * s + beta * C[r * N + c]; }\n")
+
+
+def check(folder: Path, *options: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GEMMWATCH_DATA_DIR": str(cwd / "data"), "COLUMNS": "400"}
+    return subprocess.run([sys.executable, "-m", "cli.main", "check", "--kernels-dir", str(folder), *options],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def kernel(name: str, source: str, entry: str) -> dict:
+    return {"name": name, "technique": f"{name}: one thread per element of C", "source": source, "entry": entry,
+            "block": [16, 16], "grid": {"tile": [16, 16]}}
+
+
+def row(out: str, name: str) -> str:
+    """The table's row of one kernel."""
+    found = [line for line in out.splitlines() if line.startswith(f"│ {name} ")]
+    assert len(found) == 1, out
+    return found[0]
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    """A folder a user got partly wrong: one kernel right, one that does not compile, one whose
+    parameters are not its args, one whose entry no file defines."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "ok.cu").write_text(f'extern "C" __global__ void gemm_ok({ARGS8}) {{\n    {BODY}}}\n')
+    (repo / "broken.cu").write_text(f'extern "C" __global__ void gemm_broken({ARGS8}) {{\n'
+                                    "    int r = threadIdx.x\n    C[r] = 0;\n}\n")
+    (repo / "short.cu").write_text('extern "C" __global__ void gemm_short(int M, int N, int K, const float* A, '
+                                   'const float* B, float* C) {}\n')
+    (repo / "gemmwatch.json").write_text(json.dumps([
+        kernel("ok", "ok.cu", "gemm_ok"), kernel("broken", "broken.cu", "gemm_broken"),
+        kernel("short", "short.cu", "gemm_short"), kernel("elsewhere", "ok.cu", "gemm_nowhere")]))
+    return repo
+
+
+def test_each_kernel_is_built_and_each_failure_named_with_the_compilers_own_words(folder, tmp_path):
+    run = check(folder, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    out = run.stdout
+    assert "built for compute capability 9.0 (H100 SXM's figures)" in out
+    assert " yes " in row(out, "ok") and "NVRTC" in row(out, "ok") and "8 args fit its parameters" in row(out, "ok")
+    assert " no " in row(out, "broken") and 'broken.cu(3): error: expected a ";"' in row(out, "broken")
+    assert " no " in row(out, "short") and "gemm_short takes 6 parameter(s)" in row(out, "short")
+    assert " no " in row(out, "elsewhere") and "gemm_nowhere" in row(out, "elsewhere")
+    # below the table, each log whole: the line the compiler pointed at, and its count of errors
+    assert "      C[r] = 0;" in out and '1 error detected in the compilation of "broken.cu"' in out
+
+
+def test_a_folder_that_builds_exits_0_and_a_subset_is_only_that_subset(folder, tmp_path):
+    run = check(folder, "--variants", "ok", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 kernels of" in run.stdout and "broken" not in run.stdout
+    run = check(FIXTURES / "kernel_repo", cwd=tmp_path)  # a template entry with tunables among them
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "(tunables: TILE_M 64, TILE_N 64, THREAD_M 8)" in row(run.stdout, "column_strip")
+    assert all(" yes " in row(run.stdout, name) for name in ("rowwise", "column_strip", "colmajor"))
+
+
+@pytest.mark.parametrize("include", ['"/etc/hostname"', '"../outside.h"'])
+def test_a_source_that_reaches_outside_its_folder_is_refused_as_a_worker_refuses_it(tmp_path, include):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (tmp_path / "outside.h").write_text("#define SECRET_WORD 424242\n")
+    (repo / "k.cu").write_text(f"#include {include}\n"
+                               f'extern "C" __global__ void gemm_ok({ARGS8}) {{\n    {BODY}}}\n')
+    (repo / "gemmwatch.json").write_text(json.dumps([kernel("reach", "k.cu", "gemm_ok")]))
+    run = check(repo, cwd=tmp_path)
+    said = run.stdout + run.stderr
+    assert run.returncode == 2 and "source refused: k.cu, line 1" in run.stderr, said
+    assert "424242" not in said and "┏" not in run.stdout
+
+
+@pytest.mark.parametrize("options,said", [
+    (("--arch", "7.5"), "no reference GPU for compute capability 7.5; known: 8.0, 8.9, 9.0"),
+    (("--variants", "ok,okk"), "no kernel named okk in its gemmwatch.json"),
+])
+def test_options_that_cannot_be_met_are_refused_with_exit_2(folder, tmp_path, options, said):
+    run = check(folder, *options, cwd=tmp_path)
+    assert run.returncode == 2 and said in run.stderr, run.stdout + run.stderr
+    assert "┏" not in run.stdout  # refused before anything is built
+
+
+def test_a_folder_without_a_manifest_or_with_a_bad_one_is_refused_with_exit_2(folder, tmp_path):
+    run = check(tmp_path, cwd=tmp_path)
+    assert run.returncode == 2 and "no gemmwatch.json describes its kernels" in run.stderr, run.stderr
+    (folder / "gemmwatch.json").write_text('[{"name": "ok", "source": "ok.cu"')
+    run = check(folder, cwd=tmp_path)
+    assert run.returncode == 2 and "not JSON" in run.stderr, run.stderr
+
+
+def test_an_nvcc_launcher_and_a_triton_kernel_are_built_and_a_python_wrapper_is_said_to_need_the_gpu(tmp_path):
+    run = check(FIXTURES / "launcher_repo", "--variants", "launcher_run_sgemm_tiled,launcher_sgemm_tiled", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "launcher run_sgemm_tiled: 9 args fit its parameters" in row(run.stdout, "launcher_run_sgemm_tiled")
+    assert "nvcc" in row(run.stdout, "launcher_sgemm_tiled") and " yes " in row(run.stdout, "launcher_sgemm_tiled")
+    run = check(FIXTURES / "triton_repo", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert " yes " in row(run.stdout, "triton_matmul_fp16") and "Triton" in row(run.stdout, "triton_matmul_fp16")
+    run = check(FIXTURES / "triton_wrapper_repo", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "not checked without a GPU" in row(run.stdout, "wrapped_matmul_fp16")

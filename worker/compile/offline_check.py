@@ -1,0 +1,79 @@
+"""A kernels folder built as a worker builds it, on a machine with no GPU (`gemmwatch check`).
+
+Each kernel is resolved with a reference GPU's figures, compiled by the same compile process a worker
+uses (NVRTC, nvcc where the description says so, Triton for a @triton.jit kernel), and its arguments
+are planned from the parameters the binary records, as the GPU process plans them before a launch.
+So a description whose source does not build, whose entry the build does not make, or whose `args`
+do not fit the kernel's parameters is told here, in seconds, instead of in a job's first case.
+
+What only a GPU shows is not checked: a wrong result, a fault, a launch the GPU refuses, and the
+kernels given through Python that runs on the worker (a Triton wrapper, Helion).
+
+The files are the user's own, checked on their own machine at their own request: they compile as
+"local" (not a job's source), so the compiler's whole log is shown and no confinement is required.
+The source guard still applies, so an #include a worker would refuse is refused here too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.description.kernel import DeviceFigures, resolve
+from core.description.kernel_description import KernelDescription
+from worker.arguments.kernel_args import ArgumentMismatch, load
+from worker.compile import compiler, launcher_library
+
+# Figures of one data-centre card per compute capability, for the expressions of a description
+# (SM_COUNT, SMEM_PER_BLOCK, ...) on a machine with no GPU to read them from. A job never uses
+# these: its worker reads its own GPU's.
+REFERENCE_GPUS: dict[str, tuple[str, DeviceFigures]] = {
+    "8.0": ("A100 SXM", DeviceFigures(sm_count=108, smem_per_sm=167936, smem_per_block=166912, regs_per_sm=65536,
+                                      max_threads_per_sm=2048, l2_bytes=40 * 1024 * 1024, compute_capability="8.0")),
+    "8.9": ("L40S", DeviceFigures(sm_count=142, smem_per_sm=102400, smem_per_block=101376, regs_per_sm=65536,
+                                  max_threads_per_sm=1536, l2_bytes=96 * 1024 * 1024, compute_capability="8.9")),
+    "9.0": ("H100 SXM", DeviceFigures(sm_count=132, smem_per_sm=233472, smem_per_block=232448, regs_per_sm=65536,
+                                      max_threads_per_sm=2048, l2_bytes=50 * 1024 * 1024, compute_capability="9.0")),
+}
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One kernel's check: `builds` True where it compiled and its arguments fit; `skipped` where it
+    cannot be checked without a GPU (then `detail` says why); else `detail` is the error."""
+
+    name: str
+    builds: bool
+    compiler: str
+    detail: str
+    skipped: bool = False
+
+
+def reference(compute_capability: str) -> tuple[str, DeviceFigures]:
+    """The reference card for a compute capability ("9.0" or "90"); ValueError naming those known."""
+    dotted = compute_capability if "." in compute_capability else f"{compute_capability[:-1]}.{compute_capability[-1:]}"
+    if dotted not in REFERENCE_GPUS:
+        raise ValueError(f"no reference GPU for compute capability {compute_capability}; known: "
+                         f"{', '.join(REFERENCE_GPUS)}")
+    return REFERENCE_GPUS[dotted]
+
+
+def check_kernel(desc: KernelDescription, figures: DeviceFigures, cfg) -> Checked:
+    """Build one kernel (its default tunables) for the figures' compute capability, as a worker would."""
+    cc = figures.compute_capability
+    if desc.wrapper is not None or desc.language == "helion":
+        return Checked(desc.name, False, "", "not checked without a GPU: its Python wrapper runs on the worker's GPU "
+                                             "before its kernel is known", skipped=True)
+    try:
+        launch = resolve(desc, None, figures, "local")
+        if launch.launcher:
+            library = launcher_library.build(launch, cc, cfg)
+            return Checked(desc.name, True, library.compiler,
+                           f"launcher {launch.launcher}: {len(launch.args)} args fit its parameters")
+        built = compiler.compile_launch(launch, cc, cfg)
+        # The entry found and its arguments planned, as the GPU process does before it loads the symbol.
+        load(built, launch, lambda symbol: symbol)
+        tunables = ", ".join(f"{name} {value}" for name, value in desc.check_tunables(None).items())
+        return Checked(desc.name, True, built.compiler, f"entry {launch.entry}: {len(launch.args)} args fit its "
+                                                        f"parameters" + (f" (tunables: {tunables})" if tunables else ""))
+    except (compiler.CompileError, compiler.CompileRefused, ArgumentMismatch, ValueError) as exc:
+        return Checked(desc.name, False, "", str(exc).strip() or type(exc).__name__)
