@@ -92,3 +92,18 @@ GEMM = """extern "C" __global__ void probe(int M, int N, int K, float alpha, con
 }
 """
 
+
+
+@pytest.mark.skipif(nvcc.nvcc_path(Settings()) is None, reason="needs nvcc (gemmwatch[compile])")
+def test_a_data_folder_given_as_a_relative_path_still_hides_whether_a_file_exists(tmp_path, monkeypatch):
+    """GEMMWATCH_DATA_DIR's default, `.gemmwatch`, is relative, and the compile process runs in a
+    folder of its own: the preloaded library's path must still reach it (it once did not, and the
+    loader skipped it with "cannot be preloaded", the probe's answer told again)."""
+    monkeypatch.chdir(tmp_path)
+    exists = __file__
+    missing = __file__ + ".not-there"
+    said_exists = _answer(PROBES["pasted in #if"].format(path=exists), "relative-a")
+    said_missing = _answer(PROBES["pasted in #if"].format(path=missing), "relative-b")
+    for said in (said_exists, said_missing):
+        assert "cannot be preloaded" not in said and "Permission denied" not in said, said
+    assert said_exists.replace(exists, "PATH") == said_missing.replace(missing, "PATH"), (said_exists, said_missing)

@@ -17,9 +17,16 @@ from pathlib import Path
 SOURCE = Path(__file__).with_name("denied_as_absent.c")
 
 
-@functools.lru_cache(maxsize=4)
 def library(folder: str) -> str | None:
-    """The built library's path under `folder` (made if missing), or None where it cannot be built."""
+    """The built library's absolute path under `folder` (made if missing), or None where it cannot be
+    built. Absolute: the compile process runs in a folder of its own, and a relative path there (the
+    data folder's default, `.gemmwatch`, is one) made the loader skip the library with a warning, so
+    the confinement's denials read as such again."""
+    return _library(str(Path(folder).resolve()))
+
+
+@functools.lru_cache(maxsize=4)
+def _library(folder: str) -> str | None:
     text = SOURCE.read_bytes()
     target = Path(folder) / f"denied_as_absent-{hashlib.sha256(text).hexdigest()[:16]}.so"
     if target.is_file():
