@@ -46,7 +46,7 @@ def check(
     for desc in kernels:
         checked = check_kernel(desc, figures, settings)
         word = "not checked" if checked.skipped else "yes" if checked.builds else "no"
-        first_line = checked.detail.splitlines()[0] if checked.detail else ""
+        first_line = headline(checked.detail)
         table.add_row(escape(checked.name), colored("yellow" if checked.skipped else "green" if checked.builds else "red",
                                                      word), escape(checked.compiler), escape(first_line))
         if not checked.builds and not checked.skipped:
@@ -60,3 +60,13 @@ def check(
         shown.setdefault(checked.detail, checked.name)
     if failures:
         raise typer.Exit(1)
+
+
+def headline(detail: str) -> str:
+    """The line of an error that says what is wrong: a compiler's first error (its log starts with
+    "In file included from ..." or a warning), else the first line."""
+    lines = [line.strip() for line in detail.splitlines() if line.strip()]
+    for line in lines:
+        if "error" in line.lower():
+            return line
+    return lines[0] if lines else ""

@@ -66,6 +66,24 @@ def test_each_kernel_is_built_and_each_failure_named_with_the_compilers_own_word
     assert "      C[r] = 0;" in out and '1 error detected in the compilation of "broken.cu"' in out
 
 
+@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+def test_a_failure_reads_by_its_error_line_where_the_log_starts_elsewhere(tmp_path, compiler):
+    """A log whose first lines are a warning (or nvcc's "In file included from ..."): the table
+    shows the error itself."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "inc.h").write_text("__device__ inline int helper() { int never_read = 1; return 2; }\n"
+                                "__device__ inline int broken() { return 1 }\n")
+    (repo / "k.cu").write_text(f'#include "inc.h"\nextern "C" __global__ void gemm_ok({ARGS8}) {{\n    {BODY}}}\n')
+    (repo / "gemmwatch.json").write_text(json.dumps([{**kernel("broken_header", "k.cu", "gemm_ok"),
+                                                       "compiler": compiler}]))
+    run = check(repo, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    shown = row(run.stdout, "broken_header")
+    assert "inc.h" in shown and "error" in shown and "never_read" not in shown, shown
+    assert "never_read" in run.stdout.split("broken_header:")[-1]  # the warning is in the whole log below
+
+
 def test_a_folder_that_builds_exits_0_and_a_subset_is_only_that_subset(folder, tmp_path):
     run = check(folder, "--variants", "ok", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
