@@ -19,7 +19,8 @@ BODY = ("int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDi
 
 
 def check(folder: Path, *options: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GEMMWATCH_DATA_DIR": str(cwd / "data"), "COLUMNS": "400"}
+    # a generous compile limit: nvcc and Triton on a busy 2-core machine
+    env = {**os.environ, "GEMMWATCH_DATA_DIR": str(cwd / "data"), "COLUMNS": "400", "GEMMWATCH_COMPILE_TIMEOUT_S": "300"}
     return subprocess.run([sys.executable, "-m", "cli.main", "check", "--kernels-dir", str(folder), *options],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
