@@ -1,6 +1,8 @@
 """`gemmwatch check`: a kernels folder built here, with no GPU and no server, as a worker would build it
 (worker/compile/offline_check.py), before a job or a CI run spends GPU time on it."""
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +19,7 @@ def check(
                                            "SM_COUNT and the rest are that reference card's")] = "9.0",
     variants: Annotated[str | None, typer.Option(help="comma-separated names of the folder's kernels (default: all)")]
     = None,
+    jobs: Annotated[int, typer.Option(min=0, help="kernels built at once (0: as many as this machine has CPUs)")] = 0,
 ):
     """Build each kernel of a kernels folder here, with no GPU and no server, as a worker would: its
     description checked, its source compiled (NVRTC, nvcc or Triton), its entry found and its args
@@ -43,8 +46,10 @@ def check(
     for col in ("kernel", "builds", "compiler", "detail"):
         table.add_column(col)
     failures = []
-    for desc in kernels:
-        checked = check_kernel(desc, figures, settings)
+    # Each build is a compile process of its own: threads only wait for them, in the folder's order.
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        results = list(pool.map(lambda desc: check_kernel(desc, figures, settings), kernels))
+    for checked in results:
         word = "not checked" if checked.skipped else "yes" if checked.builds else "no"
         first_line = headline(checked.detail)
         table.add_row(escape(checked.name), colored("yellow" if checked.skipped else "green" if checked.builds else "red",
