@@ -3,6 +3,7 @@ The real CLI in a process of its own, the real compilers (NVRTC, nvcc, Triton) a
 loader; each refusal tried by writing the folder a user would get wrong."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -138,3 +139,52 @@ def test_an_nvcc_launcher_and_a_triton_kernel_are_built_and_a_python_wrapper_is_
     run = check(FIXTURES / "triton_wrapper_repo", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "not checked without a GPU" in row(run.stdout, "wrapped_matmul_fp16")
+
+
+LOCAL_ARRAY = ("__device__ int pick(int i) { return i; }\n"
+               f'extern "C" __global__ void gemm_local({ARGS8}) {{\n'
+               "    float scratch[64];\n"
+               "    for (int i = 0; i < 64; ++i) scratch[i] = A[i * (threadIdx.x + 1) % (M * K)];\n"
+               "    C[threadIdx.x] = scratch[(threadIdx.x * 7 + K) % 64];\n}\n")
+
+
+def test_the_resources_said_are_the_ones_cuobjdump_reads_from_the_same_cubin():
+    """Registers, the stack frame and static shared memory read from the cubin with no GPU, against
+    cuobjdump's REG, STACK and SHARED for the same file: built-ins of every kind, and a kernel whose
+    local array is indexed at run time (so it lives in its stack frame, in local memory)."""
+    import re
+
+    from core.description.builtins import builtin_kernels
+    from core.description.kernel import resolve
+    from core.description.kernel_description import KernelDescription
+    from core.settings import Settings
+    from tests.fake_gpu import H100_FIGURES
+    from worker.compile import compiler, cubin_info, nvcc
+
+    tool = nvcc.toolkit_program("cuobjdump")
+    if tool is None:
+        pytest.skip("needs cuobjdump (gemmwatch[compile])")
+    local = KernelDescription.model_validate({**kernel("local", "k.cu", "gemm_local"), "files": {"k.cu": LOCAL_ARRAY}})
+    descriptions = [builtin_kernels()[n] for n in ("naive", "warp_tile_large", "bf16_wgmma_persistent")] + [local]
+    seen_local = False
+    for desc in descriptions:
+        built = compiler.compile_launch(resolve(desc, None, H100_FIGURES, "builtin"), "9.0", Settings())
+        (only,) = built.kernels
+        ours = cubin_info.resources(built.cubin_path.read_bytes(), only["symbol"])
+        theirs = subprocess.run([tool, "--dump-resource-usage", str(built.cubin_path)], capture_output=True, text=True,
+                                check=True).stdout
+        figures = {k: int(v) for k, v in re.findall(r"\b(REG|STACK|SHARED):(\d+)", theirs)}
+        assert ours["registers"] == figures["REG"] and ours["stack_bytes"] == figures["STACK"], (desc.name, ours, theirs)
+        assert ours.get("static_shared_bytes", 0) == figures["SHARED"], (desc.name, ours, theirs)
+        seen_local |= ours["stack_bytes"] > 0
+    assert seen_local  # the local array did land in the stack frame: the figure was tried where it is not 0
+
+
+def test_a_kernel_row_says_its_registers_and_its_stack_frame(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "k.cu").write_text(LOCAL_ARRAY)
+    (repo / "gemmwatch.json").write_text(json.dumps([kernel("local", "k.cu", "gemm_local")]))
+    run = check(repo, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(r"; \d+ registers, [\d,]+ B stack frame", row(run.stdout, "local")), row(run.stdout, "local")

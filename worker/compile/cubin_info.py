@@ -24,14 +24,16 @@ _STT_FUNC = 2
 # or (SVAL) the length of the value that follows.
 _EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
 _EIATTR_KPARAM_INFO = 0x17
+# The cubin-wide .nv.info's records of one kernel (its symbol's index, then the figure).
+_EIATTR_PER_KERNEL = {0x2F: "registers", 0x11: "stack_bytes"}  # REGCOUNT, FRAME_SIZE
 
 
 class CubinError(ValueError):
     """The file is not a cubin this module can read."""
 
 
-def _sections(elf: bytes) -> list[tuple[str, int, bytes, int]]:
-    """(name, type, contents, link) of every section of a 64-bit little-endian ELF."""
+def _section_headers(elf: bytes) -> list[tuple[str, tuple]]:
+    """(name, raw header) of every section of a 64-bit little-endian ELF."""
     if elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
         raise CubinError("not a 64-bit little-endian ELF file")
     shoff, = struct.unpack_from("<Q", elf, 0x28)
@@ -43,7 +45,12 @@ def _sections(elf: bytes) -> list[tuple[str, int, bytes, int]]:
     def name_at(offset: int) -> str:
         return strtab[offset: strtab.index(b"\0", offset)].decode()
 
-    return [(name_at(h[0]), h[1], elf[h[4]: h[4] + h[5]], h[6]) for h in headers]
+    return [(name_at(h[0]), h) for h in headers]
+
+
+def _sections(elf: bytes) -> list[tuple[str, int, bytes, int]]:
+    """(name, type, contents, link) of every section of a 64-bit little-endian ELF."""
+    return [(name, h[1], elf[h[4]: h[4] + h[5]], h[6]) for name, h in _section_headers(elf)]
 
 
 def _symbols(sections: list[tuple[str, int, bytes, int]], table: int) -> Iterator[tuple[int, str, int, int, int]]:
@@ -69,12 +76,8 @@ def kernel_symbols(elf: bytes) -> list[str]:
             if st_info & 0xF == _STT_FUNC and st_info >> 4 in (1, 2) and name in described]
 
 
-def parameter_sizes(elf: bytes, symbol: str) -> list[int]:
-    """Each parameter's size in bytes, in declaration order, from the kernel's KPARAM_INFO records."""
-    info = next((data for name, _k, data, _l in _sections(elf) if name == f".nv.info.{symbol}"), None)
-    if info is None:
-        raise CubinError(f"no .nv.info section for {symbol}")
-    sizes: dict[int, int] = {}
+def _records(info: bytes, where: str) -> Iterator[tuple[int, bytes]]:
+    """(attribute, value) of each SVAL record of an .nv.info section (the others hold no value here)."""
     at = 0
     while at + 2 <= len(info):
         fmt, attr = info[at], info[at + 1]
@@ -82,14 +85,47 @@ def parameter_sizes(elf: bytes, symbol: str) -> list[int]:
             at += 4  # no value, a byte or a u16: each record holds four bytes
         elif fmt == _EIFMT_SVAL:
             length, = struct.unpack_from("<H", info, at + 2)
-            if attr == _EIATTR_KPARAM_INFO:
-                # index (u32), ordinal (u16), offset (u16), then a word whose top 14 bits are the size
-                _index, ordinal, _offset, word = struct.unpack_from("<IHHI", info, at + 4)
-                sizes[ordinal] = word >> 18
+            yield attr, info[at + 4: at + 4 + length]
             at += 4 + length
         else:
-            raise CubinError(f"unknown .nv.info record format {fmt} in {symbol}")
+            raise CubinError(f"unknown .nv.info record format {fmt} in {where}")
+
+
+def parameter_sizes(elf: bytes, symbol: str) -> list[int]:
+    """Each parameter's size in bytes, in declaration order, from the kernel's KPARAM_INFO records."""
+    info = next((data for name, _k, data, _l in _sections(elf) if name == f".nv.info.{symbol}"), None)
+    if info is None:
+        raise CubinError(f"no .nv.info section for {symbol}")
+    sizes: dict[int, int] = {}
+    for attr, value in _records(info, symbol):
+        if attr == _EIATTR_KPARAM_INFO:
+            # index (u32), ordinal (u16), offset (u16), then a word whose top 14 bits are the size
+            _index, ordinal, _offset, word = struct.unpack_from("<IHHI", value)
+            sizes[ordinal] = word >> 18
     return [sizes[i] for i in sorted(sizes)]
+
+
+def resources(elf: bytes, symbol: str) -> dict[str, int]:
+    """What the compiler gave a kernel, with no GPU to ask: registers a thread (the cubin-wide .nv.info's
+    REGCOUNT record for the kernel's symbol), its stack frame a thread (FRAME_SIZE: local arrays and
+    spilled registers, in local memory) and static shared memory a block (its .nv.shared.<symbol>
+    section). The figures `cuobjdump --dump-resource-usage` prints as REG, STACK and SHARED; a figure
+    the cubin lacks is left out."""
+    sections = _sections(elf)
+    index = next((i for i, name, *_ in _symbols(sections, _SHT_SYMTAB) if name == symbol), None)
+    found: dict[str, int] = {}
+    for name, _kind, data, _link in sections:
+        if name == ".nv.info" and index is not None:
+            for attr, value in _records(data, name):
+                if attr in _EIATTR_PER_KERNEL and len(value) == 8:
+                    owner, figure = struct.unpack_from("<II", value)
+                    if owner == index:
+                        found[_EIATTR_PER_KERNEL[attr]] = figure
+    # Shared memory has no bytes in the file (NOBITS): its size is its header's.
+    shared = [h[5] for name, h in _section_headers(elf) if name == f".nv.shared.{symbol}"]
+    if shared:
+        found["static_shared_bytes"] = shared[0]
+    return found
 
 
 _demangler = None

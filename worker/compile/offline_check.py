@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from core.description.kernel import DeviceFigures, resolve
 from core.description.kernel_description import KernelDescription
 from worker.arguments.kernel_args import ArgumentMismatch, load
-from worker.compile import compiler, launcher_library
+from worker.compile import compiler, cubin_info, launcher_library
 
 # Figures of one data-centre card per compute capability, for the expressions of a description
 # (SM_COUNT, SMEM_PER_BLOCK, ...) on a machine with no GPU to read them from. A job never uses
@@ -71,9 +71,29 @@ def check_kernel(desc: KernelDescription, figures: DeviceFigures, cfg) -> Checke
                            f"launcher {launch.launcher}: {len(launch.args)} args fit its parameters")
         built = compiler.compile_launch(launch, cc, cfg)
         # The entry found and its arguments planned, as the GPU process does before it loads the symbol.
-        load(built, launch, lambda symbol: symbol)
+        symbol = load(built, launch, lambda symbol: symbol).function
         tunables = ", ".join(f"{name} {value}" for name, value in desc.check_tunables(None).items())
-        return Checked(desc.name, True, built.compiler, f"entry {launch.entry}: {len(launch.args)} args fit its "
-                                                        f"parameters" + (f" (tunables: {tunables})" if tunables else ""))
+        return Checked(desc.name, True, built.compiler,
+                       f"entry {launch.entry}: {len(launch.args)} args fit its parameters"
+                       + resources_said(built.cubin_path.read_bytes(), str(symbol))
+                       + (f" (tunables: {tunables})" if tunables else ""))
     except (compiler.CompileError, compiler.CompileRefused, ArgumentMismatch, ValueError) as exc:
         return Checked(desc.name, False, "", str(exc).strip() or type(exc).__name__)
+
+
+def resources_said(cubin: bytes, symbol: str) -> str:
+    """"; 168 registers, 1,024 B static shared, no stack frame": what the build gave the kernel, as
+    ptxas -v would tell it (a stack frame is local arrays and spilled registers, in local memory); ""
+    where the cubin does not say."""
+    try:
+        found = cubin_info.resources(cubin, symbol)
+    except cubin_info.CubinError:
+        return ""
+    said = []
+    if "registers" in found:
+        said.append(f"{found['registers']} registers")
+    if found.get("static_shared_bytes"):
+        said.append(f"{found['static_shared_bytes']:,} B static shared")
+    if "stack_bytes" in found:  # in local memory: local arrays and spilled registers
+        said.append(f"{found['stack_bytes']:,} B stack frame" if found["stack_bytes"] else "no stack frame")
+    return "; " + ", ".join(said) if said else ""
