@@ -48,9 +48,10 @@ def _section_headers(elf: bytes) -> list[tuple[str, tuple]]:
     return [(name_at(h[0]), h) for h in headers]
 
 
-def _sections(elf: bytes) -> list[tuple[str, int, bytes, int]]:
-    """(name, type, contents, link) of every section of a 64-bit little-endian ELF."""
-    return [(name, h[1], elf[h[4]: h[4] + h[5]], h[6]) for name, h in _section_headers(elf)]
+def _sections(elf: bytes, headers: list[tuple[str, tuple]] | None = None) -> list[tuple[str, int, bytes, int]]:
+    """(name, type, contents, link) of every section of a 64-bit little-endian ELF (of `headers`, where
+    the caller has read them already)."""
+    return [(name, h[1], elf[h[4]: h[4] + h[5]], h[6]) for name, h in (headers or _section_headers(elf))]
 
 
 def _symbols(sections: list[tuple[str, int, bytes, int]], table: int) -> Iterator[tuple[int, str, int, int, int]]:
@@ -111,7 +112,8 @@ def resources(elf: bytes, symbol: str) -> dict[str, int]:
     spilled registers, in local memory) and static shared memory a block (its .nv.shared.<symbol>
     section). The figures `cuobjdump --dump-resource-usage` prints as REG, STACK and SHARED; a figure
     the cubin lacks is left out."""
-    sections = _sections(elf)
+    headers = _section_headers(elf)
+    sections = _sections(elf, headers)
     index = next((i for i, name, *_ in _symbols(sections, _SHT_SYMTAB) if name == symbol), None)
     found: dict[str, int] = {}
     for name, _kind, data, _link in sections:
@@ -122,7 +124,7 @@ def resources(elf: bytes, symbol: str) -> dict[str, int]:
                     if owner == index:
                         found[_EIATTR_PER_KERNEL[attr]] = figure
     # Shared memory has no bytes in the file (NOBITS): its size is its header's.
-    shared = [h[5] for name, h in _section_headers(elf) if name == f".nv.shared.{symbol}"]
+    shared = [h[5] for name, h in headers if name == f".nv.shared.{symbol}"]
     if shared:
         found["static_shared_bytes"] = shared[0]
     return found
