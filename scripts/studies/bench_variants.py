@@ -2,6 +2,8 @@
 """Quick look at kernels on this machine's GPU, straight through the runner (no API, no database).
 
 For kernel development between gemmwatch jobs; figures for the docs come from gemmwatch jobs.
+The timing follows the worker's settings (core/settings.py), so a launcher case's conditions can be
+put on a built-in: GEMMWATCH_L2_FLUSH=memset GEMMWATCH_HOLD_STREAM=false GEMMWATCH_CUBLAS_BASELINE=default.
   python3 scripts/studies/bench_variants.py warp_tile smem_padding --size 4096 --size 1000x1003x997 \
       --set warp_tile:BK=16
 """
@@ -14,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from core.description.builtins import builtin_kernels, variant_names  # noqa: E402
 from core.description.problem_size import required_dims  # noqa: E402
+from core.description.timing_modes import OWN_MODES  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from worker.measure.cases import TimingPolicy, builtin_case  # noqa: E402
 from worker.measure.runner import CupyRunner  # noqa: E402
@@ -24,7 +27,7 @@ def main() -> None:
     ap.add_argument("variants", nargs="*", help="variant names (default: all)")
     ap.add_argument("--size", action="append", default=[], help="MxNxK or N for a cube (repeatable)")
     ap.add_argument("--set", action="append", default=[], help="variant:NAME=VALUE tunable override (repeatable)")
-    ap.add_argument("--mode", default="cold", choices=["cold", "hot", "sustained"])
+    ap.add_argument("--mode", default="cold", choices=OWN_MODES)
     args = ap.parse_args()
 
     overrides: dict[str, dict[str, int]] = {}
