@@ -132,6 +132,8 @@ def test_an_nvcc_launcher_and_a_triton_kernel_are_built_and_a_python_wrapper_is_
     run = check(FIXTURES / "launcher_repo", "--variants", "launcher_run_sgemm_tiled,launcher_sgemm_tiled", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "launcher run_sgemm_tiled: 9 args fit its parameters" in row(run.stdout, "launcher_run_sgemm_tiled")
+    # The kernel it launches is found in its build, as a worker finds it for its resources.
+    assert re.search(r"entry sgemm_tiled<32>; \d+ registers", row(run.stdout, "launcher_run_sgemm_tiled"))
     assert "nvcc" in row(run.stdout, "launcher_sgemm_tiled") and " yes " in row(run.stdout, "launcher_sgemm_tiled")
     run = check(FIXTURES / "triton_repo", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -188,3 +190,40 @@ def test_a_kernel_row_says_its_registers_and_its_stack_frame(tmp_path):
     run = check(repo, cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert re.search(r"; \d+ registers, [\d,]+ B stack frame", row(run.stdout, "local")), row(run.stdout, "local")
+
+
+def test_a_launchers_entry_the_build_does_not_make_is_a_failure_not_a_pass(tmp_path):
+    """The entry of a launcher's description is built by the worker for its resources: a misspelt one
+    fails the job's case there, so it fails here too, with the launcher itself building."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "launcher_repo", repo)
+    manifest = json.loads((repo / "gemmwatch.json").read_text())
+    kernels = manifest["kernels"] if isinstance(manifest, dict) else manifest
+    [described] = [k for k in kernels if k["name"] == "launcher_run_sgemm_tiled"]
+    (repo / "gemmwatch.json").write_text(json.dumps([{**described, "entry": "sgemm_tilde<32>"}]))
+    run = check(repo, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert " no " in row(run.stdout, "launcher_run_sgemm_tiled")
+    assert "sgemm_tilde" in run.stdout.split("launcher_run_sgemm_tiled", 2)[-1], run.stdout
+
+
+def test_a_file_with_host_code_built_by_nvrtc_is_told_to_use_nvcc(tmp_path):
+    """NVRTC refuses a .cu that holds its repository's main: the failure says what builds such a file,
+    not only NVRTC's own advice (-default-device, which would make the host code device code)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "with_main.cu").write_text(f'extern "C" __global__ void gemm_ok({ARGS8}) {{\n    {BODY}}}\n'
+                                       "int main() { float* p; cudaMalloc(&p, 4); return 0; }\n")
+    (repo / "gemmwatch.json").write_text(json.dumps([kernel("with_main", "with_main.cu", "gemm_ok")]))
+    run = check(repo, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    failure = run.stdout.split("\nwith_main:\n", 1)[-1]
+    assert "host functions are not allowed in JIT mode" in failure, run.stdout
+    assert 'set "compiler": "nvcc"' in failure, run.stdout
+    # Built as the hint says, the same file builds.
+    (repo / "gemmwatch.json").write_text(json.dumps([{**kernel("with_main", "with_main.cu", "gemm_ok"),
+                                                      "compiler": "nvcc"}]))
+    run = check(repo, cwd=tmp_path)
+    assert run.returncode == 0 and " yes " in row(run.stdout, "with_main"), run.stdout + run.stderr

@@ -65,20 +65,28 @@ def check_kernel(desc: KernelDescription, figures: DeviceFigures, cfg) -> Checke
                                              "before its kernel is known", skipped=True)
     try:
         launch = resolve(desc, None, figures, "local")
+        tunables = ", ".join(f"{name} {value}" for name, value in desc.check_tunables(None).items())
+        tunables_said = f" (tunables: {tunables})" if tunables else ""
         if launch.launcher:
             library = launcher_library.build(launch, cc, cfg)
-            return Checked(desc.name, True, library.compiler,
-                           f"launcher {launch.launcher}: {len(launch.args)} args fit its parameters")
-        built = compiler.compile_launch(launch, cc, cfg)
-        # The entry found and its arguments planned, as the GPU process does before it loads the symbol.
-        symbol = load(built, launch, lambda symbol: symbol).function
-        tunables = ", ".join(f"{name} {value}" for name, value in desc.check_tunables(None).items())
-        return Checked(desc.name, True, built.compiler,
-                       f"entry {launch.entry}: {len(launch.args)} args fit its parameters"
-                       + resources_said(built.cubin_path.read_bytes(), str(symbol))
-                       + (f" (tunables: {tunables})" if tunables else ""))
+            said = f"launcher {launch.launcher}: {len(launch.args)} args fit its parameters"
+            if launch.entry is not None:  # the kernel it launches: a worker builds it for its resources
+                said += "; " + entry_built(launch, cc, cfg, with_args=False)[1]
+            return Checked(desc.name, True, library.compiler, said + tunables_said)
+        built_by, said = entry_built(launch, cc, cfg)
+        return Checked(desc.name, True, built_by, said + tunables_said)
     except (compiler.CompileError, compiler.CompileRefused, ArgumentMismatch, ValueError) as exc:
         return Checked(desc.name, False, "", str(exc).strip() or type(exc).__name__)
+
+
+def entry_built(launch, cc: str, cfg, with_args: bool = True) -> tuple[str, str]:
+    """The compiler, and "entry E: 8 args fit its parameters; 168 registers, ...": the entry found in
+    its build and its arguments planned, as the GPU process does before it loads the symbol (a
+    launcher's entry: found only, its launcher passes the arguments). Raises as the build or the plan fails."""
+    built = compiler.compile_launch(launch, cc, cfg)
+    symbol = load(built, launch, lambda symbol: symbol).function
+    fitted = f": {len(launch.args)} args fit its parameters" if with_args else ""
+    return built.compiler, f"entry {launch.entry}{fitted}" + resources_said(built.cubin_path.read_bytes(), str(symbol))
 
 
 def resources_said(cubin: bytes, symbol: str) -> str:
