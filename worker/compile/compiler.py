@@ -114,13 +114,27 @@ def compile_kernel(source: str, *, name: str, options: list[str], name_expressio
     own_names = own_file_names(source, name) | own_file_names_of(headers)
 
     def shown(raw_log: str) -> str:
-        return rename_files(filter_log(raw_log, own_names, include_dirs) if untrusted else raw_log, shown_as)
+        log = rename_files(filter_log(raw_log, own_names, include_dirs) if untrusted else raw_log, shown_as)
+        return log + host_code_hint(log)
 
     request = {"source": source, "name": name, "options": options, "name_expressions": list(name_expressions),
                "headers": headers, "readable": list(include_dirs), "nvrtc_library": nvrtc_library(cfg)}
     key = [source, name, options, list(name_expressions), sorted(headers.items()), confinement.version, nvrtc_library(cfg)]
     return failed_compiles.remembered(build, request, key, confinement, f"NVRTC {confinement.version}", untrusted,
                                       shown, cfg)
+
+
+# NVRTC's words for a function with no __device__ or __global__: host code, which it never builds.
+_HOST_CODE_IN_JIT = "host functions are not allowed in JIT mode"
+
+
+def host_code_hint(log: str) -> str:
+    """Where NVRTC's log says the file holds host code (a main, a launcher, the runtime's calls): what
+    builds such a file. NVRTC's own advice there (-default-device) would make the host code device code."""
+    if _HOST_CODE_IN_JIT not in log:
+        return ""
+    return ('\n(gemmwatch: NVRTC builds device code alone, and this file holds host code: set "compiler": "nvcc" '
+            'to build it as the repository does, host code included; docs/KERNELS.md, "Building as the repository does")')
 
 
 def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> CompiledKernel:
