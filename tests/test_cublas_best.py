@@ -74,6 +74,27 @@ def test_a_choice_is_cached_per_key_and_made_again_when_the_candidates_change(tm
     assert not moved["cached"] and asked == ["default", 33, 11] and moved["best"]["algo"] == {"id": 33}
 
 
+def test_without_a_folder_a_choice_is_kept_in_the_memo_only(tmp_path, monkeypatch):
+    """A launcher's confined process: no file written anywhere, the choice kept in the process's memo,
+    per key, and made again where the memo's stored candidate is no longer offered."""
+    monkeypatch.chdir(tmp_path)
+    times, memo = {"default": 1.0, 11: 1.1, 22: 0.8, 33: 0.7}, {}
+    first = cublas_best.choose("d", ListedGemm([11, 22]), timer(times, []), None, KEY, memo=memo)
+    assert not first["cached"] and len(memo) == 1 and list(tmp_path.iterdir()) == []
+    asked, again = [], ListedGemm([11, 22])
+    plan = cublas_best.choose("d", again, timer(times, asked), None, KEY, memo=memo)
+    assert plan["cached"] and asked == [] and again.index == 1 and plan["best"]["algo"] == {"id": 22}
+    other = cublas_best.choose("d", ListedGemm([11, 22]), timer(times, asked), None, {**KEY, "m": 1024}, memo=memo)
+    assert not other["cached"] and asked == ["default", 11, 22] and len(memo) == 2
+    asked.clear()
+    moved = cublas_best.choose("d", ListedGemm([33, 11]), timer(times, asked), None, KEY, memo=memo)
+    assert not moved["cached"] and asked == ["default", 33, 11]
+    # Neither a folder nor a memo: timed every time.
+    asked.clear()
+    cublas_best.choose("d", ListedGemm([11, 22]), timer(times, asked), None, KEY)
+    assert asked == ["default", 11, 22]
+
+
 @pytest.fixture
 def runner(tmp_path, monkeypatch):
     monkeypatch.setenv("GEMMWATCH_DATA_DIR", str(tmp_path / "data"))

@@ -2,7 +2,9 @@
 cuBLASLt's heuristic candidates (up to CANDIDATES) timed once, in the case's own way (cold by
 default: the device's `sample`, as the kernel is timed), and the fastest kept as the call the
 kernel is timed beside. The choice is cached per GPU, library version, shape, precision and
-mode (a JSON file in the data folder), and made again when any of them changes.
+mode (a JSON file in the data folder), and made again when any of them changes. A launcher's case
+runs in a confined process that may not touch the data folder: there the choice is kept in that
+process only (`memo`), made in its rehearsal before the job's code is first called.
 
 The figures say which is which: the result's env.cublas_plan holds the call that was timed
 (`against`: "best" or "default"), the default's and the best's selection medians and every
@@ -30,12 +32,16 @@ def cache_path(folder: Path, key: dict) -> Path:
     return folder / f"{digest}.json"
 
 
-def choose(default, gemm, median_ms: Callable[[Callable[[], None]], float], folder: Path | None, key: dict) -> dict:
+def choose(default, gemm, median_ms: Callable[[Callable[[], None]], float], folder: Path | None, key: dict,
+           memo: dict | None = None) -> dict:
     """Time `default` (cuBLAS's default call) and each of `gemm`'s candidates (`gemm.use(i)`
     switches it) with `median_ms`; leave `gemm` on the fastest candidate and say which of the two
-    to time. Returns the plan to record: {"against", "default", "best", "candidates", "cached"}."""
+    to time. Returns the plan to record: {"against", "default", "best", "candidates", "cached"}.
+    folder: where choices are cached for every process; memo: a dict that keeps them in this one."""
     path = cache_path(folder, key) if folder is not None else None
-    stored = _stored(path, gemm)  # leaves `gemm` on the stored best
+    digest = cache_path(Path(), key).name
+    # Either leaves `gemm` on the stored best.
+    stored = _stored(path, gemm) if path is not None else _reusable(memo.get(digest), gemm) if memo is not None else None
     if stored is not None:
         return {**stored, "cached": True}
     timed = [{"index": -1, "call": "default", "median_ms": median_ms(default)}]
@@ -55,6 +61,8 @@ def choose(default, gemm, median_ms: Callable[[Callable[[], None]], float], fold
             "candidates": timed}
     if path is not None:
         store(path, plan)
+    if memo is not None:
+        memo[digest] = plan
     return {**plan, "cached": False}
 
 
@@ -63,12 +71,21 @@ def median_of(samples: list[float]) -> float:
 
 
 def _stored(path: Path | None, gemm) -> dict | None:
-    """A cached choice, where it still names a candidate the heuristic offers, with the same
-    configuration (a new library or driver can reorder the list)."""
+    """A cached choice from its file (see _reusable)."""
     if path is None or not path.exists():
         return None
     try:
-        stored = json.loads(path.read_text())
+        return _reusable(json.loads(path.read_text()), gemm)
+    except (OSError, ValueError):
+        return None
+
+
+def _reusable(stored: dict | None, gemm) -> dict | None:
+    """A choice made before, where it still names a candidate the heuristic offers, with the same
+    configuration (a new library or driver can reorder the list); `gemm` left on that candidate."""
+    if stored is None:
+        return None
+    try:
         if stored["against"] == "best":
             index = stored["best"]["index"]
             if index >= len(gemm.candidates):
@@ -77,7 +94,7 @@ def _stored(path: Path | None, gemm) -> dict | None:
             if gemm.plan["algo"] != stored["best"]["algo"]:
                 return None
         return stored
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return None
 
 
