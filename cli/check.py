@@ -30,6 +30,7 @@ def check(
     from worker.compile.offline_check import check_kernel, reference
 
     out, errors = make_console(), make_console(stderr=True)
+    cfg = settings if "GEMMWATCH_DATA_DIR" in os.environ else settings.model_copy(update={"data_dir": user_cache()})
     names = [v.strip() for v in (variants or "").split(",") if v.strip()]
     try:
         card, figures = reference(arch)
@@ -48,7 +49,7 @@ def check(
     failures = []
     # Each build is a compile process of its own: threads only wait for them, in the folder's order.
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        results = list(pool.map(lambda desc: check_kernel(desc, figures, settings), kernels))
+        results = list(pool.map(lambda desc: check_kernel(desc, figures, cfg), kernels))
     for checked in results:
         word = "not checked" if checked.skipped else "yes" if checked.builds else "no"
         first_line = headline(checked.detail)
@@ -65,6 +66,13 @@ def check(
         shown.setdefault(checked.detail, checked.name)
     if failures:
         raise typer.Exit(1)
+
+
+def user_cache() -> Path:
+    """Where check keeps its builds unless GEMMWATCH_DATA_DIR says: the user's cache folder (XDG's),
+    not the data folder's default `.gemmwatch` in the working directory, which is most often the
+    repository being checked (its builds would show there as untracked files)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gemmwatch"
 
 
 def headline(detail: str) -> str:

@@ -227,3 +227,21 @@ def test_a_file_with_host_code_built_by_nvrtc_is_told_to_use_nvcc(tmp_path):
                                                       "compiler": "nvcc"}]))
     run = check(repo, cwd=tmp_path)
     assert run.returncode == 0 and " yes " in row(run.stdout, "with_main"), run.stdout + run.stderr
+
+
+def test_check_run_inside_a_repository_writes_nothing_into_it(tmp_path):
+    """Run from the repository's own folder, as a user would, with no GEMMWATCH_DATA_DIR: its builds go
+    to the user's cache folder (XDG_CACHE_HOME), not into a `.gemmwatch/` of untracked files there."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "ok.cu").write_text(f'extern "C" __global__ void gemm_ok({ARGS8}) {{\n    {BODY}}}\n')
+    (repo / "gemmwatch.json").write_text(json.dumps([kernel("ok", "ok.cu", "gemm_ok")]))
+    before = sorted(p.name for p in repo.iterdir())
+    env = {k: v for k, v in os.environ.items() if k != "GEMMWATCH_DATA_DIR"} | {
+        "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT), "COLUMNS": "400",
+        "GEMMWATCH_COMPILE_TIMEOUT_S": "300"}
+    run = subprocess.run([sys.executable, "-m", "cli.main", "check"], cwd=repo, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0 and " yes " in row(run.stdout, "ok"), run.stdout + run.stderr
+    assert sorted(p.name for p in repo.iterdir()) == before
+    assert any((tmp_path / "cache" / "gemmwatch").rglob("*.cubin")), list((tmp_path / "cache").rglob("*"))
