@@ -491,3 +491,31 @@ def test_a_launcher_that_includes_cublas_where_no_cublas_is_installed_is_told_ho
             built(with_cublas_include(described(REPO, "launcher_run_sgemm_tiled")), shared_kernel_cache)
     finally:
         nvcc.cublas_headers.cache_clear()
+
+
+@needs_confinement
+def test_an_args_expression_passes_each_case_its_own_value(runner):
+    """A launcher taking its rows' lengths in bytes (K * 4, N * 4), as YHs_Sample's kernels do: the
+    expressions are worked out for each case's M, N and K, in each parameter's own type (an int, a
+    long), and C is right; the same launcher given K * 2 reads A wrong and is refused."""
+    desc = described(HOST, "host_gemm_byte_strides")
+    for size in [(70, 33, 65), (40, 96, 24)]:
+        out = runner.run_case(case(desc, size=size), POLICY)
+        assert out.verified and out.error is None, out.error
+        assert out.env["launch"]["params"][-2:] == ["=K * 4: int", "=N * 4: long"], out.env["launch"]["params"]
+    wrong = described(HOST, "host_gemm_byte_strides", args=["A", "B", "C", "M", "N", "K", "=K * 2", "=N * 4"])
+    out = runner.run_case(case(wrong), POLICY)
+    assert not out.verified and "wrong result" in (out.error or ""), out.error
+
+
+def test_an_args_expression_is_checked_as_the_descriptions_other_expressions_are():
+    entry = {"name": "f", "files": {"r.cu": "void f() {}"}, "source": "r.cu", "launcher": "f", "compiler": "nvcc"}
+    ok = KernelDescription.model_validate({**entry, "args": ["A", "B", "C", "M", "N", "K", "=cdiv(K, 8) * 32"]})
+    assert ok.roles == ["A", "B", "C", "M", "N", "K"]  # an expression is no role of the GEMM's
+    for args, words in [(["A", "B", "C", "M", "N", "K", "=Q * 4"], "unknown name"),
+                        (["A", "B", "C", "M", "N", "K", "=K / 2"], "Div is not allowed"),
+                        (["A", "B", "C", "M", "N", "K", "=__import__('os')"], "args.6")]:
+        with pytest.raises(ValidationError, match=words):
+            KernelDescription.model_validate({**entry, "args": args})
+    with pytest.raises(kernel_args.ArgumentMismatch, match="an integer expression"):
+        kernel_args.plan("f", ("M", "=K * 4"), [["int", None], ["float", None]], "float32", "float32", host=True)

@@ -3,6 +3,7 @@ expression may read, a kernel's arguments in the repository's own words, and the
 grid, tunables, tensor maps, operand layouts and Triton options. Each carries its own checks, so a part
 that is wrong is refused by its field's name."""
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, field_validator, model_validator
@@ -31,16 +32,27 @@ DEFAULT_ARGS: tuple[ArgName, ...] = ("M", "N", "K", "alpha", "A", "B", "beta", "
 # A parameter that is none of the GEMM's own, said in the repository's words: "null", a pointer passed
 # as nullptr (a debug buffer a runner passes when it times); "ignored", one the kernel never reads
 # (a beta it leaves unused: zero in its type, null for a pointer; the form is then the one the other
-# args imply); "=2", "=0.5", a constant of the parameter's own type. Any of them may appear more than once.
+# args imply); "=2", "=0.5", a constant of the parameter's own type; "=K * 4", an integer computed for
+# each case, in the language of the description's other expressions (core/description/kernel_expr.py),
+# from M, N, K, the GPU's figures and the kernel's constants (a byte stride its repository's main
+# passes, say). Any of them may appear more than once.
 FILLERS = ("null", "ignored")
 CONSTANT_PATTERN = r"^=-?[0-9]{1,18}(\.[0-9]{1,18})?([eE][-+]?[0-9]{1,3})?$"
 ArgConstant = Annotated[str, StringConstraints(pattern=CONSTANT_PATTERN)]
-Arg = ArgName | Literal["null", "ignored"] | ArgConstant
+# Its form only here; what it may read is checked with the description's other expressions.
+ArgExpression = Annotated[str, StringConstraints(pattern=r"^=[A-Za-z0-9_ +*/%<>=!(),-]{1,300}$")]
+Arg = ArgName | Literal["null", "ignored"] | ArgConstant | ArgExpression
 
 
 def is_filler(arg: str) -> bool:
-    """A parameter the runner passes a fixed value for (FILLERS, "=constant"): no role of the GEMM."""
+    """A parameter the runner passes a value of its own for (FILLERS, "=constant", "=expression"):
+    no role of the GEMM."""
     return arg in FILLERS or arg.startswith("=")
+
+
+def is_expression(arg: str) -> bool:
+    """An "=expression" arg, computed for each case (not a number written out)."""
+    return arg.startswith("=") and re.fullmatch(CONSTANT_PATTERN, arg) is None
 
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]

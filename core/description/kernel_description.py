@@ -25,7 +25,7 @@ from core.description.kernel_expr import ExprError
 from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PATTERN, DEFAULT_ARGS, DEVICE_NAMES,
                                                  PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier,
                                                  HelionValue, OperandLayouts, SizeMultiple, Target, TensorMap, TileGrid,
-                                                 TritonOptions, Tunable, is_filler)
+                                                 TritonOptions, Tunable, is_expression, is_filler)
 from core.description import launch_checks
 
 
@@ -286,6 +286,9 @@ class KernelDescription(BaseModel):
             raise ValueError("the tunables make more than 4096 combinations")
         for value, where in self.expressions():
             try:
+                if self.language != "cuda" and where.startswith("args"):
+                    raise ExprError(f"{value!r}: an expression in args is for a CUDA kernel (a Triton kernel "
+                                    "is passed M, N and K and computes the rest itself)")
                 if self.language == "triton" and where.startswith(("grid", "tensor_maps")):
                     # A Triton grid (and a descriptor's block) reads its @triton.autotune configuration's
                     # values as well ("cdiv(M, BLOCK_SIZE_M)"), known only once its file is read: the names are
@@ -319,14 +322,15 @@ class KernelDescription(BaseModel):
                 else [(self.grid.x, "grid.x"), (self.grid.y, "grid.y"), (self.grid.z, "grid.z")])
         return ([(b, "block") for b in self.block or []] + grid + [(self.dynamic_smem, "dynamic_smem")]
                 + [(v, f"defines.{k}") for k, v in self.defines.items()]
-                + [(d, f"tensor_maps.{x}.box") for x, t in self.tensor_maps.items() for d in t.box])
+                + [(d, f"tensor_maps.{x}.box") for x, t in self.tensor_maps.items() for d in t.box]
+                + [(a[1:], f"args.{i}") for i, a in enumerate(self.args) if is_expression(a)])
 
     def known_names(self, where: str) -> set[str]:
         """What an expression in this field may read: the GPU's figures and the kernel's constants
-        everywhere; M, N and K only where they vary per case (grid, dynamic shared memory), never
-        in a -D or the block, which are fixed when the kernel is compiled."""
+        everywhere; M, N and K only where they vary per case (grid, dynamic shared memory, an args
+        expression), never in a -D or the block, which are fixed when the kernel is compiled."""
         known = set(DEVICE_NAMES) | set(self.tunables) | set(self.defines)
-        if where.startswith(("grid", "dynamic_smem")):
+        if where.startswith(("grid", "dynamic_smem", "args")):
             known |= set(PROBLEM_NAMES)
         return known
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy
 
-from core.description.description_fields import is_filler
+from core.description import kernel_expr
+from core.description.description_fields import is_expression, is_filler
 from worker.arguments import half_arrays, tensor_maps
 from worker.arguments.tensor_maps import DESCRIPTOR_PARTS, MAP_BYTES, descriptor_roles, triton_box
 
@@ -172,6 +173,9 @@ def _filler(role: str, spelling: str | None, size: int | None) -> str:
         "u16" if base == "unsigned short" else None)
     if kind is None:
         return f"!{role} is for a number (an integer or a float); a {spelling or f'{size}-byte'} parameter takes none"
+    if is_expression(role):
+        return kind if kind in _INTEGERS.values() else \
+            f"!{role[1:]} is an integer expression, and the parameter is {spelling or f'{size}-byte'}"
     if role.startswith("=") and kind in _INTEGERS.values() and not float(role[1:]).is_integer():
         return f"!the constant {role[1:]} is not an integer, and the parameter is {spelling}"
     return kind
@@ -227,8 +231,9 @@ def values(arg_plan: ArgPlan, named: dict, xp) -> tuple:
 
 
 def role_value(role: str, named: dict):
-    """The value a parameter gets: the role's own, or a filler's (filler_value)."""
-    return filler_value(role) if is_filler(role) else named[role]
+    """The value a parameter gets: the role's own, a filler's (filler_value), or an expression's for
+    this case (named_values)."""
+    return filler_value(role) if is_filler(role) and not is_expression(role) else named[role]
 
 
 def received(how: str, passed) -> float:
@@ -314,4 +319,8 @@ def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: fl
         named[f"stride_{x.lower()}"] = form.batch_stride(x, m, n, k)
     if launch.language == "triton" and launch.tensor_maps:  # its descriptors' shapes and strides
         named.update(tensor_maps.descriptor_values(launch, m, n, k, batch))
+    scope = {**launch.scope, "M": m, "N": n, "K": k, "BATCH": batch}
+    for arg in launch.args:  # "=K * 4": this case's value, under the arg's own text
+        if is_expression(arg):
+            named[arg] = kernel_expr.evaluate(arg[1:], scope)
     return named
