@@ -97,6 +97,18 @@ def test_fillers_in_args(args, why):
             KernelDescription.model_validate(entry)
 
 
+@pytest.mark.parametrize(("arg", "words"), [
+    ("nul", '\'nul\' is none of M N K alpha'), ("=K*4;", "after '=' comes a number"), (3, "3 is not a string")])
+def test_an_arg_no_form_takes_is_refused_once_saying_what_it_may_be(arg, words):
+    """One error, in one sentence, where the schema's union of forms said it three times over."""
+    entry = {"name": "f", "files": {"r.cu": "void f() {}"}, "source": "r.cu", "launcher": "f", "compiler": "nvcc",
+             "args": ["M", "N", "K", "A", "B", "C", arg]}
+    with pytest.raises(ValidationError) as caught:
+        KernelDescription.model_validate(entry)
+    [error] = caught.value.errors()
+    assert error["msg"].startswith("Value error, args.6: ") and words in error["msg"], error["msg"]
+
+
 @pytest.mark.parametrize("launcher", ["f); system(\"sh\"", "f<1>>", "a<b", "f /* x */", "f;g", "f\ng"])
 def test_a_launcher_name_cannot_close_the_expression_it_is_pasted_into(launcher):
     entry = {"name": "f", "files": {"r.cu": "void f() {}"}, "source": "r.cu", "launcher": launcher,

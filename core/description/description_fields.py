@@ -4,7 +4,7 @@ grid, tunables, tensor maps, operand layouts and Triton options. Each carries it
 that is wrong is refused by its field's name."""
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, field_validator, model_validator
 
@@ -40,7 +40,8 @@ FILLERS = ("null", "ignored")
 CONSTANT_PATTERN = r"^=-?[0-9]{1,18}(\.[0-9]{1,18})?([eE][-+]?[0-9]{1,3})?$"
 ArgConstant = Annotated[str, StringConstraints(pattern=CONSTANT_PATTERN)]
 # Its form only here; what it may read is checked with the description's other expressions.
-ArgExpression = Annotated[str, StringConstraints(pattern=r"^=[A-Za-z0-9_ +*/%<>=!(),-]{1,300}$")]
+ARG_EXPRESSION_PATTERN = r"^=[A-Za-z0-9_ +*/%<>=!(),-]{1,300}$"
+ArgExpression = Annotated[str, StringConstraints(pattern=ARG_EXPRESSION_PATTERN)]
 Arg = ArgName | Literal["null", "ignored"] | ArgConstant | ArgExpression
 
 
@@ -48,6 +49,21 @@ def is_filler(arg: str) -> bool:
     """A parameter the runner passes a value of its own for (FILLERS, "=constant", "=expression"):
     no role of the GEMM."""
     return arg in FILLERS or arg.startswith("=")
+
+
+def arg_refusal(arg: object) -> str | None:
+    """Why an args entry is none of the forms an arg takes, in one sentence (the schema's union would
+    say it three times, once per form); None for one it takes."""
+    if not isinstance(arg, str):
+        return f"{arg!r} is not a string"
+    if arg in get_args(ArgName) or arg in FILLERS or re.fullmatch(CONSTANT_PATTERN, arg) \
+            or re.fullmatch(ARG_EXPRESSION_PATTERN, arg):
+        return None
+    if arg.startswith("="):
+        return (f"{arg!r}: after '=' comes a number (=2, =0.5) or an integer expression over M, N, K, the GPU's "
+                "figures and the kernel's constants (=K * 4), in + - * // % and parentheses")
+    return (f"{arg!r} is none of {' '.join(get_args(ArgName))}; a parameter that is none of the GEMM's is "
+            '"null", "ignored", a constant ("=2") or an expression ("=K * 4") (docs/KERNELS.md, args)')
 
 
 def is_expression(arg: str) -> bool:

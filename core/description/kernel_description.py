@@ -25,7 +25,8 @@ from core.description.kernel_expr import ExprError
 from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PATTERN, DEFAULT_ARGS, DEVICE_NAMES,
                                                  PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier,
                                                  HelionValue, OperandLayouts, SizeMultiple, Target, TensorMap, TileGrid,
-                                                 TritonOptions, Tunable, is_expression, is_filler)
+                                                 TritonOptions, Tunable, arg_refusal, is_expression,
+                                                 is_filler)
 from core.description import launch_checks
 
 
@@ -173,6 +174,16 @@ class KernelDescription(BaseModel):
         None, description="what the kernel does, in a sentence")
     seed: Annotated[str, StringConstraints(max_length=200)] | None = Field(
         None, description="where the technique comes from")
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _each_arg_said_once(cls, args: object) -> object:
+        """An arg none of the forms take, refused in one sentence naming what it may be."""
+        if isinstance(args, list):
+            for i, arg in enumerate(args):
+                if (why := arg_refusal(arg)) is not None:
+                    raise ValueError(f"args.{i}: {why}")
+        return args
 
     @field_validator("files")
     @classmethod
