@@ -109,6 +109,31 @@ def test_an_arg_no_form_takes_is_refused_once_saying_what_it_may_be(arg, words):
     assert error["msg"].startswith("Value error, args.6: ") and words in error["msg"], error["msg"]
 
 
+def test_a_kernel_reaching_too_many_files_is_told_the_count_and_what_to_do():
+    files = {f"include/h{i}.h": "" for i in range(70)} | {"k.cu": "x"}
+    with pytest.raises(ValidationError) as caught:
+        KernelDescription.model_validate({"name": "e", "files": files, "source": "k.cu", "entry": "f", "block": [32],
+                                          "grid": {"tile": [32, 32]}})
+    [error] = caught.value.errors()
+    assert "reaches 71 files" in error["msg"] and "more than the 64" in error["msg"] and "`libraries`" in error["msg"]
+
+
+@pytest.mark.parametrize(("entry", "ok"), [
+    ("gemm<cfg::Tile<cute::half_t, 128>>", True), ("ns::gemm<128, 8>", True), ("gemm<BM * 2, 8>", True),
+    ("gemm<cfg::Tile<int, 1>", False), ("gemm<1>>", False), ("f); system(\"sh\"", False), ("f;g", False),
+    ("f /* x */", False)])
+def test_an_entry_is_any_name_cpp_reaches_a_kernel_by_and_nothing_that_ends_its_expression(entry, ok):
+    """Pasted into the entry's address unit and NVRTC's name expression: a template on a namespaced or
+    templated type is a name; unbalanced brackets, quotes, parentheses or a semicolon are not."""
+    desc = {"name": "e", "files": {"k.cu": "x"}, "source": "k.cu", "entry": entry, "block": [32],
+            "grid": {"tile": [32, 32]}}
+    if ok:
+        assert KernelDescription.model_validate(desc).entry == entry
+    else:
+        with pytest.raises(ValidationError, match="entry"):
+            KernelDescription.model_validate(desc)
+
+
 @pytest.mark.parametrize("launcher", ["f); system(\"sh\"", "f<1>>", "a<b", "f /* x */", "f;g", "f\ng"])
 def test_a_launcher_name_cannot_close_the_expression_it_is_pasted_into(launcher):
     entry = {"name": "f", "files": {"r.cu": "void f() {}"}, "source": "r.cu", "launcher": launcher,

@@ -245,3 +245,23 @@ def test_check_run_inside_a_repository_writes_nothing_into_it(tmp_path):
     assert run.returncode == 0 and " yes " in row(run.stdout, "ok"), run.stdout + run.stderr
     assert sorted(p.name for p in repo.iterdir()) == before
     assert any((tmp_path / "cache" / "gemmwatch").rglob("*.cubin")), list((tmp_path / "cache").rglob("*"))
+
+
+TEMPLATED_ON_A_TYPE = ("namespace cfg { template <typename T, int BM> struct Tile { using type = T; }; }\n"
+                       f"template <typename Config>\n__global__ void gemm_cfg({ARGS8}) {{\n    {BODY}}}\n"
+                       "template __global__ void gemm_cfg<cfg::Tile<float, 16>>(int, int, int, float, const float*, "
+                       "const float*, float, float*);\n")
+
+
+def test_an_entry_templated_on_a_namespaced_type_is_found_by_either_compiler(tmp_path):
+    """CuTe's and CUTLASS's way: a kernel instantiated on a configuration type, named as C++ names it."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "k.cu").write_text(TEMPLATED_ON_A_TYPE)
+    entry = "gemm_cfg<cfg::Tile<float, 16>>"
+    (repo / "gemmwatch.json").write_text(json.dumps([kernel("by_nvrtc", "k.cu", entry),
+                                                     {**kernel("by_nvcc", "k.cu", entry), "compiler": "nvcc"}]))
+    run = check(repo, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for name in ("by_nvrtc", "by_nvcc"):
+        assert f"entry {entry}: 8 args fit its parameters" in row(run.stdout, name)

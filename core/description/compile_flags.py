@@ -71,9 +71,8 @@ ALLOWED_TEXT = ("-O0..-O3, -std=/--std=c++11..20, --use_fast_math, -lineinfo, -m
                 "-arch=sm_XX[a] and -gencode arch=compute_XX[a],code=... (the kernel's target), -Xcompiler= with "
                 "-W..., -fno-strict-aliasing, -O, -g, -fPIC/-fPIE, -l cublas|cublasLt|curand|cuda|cudart (the worker's "
                 "own are used), --keep (dropped); include folders are `include_dirs`")
-_FIELD_FOR = (("-I", "include folders are the description's `include_dirs`"),
-              ("--include-path", "include folders are the description's `include_dirs`"),
-              ("-L", "libraries are the worker's own: name them with -l (cublas, cublasLt, curand, cuda, cudart)"),
+# Where a refused flag's purpose has a field of its own (include folders: ALLOWED_TEXT says so already).
+_FIELD_FOR = (("-L", "libraries are the worker's own: name them with -l (cublas, cublasLt, curand, cuda, cudart)"),
               ("-o", "gemmwatch names the output itself"))
 
 

@@ -11,7 +11,7 @@ import itertools
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, ValidationInfo, field_validator, model_validator
 
 from core.description import compile_flags, gemm_form, kernel_expr, kernel_includes
 from core.description.gemm_form import Accumulate, Epilogue, GemmForm
@@ -30,6 +30,11 @@ from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PA
 from core.description import launch_checks
 
 
+# Files a description carries, its source and headers together: a kernel and its own headers, well
+# past what a repository's GEMM reaches, short of a whole header library (CUTLASS is `libraries`).
+MAX_FILES = 64
+
+
 class KernelDescription(BaseModel):
     """One kernel: its files, entry, launch geometry, target, compute mode and constants."""
 
@@ -38,7 +43,7 @@ class KernelDescription(BaseModel):
     name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,59}$")] = Field(
         description="variant name (snake_case); a built-in's name means this commit's version of it")
     files: dict[FilePath, str] = Field(
-        min_length=1, max_length=64,
+        min_length=1, max_length=MAX_FILES,
         description="every file the kernel compiles from, by path in its folder: the source and the headers it "
                     "includes with #include \"...\" (resolved from the including file's folder, then `include_dirs`)")
     source: FilePath = Field(description="the file compiled as the translation unit (one of `files`)")
@@ -50,11 +55,11 @@ class KernelDescription(BaseModel):
     include_dirs: list[FilePath] = Field(default_factory=list, max_length=16,
                                          description="folders of `files` searched for #include <...> and, after the "
                                                      "including file's folder, #include \"...\"")
-    entry: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_:]*(<[A-Za-z0-9_, +*-]*>)?$",
-                                            max_length=200)] | None = Field(
-        None, description='the __global__ function, or a template instantiation such as "sgemm<BM, BN, 8>" '
-                          "(the kernel's defines and tunables are macros there); with a launcher, optional: the "
-                          "kernel whose resources (registers, shared memory, spills) the result shows")
+    entry: Annotated[str, StringConstraints(pattern=CALLABLE_PATTERN, max_length=200)] | None = Field(
+        None, description='the __global__ function, or a template instantiation such as "sgemm<BM, BN, 8>" or '
+                          '"gemm<cfg::Tile<cute::half_t, 128>>" (the kernel\'s defines and tunables are macros there); '
+                          "with a launcher, optional: the kernel whose resources (registers, shared memory, spills) the "
+                          "result shows")
     launcher: Annotated[str, StringConstraints(pattern=CALLABLE_PATTERN, max_length=200)] | None = Field(
         None, description='the repository\'s own host launcher, any name C++ reaches a function by: "run_sgemm_tiled", '
                           '"launch_gemm<float>", "ns::Gemm<128, __half>::Run" (a static member), a name brought in '
@@ -185,6 +190,16 @@ class KernelDescription(BaseModel):
                     raise ValueError(f"args.{i}: {why}")
         return args
 
+    @field_validator("files", mode="before")
+    @classmethod
+    def _few_enough_files(cls, files: object) -> object:
+        """Too many files said with what the count is and what to do, not the bare limit."""
+        if isinstance(files, dict) and len(files) > MAX_FILES:
+            raise ValueError(f"the kernel reaches {len(files)} files (its source, its units and every file their "
+                             f"#includes lead to), more than the {MAX_FILES} a description carries; a header library "
+                             'gemmwatch pins is named in `libraries` ("cutlass": CUTLASS and CuTe) instead of carried')
+        return files
+
     @field_validator("files")
     @classmethod
     def _no_byte_order_mark(cls, files: dict) -> dict:
@@ -210,17 +225,19 @@ class KernelDescription(BaseModel):
         """The target the description names, else the one its flags name (-arch=sm_90a)."""
         return self.target or self.build_flags.target
 
-    @field_validator("launcher")
+    @field_validator("launcher", "entry")
     @classmethod
-    def _brackets_balanced(cls, launcher: str | None) -> str | None:
+    def _brackets_balanced(cls, name: str | None, info: ValidationInfo) -> str | None:
+        """A name pasted into C++ (the entry's address unit, NVRTC's name expression, the launcher's
+        call) with its template brackets closed, so that it stays one name there."""
         depth = 0
-        for ch in launcher or "":
+        for ch in name or "":
             depth += (ch == "<") - (ch == ">")
             if depth < 0:
                 break
         if depth != 0:
-            raise ValueError(f"launcher {launcher!r}: its template brackets < > do not balance")
-        return launcher
+            raise ValueError(f"{info.field_name} {name!r}: its template brackets < > do not balance")
+        return name
 
     @field_validator("block")
     @classmethod
