@@ -247,7 +247,8 @@ def test_check_run_inside_a_repository_writes_nothing_into_it(tmp_path):
     assert any((tmp_path / "cache" / "gemmwatch").rglob("*.cubin")), list((tmp_path / "cache").rglob("*"))
 
 
-TEMPLATED_ON_A_TYPE = ("namespace cfg { template <typename T, int BM> struct Tile { using type = T; }; }\n"
+TEMPLATED_ON_A_TYPE = ("namespace cfg { template <typename T, int BM, int STAGES = 2> struct Tile { using type = T; }; }\n"
+                       "using real = float;\n"
                        f"template <typename Config>\n__global__ void gemm_cfg({ARGS8}) {{\n    {BODY}}}\n"
                        "template __global__ void gemm_cfg<cfg::Tile<float, 16>>(int, int, int, float, const float*, "
                        "const float*, float, float*);\n")
@@ -265,3 +266,15 @@ def test_an_entry_templated_on_a_namespaced_type_is_found_by_either_compiler(tmp
     assert run.returncode == 0, run.stdout + run.stderr
     for name in ("by_nvrtc", "by_nvcc"):
         assert f"entry {entry}: 8 args fit its parameters" in row(run.stdout, name)
+    # Spelled through an alias, its default argument left out, as C++ lets it be: the demangler's full
+    # name (gemm_cfg<cfg::Tile<float, 16, 2> >) is the one instance of the template the build made.
+    spelled = "gemm_cfg<cfg::Tile<real, 16>>"
+    (repo / "gemmwatch.json").write_text(json.dumps([kernel("by_nvrtc", "k.cu", spelled),
+                                                     {**kernel("by_nvcc", "k.cu", spelled), "compiler": "nvcc"}]))
+    run = check(repo, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    # Two instances of the template in the build: which one is meant is not guessed.
+    (repo / "k.cu").write_text(TEMPLATED_ON_A_TYPE + "template __global__ void gemm_cfg<cfg::Tile<float, 32>>(int, int, "
+                                                     "int, float, const float*, const float*, float, float*);\n")
+    run = check(repo, "--variants", "by_nvcc", cwd=tmp_path)
+    assert run.returncode == 1 and "matches more than one" in run.stdout, run.stdout + run.stderr

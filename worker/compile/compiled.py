@@ -38,8 +38,13 @@ class CompiledKernel:
         else:
             wanted = _spelled(entry, defines)
             found = [k for k in self.kernels if _spelled(k["name"] or k["symbol"], {}) == wanted]
-            if not found and "<" not in wanted:  # "sgemm" names sgemm<16> where it is the only one
-                found = [k for k in self.kernels if (k["name"] or "").split("<")[0] == wanted]
+            if not found and ("<" not in wanted or role == "entry"):
+                # "sgemm" names sgemm<16> where it is the only one. And an entry spelled as C++ takes it
+                # ("gemm<cfg::Tile<cute::half_t, 128>>": an alias, a default argument left out) names the
+                # one instance of its template in the build: the build took the entry's address, so the
+                # instance it names is among the kernels made, and the demangler spells it in full.
+                base = wanted.split("<")[0]
+                found = [k for k in self.kernels if _spelled(k["name"] or "", {}).split("<")[0] == base]
         if len(found) != 1:
             have = ", ".join(k["name"] or k["symbol"] for k in self.kernels) or "none"
             why = "is not among" if not found else "matches more than one of"
