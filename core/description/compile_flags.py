@@ -67,8 +67,8 @@ _XCOMPILER = re.compile(rf"(?:-Xcompiler|--compiler-options){_SEP}(.+)")
 
 ALLOWED_TEXT = ("-O0..-O3, -std=/--std=c++11..20, --use_fast_math, -lineinfo, -maxrregcount=N, "
                 "-ftz/-prec-div/-prec-sqrt/-fmad=true|false, --extra-device-vectorization, --expt-relaxed-constexpr, "
-                "--expt-extended-lambda, -restrict, -Xptxas=-v|-O3|-dlcm=ca|cg|cs|--warn-on-spills, -w, -DNAME[=value], "
-                "-arch=sm_XX[a] and -gencode arch=compute_XX[a],code=... (the kernel's target), -Xcompiler= with "
+                "--expt-extended-lambda, -restrict, -Xptxas=-v|-O3|-dlcm=ca|cg|cs|--warn-on-spills, -w, "
+                "-DNAME[=value] (a value: a number or a name, no type), -arch=sm_XX[a] and -gencode arch=compute_XX[a],code=... (the kernel's target), -Xcompiler= with "
                 "-W..., -fno-strict-aliasing, -O, -g, -fPIC/-fPIE, -l cublas|cublasLt|curand|cuda|cudart (the worker's "
                 "own are used), --keep (dropped); include folders are `include_dirs`")
 # Where a refused flag's purpose has a field of its own (include folders: ALLOWED_TEXT says so already).
