@@ -27,9 +27,13 @@ CANDIDATES = 8  # cuBLASLt's heuristic list, as its own autotuning samples take 
 SELECTION_SAMPLES = 5
 
 
+def key_digest(key: dict) -> str:
+    """The choice's name, the same in the folder's file and in a process's memo."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+
+
 def cache_path(folder: Path, key: dict) -> Path:
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
-    return folder / f"{digest}.json"
+    return folder / f"{key_digest(key)}.json"
 
 
 def choose(default, gemm, median_ms: Callable[[Callable[[], None]], float], folder: Path | None, key: dict,
@@ -39,7 +43,7 @@ def choose(default, gemm, median_ms: Callable[[Callable[[], None]], float], fold
     to time. Returns the plan to record: {"against", "default", "best", "candidates", "cached"}.
     folder: where choices are cached for every process; memo: a dict that keeps them in this one."""
     path = cache_path(folder, key) if folder is not None else None
-    digest = cache_path(Path(), key).name
+    digest = key_digest(key)
     # Either leaves `gemm` on the stored best.
     stored = _stored(path, gemm) if path is not None else _reusable(memo.get(digest), gemm) if memo is not None else None
     if stored is not None:
