@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     broker_url: str | None = Field(default=None, validation_alias="BROKER_URL")
 
     # Request limits (the API answers 422 beyond them).
+    # No operand may hold more elements than a max_dim x max_dim square (a side may be longer).
     max_dim: int = Field(default=16384, validation_alias="GEMMWATCH_MAX_DIM")
     max_cases_per_job: int = Field(default=64, validation_alias="GEMMWATCH_MAX_CASES")
     # A job's distinct file texts (a runner and headers its kernels share counted once: core/description/source_size.py),
