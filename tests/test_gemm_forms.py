@@ -217,20 +217,23 @@ def test_the_forms_fixture_compiles_as_a_job_and_verifies_on_the_double(name, m,
         assert params[-3:] == ["stride_a: long long", "stride_b: long long", "stride_c: long long"]
 
 
-def test_cublass_best_is_chosen_for_the_tn_form_on_its_own(tmp_path, monkeypatch):
-    """cuBLASLt's candidates are timed for the default form and for TN (B column-major), each
-    choice cached under its own form (the candidates are different calls); a form with A or C
-    column-major is timed beside cuBLAS's default call, and says why."""
+def test_cublass_best_is_chosen_in_every_form_each_on_its_own(tmp_path, monkeypatch):
+    """cuBLASLt's candidates are timed in each form of one matrix (fast.cu's rcc, a ccc kernel, TN as
+    the default form), each choice cached under its own form (the candidates are different calls);
+    a batch is timed beside cuBLAS's default call, and says why."""
     monkeypatch.setenv("GEMMWATCH_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("FAKE_GPU_CUBLAS_CANDIDATES", "1.04,0.90")
     runner = CpuRunner()
     outs = {}
-    for layout in ("row", {"A": "row", "B": "col", "C": "row"}, {"A": "col", "B": "col", "C": "row"}):
-        desc = kernel(layout)
+    for a, b, c in LAYOUTS:
+        desc = kernel({"A": a, "B": b, "C": c})
         outs[desc.form.key()] = runner.run_case(Case(0, desc.name, 48, 40, 64, 3, KernelChoice(desc, {}, "builtin")),
                                                 POLICY)
-    for key in ("rrr", "rcr"):
-        best = outs[key].env["cublas_best"]
-        assert outs[key].verified and best["against"] == "best" and best["best"]["index"] == 1, (key, best)
-        assert not best["cached"], key  # TN's choice is its own, not the default form's of the same shape
-    assert outs["ccr"].verified and outs["ccr"].env["cublas_best"]["why"].startswith("no cuBLASLt candidates")
+    assert len(outs) == 8
+    for key, out in outs.items():
+        best = out.env["cublas_best"]
+        assert out.verified and best["against"] == "best" and best["best"]["index"] == 1, (key, best)
+        assert not best["cached"], key  # each form's choice is its own, not another form's of the same shape
+    desc = kernel("row", args=["M", "N", "K", "alpha", "A", "B", "beta", "C", "batch"])
+    batched = runner.run_case(Case(0, desc.name, 16, 16, 16, 3, KernelChoice(desc, {}, "builtin"), batch=3), POLICY)
+    assert batched.env["cublas_best"]["why"] == "no cuBLASLt candidates for this GEMM on this device (a batch)"

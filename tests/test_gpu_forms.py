@@ -97,6 +97,38 @@ def test_cublas_in_every_layout_and_batch_computes_the_forms_product(mode, accum
             form.key(batch), mode, error)
 
 
+@pytest.mark.parametrize("mode,accumulate", [("fp32", "fp32"), ("tf32", "fp32"), ("fp16", "fp32"),
+                                             ("bf16", "fp32"), ("fp16", "fp16")])
+def test_cublaslts_candidates_in_every_layout_compute_the_forms_product(mode, accumulate):
+    """cuBLAS's best is chosen among these in every form of one matrix: each of the first four
+    candidates' C checked against the FP32 product, at a size no side of which is a multiple of 8
+    (where cuBLASLt offers none, it says so and the default call is the bar: allowed, and counted)."""
+    from worker.measure.runner import CupyRunner, Problem
+    from worker.measure.verify import rel_error
+
+    dev = CupyRunner().device
+    precision = Precision(mode, accumulate=accumulate)
+    offered = 0
+    for layouts, size in itertools.product(itertools.product(("row", "column"), repeat=3), [(77, 65, 129), (256, 192, 320)]):
+        form = GemmForm(*layouts, accumulate=accumulate)
+        problem = Problem(dev, Case(0, "cublas", *size, 5, None), form, precision)
+        try:
+            gemm = dev.cublas_candidates(problem, 4)
+        except Exception as exc:  # cuBLASLt has no algorithm for this shape
+            assert "no algorithm" in str(exc) or "cublasStatus_t" in str(exc), (form.key(), exc)
+            continue
+        assert gemm is not None, form.key()
+        offered += 1
+        for i in range(len(gemm.candidates)):
+            gemm.use(i)
+            gemm()
+            dev.synchronize()
+            error = rel_error(dev.xp, problem.read(gemm.c), dev.reference(problem.a, problem.b))
+            bound = precision.default_tolerance(size[2]) if mode not in ("fp32", "tf32") else 2e-3
+            assert error <= bound, (form.key(), size, mode, i, gemm.plan, error)
+    assert offered >= 8, offered  # every form at 256 x 192 x 320 at least
+
+
 @pytest.mark.parametrize("size", [(1000, 1000, 1000), (1023, 1021, 1019), (4096, 4096, 4096)])
 def test_the_bf16_wgmma_tn_ladder_kernel_verifies_beside_cublas_tn(size):
     from worker.measure.runner import CupyRunner

@@ -1,12 +1,13 @@
 """cuBLASLt through ctypes, on the libcublasLt that CuPy loads: the library and its handle, a
 matrix layout, the heuristic's candidate algorithms for a GEMM and each one's configuration, and
-`LtGemm`, a row-major C = A B in FP32, TF32, FP16 or BF16 with FP32 accumulate that can run any of
-its candidates. The FP8 baseline (worker/gpu/cublaslt_fp8.py) and cuBLAS's best (worker/measure/cublas_best.py)
-are made of these.
+`LtGemm`, C = A B in any of a form's layouts, in FP32, TF32, FP16 or BF16 with FP32 sums (or FP16
+sums), that can run any of its candidates. The FP8 baseline (worker/gpu/cublaslt_fp8.py) and
+cuBLAS's best (worker/measure/cublas_best.py) are made of these.
 
-Row-major operands, as cuBLAS (column-major) sees them: a row-major matrix is its transpose in
-column-major, so C = A B is computed as C^T = B^T A^T: cuBLAS's A is our B (N x K, leading
-dimension N), its B our A (K x M, leading dimension K), its C ours (N x M, leading dimension N).
+Operands as cuBLAS (column-major) sees them: a row-major matrix is its transpose in column-major,
+so a row-major C = A B is computed as C^T = B^T A^T (cuBLAS's A is our B, its B our A), and a
+column-major C as C = A B; core/description/gemm_form.py's `cublas_gemm` says which, with the
+transposes and leading dimensions, for cuBLAS's own calls and for these alike.
 """
 
 import ctypes
@@ -15,14 +16,18 @@ import functools
 import glob
 import os
 
+from core.description.gemm_form import CublasGemm, GemmForm, cublas_gemm
 from core.description.precision import Precision
+from worker.gpu.cublas_forms import (CUBLAS_COMPUTE_16F, CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_OP,
+                                     compute_type)
 
 CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF, CUDA_R_8F_E4M3 = 0, 2, 14, 28
 CUDA_TYPE = {"float32": CUDA_R_32F, "float16": CUDA_R_16F, "bfloat16": CUDA_R_16BF}
 TYPE_NAME = {CUDA_R_32F: "CUDA_R_32F", CUDA_R_16F: "CUDA_R_16F", CUDA_R_16BF: "CUDA_R_16BF",
              CUDA_R_8F_E4M3: "CUDA_R_8F_E4M3"}
-CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32 = 68, 77
-CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
+COMPUTE_NAME = {CUBLAS_COMPUTE_16F: "CUBLAS_COMPUTE_16F", CUBLAS_COMPUTE_32F: "CUBLAS_COMPUTE_32F",
+                CUBLAS_COMPUTE_32F_FAST_TF32: "CUBLAS_COMPUTE_32F_FAST_TF32"}
+CUBLAS_OP_N, CUBLAS_OP_T = CUBLAS_OP["N"], CUBLAS_OP["T"]
 # cublasLtMatmulDescAttributes_t
 DESC_TRANSA, DESC_TRANSB, DESC_A_SCALE_POINTER, DESC_B_SCALE_POINTER = 3, 4, 17, 18
 PREF_MAX_WORKSPACE_BYTES = 1
@@ -135,17 +140,25 @@ def algo_config(algo: Algo) -> dict:
 
 def offers_candidates(form, batch: int) -> bool:
     """Whether cuBLAS's best is chosen among cuBLASLt's candidates for a GEMM of this form (a
-    core/description/gemm_form.GemmForm): A and C row-major, B either way (the default form, and TN, the form
-    of x·Wᵀ: `LtGemm` reads a column-major B transposed), FP32 sums, one matrix. Any other is
-    timed beside cuBLAS's default call alone."""
-    return batch == 1 and form.accumulate == "fp32" and form.a == form.c == "row"
+    core/description/gemm_form.GemmForm): one matrix, each operand in either layout, FP32 or FP16
+    sums (`LtGemm` makes the call the form's cublasGemmEx would be). A batch is timed beside
+    cuBLAS's default call alone."""
+    return batch == 1
+
+
+def stored_layouts(plan: CublasGemm) -> tuple[tuple[int, int, int], ...]:
+    """(rows, columns, leading dimension) of cuBLAS's A, B and C as they lie in memory, column-major:
+    cuBLASLt describes each operand before its transpose, so op(A) is m x k and op(B) k x n."""
+    first = (plan.m, plan.k) if plan.transa == "N" else (plan.k, plan.m)
+    second = (plan.k, plan.n) if plan.transb == "N" else (plan.n, plan.k)
+    return (*first, plan.lda), (*second, plan.ldb), (plan.m, plan.n, plan.ldc)
 
 
 class LtCall:
     """What every cuBLASLt GEMM here shares once its descriptor, layouts and candidates are made:
     `use(i)` runs the i-th candidate from then on (its configuration in `plan`), and a call
-    multiplies on the current stream. cuBLAS's first operand is `first` (our B, or a copy of it),
-    its second our A (`a`)."""
+    multiplies on the current stream. cuBLAS's first operand is `first` (our B, or a copy of it;
+    our A where C is column-major), its second `a` (our A; our B where C is column-major)."""
 
     candidates: list
     plan_base: dict
@@ -175,39 +188,41 @@ class LtCall:
 
 
 class LtGemm(LtCall):
-    """C = A B for row-major A (M x K), B (K x N), C (M x N) in the precision's types, FP32
-    accumulate (TF32 tensor cores where the precision is TF32), on the current stream when
-    called, with the candidate chosen by `use` (the heuristic's first until then). B may lie
-    column-major (the TN form): cuBLAS's first operand, Bᵀ, is then B's memory read transposed."""
+    """C = A·B in the form's layouts (core/description/gemm_form.py's `cublas_gemm`: the same
+    operands, transposes and leading dimensions as the form's cublasGemmEx), the precision's
+    types, FP32 sums (TF32 tensor cores where the precision is TF32) or FP16 sums with __half
+    alpha and beta; on the current stream when called, with the candidate chosen by `use` (the
+    heuristic's first until then)."""
 
-    def __init__(self, cp, a, b, out, precision: Precision, count: int = 8):
+    def __init__(self, cp, a, b, out, precision: Precision, form: GemmForm = GemmForm(), count: int = 8):
         lt = library()
         m, k = a.shape
         n = b.shape[1]
-        b_column = b.flags.f_contiguous and not b.flags.c_contiguous
-        self.cp, self.a, self.first, self.out = cp, a, b, out
-        self.alpha, self.beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
+        plan = cublas_gemm(form, m, n, k)
+        operands = {"A": a, "B": b}
+        self.cp, self.first, self.a, self.out = cp, operands[plan.first], operands[plan.second], out
+        half_sums = precision.fp16_accumulate
+        # __half 1 and 0 as cuBLASLt reads them where the scale type is CUDA_R_16F
+        self.alpha, self.beta = (ctypes.c_uint16(0x3C00), ctypes.c_uint16(0)) if half_sums else (
+            ctypes.c_float(1.0), ctypes.c_float(0.0))
         self.workspace = cp.empty(WORKSPACE_BYTES, dtype=cp.uint8)
         in_type, out_type = CUDA_TYPE[precision.input_type], CUDA_TYPE[precision.output_type]
-        compute = CUBLAS_COMPUTE_32F_FAST_TF32 if precision.compute_mode == "tf32" else CUBLAS_COMPUTE_32F
+        compute = compute_type(precision)
+        scale = CUDA_R_16F if half_sums else CUDA_R_32F
         self.desc = ctypes.c_void_p()
-        check(lt.cublasLtMatmulDescCreate(ctypes.byref(self.desc), compute, CUDA_R_32F), "cublasLtMatmulDescCreate")
+        check(lt.cublasLtMatmulDescCreate(ctypes.byref(self.desc), compute, scale), "cublasLtMatmulDescCreate")
         setter = lt.cublasLtMatmulDescSetAttribute
-        set_attribute(setter, self.desc, DESC_TRANSA, ctypes.c_int32(CUBLAS_OP_T if b_column else CUBLAS_OP_N))
-        set_attribute(setter, self.desc, DESC_TRANSB, ctypes.c_int32(CUBLAS_OP_N))
-        # cuBLAS's A as it is stored: a row-major B is Bᵀ (N x K, ld N); a column-major one is B
-        # itself (K x N, ld K), which the transpose turns into Bᵀ.
-        self.a_desc = layout(in_type, k, n, k) if b_column else layout(in_type, n, k, n)
-        self.b_desc, self.c_desc = layout(in_type, k, m, k), layout(out_type, n, m, n)
+        set_attribute(setter, self.desc, DESC_TRANSA, ctypes.c_int32(CUBLAS_OP[plan.transa]))
+        set_attribute(setter, self.desc, DESC_TRANSB, ctypes.c_int32(CUBLAS_OP[plan.transb]))
+        first, second, c = stored_layouts(plan)
+        self.a_desc, self.b_desc, self.c_desc = layout(in_type, *first), layout(in_type, *second), layout(out_type, *c)
         self.candidates = candidates(self.desc, self.a_desc, self.b_desc, self.c_desc, count)
         if not self.candidates:
             raise CublasLtError(f"cuBLASLt has no algorithm for {m}x{n}x{k} in {precision.describe()['input']}")
-        self.plan_base = {"call": "cublasLtMatmul", "compute_type": "CUBLAS_COMPUTE_32F_FAST_TF32"
-                          if compute == CUBLAS_COMPUTE_32F_FAST_TF32 else "CUBLAS_COMPUTE_32F",
-                          "scale_type": "CUDA_R_32F", "a_b_type": TYPE_NAME[in_type], "c_type": TYPE_NAME[out_type],
-                          "trans": "TN" if b_column else "NN"}
+        self.plan_base = {"call": "cublasLtMatmul", "compute_type": COMPUTE_NAME[compute],
+                          "scale_type": TYPE_NAME[scale], "a_b_type": TYPE_NAME[in_type], "c_type": TYPE_NAME[out_type],
+                          "trans": plan.transa + plan.transb}
         self.use(0)
-
 
 
 def destroy(gemm) -> None:

@@ -258,15 +258,15 @@ class CupyDevice:
 
     def cublas_candidates(self, problem, count: int):
         """cuBLASLt's heuristic candidates for the problem's GEMM, as one call that `use(i)` sets
-        to the i-th (worker/measure/cublas_best.py times them); None for a form other than the default and
-        TN, or a batch, which reach cuBLAS through calls of their own only (worker/gpu/cublas_forms.py)."""
+        to the i-th (worker/measure/cublas_best.py times them); None for a batch, which reaches cuBLAS
+        through a call of its own only (worker/gpu/cublas_forms.py)."""
         if not cublaslt.offers_candidates(problem.form, problem.batch):
             return None
         out = problem.new_c()
         if problem.precision.fp8:
             gemm = cublaslt_fp8.call(self.cp, problem.a_in, problem.b_in, out, problem.precision, count)
         else:
-            gemm = cublaslt.LtGemm(self.cp, problem.a_in, problem.b_in, out, problem.precision, count)
+            gemm = cublaslt.LtGemm(self.cp, problem.a_in, problem.b_in, out, problem.precision, problem.form, count)
         gemm.library_version = cublaslt.version()
         return gemm
 

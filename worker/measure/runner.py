@@ -260,7 +260,7 @@ class Runner:
         except Exception as exc:  # cuBLASLt has no algorithm for this shape (an odd leading dimension, say)
             gemm, why = None, f"cuBLASLt offers no candidates here: {str(exc)[:150]}"
         else:
-            why = "no cuBLASLt candidates for this GEMM on this device (a form other than the default and TN, or a batch)"
+            why = "no cuBLASLt candidates for this GEMM on this device (a batch)"
         if gemm is None:
             out.env["cublas_best"] = {"against": "default", "why": why}
             return default
