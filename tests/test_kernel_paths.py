@@ -157,13 +157,14 @@ def test_rows_from_before_the_one_description_still_run(cfg):
     assert choice_from_stored(old_confirmation_side).description.target == "sm_90a"
 
 
-# Fields no built-in sets (a CUTLASS library, a Triton kernel and its options, a wrapper with its sizes
+# Fields no built-in sets (a CUTLASS library, a Triton kernel and its options, an `args` expression, a wrapper with its sizes
 # compiled in): the same paths, from the folders of tests/fixtures, so that a path that drops one of them
 # fails here too.
 FIXTURES = Path(__file__).parent / "fixtures"
 NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutlass_repo", "cutlass_simt_sgemm"),
                 (FIXTURES / "triton_repo", "triton_matmul_fp16"), (FIXTURES / "host_launchers", "host_gemm_split"),
-                (FIXTURES / "host_launchers", "host_gemm_from_maps"), (FIXTURES / "helion_generated", "helion_matmul_64"),
+                (FIXTURES / "host_launchers", "host_gemm_from_maps"), (FIXTURES / "host_launchers", "host_gemm_byte_strides"),
+                (FIXTURES / "helion_generated", "helion_matmul_64"),
                 (FIXTURES / "helion_kernel", "helion_open"), (FIXTURES / "helion_kernel", "helion_split_k"),
                 (KERNELS_DIR, "bf16_wgmma_persistent")]  # its maps by value with zeros_when_absent
 
@@ -173,9 +174,11 @@ def test_libraries_and_triton_kernels_keep_every_field_down_the_cli_and_the_stor
     from core.description.kernel_folder import load_folder
 
     desc = next(d for d in load_folder(folder) if d.name == name)
-    # the fields under test are set (a launcher's tensor maps: the runner encodes them for it)
+    # the fields under test are set (a launcher's tensor maps: the runner encodes them for it; an
+    # `args` expression, worked out for each case)
     assert (desc.libraries or desc.language in ("triton", "helion") or desc.units or (desc.launcher and desc.tensor_maps)
-            or any(spec.zeros_when_absent for spec in desc.tensor_maps.values()))
+            or any(spec.zeros_when_absent for spec in desc.tensor_maps.values())
+            or any(str(arg).startswith("=") for arg in desc.args))
     body = build_job("abcd1234", "main", "r", [[64, 64, 64]], None, [], folder)
     sent = next(s for s in body["sources"] if s["name"] == name)
     assert KernelDescription.model_validate(sent) == desc
