@@ -218,9 +218,8 @@ def test_the_forms_fixture_compiles_as_a_job_and_verifies_on_the_double(name, m,
 
 
 def test_cublass_best_is_chosen_in_every_form_each_on_its_own(tmp_path, monkeypatch):
-    """cuBLASLt's candidates are timed in each form of one matrix (fast.cu's rcc, a ccc kernel, TN as
-    the default form), each choice cached under its own form (the candidates are different calls);
-    a batch is timed beside cuBLAS's default call, and says why."""
+    """cuBLASLt's candidates are timed in each form (fast.cu's rcc, a ccc kernel, TN as the default
+    form, a strided batch), each choice cached under its own form (the candidates are different calls)."""
     monkeypatch.setenv("GEMMWATCH_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("FAKE_GPU_CUBLAS_CANDIDATES", "1.04,0.90")
     runner = CpuRunner()
@@ -234,6 +233,10 @@ def test_cublass_best_is_chosen_in_every_form_each_on_its_own(tmp_path, monkeypa
         best = out.env["cublas_best"]
         assert out.verified and best["against"] == "best" and best["best"]["index"] == 1, (key, best)
         assert not best["cached"], key  # each form's choice is its own, not another form's of the same shape
+    single = runner.run_case(Case(0, "formed", 16, 16, 16, 3, KernelChoice(kernel("row"), {}, "builtin")), POLICY)
+    assert single.env["cublas_best"]["against"] == "best"
+    # the same shape in a batch: cuBLASLt's candidates are other calls, so its choice is its own too
     desc = kernel("row", args=["M", "N", "K", "alpha", "A", "B", "beta", "C", "batch"])
     batched = runner.run_case(Case(0, desc.name, 16, 16, 16, 3, KernelChoice(desc, {}, "builtin"), batch=3), POLICY)
-    assert batched.env["cublas_best"]["why"] == "no cuBLASLt candidates for this GEMM on this device (a batch)"
+    best = batched.env["cublas_best"]
+    assert batched.verified and best["against"] == "best" and not best["cached"], best

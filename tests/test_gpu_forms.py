@@ -100,7 +100,7 @@ def test_cublas_in_every_layout_and_batch_computes_the_forms_product(mode, accum
 @pytest.mark.parametrize("mode,accumulate", [("fp32", "fp32"), ("tf32", "fp32"), ("fp16", "fp32"),
                                              ("bf16", "fp32"), ("fp16", "fp16")])
 def test_cublaslts_candidates_in_every_layout_compute_the_forms_product(mode, accumulate):
-    """cuBLAS's best is chosen among these in every form of one matrix: each of the first four
+    """cuBLAS's best is chosen among these in every form, a strided batch too: each of the first four
     candidates' C checked against the FP32 product, at a size no side of which is a multiple of 8
     (where cuBLASLt offers none, it says so and the default call is the bar: allowed, and counted)."""
     from worker.measure.runner import CupyRunner, Problem
@@ -109,9 +109,10 @@ def test_cublaslts_candidates_in_every_layout_compute_the_forms_product(mode, ac
     dev = CupyRunner().device
     precision = Precision(mode, accumulate=accumulate)
     offered = 0
-    for layouts, size in itertools.product(itertools.product(("row", "column"), repeat=3), [(77, 65, 129), (256, 192, 320)]):
+    sizes = [(77, 65, 129, 1), (256, 192, 320, 1), (64, 48, 96, 3)]
+    for layouts, (*size, batch) in itertools.product(itertools.product(("row", "column"), repeat=3), sizes):
         form = GemmForm(*layouts, accumulate=accumulate)
-        problem = Problem(dev, Case(0, "cublas", *size, 5, None), form, precision)
+        problem = Problem(dev, Case(0, "cublas", *size, 5, None, batch=batch), form, precision)
         try:
             gemm = dev.cublas_candidates(problem, 4)
         except Exception as exc:  # cuBLASLt has no algorithm for this shape
@@ -125,8 +126,8 @@ def test_cublaslts_candidates_in_every_layout_compute_the_forms_product(mode, ac
             dev.synchronize()
             error = rel_error(dev.xp, problem.read(gemm.c), dev.reference(problem.a, problem.b))
             bound = precision.default_tolerance(size[2]) if mode not in ("fp32", "tf32") else 2e-3
-            assert error <= bound, (form.key(), size, mode, i, gemm.plan, error)
-    assert offered >= 8, offered  # every form at 256 x 192 x 320 at least
+            assert error <= bound, (form.key(batch), size, mode, i, gemm.plan, error)
+    assert offered >= 16, offered  # every form at 256 x 192 x 320 and in the batch at least
 
 
 @pytest.mark.parametrize("size", [(1000, 1000, 1000), (1023, 1021, 1019), (4096, 4096, 4096)])

@@ -1,6 +1,6 @@
 """cuBLASLt through ctypes, on the libcublasLt that CuPy loads: the library and its handle, a
 matrix layout, the heuristic's candidate algorithms for a GEMM and each one's configuration, and
-`LtGemm`, C = A B in any of a form's layouts, in FP32, TF32, FP16 or BF16 with FP32 sums (or FP16
+`LtGemm`, C = A B (one matrix or a strided batch) in any of a form's layouts, in FP32, TF32, FP16 or BF16 with FP32 sums (or FP16
 sums), that can run any of its candidates. The FP8 baseline (worker/gpu/cublaslt_fp8.py) and
 cuBLAS's best (worker/measure/cublas_best.py) are made of these.
 
@@ -30,6 +30,8 @@ COMPUTE_NAME = {CUBLAS_COMPUTE_16F: "CUBLAS_COMPUTE_16F", CUBLAS_COMPUTE_32F: "C
 CUBLAS_OP_N, CUBLAS_OP_T = CUBLAS_OP["N"], CUBLAS_OP["T"]
 # cublasLtMatmulDescAttributes_t
 DESC_TRANSA, DESC_TRANSB, DESC_A_SCALE_POINTER, DESC_B_SCALE_POINTER = 3, 4, 17, 18
+# cublasLtMatrixLayoutAttribute_t
+LAYOUT_BATCH_COUNT, LAYOUT_STRIDED_BATCH_OFFSET = 5, 6
 PREF_MAX_WORKSPACE_BYTES = 1
 ALGO_CONFIG_ID, ALGO_CONFIG_TILE_ID, ALGO_CONFIG_SPLITK_NUM, ALGO_CONFIG_STAGES_ID = 0, 1, 2, 6
 WORKSPACE_BYTES = 32 * 1024 * 1024
@@ -138,20 +140,14 @@ def algo_config(algo: Algo) -> dict:
     return got
 
 
-def offers_candidates(form, batch: int) -> bool:
-    """Whether cuBLAS's best is chosen among cuBLASLt's candidates for a GEMM of this form (a
-    core/description/gemm_form.GemmForm): one matrix, each operand in either layout, FP32 or FP16
-    sums (`LtGemm` makes the call the form's cublasGemmEx would be). A batch is timed beside
-    cuBLAS's default call alone."""
-    return batch == 1
-
-
-def stored_layouts(plan: CublasGemm) -> tuple[tuple[int, int, int], ...]:
-    """(rows, columns, leading dimension) of cuBLAS's A, B and C as they lie in memory, column-major:
-    cuBLASLt describes each operand before its transpose, so op(A) is m x k and op(B) k x n."""
+def stored_layouts(plan: CublasGemm) -> tuple[tuple[int, int, int, int], ...]:
+    """(rows, columns, leading dimension, batch stride) of cuBLAS's A, B and C as they lie in memory,
+    column-major: cuBLASLt describes each operand before its transpose, so op(A) is m x k and op(B)
+    k x n; in a strided batch each matrix starts one stride after the one before."""
     first = (plan.m, plan.k) if plan.transa == "N" else (plan.k, plan.m)
     second = (plan.k, plan.n) if plan.transb == "N" else (plan.n, plan.k)
-    return (*first, plan.lda), (*second, plan.ldb), (plan.m, plan.n, plan.ldc)
+    return ((*first, plan.lda, plan.stride_first), (*second, plan.ldb, plan.stride_second),
+            (plan.m, plan.n, plan.ldc, plan.stride_c))
 
 
 class LtCall:
@@ -188,7 +184,7 @@ class LtCall:
 
 
 class LtGemm(LtCall):
-    """C = A·B in the form's layouts (core/description/gemm_form.py's `cublas_gemm`: the same
+    """C = A·B (or a strided batch of them) in the form's layouts (core/description/gemm_form.py's `cublas_gemm`: the same
     operands, transposes and leading dimensions as the form's cublasGemmEx), the precision's
     types, FP32 sums (TF32 tensor cores where the precision is TF32) or FP16 sums with __half
     alpha and beta; on the current stream when called, with the candidate chosen by `use` (the
@@ -196,8 +192,9 @@ class LtGemm(LtCall):
 
     def __init__(self, cp, a, b, out, precision: Precision, form: GemmForm = GemmForm(), count: int = 8):
         lt = library()
-        m, k = a.shape
-        n = b.shape[1]
+        m, k = a.shape[-2:]
+        n = b.shape[-1]
+        batch = a.shape[0] if a.ndim == 3 else 1
         plan = cublas_gemm(form, m, n, k)
         operands = {"A": a, "B": b}
         self.cp, self.first, self.a, self.out = cp, operands[plan.first], operands[plan.second], out
@@ -214,8 +211,14 @@ class LtGemm(LtCall):
         setter = lt.cublasLtMatmulDescSetAttribute
         set_attribute(setter, self.desc, DESC_TRANSA, ctypes.c_int32(CUBLAS_OP[plan.transa]))
         set_attribute(setter, self.desc, DESC_TRANSB, ctypes.c_int32(CUBLAS_OP[plan.transb]))
-        first, second, c = stored_layouts(plan)
-        self.a_desc, self.b_desc, self.c_desc = layout(in_type, *first), layout(in_type, *second), layout(out_type, *c)
+        made = []
+        for kind, (rows, cols, ld, stride) in zip((in_type, in_type, out_type), stored_layouts(plan)):
+            made.append(layout(kind, rows, cols, ld))
+            if batch > 1:  # a strided batch, each matrix packed after the one before (worker/measure/problem.py)
+                set_attribute(lt.cublasLtMatrixLayoutSetAttribute, made[-1], LAYOUT_BATCH_COUNT, ctypes.c_int32(batch))
+                set_attribute(lt.cublasLtMatrixLayoutSetAttribute, made[-1], LAYOUT_STRIDED_BATCH_OFFSET,
+                              ctypes.c_int64(stride))
+        self.a_desc, self.b_desc, self.c_desc = made
         self.candidates = candidates(self.desc, self.a_desc, self.b_desc, self.c_desc, count)
         if not self.candidates:
             raise CublasLtError(f"cuBLASLt has no algorithm for {m}x{n}x{k} in {precision.describe()['input']}")

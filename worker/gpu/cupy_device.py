@@ -257,11 +257,8 @@ class CupyDevice:
         return {**found, "compiler": kernel.compiler}
 
     def cublas_candidates(self, problem, count: int):
-        """cuBLASLt's heuristic candidates for the problem's GEMM, as one call that `use(i)` sets
-        to the i-th (worker/measure/cublas_best.py times them); None for a batch, which reaches cuBLAS
-        through a call of its own only (worker/gpu/cublas_forms.py)."""
-        if not cublaslt.offers_candidates(problem.form, problem.batch):
-            return None
+        """cuBLASLt's heuristic candidates for the problem's GEMM (any form, a strided batch too), as
+        one call that `use(i)` sets to the i-th (worker/measure/cublas_best.py times them)."""
         out = problem.new_c()
         if problem.precision.fp8:
             gemm = cublaslt_fp8.call(self.cp, problem.a_in, problem.b_in, out, problem.precision, count)

@@ -260,7 +260,7 @@ class Runner:
         except Exception as exc:  # cuBLASLt has no algorithm for this shape (an odd leading dimension, say)
             gemm, why = None, f"cuBLASLt offers no candidates here: {str(exc)[:150]}"
         else:
-            why = "no cuBLASLt candidates for this GEMM on this device (a batch)"
+            why = "no cuBLASLt candidates for this GEMM on this device"
         if gemm is None:
             out.env["cublas_best"] = {"against": "default", "why": why}
             return default
@@ -269,7 +269,7 @@ class Runner:
             return self.median_ms(call, policy)
 
         key = {"gpu": self.gpu_name(), "library": gemm.library_version, "m": case.m, "n": case.n,
-               "k": case.k, "precision": problem.precision.describe(), "form": problem.form.key(),
+               "k": case.k, "precision": problem.precision.describe(), "form": problem.form.key(case.batch),
                "mode": policy.mode, "flush": policy.flush}
         if getattr(dev, "calls_launcher_itself", False):
             # This process runs the job's host code: it writes nothing that other jobs would inherit
