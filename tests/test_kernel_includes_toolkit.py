@@ -129,3 +129,27 @@ def test_a_wmma_kernel_including_mma_h_compiles_beside_a_cuda_12_install(tmp_pat
                                     untrusted=True, cfg=Settings(GEMMWATCH_DATA_DIR=str(tmp_path / "data")),
                                     headers=headers.by_name, include_dirs=dirs)
     assert built.cubin_path.stat().st_size > 0
+
+
+def test_a_header_the_nvcc_in_use_lacks_but_a_full_toolkit_has_is_said_with_the_nvcc_to_set(tmp_path, monkeypatch):
+    """The nvidia-cuda-nvcc wheel carries part of the toolkit: cuda-samples' matrixMul.cu includes
+    <cuda_profiler_api.h>, which it lacks and /usr/local/cuda-13.0 had. nvcc's log says which file;
+    the hint says which toolkit has it and what to set. A header no toolkit has gets no hint."""
+    from worker.compile import nvcc
+
+    wheel, full = tmp_path / "wheel" / "cu13", tmp_path / "cuda-13.0"
+    for toolkit in (wheel, full):
+        (toolkit / "bin").mkdir(parents=True)
+        (toolkit / "bin" / "nvcc").write_text("")
+        (toolkit / "include").mkdir()
+    (full / "include" / "gw_profiler_api.h").write_text("#pragma once\n")
+    monkeypatch.setenv("CUDA_HOME", str(full))
+    log = "matrixMul.cu:44:10: fatal error: gw_profiler_api.h: No such file or directory\ncompilation terminated.\n"
+    hint = nvcc.missing_header_hint(log, str(wheel / "bin" / "nvcc"))
+    assert f"gw_profiler_api.h is a CUDA toolkit header that the nvcc in use ({wheel}/bin/nvcc) lacks" in hint, hint
+    assert f"set GEMMWATCH_NVCC={full.resolve()}/bin/nvcc" in hint, hint
+    # the toolkit in use is no other toolkit, and a header nobody has is left to nvcc's own words
+    assert nvcc.missing_header_hint(log, str(full / "bin" / "nvcc")) == ""
+    assert nvcc.missing_header_hint(log.replace("gw_profiler_api.h", "gw_nowhere.h"), str(wheel / "bin" / "nvcc")) == ""
+    assert "install gemmwatch[gpu]" in nvcc.missing_header_hint(
+        "k.cu:1:10: fatal error: cublas_v2.h: No such file or directory\n", str(wheel / "bin" / "nvcc"))

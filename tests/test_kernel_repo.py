@@ -151,24 +151,28 @@ def test_files_saved_with_a_byte_order_mark_get_in_and_compile(tmp_path):
     assert KernelDescription.model_validate(posted).files == rowwise.files
 
 
-@pytest.mark.parametrize(("spelled", "holder"), [("utils.h", "src"), ("kernels/common.cuh", "src")])
+@pytest.mark.parametrize(("spelled", "holder"), [('"utils.h"', "src"), ('"kernels/common.cuh"', "src"),
+                                                 ("<helper_cuda.h>", "src")])
 def test_an_include_the_folder_holds_off_the_include_path_is_named_with_the_folder_to_add(tmp_path, spelled, holder):
     """HamzaElshafie/h100_gemm: src/kernels/hopper/launcher.cu says `#include "utils.h"`, the file is
     src/utils.h, and its CMake puts src on the include path. Without "include_dirs": ["src"] the folder
-    loaded, and nvcc's build failed with "utils.h: No such file"; now the loader says which folder."""
+    loaded, and nvcc's build failed with "utils.h: No such file"; now the loader says which folder.
+    cuda-samples spells its Common/ headers with brackets (`#include <helper_cuda.h>`): the same.
+    (<vector>, the host's, is no file of the folder's, and is left to the compiler.)"""
+    name = spelled[1:-1]
     (tmp_path / "src" / "kernels" / "hopper").mkdir(parents=True)
-    (tmp_path / "src" / Path(spelled)).parent.mkdir(parents=True, exist_ok=True)
-    (tmp_path / "src" / spelled).write_text("#pragma once\n")
+    (tmp_path / "src" / Path(name)).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "src" / name).write_text("#pragma once\n")
     (tmp_path / "src" / "kernels" / "hopper" / "launcher.cu").write_text(
-        f'#include <vector>\n#include "{spelled}"\nextern "C" __global__ void k(int M, int N, int K, float alpha, '
+        f'#include <vector>\n#include {spelled}\nextern "C" __global__ void k(int M, int N, int K, float alpha, '
         'const float* A, const float* B, float beta, float* C) { C[0] = 0.0f; }\n')
     kernel = {"name": "h", "source": "src/kernels/hopper/launcher.cu", "entry": "k", "compiler": "nvcc", "flags": ["-O3"],
               "block": [16, 16], "grid": {"tile": [16, 16]}}
     (tmp_path / "gemmwatch.json").write_text(json.dumps([kernel]))
-    with pytest.raises(FolderError, match=re.escape(f'src/kernels/hopper/launcher.cu:2 includes "{spelled}", which this '
-                                                    f'folder holds in {holder} (as {holder}/{spelled}) off the include '
+    with pytest.raises(FolderError, match=re.escape(f'src/kernels/hopper/launcher.cu:2 includes {spelled}, which this '
+                                                    f'folder holds in {holder} (as {holder}/{name}) off the include '
                                                     f'path: name "{holder}" in include_dirs')):
         load_folder(tmp_path)
     (tmp_path / "gemmwatch.json").write_text(json.dumps([{**kernel, "include_dirs": [holder]}]))
     desc, = load_folder(tmp_path)
-    assert f"{holder}/{spelled}" in desc.files
+    assert f"{holder}/{name}" in desc.files

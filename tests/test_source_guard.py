@@ -127,6 +127,7 @@ def test_other_ways_in_are_refused(text, line, words):
     "#pragma unroll 4\nint x = 1'000'000;\n",
     "const char c = '#';\nconst char *s = \"#include <x>\";\n",
     '_Pragma("unroll")\n#pragma nv_diag_suppress 177\n',
+    "#ifdef WIN32\n#pragma warning(disable : 4996)\n#endif\n#pragma nv_exec_check_disable\n",
     "#if 0\ndon't stop me now\n#endif\n",
     "#\n#line 40\n#error stop here\n",
     '#line 1 "common.cuh"\n__device__ int x;\n#line 1 "smem_tiled.cu"\n',
@@ -342,3 +343,15 @@ def test_an_operand_spread_over_multi_line_comments_is_still_read_whole(text):
 
 def test_a_pragma_split_by_a_multi_line_comment_is_still_allowed():
     layer_one('#pragma /*\n*/ unroll\nextern "C" __global__ void k() {}\n')
+
+
+def test_the_headers_nvrtc_takes_are_listed_once_however_many_includes_it_refuses():
+    """cuda-samples' matrixMul.cu includes three headers NVRTC cannot take: each is named with its
+    line and the nvcc advice, and the long list of what NVRTC takes comes once."""
+    text = "#include <helper_cuda.h>\n#include <helper_functions.h>\n#include <cuda_profiler_api.h>\n__global__ void k() {}\n"
+    with pytest.raises(IncludeRefused) as refused:
+        kernel_includes.resolve({"m.cu": text}, "m.cu")
+    said = str(refused.value)
+    for line, name in enumerate(["helper_cuda.h", "helper_functions.h", "cuda_profiler_api.h"], start=1):
+        assert f"m.cu, line {line}: #include <{name}> is neither a file of the kernel" in said, said
+    assert said.count('set "compiler": "nvcc"') == 3 and said.count("NVRTC takes:") == 1, said

@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from core.description.kernel_description import KernelDescription, explain
-from core.description.kernel_includes import include_candidates, reached_files
+from core.description.kernel_includes import include_candidates, is_toolkit_header, reached_files
 from core.description.source_guard import scan_source
 
 MANIFEST = "gemmwatch.json"
@@ -119,17 +119,26 @@ def with_files(folder: Path, entry: dict) -> dict:
 WALK_LIMIT = 20_000
 
 
+def _repository_header(inc) -> bool:
+    """An include that only the repository's own include path can satisfy: a quoted one, or an
+    angled plain name that neither the CUDA toolkit nor the host's /usr/include holds
+    (cuda-samples' `#include <helper_cuda.h>`, from its Common/)."""
+    if not inc.angled:
+        return True
+    return "/" not in inc.name and not is_toolkit_header(inc.name) and not (Path("/usr/include") / inc.name).exists()
+
+
 def off_the_include_path(folder: Path, files: dict[str, str], include_dirs: list[str]) -> list[str]:
-    """Each quoted include that leads to none of the files but names a file the folder holds in a
-    folder off the include path: h100_gemm's `#include "utils.h"` from src/kernels/hopper/, the file
-    at src/utils.h, its CMake's include_directories(src). Its build would fail (nvcc: "No such
-    file"); said now, with the folder to name in include_dirs."""
-    missed: dict[str, tuple[str, int]] = {}
+    """Each include of the repository's own that leads to none of the files but names a file the
+    folder holds in a folder off the include path: h100_gemm's `#include "utils.h"` from
+    src/kernels/hopper/, the file at src/utils.h, its CMake's include_directories(src). Its build
+    would fail (nvcc: "No such file"); said now, with the folder to name in include_dirs."""
+    missed: dict[str, tuple[str, int, str]] = {}
     for path, text in files.items():
         includes, _ = scan_source(text)
         for inc in sorted(includes, key=lambda i: i.line):
-            if not inc.angled and not any(c in files for c in include_candidates(path, inc, include_dirs)):
-                missed.setdefault(inc.name, (path, inc.line))
+            if _repository_header(inc) and not any(c in files for c in include_candidates(path, inc, include_dirs)):
+                missed.setdefault(inc.name, (path, inc.line, f"<{inc.name}>" if inc.angled else f'"{inc.name}"'))
     if not missed:
         return []
     held: dict[str, list[str]] = {}
@@ -143,6 +152,6 @@ def off_the_include_path(folder: Path, files: dict[str, str], include_dirs: list
             if tail in names and (head == "" or rel == head or rel.endswith("/" + head)):
                 holder = rel.removesuffix(head).rstrip("/") if head else rel
                 held.setdefault(name, []).append(holder or ".")
-    return [f"{missed[name][0]}:{missed[name][1]} includes \"{name}\", which this folder holds in {', '.join(dirs)} "
+    return [f"{missed[name][0]}:{missed[name][1]} includes {missed[name][2]}, which this folder holds in {', '.join(dirs)} "
             f"(as {dirs[0]}/{name}) off the include path: name \"{dirs[0]}\" in include_dirs, as the repository's build "
             "puts it on its include path" for name, dirs in held.items()]

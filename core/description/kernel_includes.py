@@ -133,7 +133,9 @@ def _resolve_unit(files: dict[str, str], source: str, include_dirs: Sequence[str
         for inc in sorted(includes, key=lambda i: (i.line, i.name)):
             lead = _lead(path, inc, files, include_dirs, compiler)
             if lead is None:
-                problems.append(Problem(path, inc.line, _nowhere(path, inc, include_dirs, compiler)))
+                # What NVRTC takes is a long list: said with the first refusal only.
+                listed = any("NVRTC takes:" in p.reason or "allowed system header (" in p.reason for p in problems)
+                problems.append(Problem(path, inc.line, _nowhere(path, inc, include_dirs, compiler, not listed)))
                 continue
             kind, target = lead
             if kind == "file":
@@ -166,8 +168,8 @@ def _shown(inc: Include) -> str:
     return f"<{inc.name}>" if inc.angled else f'"{inc.name}"'
 
 
-def _nowhere(path: str, inc: Include, include_dirs, compiler: str) -> str:
-    """Why an include leads nowhere allowed."""
+def _nowhere(path: str, inc: Include, include_dirs, compiler: str, with_list: bool = True) -> str:
+    """Why an include leads nowhere allowed (with the headers NVRTC takes, or pointing to where they were said)."""
     looked = ", ".join(include_candidates(path, inc, list(include_dirs)))
     if compiler == "nvcc":
         return (f"#include {_shown(inc)} is not a file of the kernel (looked for {looked}), and a system header's "
@@ -176,10 +178,10 @@ def _nowhere(path: str, inc: Include, include_dirs, compiler: str) -> str:
         # A host header (<vector>, <torch/extension.h>, <cublas_v2.h>): what nvcc builds take.
         return (f"#include {_shown(inc)} is neither a file of the kernel (looked for {looked}) nor a header NVRTC "
                 f"takes; set \"compiler\": \"nvcc\" to build the file as the repository does, host headers "
-                f"included (docs/KERNELS.md, \"Building as the repository does\"). NVRTC takes: "
-                f"{allowed_system_headers()}")
+                f"included (docs/KERNELS.md, \"Building as the repository does\")"
+                + (f". NVRTC takes: {allowed_system_headers()}" if with_list else ""))
     return (f"#include {_shown(inc)} is neither a file of the kernel (looked for {looked}) nor an allowed system "
-            f"header ({allowed_system_headers()})")
+            + (f"header ({allowed_system_headers()})" if with_list else "header (those NVRTC takes are listed once, in another refusal here)"))
 
 
 def _lead(path: str, inc: Include, files: dict[str, str], include_dirs, compiler: str) -> tuple[str, str] | None:

@@ -26,11 +26,15 @@ ALLOWED_DIRECTIVES = frozenset(
     {"define", "undef", "if", "ifdef", "ifndef", "elif", "else", "endif", "pragma", "error", "warning", "line",
      "include"}
 )
-# Pragmas that only steer code generation or diagnostics; none names or reads a file.
+# Pragmas that only steer code generation or diagnostics; none names or reads a file. `warning`
+# is MSVC's (cuda-samples' helper_functions.h holds one under #ifdef WIN32, which the guard does not
+# evaluate); GCC and NVRTC ignore it. `nv_exec_check_disable` and `hd_warning_disable` silence
+# nvcc's host/device checks, as Thrust's and CUTLASS's headers do.
 ALLOWED_PRAGMAS = frozenset(
     {"once", "unroll", "nounroll", "push_macro", "pop_macro", "pack",
      "nv_diag_suppress", "nv_diag_warning", "nv_diag_error", "nv_diag_default", "nv_diag_once",
-     "diag_suppress", "diag_warning", "diag_error", "diag_default"}
+     "diag_suppress", "diag_warning", "diag_error", "diag_default",
+     "warning", "nv_exec_check_disable", "hd_warning_disable"}
 )
 # Operators that can probe or read a file, or run a pragma built from a string.
 FORBIDDEN_IDENTIFIERS = frozenset({"__has_include", "__has_include_next", "__has_embed", "__pragma"})

@@ -176,7 +176,7 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
 
     def shown(raw_log: str) -> str:
         log = rename_files(filter_log(raw_log, own, toolkit) if untrusted else raw_log, shown_as)
-        return log + nvcc.missing_cublas_hint(log, path)
+        return log + nvcc.missing_header_hint(log, path)
 
     key = ["nvcc", sorted(launch.files.items()), launch.source, launch.entry, request["options"],
            confinement.version, path, nvcc.host_compiler_dirs(),

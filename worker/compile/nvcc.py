@@ -10,15 +10,17 @@ its own, may run nvcc and the host compiler, read their folders and write only i
 """
 
 import functools
+import glob
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 from core.description import compile_flags
 from core.description.kernel import Launch
-from core.description.kernel_includes import nvcc_include_dirs
+from core.description.kernel_includes import SYSTEM_TOOLKITS, nvcc_include_dirs
 
 # A repository's host code includes cuBLAS's header as often as not (its launcher beside its runner's
 # cuBLAS call, or a shared header); the nvidia-cuda-nvcc wheel's toolkit has no cuBLAS.
@@ -116,13 +118,42 @@ def cublas_headers(nvcc: str) -> str | None:
     return None
 
 
-def missing_cublas_hint(log: str, nvcc: str) -> str:
-    """Where nvcc's log says it missed cuBLAS's header: where cublas_headers looked, and how to get them."""
-    if CUBLAS_HEADER not in log or "No such file" not in log:
+_MISSED_HEADER = re.compile(r"fatal error: ([\w./+-]+): No such file or directory")
+
+
+def missing_header_hint(log: str, nvcc: str) -> str:
+    """Where nvcc's log says it missed a header: cuBLAS's (where cublas_headers looked, and how to
+    get them), or one that a full CUDA toolkit on this machine holds but the nvcc in use lacks (the
+    nvidia-cuda-nvcc wheel carries part of the toolkit: cuda-samples' <cuda_profiler_api.h>)."""
+    missed = _MISSED_HEADER.search(log)
+    if missed is None:
         return ""
-    return (f"\n(gemmwatch: cuBLAS's headers are neither in {toolkit_root(nvcc)}/include nor in an nvidia-cublas "
-            "wheel, CUDA_HOME, CUDA_PATH or /usr/local/cuda on this worker: install gemmwatch[gpu], which brings "
-            "the nvidia-cublas wheel, or set CUDA_HOME to a full CUDA toolkit)")
+    name = missed.group(1)
+    if name == CUBLAS_HEADER:
+        return (f"\n(gemmwatch: cuBLAS's headers are neither in {toolkit_root(nvcc)}/include nor in an nvidia-cublas "
+                "wheel, CUDA_HOME, CUDA_PATH or /usr/local/cuda on this worker: install gemmwatch[gpu], which brings "
+                "the nvidia-cublas wheel, or set CUDA_HOME to a full CUDA toolkit)")
+    if ".." in name.split("/") or name.startswith("/"):
+        return ""
+    own = Path(toolkit_root(nvcc)).resolve()
+    for toolkit in full_toolkits():
+        if toolkit != own and any((include / name).is_file() for include in (toolkit / "include",
+                                                                              *toolkit.glob("targets/*/include"))):
+            return (f"\n(gemmwatch: {name} is a CUDA toolkit header that the nvcc in use ({nvcc}) lacks, and the "
+                    f"toolkit at {toolkit} has it: set GEMMWATCH_NVCC={toolkit}/bin/nvcc on this worker)")
+    return ""
+
+
+def full_toolkits() -> list[Path]:
+    """The CUDA toolkits installed on this machine with an nvcc of their own: CUDA_HOME's, CUDA_PATH's,
+    then those side by side under /usr/local."""
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    homes += [home for pattern in SYSTEM_TOOLKITS for home in sorted(glob.glob(pattern))]
+    found: dict[Path, None] = {}
+    for home in filter(None, homes):
+        if (Path(home) / "bin" / "nvcc").is_file():
+            found.setdefault(Path(home).resolve(), None)
+    return list(found)
 
 
 def request(launch: Launch, nvcc: str, arch: str, timeout_s: float) -> dict:
