@@ -1,8 +1,8 @@
 """cuBLASLt through ctypes, on the libcublasLt that CuPy loads: the library and its handle, a
 matrix layout, the heuristic's candidate algorithms for a GEMM and each one's configuration, and
-`LtGemm`, C = A B (one matrix or a strided batch) in any of a form's layouts, in FP32, TF32, FP16 or BF16 with FP32 sums (or FP16
-sums), that can run any of its candidates. The FP8 baseline (worker/gpu/cublaslt_fp8.py) and
-cuBLAS's best (worker/measure/cublas_best.py) are made of these.
+`LtGemm`, C = A B (one matrix or a strided batch) in any of a form's layouts, in FP32, TF32, FP16
+or BF16 with FP32 sums (or FP16 sums), that can run any of its candidates. The FP8 baseline
+(worker/gpu/cublaslt_fp8.py) and cuBLAS's best (worker/measure/cublas_best.py) are made of these.
 
 Operands as cuBLAS (column-major) sees them: a row-major matrix is its transpose in column-major,
 so a row-major C = A B is computed as C^T = B^T A^T (cuBLAS's A is our B, its B our A), and a
@@ -184,9 +184,9 @@ class LtCall:
 
 
 class LtGemm(LtCall):
-    """C = A·B (or a strided batch of them) in the form's layouts (core/description/gemm_form.py's `cublas_gemm`: the same
-    operands, transposes and leading dimensions as the form's cublasGemmEx), the precision's
-    types, FP32 sums (TF32 tensor cores where the precision is TF32) or FP16 sums with __half
+    """C = A·B (or a strided batch of them) in the form's layouts (core/description/gemm_form.py's
+    `cublas_gemm`: the same operands, transposes, leading dimensions and batch strides as the form's
+    cublasGemmEx), the precision's types, FP32 sums (TF32 tensor cores where the precision is TF32) or FP16 sums with __half
     alpha and beta; on the current stream when called, with the candidate chosen by `use` (the
     heuristic's first until then)."""
 
