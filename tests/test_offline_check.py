@@ -278,3 +278,21 @@ def test_an_entry_templated_on_a_namespaced_type_is_found_by_either_compiler(tmp
                                                      "int, float, const float*, const float*, float, float*);\n")
     run = check(repo, "--variants", "by_nvcc", cwd=tmp_path)
     assert run.returncode == 1 and "matches more than one" in run.stdout, run.stdout + run.stderr
+
+
+def test_a_cuda_samples_style_kernel_builds_as_it_is(tmp_path):
+    """cuda-samples' matrixMul.cu as it ships: <cuda_profiler_api.h> (not in the nvcc wheel's toolkit
+    until its own wheel), <helper_cuda.h> from Common/ (include_dirs), and in that header MSVC's
+    `#pragma warning` under #ifdef WIN32. Its six-line manifest builds with no file changed."""
+    repo = tmp_path / "repo"
+    (repo / "Common").mkdir(parents=True)
+    (repo / "Common" / "helper_cuda.h").write_text("#pragma once\n#ifdef WIN32\n#pragma warning(disable : 4996)\n#endif\n"
+                                                 "inline int helper_value() { return 1; }\n")
+    (repo / "matrixMul.cu").write_text("#include <cuda_profiler_api.h>\n#include <helper_cuda.h>\n"
+                                       f"template <int BLOCK_SIZE>\n__global__ void mm({ARGS8}) {{\n    {BODY}}}\n"
+                                       "template __global__ void mm<16>(int, int, int, float, const float*, const float*, "
+                                       "float, float*);\n")
+    (repo / "gemmwatch.json").write_text(json.dumps([{**kernel("matrixmul", "matrixMul.cu", "mm<16>"), "compiler": "nvcc",
+                                                      "include_dirs": ["Common"]}]))
+    run = check(repo, cwd=tmp_path)
+    assert run.returncode == 0 and " yes " in row(run.stdout, "matrixmul"), run.stdout + run.stderr
