@@ -123,6 +123,7 @@ def _resolve_unit(files: dict[str, str], source: str, include_dirs: Sequence[str
     problems: list[Problem] = []
     needs_toolkit = compiler == "nvcc"  # nvcc puts cuda_runtime.h in front of every file
     todo, seen = [source], set()
+    refused_one = False
     while todo:
         path = todo.pop()
         if path in seen:
@@ -134,8 +135,8 @@ def _resolve_unit(files: dict[str, str], source: str, include_dirs: Sequence[str
             lead = _lead(path, inc, files, include_dirs, compiler)
             if lead is None:
                 # What NVRTC takes is a long list: said with the first refusal only.
-                listed = any("NVRTC takes:" in p.reason or "allowed system header (" in p.reason for p in problems)
-                problems.append(Problem(path, inc.line, _nowhere(path, inc, include_dirs, compiler, not listed)))
+                problems.append(Problem(path, inc.line, _nowhere(path, inc, include_dirs, compiler, not refused_one)))
+                refused_one = True
                 continue
             kind, target = lead
             if kind == "file":
@@ -275,14 +276,12 @@ def search_roots(nvrtc_library: str | None = None) -> list[Path]:
     CUDA_HOME, CUDA_PATH, then the toolkits installed side by side (SYSTEM_TOOLKITS)."""
     roots = []
     if nvrtc_library:  # <toolkit>/lib64/libnvrtc.so -> <toolkit>/include (or targets/<arch>/include)
-        roots += _toolkit_includes(Path(nvrtc_library).resolve().parent.parent)
+        roots += toolkit_includes(Path(nvrtc_library).resolve().parent.parent)
     spec = importlib.util.find_spec("nvidia")
     for location in (spec.submodule_search_locations or []) if spec else []:
         roots += sorted(Path(location).glob("cu*/include"))
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
-    homes += [home for pattern in SYSTEM_TOOLKITS for home in sorted(glob.glob(pattern))]
-    for home in filter(None, homes):
-        roots += _toolkit_includes(Path(home))
+    for home in toolkit_homes():
+        roots += toolkit_includes(home)
     unique: dict[Path, None] = {}
     for root in roots:
         if root.is_dir():
@@ -290,7 +289,16 @@ def search_roots(nvrtc_library: str | None = None) -> list[Path]:
     return list(unique)
 
 
-def _toolkit_includes(toolkit: Path) -> list[Path]:
+def toolkit_homes() -> list[Path]:
+    """The CUDA toolkits named or installed on this machine: CUDA_HOME, CUDA_PATH, then those side by
+    side (SYSTEM_TOOLKITS)."""
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    homes += [home for pattern in SYSTEM_TOOLKITS for home in sorted(glob.glob(pattern))]
+    return [Path(home) for home in homes if home]
+
+
+def toolkit_includes(toolkit: Path) -> list[Path]:
+    """A toolkit's folders of headers: include/, or targets/<arch>/include in a toolkit's layout."""
     return [toolkit / "include", *sorted(toolkit.glob("targets/*/include"))]
 
 
@@ -327,7 +335,7 @@ def nvcc_include_dirs(nvcc_path: str) -> tuple[str, ...]:
     compile may read of CUDA, whatever other CUDA installs sit beside it."""
     toolkit = Path(nvcc_path).resolve().parent.parent  # <toolkit>/bin/nvcc
     found = []
-    for include in _toolkit_includes(toolkit):
+    for include in toolkit_includes(toolkit):
         for folder in (include, include / "cccl"):
             if folder.is_dir() and str(folder.resolve()) not in found:
                 found.append(str(folder.resolve()))

@@ -10,7 +10,6 @@ its own, may run nvcc and the host compiler, read their folders and write only i
 """
 
 import functools
-import glob
 import importlib.util
 import os
 import re
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from core.description import compile_flags
 from core.description.kernel import Launch
-from core.description.kernel_includes import SYSTEM_TOOLKITS, nvcc_include_dirs
+from core.description.kernel_includes import nvcc_include_dirs, toolkit_homes, toolkit_includes
 
 # A repository's host code includes cuBLAS's header as often as not (its launcher beside its runner's
 # cuBLAS call, or a shared header); the nvidia-cuda-nvcc wheel's toolkit has no cuBLAS.
@@ -137,8 +136,7 @@ def missing_header_hint(log: str, nvcc: str) -> str:
         return ""
     own = Path(toolkit_root(nvcc)).resolve()
     for toolkit in full_toolkits():
-        if toolkit != own and any((include / name).is_file() for include in (toolkit / "include",
-                                                                              *toolkit.glob("targets/*/include"))):
+        if toolkit != own and any((include / name).is_file() for include in toolkit_includes(toolkit)):
             return (f"\n(gemmwatch: {name} is a CUDA toolkit header that the nvcc in use ({nvcc}) lacks, and the "
                     f"toolkit at {toolkit} has it: set GEMMWATCH_NVCC={toolkit}/bin/nvcc on this worker)")
     return ""
@@ -147,12 +145,10 @@ def missing_header_hint(log: str, nvcc: str) -> str:
 def full_toolkits() -> list[Path]:
     """The CUDA toolkits installed on this machine with an nvcc of their own: CUDA_HOME's, CUDA_PATH's,
     then those side by side under /usr/local."""
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
-    homes += [home for pattern in SYSTEM_TOOLKITS for home in sorted(glob.glob(pattern))]
     found: dict[Path, None] = {}
-    for home in filter(None, homes):
-        if (Path(home) / "bin" / "nvcc").is_file():
-            found.setdefault(Path(home).resolve(), None)
+    for home in toolkit_homes():
+        if (home / "bin" / "nvcc").is_file():
+            found.setdefault(home.resolve(), None)
     return list(found)
 
 

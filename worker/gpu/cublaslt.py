@@ -186,8 +186,8 @@ class LtCall:
 class LtGemm(LtCall):
     """C = A·B (or a strided batch of them) in the form's layouts (core/description/gemm_form.py's
     `cublas_gemm`: the same operands, transposes, leading dimensions and batch strides as the form's
-    cublasGemmEx), the precision's types, FP32 sums (TF32 tensor cores where the precision is TF32) or FP16 sums with __half
-    alpha and beta; on the current stream when called, with the candidate chosen by `use` (the
+    cublasGemmEx), the precision's types, FP32 sums (TF32 tensor cores where the precision is TF32)
+    or FP16 sums with __half alpha and beta; on the current stream when called, with the candidate chosen by `use` (the
     heuristic's first until then)."""
 
     def __init__(self, cp, a, b, out, precision: Precision, form: GemmForm = GemmForm(), count: int = 8):
