@@ -1,6 +1,6 @@
 // Technique: one thread per element of C, as naive.cu, on FP8 (E4M3) inputs: each product of two
 // E4M3 numbers is exact in FP32 (4 significant bits each), summed in FP32, C written in BF16 (or
-// FP32 with -DOUTPUT_FP32=1).
+// FP32 with -DOUTPUT_FP32=1, FP16 with -DOUTPUT_FP16=1).
 // Why: the first rung of the FP8 ladder, and the reference point for the correctness gate: a
 // kernel that accumulates in true FP32, unlike Hopper's FP8 tensor cores, whose adders keep about
 // 14 bits (core/description/precision.py).
@@ -11,6 +11,7 @@
 // GEMMWATCH_TEST_SKIP_SLAB leaves k = 32..63 out; GEMMWATCH_ROUND_TOWARD_ZERO rounds a BF16 C
 // toward zero, not to nearest (right, though further from the reference than cuBLAS).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #ifndef BLOCK
@@ -18,17 +19,22 @@
 #endif
 #if OUTPUT_FP32
 typedef float out_t;
+#elif OUTPUT_FP16
+typedef __half out_t;
 #else
 typedef __nv_bfloat16 out_t;
 #endif
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 #ifdef GEMMWATCH_ROUND_TOWARD_ZERO
 __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rz(v); }
+__device__ __forceinline__ void store(__half* p, float v) { *p = __float2half_rz(v); }
 #else
 __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store(__half* p, float v) { *p = __float2half_rn(v); }
 #endif
 
 extern "C" __global__ void gemm_fp8_naive(int M, int N, int K, float alpha,

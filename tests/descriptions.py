@@ -10,13 +10,14 @@ def one_file(name: str, text: str, entry: str, block: list, tile: list | None = 
 
 def builtin_variant(name: str, output: str = "input", marker: str = "", **defines):
     """A built-in kernel as a KernelChoice, changed the way the precision tests change it: C in
-    `output`'s type (with the OUTPUT_FP32 define the FP16, BF16 and FP8 built-ins read), extra
+    `output`'s type (with the OUTPUT_FP32 define the FP16, BF16 and FP8 built-ins read, and fp8_naive's
+    OUTPUT_FP16), extra
     -D values, and `marker` put before its source (the CPU double's FAKE_GPU_ markers)."""
     from core.description.builtins import builtin_kernels
     from worker.measure.cases import KernelChoice
 
     desc = builtin_kernels()[name]
     files = {**desc.files, desc.source: marker + desc.files[desc.source]} if marker else desc.files
-    extra = {"OUTPUT_FP32": 1} if output == "fp32" else {}
+    extra = {f"OUTPUT_{output.upper()}": 1} if output != "input" else {}
     changed = desc.model_copy(update={"output": output, "files": files, "defines": {**desc.defines, **extra, **defines}})
     return KernelChoice(type(desc).model_validate(changed.model_dump()), {}, "builtin")

@@ -1,4 +1,4 @@
-"""FP8 (E4M3 inputs with per-tensor scales, FP32 accumulate, BF16 or FP32 C) without a GPU: the
+"""FP8 (E4M3 inputs with per-tensor scales, FP32 accumulate, BF16, FP32 or FP16 C) without a GPU: the
 rounding to E4M3, the precision's scales, tolerance and peak, the product's runner judging FP8
 kernels over the CPU double, and FP8 through the API and the dashboard's filters
 (tests/test_gpu_fp8.py runs the kernels and cuBLASLt on the H100)."""
@@ -73,6 +73,7 @@ def test_fp8_is_e4m3_in_with_a_power_of_two_scale_each_and_bf16_or_fp32_out():
     assert fp8.describe() == {"input": "float8_e4m3", "accumulate": "float32", "output": "bfloat16",
                               "scale_a": 2.0**-8, "scale_b": 2.0**-8}
     assert fp8.label() == "fp8" and Precision("fp8", "fp32").label() == "fp8->fp32"
+    assert Precision("fp8", "fp16").output_type == "float16" and Precision("fp8", "fp16").label() == "fp8->fp16"
     assert Precision("fp8", "fp32").output_type == "float32" and fp8.sentinel() == pytest.approx(3.004e38, rel=1e-3)
     # [-1, 1) over the scale is [-256, 256): inside E4M3's +-448 with no saturation.
     assert 1 / fp8.tensor_scale <= 448 and np.log2(fp8.tensor_scale).is_integer()
@@ -101,13 +102,13 @@ def fp8_kernel(output: str = "input", marker: str = "") -> KernelChoice:
     return builtin_variant("fp8_naive", output, marker)
 
 
-@pytest.mark.parametrize("output", ["input", "fp32"])
+@pytest.mark.parametrize("output, c_type", [("input", "bfloat16"), ("fp32", "float32"), ("fp16", "float16")])
 @pytest.mark.parametrize("size", [(64, 48, 40), (100, 103, 97), (128, 128, 256)])
-def test_an_fp8_kernel_is_verified_with_its_scales_in_alpha_and_timed_beside_cublas_fp8(runner, output, size):
+def test_an_fp8_kernel_is_verified_with_its_scales_in_alpha_and_timed_beside_cublas_fp8(runner, output, c_type, size):
     choice = fp8_kernel(output)
     out = runner.run_case(Case(0, "fp8_naive", *size, 7, choice), POLICY)
     assert out.verified, out.error
-    assert out.compute_mode == "fp8" and out.dtype == "float8_e4m3"
+    assert out.compute_mode == "fp8" and out.dtype == "float8_e4m3" and out.env["precision"]["output"] == c_type
     assert out.env["precision"]["scale_a"] == 2.0**-8
     assert out.rel_error <= Precision("fp8", output).default_tolerance(size[2])
     assert out.gflops > 0 and out.cublas_gflops > 0 and out.env["peak"]["tflops"] == pytest.approx(132 * 1980e6 * 8192 / 1e12)
@@ -155,10 +156,12 @@ def test_fp8_before_compute_capability_8_9_is_not_applicable(monkeypatch, cc):
 
 
 # -- descriptions, posted results, the dashboard ---------------------------------------------------
-def test_a_description_says_fp8_and_may_ask_for_an_fp32_c():
+def test_a_description_says_fp8_and_may_ask_for_an_fp32_or_an_fp16_c():
     src = "#include <cuda_fp8.h>\n__global__ void k() {}"
     desc = KernelDescription.model_validate(one_file("k", src, "k", [1], compute_mode="fp8", output="fp32"))
     assert desc.precision.output_type == "float32"
+    desc = KernelDescription.model_validate(one_file("k", src, "k", [1], compute_mode="fp8", output="fp16"))
+    assert desc.precision.output_type == "float16" and desc.precision.label() == "fp8->fp16"
     with pytest.raises(ValidationError, match="compute_mode"):
         KernelDescription.model_validate(one_file("k", src, "k", [1], compute_mode="e4m3"))
 
@@ -184,6 +187,10 @@ def test_a_posted_fp8_result_says_its_input_type_consistently():
     ({"compute_mode": "fp8_e5m2"}, "compute_mode"),
     ({"compute_mode": "fp8", "output": "bf16"}, "output"),
     ({"compute_mode": "fp8", "output": "input ", }, "output"),
+    ({"compute_mode": "bf16", "output": "fp16"}, 'output "fp16" is for fp8 kernels; a kernel in bf16 has no cuBLAS GEMM'),
+    ({"compute_mode": "fp16", "output": "fp16"}, r'a kernel in fp16 writes FP16 already \(leave output as "input"\)'),
+    ({"compute_mode": "fp32", "output": "fp32"}, r'a kernel in fp32 writes FP32 already'),
+    ({"compute_mode": "tf32", "output": "fp16"}, 'output "fp16" is for fp8 kernels'),
 ])
 def test_fp8_descriptions_that_try_to_slip_past_are_refused_by_name(change, refused):
     src = "#include <cuda_fp8.h>\n__global__ void k() {}"

@@ -45,11 +45,12 @@ def test_e4m3_rounding_is_torchs_bit_for_bit():
     assert int((ours != theirs).sum()) == 0
 
 
+@pytest.mark.parametrize("output", ["input", "fp16"])
 @pytest.mark.parametrize("size", [(4096, 4096, 4096), (1000, 1003, 997)], ids=lambda s: "x".join(map(str, s)))
-def test_cublaslt_fp8_is_the_scaled_product_and_torchs_scaled_mm(runner, size):
+def test_cublaslt_fp8_is_the_scaled_product_and_torchs_scaled_mm(runner, size, output):
     """cuBLASLt's FP8 GEMM with the scales, against the FP32 product of the same E4M3 numbers times
     the scales (within the FP8 bound) and against torch._scaled_mm on the same bytes (which calls
-    cuBLASLt too)."""
+    cuBLASLt too), writing BF16 or FP16."""
     torch = pytest.importorskip("torch")
     import cupy as cp
 
@@ -58,22 +59,25 @@ def test_cublaslt_fp8_is_the_scaled_product_and_torchs_scaled_mm(runner, size):
 
     m, n, k = size
     case = builtin_case("cublas_fp8", m, n, k, seed=11)
-    problem = Problem(runner.device, case, case.form, case.precision)
+    precision = Precision("fp8", output)
+    problem = Problem(runner.device, case, case.form, precision)
     run = problem.cublas_call()
     run()
     cp.cuda.get_current_stream().synchronize()
     ours = half_arrays.as_float32(cp, run.out[:, :n])
     ref = runner.device.reference(problem.a, problem.b)
     rel = float(cp.linalg.norm(ours - ref) / cp.linalg.norm(ref))
-    assert rel <= Precision("fp8").default_tolerance(k), rel
+    assert rel <= precision.default_tolerance(k), rel
     assert run.plan["call"] == "cublasLtMatmul" and run.plan["trans"] == "TN" and "id" in run.plan["algo"]
+    assert run.plan["c_type"] == {"input": "CUDA_R_16BF", "fp16": "CUDA_R_16F"}[output]
     if m % 16 or n % 16 or k % 16:
         return  # torch._scaled_mm takes multiples of 16 only
     a = torch.as_tensor(problem.a_stored, device="cuda").view(torch.float8_e4m3fn)
     b = torch.as_tensor(problem.b_stored, device="cuda").view(torch.float8_e4m3fn)
     scale = torch.tensor(case.precision.tensor_scale, device="cuda")
-    theirs = torch._scaled_mm(a, b.t().contiguous().t(), scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
-    mismatch = float((torch.as_tensor(run.out, device="cuda").view(torch.bfloat16) != theirs).float().mean())
+    c_type = torch.float16 if output == "fp16" else torch.bfloat16
+    theirs = torch._scaled_mm(a, b.t().contiguous().t(), scale_a=scale, scale_b=scale, out_dtype=c_type)
+    mismatch = float((torch.as_tensor(run.out, device="cuda").view(c_type) != theirs).float().mean())
     print(json.dumps({"size": size, "rel_error": rel, "differs_from_scaled_mm": mismatch, "plan": run.plan}))
     assert mismatch <= 0.01, mismatch
 
@@ -109,6 +113,18 @@ def test_fp8_kernel_is_verified_at_odd_and_skinny_sizes(runner, name, size, outp
     assert out.rel_error <= choice.description.precision.default_tolerance(size[2])
     assert out.gflops > 0 and out.cublas_gflops > 0 and "cublasLtMatmul" in out.env["notes"][-1]
     assert out.env["cublas_plan"]["a_b_type"] == "CUDA_R_8F_E4M3"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: "x".join(map(str, s)))
+def test_an_fp8_kernel_writing_an_fp16_c_is_verified_beside_cublaslt_writing_fp16(runner, size):
+    choice = variant_of("fp8_naive", "fp16")
+    out = runner.run_case(Case(0, "fp8_naive", *size, 31, choice), POLICY)
+    assert out.verified, out.error
+    assert out.env["precision"]["output"] == "float16" and out.env["cublas_plan"]["c_type"] == "CUDA_R_16F"
+    assert out.rel_error <= choice.description.precision.default_tolerance(size[2]) and out.gflops > 0
+    wrong = runner.run_case(Case(0, "fp8_naive", *size, 31, variant_of("fp8_naive", "fp16", GEMMWATCH_TEST_SKIP_SLAB=1)),
+                            POLICY)
+    assert not wrong.verified and "relative error" in (wrong.error or ""), wrong.error
 
 
 @pytest.mark.parametrize("name", FP8_KERNELS)

@@ -90,6 +90,23 @@ def test_a_wrapped_kernel_is_verified_and_timed_on_the_gpu(runner, wrapper, size
     assert out.env["launch"]["entry"] == "scaled_matmul"
 
 
+@pytest.mark.parametrize("size", [(1000, 1003, 997), (4096, 4096, 4096)], ids=lambda s: "x".join(map(str, s)))
+def test_an_fp8_split_k_wrapper_writing_fp16_is_verified_beside_cublaslt_fp16(runner, size):
+    """FP8 inference's wrapper shape (float scales, an FP16 C zeroed and added into atomically), as
+    pytorch-labs/applied-ai writes it: verified against the product and timed beside cuBLASLt's FP8
+    GEMM writing FP16; the same kernel with each part's first slab left out is refused."""
+    from tests.test_triton_wrapper import REPO, wrapped
+
+    desc = wrapped("split_k_fp8", compute_mode="fp8", output="fp16")
+    out = runner.run_case(Case(0, desc.name, *size, 7, KernelChoice(desc, {}, "job")), POLICY)
+    assert out.verified and out.gflops > 0, out.error
+    assert out.env["precision"]["output"] == "float16" and out.env["cublas_plan"]["c_type"] == "CUDA_R_16F"
+    short = wrapped("split_k_fp8", compute_mode="fp8", output="fp16", files={"wrappers.py": (
+        REPO / "wrappers.py").read_text().replace("for k0 in range(part * BLOCK_K, K,", "for k0 in range((part + 4) * BLOCK_K, K,")})
+    out = runner.run_case(Case(0, desc.name, *size, 7, KernelChoice(short, {}, "job")), POLICY)
+    assert not out.verified and "relative error" in (out.error or ""), out.error
+
+
 def test_a_word_constexpr_reaches_the_gpu_kernel(runner):
     """The tutorial's ACTIVATION: "" (as the wrapper passes it) is the plain GEMM, verified; the same
     kernel with the word "relu" set over it clips C's negative elements, and the check says so."""

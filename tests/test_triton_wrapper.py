@@ -69,6 +69,29 @@ def test_a_wrapper_s_constexprs_options_and_a_persistent_grid_over_the_sms(runne
     assert grid_at(read, M=256, N=128, SM_COUNT=132) == 4
 
 
+def test_an_fp8_wrapper_with_float_scales_and_an_fp16_c_reads_and_is_verified(runner, monkeypatch):
+    """FP8 inference's wrapper (pytorch-labs/applied-ai's split-K FP8 kernels are this shape): E4M3 in,
+    an FP16 C from torch.zeros added into atomically, the per-tensor scales passed as the floats 1.0.
+    The floats are read as constants Triton types fp32, as it types a Python float; a "=1" would be an
+    i32, and the kernel would multiply its sums by the bits of an integer."""
+    from worker.compile import triton_build
+
+    desc = wrapped("split_k_fp8", compute_mode="fp8", output="fp16")
+    call = runner.device.wrapper_call(desc)
+    assert call["args"][-2:] == ["=1.0", "=1.0"] and call["c_starts_zero"] is True
+    read = desc.with_wrapper_call(call)
+    assert read.precision.label() == "fp8->fp16" and read.form.key() == "rrr+ab"
+    types = triton_build.types(resolve(read, {}, H100_FIGURES, "job"))
+    assert types[:3] == ["*fp8e4nv", "*fp8e4nv", "*fp16"] and types[-2:] == ["fp32", "fp32"]
+    assert types[3:6] == ["i32", "i32", "i32"] and types[7] == "i32"  # M, N, K and the unit stride "=1"
+    monkeypatch.setenv("FAKE_GPU_COMPUTE_CAPABILITY", "9.0")  # FP8's tensor cores
+    runner = CpuRunner()
+    for size in [(64, 64, 512), (100, 103, 997)]:
+        out = runner.run_case(Case(0, desc.name, *size, 7, KernelChoice(desc, {}, "job")), POLICY)
+        assert out.verified and out.env["precision"]["output"] == "float16", out.error
+        assert out.env["launch"]["c_starts_zero"] is True
+
+
 def test_a_wrapper_that_makes_c_with_torch_zeros_has_c_zeroed_before_each_call(runner):
     """torch.zeros, not torch.empty: the launch read off it says C starts at zero, and so does the
     description it becomes (the runner then zeroes C before each call, in its time)."""

@@ -66,6 +66,13 @@ def arg_refusal(arg: object) -> str | None:
             '"null", "ignored", a constant ("=2") or an expression ("=K * 4") (docs/KERNELS.md, args)')
 
 
+def integer_constant(arg: str) -> int | None:
+    """The integer an "=n" arg writes out, with no point and no exponent ("=1", "=-2"); None for any
+    other arg. "=1.0" is a float: Triton types a parameter by the Python value passed, 1 an i32 and
+    1.0 an fp32, and a wrapper's 1.0 is read as "=1.0"."""
+    return int(arg[1:]) if re.fullmatch(r"=-?[0-9]{1,18}", arg) else None
+
+
 def is_expression(arg: str) -> bool:
     """An "=expression" arg, computed for each case (not a number written out)."""
     return arg.startswith("=") and re.fullmatch(CONSTANT_PATTERN, arg) is None

@@ -17,7 +17,7 @@ from core.description import compile_flags, gemm_form, kernel_expr, kernel_inclu
 from core.description.gemm_form import Accumulate, Epilogue, GemmForm
 from core.description.inputs import DESCRIPTION as inputs_text, SIGNED, Inputs
 from core.description.kernel_includes import IncludeRefused
-from core.description.precision import NARROW_MODES, ComputeMode, Precision
+from core.description.precision import OUTPUT_MODES, ComputeMode, Precision
 from core.description.timing_modes import TimingMode
 from core.description.problem_size import read_dims
 from core.description.source_guard import SourceRefused
@@ -33,6 +33,13 @@ from core.description import launch_checks
 # Files a description carries, its source and headers together: a kernel and its own headers, well
 # past what a repository's GEMM reaches, short of a whole header library (CUTLASS is `libraries`).
 MAX_FILES = 64
+
+
+def _output_instead(compute_mode: str, output: str) -> str:
+    """What to say to a kernel whose `output` its precision has no baseline for."""
+    if Precision(compute_mode).output_type == Precision("fp8", output).output_type:
+        return f'writes {output.upper()} already (leave output as "input")'
+    return f"has no cuBLAS GEMM writing {output.upper()} to be timed beside"
 
 
 class KernelDescription(BaseModel):
@@ -162,9 +169,9 @@ class KernelDescription(BaseModel):
                             "fp16, bf16: A and B in that type (__half, __nv_bfloat16), FP32 accumulate, beside "
                             "cuBLAS in the same precision; fp8: A and B in E4M3 (__nv_fp8_e4m3) with per-tensor "
                             "scales folded into alpha, FP32 accumulate, C in BF16, beside cuBLASLt FP8")
-    output: Literal["input", "fp32"] = Field(
-        "input", description='the type of C: "input" (the type of A and B; BF16 for fp8) or "fp32" (for fp16, bf16 '
-                             'and fp8)')
+    output: Literal["input", "fp32", "fp16"] = Field(
+        "input", description='the type of C: "input" (the type of A and B; BF16 for fp8), "fp32" (for fp16, bf16 '
+                             'and fp8) or "fp16" (for fp8: an FP16 C, beside cuBLASLt FP8 writing FP16)')
     tolerance: float | None = Field(None, gt=0, le=0.1, allow_inf_nan=False,
                                     description="largest relative Frobenius error against the FP32 product of the same "
                                                 "inputs (default: 1e-4 for fp32, 2e-3 for tf32; for fp16 and bf16 "
@@ -283,9 +290,11 @@ class KernelDescription(BaseModel):
             raise ValueError(f"libraries {self.libraries}: a library's headers are for a kernel nvcc builds "
                              '("compiler": "nvcc")')
         launch_checks.check_launcher(self)
-        if self.output == "fp32" and self.compute_mode not in NARROW_MODES:
-            raise ValueError(f'output "fp32" is for fp16, bf16 and fp8 kernels; a {self.compute_mode} kernel writes '
-                             'FP32 already (leave output as "input")')
+        if self.output != "input" and self.compute_mode not in OUTPUT_MODES[self.output]:
+            modes = OUTPUT_MODES[self.output]
+            named = " and ".join(filter(None, (", ".join(modes[:-1]), modes[-1])))
+            raise ValueError(f'output "{self.output}" is for {named} kernels; a kernel in {self.compute_mode} '
+                             f"{_output_instead(self.compute_mode, self.output)}")
         # A, B and C each by its pointer, its tensor map or both (a TMA kernel may read an operand,
         # or write C, through its map alone).
         roles = self.roles

@@ -9,8 +9,9 @@ that means for its correctness bound and for the GPU's peak.
   fp8   FP8 E4M3 inputs with a per-tensor scale each, FP32 accumulate; baseline cublasLtMatmul
         with the two scales (worker/gpu/cublaslt_fp8.py)
 and `output` the type of C: "input" (the inputs' type; FP32 for fp32 and tf32; BF16 for fp8, as
-an FP8 C would need a scale and an amax of its own) or "fp32". Alpha and beta are FP32 in every
-mode.
+an FP8 C would need a scale and an amax of its own), "fp32", or for fp8 "fp16" (an FP16 C, as
+many FP8 inference kernels write it; cuBLASLt's FP8 GEMM writes FP16 too). Alpha and beta are
+FP32 in every mode.
 
 FP8's per-tensor scales: A and B are drawn in [-1, 1) and divided by TENSOR_SCALE before they are
 rounded to E4M3, so they use its range; A's value is the stored E4M3 number times the scale. The
@@ -30,6 +31,9 @@ INPUT_TYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "
 HALF_MODES = ("fp16", "bf16")
 # Modes whose C may be "input" or "fp32" (the rest write FP32 already).
 NARROW_MODES = ("fp16", "bf16", "fp8")
+# The C types `output` may name besides "input", and the modes that may name each.
+OUTPUT_TYPES = {"fp32": "float32", "fp16": "float16"}
+OUTPUT_MODES = {"fp32": NARROW_MODES, "fp16": ("fp8",)}
 # Significand bits, the implicit one included: a value rounded to nearest is within 2^-bits of
 # itself, relatively (the unit roundoff).
 SIGNIFICAND_BITS = {"float32": 24, "float16": 11, "bfloat16": 8, "float8_e4m3": 4}
@@ -67,8 +71,8 @@ class Precision:
 
     @property
     def output_type(self) -> str:
-        if self.output == "fp32":
-            return "float32"
+        if self.output in OUTPUT_TYPES:
+            return OUTPUT_TYPES[self.output]
         return "bfloat16" if self.fp8 else self.input_type
 
     @property
@@ -90,8 +94,9 @@ class Precision:
 
     def label(self) -> str:
         """How results name it: "bf16" (BF16 in and out), "bf16->fp32", "fp32", "tf32", "fp8" (E4M3
-        in, BF16 out), "fp8->fp32"."""
-        return f"{self.compute_mode}->fp32" if self.output == "fp32" and self.compute_mode in NARROW_MODES else self.compute_mode
+        in, BF16 out), "fp8->fp32", "fp8->fp16"."""
+        named = self.output in OUTPUT_TYPES and self.compute_mode in OUTPUT_MODES[self.output]
+        return f"{self.compute_mode}->{self.output}" if named else self.compute_mode
 
     def describe(self) -> dict:
         d: dict[str, Any] = {"input": self.input_type, "accumulate": "float16" if self.fp16_accumulate else "float32",

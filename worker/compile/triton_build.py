@@ -7,7 +7,7 @@ cache key. Timing never runs the job's Python: only its compile does, confined.
 import functools
 
 from core.description.kernel import Launch
-from core.description.description_fields import is_filler
+from core.description.description_fields import integer_constant, is_filler
 from core.description.kernel_description import KernelDescription
 from worker.compile import failed_compiles
 from worker.compile.failed_compiles import digest_of
@@ -52,7 +52,7 @@ def types(launch: Launch) -> list[str]:
             matrix = role.removesuffix("_map")
             inner, outer, _swizzle = launch.tensor_maps[matrix]
             out.append(f"tensordesc<{POINTER[data_type(launch, matrix)][1:]}[{outer}, {inner}]>")
-        elif is_filler(role) and role != "ignored" and float(role[1:]).is_integer():
+        elif integer_constant(role) is not None:
             out.append("i32")  # "=1": a stride of 1, say
         elif role in ("alpha", "beta") or is_filler(role):
             out.append("fp32")
@@ -74,8 +74,8 @@ def specialization(launch: Launch, values: dict) -> tuple[str, ...]:
             continue
         if role in INTEGER_ROLES:
             value = values[role]
-        elif is_filler(role) and role != "ignored" and float(role[1:]).is_integer():
-            value = int(float(role[1:]))
+        elif integer_constant(role) is not None:
+            value = integer_constant(role)
         else:
             out.append("")
             continue

@@ -15,6 +15,7 @@ through `_launcher`, whose default a stand-in for `helion.runtime` supplies (`he
 """
 
 import builtins
+import math
 import types
 
 
@@ -318,7 +319,9 @@ def _role(name: str, value) -> str:
                           "dimensions as they are (M, N, K, lda, ldb, ldc)")
     if isinstance(value, int) and not isinstance(value, bool):
         return f"={value}"
-    raise Unsupported(f"the wrapper passes {value!r} as {name}, which is neither a matrix, a size nor an integer")
+    if isinstance(value, float) and math.isfinite(value):  # a scale of 1.0, passed as Triton passes it: an fp32
+        return f"={value!r}"
+    raise Unsupported(f"the wrapper passes {value!r} as {name}, which is neither a matrix, a size nor a number")
 
 
 def _define(name: str, value):

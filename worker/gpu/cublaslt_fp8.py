@@ -1,5 +1,5 @@
 """cuBLAS in FP8: cublasLtMatmul over E4M3 A and B with a per-tensor scale each, FP32 compute,
-C in BF16 (or FP32), through ctypes (worker/gpu/cublaslt.py: the library, layouts, candidates).
+C in BF16 (or FP32 or FP16), through ctypes (worker/gpu/cublaslt.py: the library, layouts, candidates).
 
 Neither CuPy nor its cuBLAS binding has an FP8 type or cuBLASLt, and nvmath-python takes FP8
 matrices only as torch tensors; cuBLASLt's C API is small enough to call directly for the one
@@ -22,12 +22,10 @@ result (env.cublas_plan).
 import ctypes
 
 from core.description.precision import Precision
-from worker.gpu.cublaslt import (CUBLAS_COMPUTE_32F, CUBLAS_OP_N, CUBLAS_OP_T, CUDA_R_8F_E4M3, CUDA_R_16BF, CUDA_R_32F,
+from worker.gpu.cublaslt import (CUBLAS_COMPUTE_32F, CUBLAS_OP_N, CUBLAS_OP_T, CUDA_R_8F_E4M3, CUDA_R_32F, CUDA_TYPE,
                              DESC_A_SCALE_POINTER, DESC_B_SCALE_POINTER, DESC_TRANSA, DESC_TRANSB, TYPE_NAME,
                              WORKSPACE_BYTES, CublasLtError, LtCall, candidates, check, layout, library,
                              set_attribute)
-
-OUTPUT_TYPE = {"bfloat16": CUDA_R_16BF, "float32": CUDA_R_32F}
 
 
 def describe(precision: Precision) -> str:
@@ -66,7 +64,7 @@ class Fp8Gemm(LtCall):
         self.scale_a, self.scale_b = (cp.full(1, precision.tensor_scale, dtype=cp.float32) for _ in range(2))
         self.alpha, self.beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
         self.workspace = cp.empty(WORKSPACE_BYTES, dtype=cp.uint8)
-        out_type = OUTPUT_TYPE[precision.output_type]
+        out_type = CUDA_TYPE[precision.output_type]  # cuBLASLt's FP8 GEMM writes BF16, FP16 or FP32
 
         self.desc = ctypes.c_void_p()
         check(lt.cublasLtMatmulDescCreate(ctypes.byref(self.desc), CUBLAS_COMPUTE_32F, CUDA_R_32F),
