@@ -147,6 +147,12 @@ def test_fillers_are_planned_in_each_parameters_own_type():
                             [["int", None], ["float*", None], ["int*", None], ["__half", None], ["float const*", None],
                              ["unsigned long", None], ["double", None]], "float32", "float32", host=True)
     assert [how for _r, how in plan.passing] == ["i32", "ptr", "null", "f16", "null", "u64", "f64"]
+    # Known by their sizes alone (an extern "C" kernel, a Triton cubin): a constant written with a point or
+    # an exponent is a float, as Triton types a wrapper's 1.0; one written as an integer stays an integer.
+    plan = kernel_args.plan("k", ("M", "=1.0", "=1", "=0.5", "=2.5e-1", "=-3"),
+                            [[None, 4], [None, 4], [None, 4], [None, 8], [None, 4], [None, 8]], "float32", "float32")
+    assert [how for _r, how in plan.passing] == ["i32", "f32", "i32", "f64", "f32", "i64"]
+    assert kernel_args.filler_value("=1.0") == 1 and kernel_args.filler_value("=2.5e-1") == 0.25
     for args, params, why in [
         (("M", "null"), [["int", None], ["int", None]], "null is for a pointer parameter"),
         (("M", "=0.5"), [["int", None], ["int", None]], "the constant 0.5 is not an integer"),

@@ -90,6 +90,9 @@ def test_an_fp8_wrapper_with_float_scales_and_an_fp16_c_reads_and_is_verified(ru
         out = runner.run_case(Case(0, desc.name, *size, 7, KernelChoice(desc, {}, "job")), POLICY)
         assert out.verified and out.env["precision"]["output"] == "float16", out.error
         assert out.env["launch"]["c_starts_zero"] is True
+    # The cubin's parameters are known by their sizes alone: the two 4-byte scales go as fp32 1.0s (as the int
+    # 1, their bits would be 1.4e-45 and C all but zero on a GPU, which the CPU double would not show).
+    assert [how for role, how in runner.device.compiled[-1].plan.passing if role == "=1.0"] == ["f32", "f32"]
 
 
 def test_a_wrapper_that_makes_c_with_torch_zeros_has_c_zeroed_before_each_call(runner):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy
 
 from core.description import kernel_expr
-from core.description.description_fields import is_expression, is_filler
+from core.description.description_fields import integer_constant, is_expression, is_filler
 from worker.arguments import half_arrays, tensor_maps
 from worker.arguments.tensor_maps import DESCRIPTOR_PARTS, MAP_BYTES, descriptor_roles, triton_box
 
@@ -162,6 +162,10 @@ def _passing(role: str, spelling: str | None, size: int | None, input_type: str,
 def _filler(role: str, spelling: str | None, size: int | None) -> str:
     """A parameter that is no role of the GEMM's: "null" for a pointer, "ignored" as zero in whatever
     type it has, "=c" as the constant c in its (integer or floating) type."""
+    if spelling is None and role.startswith("=") and not is_expression(role) and integer_constant(role) is None:
+        # An extern "C" kernel or a Triton cubin, known by its sizes alone: a constant written with a point
+        # or an exponent ("=1.0", a wrapper's float scale) is a float, as Triton types a Python float.
+        return {4: "f32", 8: "f64"}.get(size or 0, f"!{role} is a float constant, and the parameter is {size} bytes")
     if spelling is None:  # an extern "C" kernel: a pointer and a 64-bit integer look alike, and zero is zero
         pointer, base = size == 8, {2: "unsigned short", 4: "int", 8: "long"}.get(size or 0)
     else:
