@@ -95,6 +95,25 @@ def test_an_fp8_wrapper_with_float_scales_and_an_fp16_c_reads_and_is_verified(ru
     assert [how for role, how in runner.device.compiled[-1].plan.passing if role == "=1.0"] == ["f32", "f32"]
 
 
+def test_a_wrapper_s_c_type_is_the_c_timed_where_an_output_gives_it(runner, monkeypatch):
+    """An FP8 wrapper making an FP16 C, described with FP8's default BF16 C, would be timed storing
+    another type than it does at home: refused, naming the output that fits, before anything is compiled.
+    Where no output gives the wrapper's type, the description's own C stands (as before)."""
+    fp8 = wrapped("split_k_fp8", compute_mode="fp8")
+    call = runner.device.wrapper_call(fp8)
+    assert call["c_type"] == "float16"
+    with pytest.raises(ValueError, match=r'makes C in float16, and this description\'s C is bfloat16 \(compute_mode '
+                                         r'fp8, output "input"\): say "output": "fp16"'):
+        fp8.with_wrapper_call(call)
+    monkeypatch.setenv("FAKE_GPU_COMPUTE_CAPABILITY", "9.0")
+    with pytest.raises(ValueError, match='say "output": "fp16"'):  # the case fails with that reason, as any unread wrapper
+        CpuRunner().run_case(Case(0, fp8.name, 64, 64, 256, 7, KernelChoice(fp8, {}, "job")), POLICY)
+    # an FP16 C for BF16 inputs: no output writes it (no cuBLAS call to time it beside); BF16's C stands
+    bf16 = wrapped("persistent_matmul", compute_mode="bf16")
+    assert bf16.with_wrapper_call(runner.device.wrapper_call(bf16)).precision.output_type == "bfloat16"
+    assert wrapped("matmul").with_wrapper_call(runner.device.wrapper_call(wrapped("matmul"))).output == "input"
+
+
 def test_a_wrapper_that_makes_c_with_torch_zeros_has_c_zeroed_before_each_call(runner):
     """torch.zeros, not torch.empty: the launch read off it says C starts at zero, and so does the
     description it becomes (the runner then zeroes C before each call, in its time)."""

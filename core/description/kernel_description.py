@@ -439,6 +439,7 @@ class KernelDescription(BaseModel):
         """The kernel this description's `wrapper` launches, described as a user would by hand: the
         launch the worker read off it (worker/compile/triton_wrapper.py: entry, args, defines, grid, Triton
         options) in place of the wrapper; a ValueError naming what of it does not fit."""
+        self._check_wrapper_c_type(call.get("c_type"))
         data = self.model_dump(mode="json", exclude_none=True, exclude={"wrapper", "args", "entry", "grid"})
         # What the user set (a pinned config) over what the wrapper passed (num_warps=8).
         read = call.get("triton") or {}
@@ -460,6 +461,21 @@ class KernelDescription(BaseModel):
         except ValidationError as exc:
             raise ValueError(f"{self.name}: the launch its wrapper {self.wrapper} makes does not fit a description:\n"
                              f"{explain(exc, self.name)}") from None
+
+    def _check_wrapper_c_type(self, torch_type: str | None) -> None:
+        """The C the wrapper makes is the C this description times, where gemmwatch can write that type:
+        a wrapper making an FP16 C for an FP8 kernel, described with FP8's default BF16 C, would be
+        timed storing another type than it does at home. A type no `output` gives (an FP8 C, or an
+        FP16 C for BF16 inputs, which no cuBLAS call writes) is left to the description's own."""
+        wrote = {"float8_e4m3fn": "float8_e4m3"}.get(torch_type or "", torch_type)
+        if wrote is None or wrote == self.precision.output_type:
+            return
+        fitting = [o for o in ("input", *OUTPUT_MODES) if (o == "input" or self.compute_mode in OUTPUT_MODES[o])
+                   and Precision(self.compute_mode, o).output_type == wrote]
+        if fitting:
+            raise ValueError(f'{self.name}: its wrapper {self.wrapper} makes C in {torch_type}, and this description\'s '
+                             f"C is {self.precision.output_type} (compute_mode {self.compute_mode}, output "
+                             f'"{self.output}"): say "output": "{fitting[0]}" to time the kernel as the wrapper runs it')
 
     def with_helion_code(self, code: str, dims: tuple[int, int, int]) -> "KernelDescription":
         """A Helion kernel as the Triton code Helion wrote for one case of M x N x K: a Triton kernel given

@@ -223,7 +223,7 @@ def matrices(layout: dict, input_type: str, dims: list | None = None) -> tuple[T
 def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, input_type: str,
             dims: list | None = None) -> dict:
     """The one launch `module.<wrapper>(A, B)` makes, as a description reads it: {"entry", "args",
-    "defines", "grid", "triton", "c_starts_zero"}; Unsupported where it cannot be read so. dims: the
+    "defines", "grid", "triton", "c_starts_zero", "c_type"}; Unsupported where it cannot be read so. dims: the
     one size the file was written for (Helion's code for a case), its sizes then numbers."""
     function = getattr(module, wrapper, None)
     if not callable(function):
@@ -258,6 +258,8 @@ def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, inpu
         described = _described(kernel, configs, grid, args, kwargs)  # its grid evaluated with the stand-ins in place
         if returned.zeroed:
             described["c_starts_zero"] = True
+        if isinstance(returned.dtype, str):
+            described["c_type"] = returned.dtype  # torch's name: the description's output is checked against it
         return described
     finally:
         interface.__getitem__ = original
