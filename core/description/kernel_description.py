@@ -17,7 +17,7 @@ from core.description import compile_flags, gemm_form, kernel_expr, kernel_inclu
 from core.description.gemm_form import Accumulate, Epilogue, GemmForm
 from core.description.inputs import DESCRIPTION as inputs_text, SIGNED, Inputs
 from core.description.kernel_includes import IncludeRefused
-from core.description.precision import OUTPUT_MODES, ComputeMode, Precision
+from core.description.precision import OUTPUT_MODES, OUTPUT_TYPES, ComputeMode, Precision
 from core.description.timing_modes import TimingMode
 from core.description.problem_size import read_dims
 from core.description.source_guard import SourceRefused
@@ -37,7 +37,7 @@ MAX_FILES = 64
 
 def _output_instead(compute_mode: str, output: str) -> str:
     """What to say to a kernel whose `output` its precision has no baseline for."""
-    if Precision(compute_mode).output_type == Precision("fp8", output).output_type:
+    if Precision(compute_mode).output_type == OUTPUT_TYPES[output]:
         return f'writes {output.upper()} already (leave output as "input")'
     return f"has no cuBLAS GEMM writing {output.upper()} to be timed beside"
 
