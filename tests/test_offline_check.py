@@ -128,7 +128,7 @@ def test_a_folder_without_a_manifest_or_with_a_bad_one_is_refused_with_exit_2(fo
     assert run.returncode == 2 and "not JSON" in run.stderr, run.stderr
 
 
-def test_an_nvcc_launcher_and_a_triton_kernel_are_built_and_a_python_wrapper_is_said_to_need_the_gpu(tmp_path):
+def test_an_nvcc_launcher_a_triton_kernel_and_a_triton_wrapper_s_kernel_are_built(tmp_path):
     run = check(FIXTURES / "launcher_repo", "--variants", "launcher_run_sgemm_tiled,launcher_sgemm_tiled", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "launcher run_sgemm_tiled: 9 args fit its parameters" in row(run.stdout, "launcher_run_sgemm_tiled")
@@ -140,7 +140,30 @@ def test_an_nvcc_launcher_and_a_triton_kernel_are_built_and_a_python_wrapper_is_
     assert " yes " in row(run.stdout, "triton_matmul_fp16") and "Triton" in row(run.stdout, "triton_matmul_fp16")
     run = check(FIXTURES / "triton_wrapper_repo", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "not checked without a GPU" in row(run.stdout, "wrapped_matmul_fp16")
+    for name in ("wrapped_matmul_fp16", "wrapped_persistent_fp16"):  # read on stand-ins, then built as by hand
+        assert " yes " in row(run.stdout, name) and "entry scaled_matmul" in row(run.stdout, name), run.stdout
+
+
+def test_a_wrapper_that_cannot_be_read_or_makes_another_c_fails_the_check_with_the_reason(tmp_path):
+    """Read with no GPU, as a worker reads it: a wrapper making two launches, and an FP8 wrapper making an
+    FP16 C described with FP8's default BF16 C, each a "no" saying why; the same FP8 wrapper described with
+    "output": "fp16" builds, its float scales fitting the cubin's parameters."""
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    (folder / "wrappers.py").write_text((FIXTURES / "triton_wrapper_repo" / "wrappers.py").read_text())
+    wrapped = {"language": "triton", "source": "wrappers.py"}
+    kernels = [{"name": "twice", **wrapped, "wrapper": "twice", "compute_mode": "fp16"},
+               {"name": "fp8_bf16_c", **wrapped, "wrapper": "split_k_fp8", "compute_mode": "fp8"},
+               {"name": "fp8_fp16_c", **wrapped, "wrapper": "split_k_fp8", "compute_mode": "fp8", "output": "fp16"}]
+    (folder / "gemmwatch.json").write_text(json.dumps(kernels))
+    run = check(folder, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert " no " in row(run.stdout, "twice") and "made 2 Triton launches" in run.stdout, run.stdout
+    assert " no " in row(run.stdout, "fp8_bf16_c") and 'say "output": "fp16"' in run.stdout, run.stdout
+    assert " yes " in row(run.stdout, "fp8_fp16_c"), run.stdout
+    assert "entry split_k_scaled: 14 args fit" in row(run.stdout, "fp8_fp16_c"), run.stdout
+    run = check(FIXTURES / "helion_kernel", cwd=tmp_path)  # Helion writes its Triton code on the worker
+    assert run.returncode == 0 and "not checked" in row(run.stdout, "helion_pinned"), run.stdout + run.stderr
 
 
 LOCAL_ARRAY = ("__device__ int pick(int i) { return i; }\n"

@@ -6,8 +6,10 @@ are planned from the parameters the binary records, as the GPU process plans the
 So a description whose source does not build, whose entry the build does not make, or whose `args`
 do not fit the kernel's parameters is told here, in seconds, instead of in a job's first case.
 
-What only a GPU shows is not checked: a wrong result, a fault, a launch the GPU refuses, and the
-kernels given through Python that runs on the worker (a Triton wrapper, Helion).
+A Triton kernel given by its repository's Python wrapper is read as a worker reads it, on stand-ins
+in the confined compile process (no GPU is needed for that), and then built as if described by hand.
+What only a GPU shows is not checked: a wrong result, a fault, a launch the GPU refuses, and a
+Helion kernel, whose Triton code Helion writes on the worker for each case.
 
 The files are the user's own, checked on their own machine at their own request: they compile as
 "local" (not a job's source), so the compiler's whole log is shown and no confinement is required.
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from core.description.kernel import DeviceFigures, resolve
 from core.description.kernel_description import KernelDescription
 from worker.arguments.kernel_args import ArgumentMismatch, load
-from worker.compile import compiler, cubin_info, launcher_library
+from worker.compile import compiler, cubin_info, launcher_library, triton_build
 
 # Figures of one data-centre card per compute capability, for the expressions of a description
 # (SM_COUNT, SMEM_PER_BLOCK, ...) on a machine with no GPU to read them from. A job never uses
@@ -60,10 +62,12 @@ def reference(compute_capability: str) -> tuple[str, DeviceFigures]:
 def check_kernel(desc: KernelDescription, figures: DeviceFigures, cfg) -> Checked:
     """Build one kernel (its default tunables) for the figures' compute capability, as a worker would."""
     cc = figures.compute_capability
-    if desc.wrapper is not None or desc.language == "helion":
-        return Checked(desc.name, False, "", "not checked without a GPU: its Python wrapper runs on the worker's GPU "
-                                             "before its kernel is known", skipped=True)
+    if desc.language == "helion":
+        return Checked(desc.name, False, "", "not checked without a GPU: Helion writes its Triton code on the "
+                                             "worker, for each case", skipped=True)
     try:
+        if desc.wrapper is not None:  # the launch its wrapper makes, read on stand-ins as a worker reads it
+            desc = desc.with_wrapper_call(triton_build.wrapper_call(desc, cc, cfg))
         launch = resolve(desc, None, figures, "local")
         tunables = ", ".join(f"{name} {value}" for name, value in desc.check_tunables(None).items())
         tunables_said = f" (tunables: {tunables})" if tunables else ""
