@@ -158,7 +158,7 @@ def test_rows_from_before_the_one_description_still_run(cfg):
 
 
 # Fields no built-in sets (a CUTLASS library, a Triton kernel and its options, an `args` expression, a wrapper with its sizes
-# compiled in): the same paths, from the folders of tests/fixtures, so that a path that drops one of them
+# compiled in, FP8's FP16 C): the same paths, from the folders of tests/fixtures, so that a path that drops one of them
 # fails here too.
 FIXTURES = Path(__file__).parent / "fixtures"
 NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutlass_repo", "cutlass_simt_sgemm"),
@@ -166,6 +166,7 @@ NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutla
                 (FIXTURES / "host_launchers", "host_gemm_from_maps"), (FIXTURES / "host_launchers", "host_gemm_byte_strides"),
                 (FIXTURES / "helion_generated", "helion_matmul_64"),
                 (FIXTURES / "helion_kernel", "helion_open"), (FIXTURES / "helion_kernel", "helion_split_k"),
+                (FIXTURES / "fp8_fp16_repo", "fp8_half_out"),  # FP8's "output": "fp16"
                 (KERNELS_DIR, "bf16_wgmma_persistent")]  # its maps by value with zeros_when_absent
 
 
@@ -178,7 +179,7 @@ def test_libraries_and_triton_kernels_keep_every_field_down_the_cli_and_the_stor
     # `args` expression, worked out for each case)
     assert (desc.libraries or desc.language in ("triton", "helion") or desc.units or (desc.launcher and desc.tensor_maps)
             or any(spec.zeros_when_absent for spec in desc.tensor_maps.values())
-            or any(str(arg).startswith("=") for arg in desc.args))
+            or any(str(arg).startswith("=") for arg in desc.args) or desc.output == "fp16")
     body = build_job("abcd1234", "main", "r", [[64, 64, 64]], None, [], folder)
     sent = next(s for s in body["sources"] if s["name"] == name)
     assert KernelDescription.model_validate(sent) == desc
