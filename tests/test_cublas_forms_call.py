@@ -76,11 +76,13 @@ LAYOUTS = [dict(zip("ABC", combo)) for combo in itertools.product(("row", "colum
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda d: "".join(v[0] for v in d.values()))
-@pytest.mark.parametrize("precision,batch", [("fp32", 1), ("fp16", 1), ("fp16_acc16", 1), ("fp32", 3)])
+@pytest.mark.parametrize("precision,batch", [("fp32", 1), ("fp16", 1), ("fp16_acc16", 1), ("fp16_acc16_c32", 1),
+                                             ("fp32", 3)])
 def test_the_call_gives_the_forms_product(recorded, layout, precision, batch):
     m, n, k = 7, 5, 6
-    accumulate = "fp16" if precision == "fp16_acc16" else "fp32"
-    p = Precision("fp16" if precision.startswith("fp16") else "fp32", accumulate=accumulate)
+    accumulate = "fp16" if precision.startswith("fp16_acc16") else "fp32"
+    p = Precision("fp16" if precision.startswith("fp16") else "fp32", accumulate=accumulate,
+                  output="fp32" if precision.endswith("c32") else "input")
     form = GemmForm(a=layout["A"], b=layout["B"], c=layout["C"], accumulate=accumulate)
     problem = Problem(CpuRunner().device, Case(0, "x", m, n, k, seed=5, kernel=None, batch=batch), form, p)
     arrays = {"A": OnDevice(problem.a_in), "B": OnDevice(problem.b_in), "C": OnDevice(problem.new_c())}
@@ -90,3 +92,13 @@ def test_the_call_gives_the_forms_product(recorded, layout, precision, batch):
     assert recorded[0][1][-2] == cublas_forms.compute_type(p)
     got = carried_out(recorded[0], arrays, form, m, n, batch)
     np.testing.assert_allclose(got, problem.a.astype(np.float64) @ problem.b.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_fp16_sums_into_an_fp32_c_are_timed_beside_fp32_compute():
+    """CUBLAS_COMPUTE_16F writes an FP16 C only, so a kernel of FP16 sums writing FP32 is timed beside
+    cuBLAS's FP32 compute (the one GEMM writing FP32 from FP16 inputs), with float alpha and beta;
+    an FP16 C keeps FP16 compute and __half scalars."""
+    c32 = Precision("fp16", output="fp32", accumulate="fp16")
+    assert cublas_forms.compute_type(c32) == cublas_forms.CUBLAS_COMPUTE_32F
+    assert "CUBLAS_COMPUTE_32F" in cublas_forms.describe(c32) and "16F" not in cublas_forms.describe(c32)
+    assert cublas_forms.compute_type(Precision("fp16", accumulate="fp16")) == cublas_forms.CUBLAS_COMPUTE_16F

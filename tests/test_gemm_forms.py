@@ -109,6 +109,25 @@ def test_fp16_sums_pass_their_bound_and_a_skipped_k_tile_does_not(k):
     assert not wrong.verified and wrong.error.startswith("wrong result: relative error")
 
 
+def test_fp16_sums_writing_an_fp32_c_are_checked_with_fp16_sums_bound():
+    """FP16 partial sums added into an FP32 C (spatters/mma-matmul's kernels 3.2-3.4): FP16 sums'
+    bound, an FP32 C, the FP16-sum form; the same kernel judged by FP32 sums' bound would be wrong
+    by construction, and a skipped k-tile is still wrong under FP16 sums' bound."""
+    fields = {**FP16_SUMS, "output": "fp32"}
+    desc = kernel(**fields)
+    assert desc.precision.output_type == "float32" and desc.precision.fp16_accumulate
+    assert not desc.precision.baseline_fp16_sums and kernel(**FP16_SUMS).precision.baseline_fp16_sums
+    assert desc.precision.default_tolerance(4096) == fp16_accumulate_tolerance(4096)
+    right = run(desc, m=64, n=64, k=1024)
+    assert right.verified, right.error
+    assert right.form == "rcr+ab+acc16" and right.env["precision"] == {
+        "input": "float16", "accumulate": "float16", "output": "float32"}
+    # FP16 sums err past FP32 sums' bound: only the FP16-sum description verifies this kernel
+    assert right.rel_error > Precision("fp16", output="fp32").default_tolerance(1024)
+    wrong = run(kernel(markers={"FAKE_GPU_SKIP_K_TILE": 3}, **fields), m=64, n=64, k=1024)
+    assert not wrong.verified and wrong.error.startswith("wrong result: relative error")
+
+
 def test_the_fp16_bound_is_the_derived_one():
     """2 u16 sqrt(K) + 2 u16 (core/description/precision.py): a mutated formula moves these figures."""
     assert fp16_accumulate_tolerance(4096) == pytest.approx(2 * 2**-11 * 64 + 2 * 2**-11)
@@ -200,6 +219,7 @@ FORMS_REPO = __import__("pathlib").Path(__file__).parent / "fixtures" / "forms_r
 
 
 @pytest.mark.parametrize("name,m,n,k,batch", [("hgemm_tn_half_sum", 100, 103, 97, 1),
+                                              ("hgemm_tn_half_partials", 100, 103, 97, 1),
                                               ("sgemm_batched", 40, 24, 16, 3), ("sgemm_col_alpha", 50, 30, 70, 1)])
 def test_the_forms_fixture_compiles_as_a_job_and_verifies_on_the_double(name, m, n, k, batch):
     """The same kernels the GPU test runs (tests/test_gpu_forms.py), compiled by NVRTC as a job's are,

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).parent / "fixtures" / "forms_repo"
 SIZES = {"hgemm_tn_half_sum": [[1000, 1003, 997], [256, 256, 4096]],
+         "hgemm_tn_half_partials": [[1000, 1003, 997], [256, 256, 4096]],
          "sgemm_batched": [[100, 72, 64, 7], [33, 17, 9, 3]],
          "sgemm_col_alpha": [[1000, 1003, 997]]}
 FAULTS = {  # kernel -> (what the fault is, the text it replaces, the text it puts there, size)
@@ -30,6 +31,9 @@ FAULTS = {  # kernel -> (what the fault is, the text it replaces, the text it pu
          [256, 256, 256]),
         ("a 32-deep k-tile skipped", "for (size_t k = 0; k < K; ++k) {",
          "for (size_t k = 0; k < K; ++k) {\n        if (k / 32 == 3) continue;", [256, 256, 1024])],
+    "hgemm_tn_half_partials": [
+        ("a 32-deep k-tile skipped", "for (size_t k0 = 0; k0 < K; k0 += PIECE) {",
+         "for (size_t k0 = 0; k0 < K; k0 += PIECE) {\n        if (k0 / 32 == 3) continue;", [256, 256, 1024])],
     "sgemm_batched": [("batch stride off by one", "A + i * stride_a", "A + i * (stride_a + 1)", [64, 48, 32, 5])],
 }
 
@@ -60,6 +64,13 @@ def test_each_form_verifies_at_odd_sizes_beside_cublas_in_its_form(gpu_stack):
                 assert r["env"]["cublas_rel_error"] < 1e-2, r["env"]
     acc16 = run_job(gpu_stack, kernels()["hgemm_tn_half_sum"], [[256, 256, 4096]])[0]
     assert acc16["form"] == "rcr+ab+acc16" and "CUBLAS_COMPUTE_16F" in " ".join(acc16["env"]["notes"])
+    # FP16 partial sums into an FP32 C: checked with FP16 sums' bound, timed beside FP32 compute (no
+    # cuBLAS GEMM sums in FP16 and writes FP32)
+    partials = run_job(gpu_stack, kernels()["hgemm_tn_half_partials"], [[256, 256, 4096]])[0]
+    notes = " ".join(partials["env"]["notes"])
+    assert partials["verified"] and partials["form"] == "rcr+ab+acc16", partials["error"]
+    assert partials["env"]["precision"]["output"] == "float32" and partials["env"]["precision"]["accumulate"] == "float16"
+    assert "CUBLAS_COMPUTE_32F" in notes and "CUBLAS_COMPUTE_16F" not in notes, notes
 
 
 @pytest.mark.parametrize("name,fault", [(n, f) for n, faults in FAULTS.items() for f in faults],
@@ -78,14 +89,17 @@ def test_a_kernel_with_a_fault_of_its_form_is_unverified_and_unranked(gpu_stack,
 POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.5))
 
 
-@pytest.mark.parametrize("mode,accumulate", [("fp32", "fp32"), ("tf32", "fp32"), ("fp16", "fp32"),
-                                             ("bf16", "fp32"), ("fp16", "fp16")])
-def test_cublas_in_every_layout_and_batch_computes_the_forms_product(mode, accumulate):
+MODES = [("fp32", "fp32", "input"), ("tf32", "fp32", "input"), ("fp16", "fp32", "input"), ("bf16", "fp32", "input"),
+         ("fp16", "fp16", "input"), ("fp16", "fp16", "fp32")]
+
+
+@pytest.mark.parametrize("mode,accumulate,output", MODES)
+def test_cublas_in_every_layout_and_batch_computes_the_forms_product(mode, accumulate, output):
     from worker.measure.runner import CupyRunner, Problem
     from worker.measure.verify import rel_error
 
     dev = CupyRunner().device
-    precision = Precision(mode, accumulate=accumulate)
+    precision = Precision(mode, accumulate=accumulate, output=output)
     for layouts, batch in itertools.product(itertools.product(("row", "column"), repeat=3), (1, 3)):
         form = GemmForm(*layouts, accumulate=accumulate)
         problem = Problem(dev, Case(0, "cublas", 77, 65, 129, 5, None, batch=batch), form, precision)
@@ -97,9 +111,8 @@ def test_cublas_in_every_layout_and_batch_computes_the_forms_product(mode, accum
             form.key(batch), mode, error)
 
 
-@pytest.mark.parametrize("mode,accumulate", [("fp32", "fp32"), ("tf32", "fp32"), ("fp16", "fp32"),
-                                             ("bf16", "fp32"), ("fp16", "fp16")])
-def test_cublaslts_candidates_in_every_layout_compute_the_forms_product(mode, accumulate):
+@pytest.mark.parametrize("mode,accumulate,output", MODES)
+def test_cublaslts_candidates_in_every_layout_compute_the_forms_product(mode, accumulate, output):
     """cuBLAS's best is chosen among these in every form, a strided batch too: each of the first four
     candidates' C checked against the FP32 product, at a size no side of which is a multiple of 8
     (where cuBLASLt offers none, it says so and the default call is the bar: allowed, and counted)."""
@@ -107,7 +120,7 @@ def test_cublaslts_candidates_in_every_layout_compute_the_forms_product(mode, ac
     from worker.measure.verify import rel_error
 
     dev = CupyRunner().device
-    precision = Precision(mode, accumulate=accumulate)
+    precision = Precision(mode, accumulate=accumulate, output=output)
     offered = 0
     sizes = [(77, 65, 129, 1), (256, 192, 320, 1), (64, 48, 96, 3)]
     for layouts, (*size, batch) in itertools.product(itertools.product(("row", "column"), repeat=3), sizes):

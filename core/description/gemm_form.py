@@ -158,9 +158,9 @@ def form_of(layout, epilogue: str | None, accumulate: str, args: Sequence[str], 
         wanted = {"alpha_beta": "alpha and beta", "alpha_only": "alpha and not beta", "ab_only": "neither alpha nor beta"}
         raise ValueError(f"epilogue {epilogue} takes {wanted[epilogue]} among the args; args {list(args)} make it "
                          f"{implied}")
-    if accumulate == "fp16" and (compute_mode != "fp16" or output != "input"):
-        raise ValueError(f'accumulate "fp16" is for fp16 kernels writing an FP16 C (compute_mode fp16, output '
-                         f'"input"); this one is {compute_mode} with output {output!r}')
+    if accumulate == "fp16" and compute_mode != "fp16":
+        raise ValueError(f'accumulate "fp16" is for fp16 kernels (FP16 inputs summed in FP16, C in FP16 or FP32); '
+                         f"this one is {compute_mode}")
     form = GemmForm(a, b, c, epilogue=epilogue or implied, accumulate=accumulate)
     if compute_mode == "fp8" and (form.key().removesuffix(_EPILOGUE_KEY["ab_only"]) not in FP8_FORMS
                                   or form.epilogue == "alpha_only"):

@@ -106,9 +106,11 @@ class KernelDescription(BaseModel):
                           "written). Default: the one args imply (alpha and beta among them, alpha alone, neither); "
                           "alpha and beta are passed in the type the kernel's binary declares, by value or pointer")
     accumulate: Accumulate = Field(
-        "fp32", description='what the products are summed in: "fp32", or "fp16" (fp16 kernels writing an FP16 C: '
-                            "half WMMA accumulators, mma .f16.f16.f16.f16, a half sum), timed beside cuBLAS with "
-                            "CUBLAS_COMPUTE_16F and checked with FP16 accumulation's bound (core/description/precision.py)")
+        "fp32", description='what the products are summed in: "fp32", or "fp16" (fp16 kernels: half WMMA '
+                            "accumulators, mma .f16.f16.f16.f16, a half sum), checked with FP16 accumulation's bound "
+                            "(core/description/precision.py) and timed beside cuBLAS with CUBLAS_COMPUTE_16F; with "
+                            '"output": "fp32" (FP16 partial sums added into an FP32 C) beside CUBLAS_COMPUTE_32F, '
+                            "the one cuBLAS GEMM writing FP32 from FP16")
     block: list[Dim] | None = Field(None, min_length=1, max_length=3,
                                     description="threads per block [x, y, z] (a kernel's; a launcher sets its own)")
     grid: TileGrid | ExprGrid | None = Field(None, description="the kernel's grid (a launcher sets its own)")

@@ -60,7 +60,7 @@ def unit_roundoff(dtype: str) -> float:
 class Precision:
     compute_mode: str
     output: str = "input"
-    accumulate: str = "fp32"  # "fp16": FP16 sums (fp16 kernels with an FP16 C; core/description/gemm_form.py)
+    accumulate: str = "fp32"  # "fp16": FP16 sums (fp16 kernels, C in FP16 or FP32; core/description/gemm_form.py)
     # FP8: whether A and B carry per-tensor scales. A kernel that takes no alpha (C = A·B, Triton's
     # tutorials) has nowhere to apply them: its inputs are drawn unscaled, and cuBLASLt gets 1s.
     scaled: bool = True
@@ -82,6 +82,14 @@ class Precision:
     @property
     def fp16_accumulate(self) -> bool:
         return self.accumulate == "fp16"
+
+    @property
+    def baseline_fp16_sums(self) -> bool:
+        """Whether cuBLAS sums in FP16 too (CUBLAS_COMPUTE_16F). It does only where C is FP16: that
+        compute type writes no other C. A kernel of FP16 sums that writes FP32 (FP16 partial sums
+        added into FP32, spatters/mma-matmul's kernels 3.2-3.4) is timed beside the one cuBLAS GEMM
+        writing FP32 from FP16 inputs, FP32 compute, and checked with FP16 sums' bound all the same."""
+        return self.fp16_accumulate and self.output_type == "float16"
 
     @property
     def fp8(self) -> bool:

@@ -23,7 +23,7 @@ CUBLAS_OP = {"N": 0, "T": 1}
 
 
 def compute_type(precision: Precision) -> int:
-    if precision.fp16_accumulate:
+    if precision.baseline_fp16_sums:
         return CUBLAS_COMPUTE_16F
     return CUBLAS_COMPUTE_32F_FAST_TF32 if precision.compute_mode == "tf32" else CUBLAS_COMPUTE_32F
 

@@ -198,7 +198,7 @@ class LtGemm(LtCall):
         plan = cublas_gemm(form, m, n, k)
         operands = {"A": a, "B": b}
         self.cp, self.first, self.a, self.out = cp, operands[plan.first], operands[plan.second], out
-        half_sums = precision.fp16_accumulate
+        half_sums = precision.baseline_fp16_sums
         # __half 1 and 0 as cuBLASLt reads them where the scale type is CUDA_R_16F
         self.alpha, self.beta = (ctypes.c_uint16(0x3C00), ctypes.c_uint16(0)) if half_sums else (
             ctypes.c_float(1.0), ctypes.c_float(0.0))
