@@ -89,3 +89,16 @@ def test_the_matmul_tutorial_launchers_take_the_three_maps_their_runner_encodes(
         assert {m: (list(t.box), t.swizzle) for m, t in desc.tensor_maps.items() if m != "C"} == {
             "A": ([64, 128], 128), "B": ([64, 128], 128)}
         assert desc.form.key() == "rcr+ab" and desc.compute_mode == "bf16"
+
+
+def test_fp16_partial_sums_into_an_fp32_c_are_described_as_such():
+    """spatters/mma-matmul: FP16 in, FP32 C; kernels 3.2-3.4 keep FP16 sums (mma .f16) added into FP32,
+    so they are "accumulate": "fp16" with an FP32 C (checked with FP16 sums' bound); 2.x and 3.x read B
+    column-major (runner.cu's B_T); 3.x run at K = 4096 only, their prefetch clamp's."""
+    kernels = {k["name"]: _described(k) for k in _kernels(next(p for p in EXAMPLES if p.name.startswith("spatters-")))}
+    assert len(kernels) == 9
+    for name, desc in kernels.items():
+        sums16 = name in ("mma_matmul_3_2", "mma_matmul_3_3", "mma_matmul_3_4")
+        assert desc.precision.output_type == "float32" and desc.precision.fp16_accumulate == sums16, name
+        assert desc.form.key() == ("rrr+ab" if name.startswith("mma_matmul_1") else "rcr+ab") + ("+acc16" if sums16 else "")
+        assert (desc.sizes is not None) == name.startswith("mma_matmul_3"), name
