@@ -35,10 +35,13 @@ def test_a_results_status_follows_from_its_fields(fields, status):
     assert status_of(*fields, not_applicable=True) == "not applicable"
 
 
-def test_fp16_sums_only_with_an_fp16_c():
-    with pytest.raises(ValidationError, match='accumulate "fp16" is for fp16 kernels writing an FP16 C'):
-        KernelDescription.model_validate({**KERNEL, "compute_mode": "fp16", "accumulate": "fp16", "output": "fp32"})
-    assert KernelDescription.model_validate({**KERNEL, "compute_mode": "fp16", "accumulate": "fp16"}).form.accumulate == "fp16"
+def test_fp16_sums_only_in_an_fp16_kernel_writing_fp16_or_fp32():
+    for mode in ("bf16", "fp8", "fp32"):
+        with pytest.raises(ValidationError, match='accumulate "fp16" is for fp16 kernels'):
+            KernelDescription.model_validate({**KERNEL, "compute_mode": mode, "accumulate": "fp16"})
+    for output in ("input", "fp32"):
+        desc = KernelDescription.model_validate({**KERNEL, "compute_mode": "fp16", "accumulate": "fp16", "output": output})
+        assert desc.form.accumulate == "fp16" and desc.precision.fp16_accumulate
 
 
 def test_batch_strides_need_the_batch_count():
