@@ -113,7 +113,7 @@ class CupyDevice:
     def notes(self, precision: Precision) -> list[str]:
         return ["kernels compiled by NVRTC with -ftz=true (CuPy adds it): denormals flush to zero",
                 f"cuBLAS baseline: {cublaslt_fp8.describe(precision)}" if precision.fp8 else
-                f"cuBLAS baseline: {cublas_forms.describe(precision)}" if precision.baseline_fp16_sums else
+                f"cuBLAS baseline: {cublas_forms.describe(precision)}" if precision.fp16_accumulate else
                 f"cuBLAS baseline: {cublas_half.describe(precision)}" if precision.half else
                 "cuBLAS baseline: cupy.matmul with CUBLAS_TF32_TENSOR_OP_MATH (TF32 tensor cores)"
                 if precision.compute_mode == "tf32" else "cuBLAS baseline: cupy.matmul, FP32 compute, TF32 off"]
