@@ -62,7 +62,7 @@ from core.settings import Settings
 from worker.compile import compiler, launcher_library
 from worker.compile.prefetch import Prefetch
 from worker.gpu import resources
-from worker.arguments import half_arrays, kernel_args
+from worker.arguments import block_scales, half_arrays, kernel_args
 from worker.measure.runner import Runner
 from worker.gpu.samples import Batch
 
@@ -109,6 +109,8 @@ class FakeKernel:
         self.b_layout = {1: "row", 2: "column"}.get(b_as, launch.form.b)
         self.skip_tile = marker(launch, "FAKE_GPU_SKIP_K_TILE")
         self.stride_off = marker(launch, "FAKE_GPU_BATCH_STRIDE_OFF") or 0
+        # FP8's block scales: B's array read with its two sides swapped (b_s[kb * N_blocks + nb]).
+        self.scale_b_swapped = bool(marker(launch, "FAKE_GPU_SCALE_B_SWAPPED"))
         # Each variant its own speed, 40-95 % of cuBLAS, fixed by its name.
         self.gflops = CUBLAS_GFLOPS * (0.4 + (zlib.crc32(variant.encode()) % 56) / 100)
         self.scratch: kernel_args.Scratch | None = None  # Triton's global scratch, as the product read it
@@ -292,7 +294,7 @@ class FakeDevice:
         return Call(zeroed_then_called, call.model_ms)
 
     def kernel_call(self, kernel: FakeKernel, launch: Launch, m: int, n: int, k: int, a, b, c, alpha: float,
-                    beta: float, batch: int = 1) -> Call:
+                    beta: float, batch: int = 1, scales: dict | None = None) -> Call:
         form = launch.form
         # A and B as the kernel reads their memory: its layout, packed, one matrix after another.
         a64 = read_memory(a, m, k, form.a, batch, m * k + kernel.stride_off)
@@ -301,7 +303,7 @@ class FakeDevice:
             a64, b64 = a64[0], b64[0]
         # What the kernel receives, marshalled as on the GPU: a scalar passed as __half is rounded,
         # and a size that does not survive its parameter's type would show here.
-        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch)
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch, scales)
         by_value = kernel_args.maps_by_value(kernel.plan)  # no TMA on the CPU: address 0, or a zero map by value
         if kernel.scratch is not None:  # as the GPU's device gives it; each program's slice must be there, aligned
             grid = launch.grid(m, n, k, batch)
@@ -330,6 +332,12 @@ class FakeDevice:
         alpha = kernel_args.received(hows["alpha"], passed["alpha"]) if "alpha" in passed else 1.0
         beta = kernel_args.received(hows["beta"], passed["beta"]) if "beta" in passed else 0.0
         fp16_sums = launch.precision.fp16_accumulate
+        if "scale_A" in passed:  # FP8's block scales, each block's from the arrays it was passed
+            scale_b = passed["scale_B"]
+            if kernel.scale_b_swapped:
+                scale_b = scale_b.reshape(scale_b.shape[::-1]).T
+            a64, b64 = block_scales.applied(np, a64, b64, {"scale_A": passed["scale_A"], "scale_B": scale_b},
+                                            launch.precision)
 
         def run():
             a_used, b_used = (a64[..., :-1], b64[..., :-1, :]) if kernel.wrong else (a64, b64)
@@ -386,13 +394,18 @@ class FakeDevice:
             float(factor.rstrip("w"))  # "not,a,number": refused here, as cuBLASLt refuses a shape
         return FakeLtGemm(problem.cublas_call(out), factors, out)
 
-    def cublas_call(self, a, b, out, precision, form: GemmForm = GemmForm(), batch: int = 1) -> Call:
+    def cublas_call(self, a, b, out, precision, form: GemmForm = GemmForm(), batch: int = 1,
+                    scales: dict | None = None) -> Call:
         m, k = a.shape[-2:]
         n = b.shape[-1]
         plan = cublas_gemm(form, m, n, k)
 
         def run():
-            if form.default and batch == 1:
+            if scales:  # FP8's block scales, applied to each block as cuBLASLt's block scaling does
+                a32, b32 = block_scales.applied(np, half_arrays.as_float32(np, a), half_arrays.as_float32(np, b), scales,
+                                                precision)
+                product = a32.astype(np.float64) @ b32.astype(np.float64)
+            elif form.default and batch == 1:
                 product = half_arrays.as_float32(np, a) @ half_arrays.as_float32(np, b)
             else:  # the call as cuBLAS would carry it out, column-major, over the operands' memory
                 product = cublas_as_called(plan, {"A": a, "B": b}, form.c, m, n, batch)

@@ -27,7 +27,7 @@ RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
 # batch: the number of matrices of a batched call; stride_a, stride_b, stride_c: the elements
 # between one matrix of the batch and the next (packed: rows x cols).
 ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "D", "lda", "ldb", "ldc", "A_map", "B_map", "C_map", "stream",
-                  "batch", "stride_a", "stride_b", "stride_c"]
+                  "batch", "stride_a", "stride_b", "stride_c", "scale_A", "scale_B"]
 DEFAULT_ARGS: tuple[ArgName, ...] = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
 # A parameter that is none of the GEMM's own, said in the repository's words: "null", a pointer passed
 # as nullptr (a debug buffer a runner passes when it times); "ignored", one the kernel never reads
@@ -168,6 +168,16 @@ class TensorMap(BaseModel):
                                                        "not a multiple of 16 bytes), pass 128 zero bytes, which the "
                                                        "kernel reads as \"no map\" and reaches the matrix through its "
                                                        "pointer (among args too); without it such a case is refused")
+
+
+class BlockScales(BaseModel):
+    """FP8 scales per block (core/description/precision.py): A's per row and 128-deep slab of K, B's per
+    128 x 128 block or per column and slab, as DeepSeek-V3's recipe and cuBLASLt's block scaling have them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    A: Literal["1x128"]
+    B: Literal["128x128", "1x128"]
 
 
 class OperandLayouts(BaseModel):

@@ -61,6 +61,7 @@ class Launch:
     flags: tuple[str, ...] = ()
     compute_mode: str = "fp32"
     output: str = "input"
+    scales: str = "tensor"  # FP8's scales (core/description/precision.py): "tensor" or a block recipe
     tolerance: float | None = None  # the description's own; None: the runner's default for the precision
     # Per matrix ("A", "B", "C"): (box elements along its contiguous dimension, box lines, swizzle bytes).
     tensor_maps: dict[str, tuple[int, int, int]] = field(default_factory=dict)
@@ -114,7 +115,8 @@ class Launch:
 
     @property
     def precision(self) -> Precision:
-        return Precision(self.compute_mode, self.output, self.form.accumulate, scaled=self.form.epilogue != "ab_only")
+        return Precision(self.compute_mode, self.output, self.form.accumulate, scaled=self.form.epilogue != "ab_only",
+                         scales=self.scales)
 
     def compile_options(self) -> tuple[str, ...]:
         return ("-std=c++17", *(f"-D{k}={v}" for k, v in sorted(self.defines.items())))
@@ -194,7 +196,7 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
         entry=desc.entry, args=tuple(desc.args), form=desc.form,
         block=tuple(block) if block is not None else None,  # type: ignore[arg-type]
         grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.effective_target,
-        compiler=desc.compiler, flags=tuple(desc.flags), compute_mode=desc.compute_mode, output=desc.output, tolerance=desc.tolerance, origin=origin,
+        compiler=desc.compiler, flags=tuple(desc.flags), compute_mode=desc.compute_mode, output=desc.output, scales=desc.scales_key, tolerance=desc.tolerance, origin=origin,
         launcher=desc.launcher, units=tuple(desc.units), libraries=tuple(desc.libraries), language=desc.language,
         num_stages=desc.triton.num_stages if desc.triton else 3,
         string_constexprs=dict(desc.triton.string_constexprs) if desc.triton else {},

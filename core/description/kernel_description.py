@@ -24,7 +24,7 @@ from core.description.source_guard import SourceRefused
 from core.description.kernel_expr import ExprError
 from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PATTERN, DEFAULT_ARGS, DEVICE_NAMES,
                                                  PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier,
-                                                 HelionValue, OperandLayouts, SizeMultiple, Target, TensorMap, TileGrid,
+                                                 BlockScales, HelionValue, OperandLayouts, SizeMultiple, Target, TensorMap, TileGrid,
                                                  TritonOptions, Tunable, arg_refusal, is_expression,
                                                  is_filler)
 from core.description import launch_checks
@@ -174,6 +174,12 @@ class KernelDescription(BaseModel):
     output: Literal["input", "fp32", "fp16"] = Field(
         "input", description='the type of C: "input" (the type of A and B; BF16 for fp8), "fp32" (for fp16, bf16 '
                              'and fp8) or "fp16" (for fp8: an FP16 C, beside cuBLASLt FP8 writing FP16)')
+    scales: Literal["tensor"] | BlockScales = Field(
+        "tensor", description='FP8\'s scales: "tensor" (one per matrix, folded into alpha), or per block as '
+                              'DeepSeek-V3\'s recipe has them, {"A": "1x128", "B": "128x128"} (or B "1x128"): '
+                              "the kernel takes scale_A, FP32 [M, ceil(K/128)], and scale_B, FP32 "
+                              "[ceil(N/128), ceil(K/128)] (or [N, ceil(K/128)]), each row-major, among its args, "
+                              "beside cuBLASLt's block-scaled FP8 GEMM")
     tolerance: float | None = Field(None, gt=0, le=0.1, allow_inf_nan=False,
                                     description="largest relative Frobenius error against the FP32 product of the same "
                                                 "inputs (default: 1e-4 for fp32, 2e-3 for tf32; for fp16 and bf16 "
@@ -292,6 +298,7 @@ class KernelDescription(BaseModel):
             raise ValueError(f"libraries {self.libraries}: a library's headers are for a kernel nvcc builds "
                              '("compiler": "nvcc")')
         launch_checks.check_launcher(self)
+        launch_checks.check_scales(self)
         if self.output != "input" and self.compute_mode not in OUTPUT_MODES[self.output]:
             modes = OUTPUT_MODES[self.output]
             named = " and ".join(filter(None, (", ".join(modes[:-1]), modes[-1])))
@@ -408,7 +415,13 @@ class KernelDescription(BaseModel):
 
     @property
     def precision(self) -> Precision:
-        return Precision(self.compute_mode, self.output, self.accumulate, scaled=self.form.epilogue != "ab_only")
+        return Precision(self.compute_mode, self.output, self.accumulate, scaled=self.form.epilogue != "ab_only",
+                         scales=self.scales_key)
+
+    @property
+    def scales_key(self) -> str:
+        """`scales` as the precision names it: "tensor", or "1x128,128x128" (A's block, then B's)."""
+        return self.scales if isinstance(self.scales, str) else f"{self.scales.A},{self.scales.B}"
 
     @property
     def form(self) -> GemmForm:

@@ -57,6 +57,10 @@ class Described(Protocol):
     def include_dirs(self) -> Sequence[str]: ...
     @property
     def form(self) -> GemmForm: ...
+    @property
+    def compute_mode(self) -> str: ...
+    @property
+    def scales(self) -> object: ...
 
 
 def check_triton(desc: Described) -> None:
@@ -178,3 +182,23 @@ def _check_adapter(launcher: str, libraries: Sequence[str]) -> None:
         raise ValueError(f'launcher: name the GEMM type {name} runs, as the repository spells it: "{name}<Gemm>"')
     if library not in libraries:
         raise ValueError(f'launcher: {name} is written against {library}: add "libraries": ["{library}"]')
+
+
+def check_scales(desc: Described) -> None:
+    """FP8's block scales: an fp8 kernel that names both scale arrays among its args and is launched by
+    the runner (a CUDA or Triton kernel by its entry); a kernel that takes the arrays says so."""
+    named = [role for role in ("scale_A", "scale_B") if role in desc.args]
+    if desc.scales == "tensor":
+        if named:
+            raise ValueError(f"args name {', '.join(named)}, FP8's block scales: give them in `scales` "
+                             '({"A": "1x128", "B": "128x128"}, DeepSeek-V3\'s recipe)')
+        return
+    if desc.compute_mode != "fp8":
+        raise ValueError(f"scales per block are FP8's; this kernel is {desc.compute_mode}")
+    if desc.wrapper or desc.launcher or desc.language == "helion":
+        how = "its wrapper" if desc.wrapper else "its launcher" if desc.launcher else "Helion"
+        raise ValueError(f"block scales reach a kernel the runner launches itself, by entry and args; {how} is not "
+                         "read for them yet: describe the kernel by its entry, args (scale_A, scale_B among them) and grid")
+    if len(named) != 2:
+        raise ValueError("a kernel with block scales takes both arrays: name scale_A and scale_B among its args, "
+                         f"in its parameters' order (args: {list(desc.args)})")

@@ -19,6 +19,13 @@ scale is a power of two, so the values the reference multiplies (stored number x
 in FP32. A kernel gets alpha x scale_A x scale_B as its alpha (the scales folded into the one
 factor every kernel already applies), cuBLASLt the scales by pointer, as an FP8 GEMM is usually
 called.
+
+FP8's block scales (`scales`, DeepSeek-V3's recipe, as inference repositories carry it): A has one
+scale per row and 128-deep slab of K ("1x128"), B one per 128 x 128 block ("128x128") or per column
+and slab ("1x128"). The kernel reads them from two FP32 arrays (scale_A, scale_B among its args),
+A's [M, ceil(K/128)] and B's [ceil(N/128), ceil(K/128)] (or [N, ceil(K/128)]), each row-major, as
+DeepSeek-V3's and vLLM's kernels take them; worker/arguments/block_scales.py draws them (powers of
+two, so the values stay exact) and the baseline is cuBLASLt's own block scaling.
 """
 
 from dataclasses import dataclass
@@ -50,6 +57,12 @@ TENSOR_SCALE = {"fp8": 2.0**-8}
 # of it, not FP32's 24 (DeepSeek-V3 technical report, section 3.3.2, measured on H800).
 FP8_MMA_K = 32
 FP8_ACCUMULATE_BITS = 14
+# FP8's block scales: the side of a scale's block along K (and along N for B's 128 x 128 blocks).
+SCALE_BLOCK = 128
+# `scales` as results name them -> each operand's block, (rows, columns) of A (M x K) and of B taken
+# N x K (the way its scales are laid: per column of B, along K). "tensor": one scale each.
+BLOCK_SCALES = {"1x128,128x128": ((1, SCALE_BLOCK), (SCALE_BLOCK, SCALE_BLOCK)),
+                "1x128,1x128": ((1, SCALE_BLOCK), (1, SCALE_BLOCK))}
 
 
 def unit_roundoff(dtype: str) -> float:
@@ -64,6 +77,8 @@ class Precision:
     # FP8: whether A and B carry per-tensor scales. A kernel that takes no alpha (C = A·B, Triton's
     # tutorials) has nowhere to apply them: its inputs are drawn unscaled, and cuBLASLt gets 1s.
     scaled: bool = True
+    # FP8: "tensor" (one scale for A, one for B) or a key of BLOCK_SCALES ("1x128,128x128").
+    scales: str = "tensor"
 
     @property
     def input_type(self) -> str:
@@ -96,9 +111,25 @@ class Precision:
         return self.compute_mode == "fp8"
 
     @property
+    def block_scaled(self) -> bool:
+        return self.scales in BLOCK_SCALES
+
+    @property
+    def storage_scale(self) -> float:
+        """What A's and B's values are divided by before they are rounded to the input type, so E4M3
+        holds them near its range (FP8 with scales of either kind); 1 elsewhere."""
+        return TENSOR_SCALE.get(self.compute_mode, 1.0) if self.scaled or self.block_scaled else 1.0
+
+    @property
     def tensor_scale(self) -> float:
-        """What each of A and B is stored divided by (FP8's per-tensor scale); 1 elsewhere."""
-        return TENSOR_SCALE.get(self.compute_mode, 1.0) if self.scaled else 1.0
+        """FP8's per-tensor scale of each of A and B (the storage scale, folded into the kernel's
+        alpha and given to cuBLASLt); 1 elsewhere, and with block scales, which carry it themselves."""
+        return 1.0 if self.block_scaled else self.storage_scale
+
+    def scale_shapes(self, m: int, n: int, k: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The shapes of scale_A ([M rows, K slabs]) and scale_B ([N rows or blocks, K slabs]), row-major."""
+        (a_rows, a_cols), (b_rows, b_cols) = BLOCK_SCALES[self.scales]
+        return ((-(-m // a_rows), -(-k // a_cols)), (-(-n // b_rows), -(-k // b_cols)))
 
     def label(self) -> str:
         """How results name it: "bf16" (BF16 in and out), "bf16->fp32", "fp32", "tf32", "fp8" (E4M3
@@ -109,7 +140,9 @@ class Precision:
     def describe(self) -> dict:
         d: dict[str, Any] = {"input": self.input_type, "accumulate": "float16" if self.fp16_accumulate else "float32",
              "output": self.output_type}
-        if self.fp8:
+        if self.block_scaled:
+            d["scales"] = dict(zip(("A", "B"), self.scales.split(",")))
+        elif self.fp8:
             d["scale_a"] = d["scale_b"] = self.tensor_scale
         return d
 

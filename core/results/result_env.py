@@ -177,6 +177,8 @@ class PrecisionRecord(_Record):
     output: Literal["float32", "float16", "bfloat16"] | None = None
     scale_a: Annotated[Finite, Field(gt=0, le=1e30)] | None = None  # FP8's per-tensor scales
     scale_b: Annotated[Finite, Field(gt=0, le=1e30)] | None = None
+    # FP8's block scales, each operand's block (DeepSeek-V3's recipe): {"A": "1x128", "B": "128x128"}
+    scales: Annotated[dict[Literal["A", "B"], Literal["1x128", "128x128"]], Field(min_length=2, max_length=2)] | None = None
 
 
 class FormRecord(_Record):
@@ -187,6 +189,9 @@ class FormRecord(_Record):
     epilogue: Literal["alpha_beta", "ab_only", "alpha_only"] | None = None
     accumulate: Literal["fp32", "fp16"] | None = None
     batch: Count | None = None
+
+
+ScaleMode = Literal["CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F", "CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F"]
 
 
 class CublasAlgo(_Record):
@@ -209,6 +214,10 @@ class CublasPlan(_Record):
     waves: Annotated[Finite, Field(ge=0, le=1e9)] | None = None
     workspace_bytes: Integer(0, 1 << 40) = 0
     padded_n_k: Annotated[list[Integer(1, 1 << 21)], Field(min_length=2, max_length=2)] | None = None
+    # FP8's block scales: each operand's cuBLASLt scale mode, and the sizes padded for them
+    a_scale_mode: ScaleMode | None = None
+    b_scale_mode: ScaleMode | None = None
+    padded_m_n_k: Annotated[list[Integer(1, 1 << 21)], Field(min_length=3, max_length=3)] | None = None
 
 
 class CublasCandidate(_Record):

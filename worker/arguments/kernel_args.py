@@ -23,6 +23,7 @@ from worker.arguments.tensor_maps import DESCRIPTOR_PARTS, MAP_BYTES, descriptor
 INTEGER_ROLES = frozenset({"M", "N", "K", "lda", "ldb", "ldc", "batch", "stride_a", "stride_b", "stride_c"})
 SCALAR_ROLES = frozenset({"alpha", "beta"})
 MATRIX_ROLES = frozenset({"A", "B", "C", "D"})  # D: C's buffer, written where C was read
+SCALE_ROLES = frozenset({"scale_A", "scale_B"})  # FP8's block scales: FP32 arrays (core/description/precision.py)
 
 # Scalar C++ types (as the demangler spells them) -> how a value is passed.
 _INTEGERS = {"int": "i32", "unsigned int": "u32", "long": "i64", "unsigned long": "u64", "long long": "i64",
@@ -149,6 +150,8 @@ def _passing(role: str, spelling: str | None, size: int | None, input_type: str,
                 f"address: const CUtensorMap* or void*); name a matrix {role.removesuffix('_map')}")
     if not pointer and size != 8:
         return f"!{role} must be a pointer"
+    if role in SCALE_ROLES and base not in ("float", "void"):
+        return f"!{role} points to {base}; FP8's block scales are FP32 (float*)"
     if role in MATRIX_ROLES and base.startswith("CUtensorMap"):
         return f"!{role} is a tensor map, not a matrix: name it {role}_map in args (and describe it in tensor_maps)"
     if role in MATRIX_ROLES:
@@ -313,11 +316,13 @@ def load(built, launch, get_function) -> LoadedKernel:
                         descriptors)
 
 
-def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float, batch: int = 1) -> dict:
+def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float, batch: int = 1,
+                 scales: dict | None = None) -> dict:
     """Each role's value for one call: the sizes, leading dimensions and batch strides as the
-    form lays the matrices out (packed), alpha, beta and the matrices."""
+    form lays the matrices out (packed), alpha, beta, the matrices and FP8's block scales (scale_A, scale_B)."""
     form = launch.form
-    named = {"M": m, "N": n, "K": k, "alpha": alpha, "beta": beta, "A": a, "B": b, "C": c, "D": c, "batch": batch}
+    named = {"M": m, "N": n, "K": k, "alpha": alpha, "beta": beta, "A": a, "B": b, "C": c, "D": c, "batch": batch,
+             **(scales or {})}
     for x in ("A", "B", "C"):
         named[f"ld{x.lower()}"] = form.leading_dimension(x, m, n, k)
         named[f"stride_{x.lower()}"] = form.batch_stride(x, m, n, k)

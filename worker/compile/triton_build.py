@@ -46,7 +46,7 @@ def types(launch: Launch) -> list[str]:
             out.append(POINTER[precision.output_type])
         elif role in INTEGER_ROLES:
             out.append("i32")
-        elif role == "null":
+        elif role in ("null", "scale_A", "scale_B"):  # FP8's block scales: FP32 arrays
             out.append("*fp32")
         elif role.endswith("_map"):  # a host TensorDescriptor: its block [lines, contiguous] from tensor_maps
             matrix = role.removesuffix("_map")
@@ -69,7 +69,7 @@ def specialization(launch: Launch, values: dict) -> tuple[str, ...]:
     and 16-byte alignment are unknown to the compiler and its loads stay narrow."""
     out = []
     for role in launch.args:
-        if role in ("A", "B", "C"):
+        if role in ("A", "B", "C", "scale_A", "scale_B"):
             out.append("D")
             continue
         if role in INTEGER_ROLES:

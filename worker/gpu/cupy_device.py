@@ -207,7 +207,7 @@ class CupyDevice:
         return launcher_library.build(launch, self.compute_capability, self.cfg)
 
     def kernel_call(self, kernel: kernel_args.LoadedKernel, launch: Launch, m: int, n: int, k: int, a, b, c,
-                    alpha: float, beta: float, batch: int = 1):
+                    alpha: float, beta: float, batch: int = 1, scales: dict | None = None):
         """A call of the kernel over these matrices, each argument of the type its binary declares."""
         function = kernel.function
         if kernel.plan is None:  # a launcher's entry, loaded for its resources: never launched by the runner
@@ -218,7 +218,7 @@ class CupyDevice:
             smem = kernel.shared_bytes
         if smem > 0 and function.max_dynamic_shared_size_bytes < smem:
             function.max_dynamic_shared_size_bytes = smem  # past 48 KiB a kernel gets it only when it asks
-        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch)
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch, scales)
         by_value = kernel_args.maps_by_value(kernel.plan)
         # A Triton descriptor's map: the box Triton compiled it for.
         for matrix, encoded in self._encoded_maps(launch, m, n, k, a, b, c, kernel.descriptors).items():
@@ -261,13 +261,14 @@ class CupyDevice:
         one call that `use(i)` sets to the i-th (worker/measure/cublas_best.py times them)."""
         out = problem.new_c()
         if problem.precision.fp8:
-            gemm = cublaslt_fp8.call(self.cp, problem.a_in, problem.b_in, out, problem.precision, count)
+            gemm = cublaslt_fp8.call(self.cp, problem.a_in, problem.b_in, out, problem.precision, count, problem.scales)
         else:
             gemm = cublaslt.LtGemm(self.cp, problem.a_in, problem.b_in, out, problem.precision, problem.form, count)
         gemm.library_version = cublaslt.version()
         return gemm
 
-    def cublas_call(self, a, b, out, precision: Precision, form: GemmForm = GemmForm(), batch: int = 1):
+    def cublas_call(self, a, b, out, precision: Precision, form: GemmForm = GemmForm(), batch: int = 1,
+                    scales: dict | None = None):
         """cuBLAS over A, B and C in the precision's types and the form's layouts (a batch: one
         strided-batched call). The default form (row-major, FP32 sums, one matrix) keeps the calls
         its figures were first measured with, as does FP8 in the TN form (cuBLASLt's FP8 call takes
@@ -276,7 +277,7 @@ class CupyDevice:
         if not _own_lt_call(form, precision, batch):
             return cublas_forms.call(cp, a, b, out, precision, form, batch)
         if precision.fp8:
-            return cublaslt_fp8.call(cp, a, b, out, precision)
+            return cublaslt_fp8.call(cp, a, b, out, precision, scales=scales)
         if precision.half:
             return cublas_half.call(cp, a, b, out, precision)
         if precision.compute_mode == "fp32":

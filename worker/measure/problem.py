@@ -8,7 +8,7 @@ from core.description.gemm_form import GemmForm
 from core.description.inputs import SIGNED
 from core.description.kernel import Launch
 from core.description.precision import Precision
-from worker.arguments import half_arrays, kernel_args, tensor_maps
+from worker.arguments import block_scales, half_arrays, kernel_args, tensor_maps
 from worker.measure.cases import Case
 
 FP32 = Precision("fp32")
@@ -31,16 +31,21 @@ class Problem:
         # Row-major, in the input type: what cuBLAS multiplies.
         self.a_stored, self.b_stored = self.operands(SIGNED, case.seed)
         # Their values in FP32: what the reference multiplies (FP8: the stored numbers times the
-        # per-tensor scale, a power of two, so exact).
+        # per-tensor scale, or each block's, powers of two, so exact).
         self.a, self.b = (half_arrays.as_float32(xp, x) for x in (self.a_stored, self.b_stored))
-        if precision.tensor_scale != 1.0:
+        # FP8's block scales, the kernel's scale_A and scale_B ({} for every other precision).
+        self.scales = block_scales.draw(device, precision, self.m, self.n, self.k, case.seed) \
+            if precision.block_scaled else {}
+        if self.scales:
+            self.a, self.b = block_scales.applied(xp, self.a, self.b, self.scales, precision)
+        elif precision.tensor_scale != 1.0:
             self.a, self.b = self.a * xp.float32(precision.tensor_scale), self.b * xp.float32(precision.tensor_scale)
         self.a_in, self.b_in = self.laid(self.a_stored, form.a), self.laid(self.b_stored, form.b)
 
     def operands(self, inputs: str, seed: int):
         """A and B drawn from `inputs` (core/description/inputs.py), scaled and rounded to the input type, row-major."""
         device, xp = self.device, self.device.xp
-        scale = self.precision.input_scale(self.k) / self.precision.tensor_scale
+        scale = self.precision.input_scale(self.k) / self.precision.storage_scale
         a32 = device.uniform(seed, self.batch * self.m, self.k, inputs)  # a batch of 1: the matrices as ever
         b32 = device.uniform(seed + 2, self.batch * self.k, self.n, inputs)
         if self.batch > 1:
@@ -113,15 +118,16 @@ class Problem:
         """cuBLAS over these inputs in the kernel's precision and form (its layouts, FP16 sums, a
         strided batch), into C (a new one of the output type unless given)."""
         out = self.new_c() if out is None else out
-        return self.device.cublas_call(self.a_in, self.b_in, out, self.precision, self.form, self.batch)
+        return self.device.cublas_call(self.a_in, self.b_in, out, self.precision, self.form, self.batch, self.scales)
 
     def kernel_call(self, function, launch: Launch, c, alpha: float, beta: float):
         refused = tensor_maps.unreadable(launch, self.m, self.n, self.k, kernel_args.maps_by_value(function.plan))
         if refused:
             raise ValueError(refused)
-        # FP8: the kernel multiplies the stored numbers; the two scales reach it folded into alpha.
+        # FP8: the kernel multiplies the stored numbers; per-tensor scales reach it folded into alpha,
+        # block scales as its scale_A and scale_B.
         alpha *= self.precision.tensor_scale**2
         call = self.device.kernel_call(function, launch, self.m, self.n, self.k, self.a_in, self.b_in, c, alpha, beta,
-                                       self.batch)
+                                       self.batch, self.scales)
         # A kernel that adds into C: zeroed first, as its own caller's torch.zeros, in the same time.
         return self.device.zeroed_first(call, c) if launch.c_starts_zero else call
