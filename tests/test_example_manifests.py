@@ -102,3 +102,13 @@ def test_fp16_partial_sums_into_an_fp32_c_are_described_as_such():
         assert desc.precision.output_type == "float32" and desc.precision.fp16_accumulate == sums16, name
         assert desc.form.key() == ("rrr+ab" if name.startswith("mma_matmul_1") else "rcr+ab") + ("+acc16" if sums16 else "")
         assert (desc.sizes is not None) == name.startswith("mma_matmul_3"), name
+
+
+def test_deepseek_v3s_fp8_gemm_is_described_with_block_scales_and_its_sizes_compiled_in():
+    """deepseek-ai/DeepSeek-V3's inference/kernel.py as it is: fp8_gemm_kernel(a, b, c, a_s, b_s, M,
+    N: tl.constexpr, K: tl.constexpr, ...), B the N x K weights, DeepSeek-V3's own block scales."""
+    (kernel,) = _kernels(next(p for p in EXAMPLES if p.name.startswith("deepseek-ai-")))
+    desc = _described(kernel)
+    assert desc.precision.scales == "1x128,128x128" and desc.form.key() == "rcr+ab"
+    assert desc.args == ["A", "B", "C", "scale_A", "scale_B", "M"]
+    assert desc.triton is not None and desc.triton.size_constexprs == ["N", "K"]

@@ -135,7 +135,7 @@ def runner(monkeypatch):
     return CpuRunner()
 
 
-@pytest.mark.parametrize("name", ["fp8_block_tn", "fp8_block_triton"])
+@pytest.mark.parametrize("name", ["fp8_block_tn", "fp8_block_triton", "fp8_block_triton_sized"])
 @pytest.mark.parametrize("size", [(200, 264, 384), (100, 103, 297)])
 def test_the_fixtures_block_scaled_kernels_compile_as_a_job_and_verify(runner, name, size):
     out = runner.run_case(Case(0, name, *size, 9, fixture(name)), POLICY)
@@ -144,6 +144,44 @@ def test_the_fixtures_block_scaled_kernels_compile_as_a_job_and_verify(runner, n
     assert out.rel_error <= Precision("fp8", scales="1x128,128x128").default_tolerance(size[2])
     if name == "fp8_block_tn":  # the scale pointers' types, from the binary
         assert out.env["launch"]["params"][3:5] == ["scale_A: float const*", "scale_B: float const*"]
+    if name == "fp8_block_triton_sized":  # N and K compiled in as this case's, its tile autotuned here
+        assert out.env["triton"]["chosen_by"].startswith("autotune here: 2 of 2"), out.env["triton"]
+
+
+def sized() -> KernelDescription:
+    return next(d for d in load_folder(REPO) if d.name == "fp8_block_triton_sized")
+
+
+def test_sizes_taken_as_constexprs_are_the_cases_own_and_outlive_an_autotune_configuration():
+    from core.description.kernel import resolve
+    from tests.fake_gpu import H100_FIGURES
+
+    desc = sized()
+    assert "N" not in resolve(desc, None, H100_FIGURES).defines  # no case: nothing compiled in
+    launch = resolve(desc, None, H100_FIGURES, dims=(300, 520, 1000))
+    assert (launch.defines["N"], launch.defines["K"]) == (520, 1000) and "M" not in launch.defines
+    config = {"kwargs": {"BLOCK_M": 128, "BLOCK_N": 64}, "num_warps": 8, "num_stages": 3}
+    tuned = desc.with_triton_config(config)
+    assert tuned.triton.size_constexprs == ["N", "K"] and tuned.triton.num_warps == 8
+    assert resolve(tuned, None, H100_FIGURES, dims=(1, 2, 3)).defines == {"BLOCK_M": 128, "BLOCK_N": 64, "N": 2, "K": 3}
+
+
+@pytest.mark.parametrize("sizes, refused", [(["N", "N"], "each size once"), (["M"], "not among the args")])
+def test_size_constexprs_that_repeat_or_are_args_are_refused(sizes, refused):
+    data = sized().model_dump(mode="json")
+    data["triton"]["size_constexprs"] = sizes
+    with pytest.raises(ValidationError, match=refused):
+        KernelDescription.model_validate(data)
+
+
+def test_gemmwatch_check_builds_the_folder_an_autotuned_kernel_by_its_first_configuration():
+    from worker.compile.offline_check import check_kernel, reference
+
+    _, figures = reference("9.0")
+    for desc in load_folder(REPO):
+        checked = check_kernel(desc, figures, Settings())
+        assert checked.builds, (desc.name, checked.detail)
+    assert "configuration 0 of its 2 @triton.autotune configurations" in check_kernel(sized(), figures, Settings()).detail
 
 
 @pytest.mark.parametrize("name", ["fp8_block_tn_swapped", "fp8_block_tn_skip"])

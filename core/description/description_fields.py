@@ -229,6 +229,10 @@ class TritonOptions(BaseModel):
     config: int | None = Field(None, ge=0, le=255, description=(
         "for a kernel under @triton.autotune: which of its configurations to run (by position in its list); "
         "left out, the worker runs the autotune once per case outside the timing and keeps the choice"))
+    size_constexprs: list[Literal["M", "N", "K"]] = Field(default_factory=list, max_length=3, description=(
+        "tl.constexpr parameters that are the problem's sizes, named as the sizes (DeepSeek-V3's fp8_gemm_kernel "
+        'takes `N: tl.constexpr, K: tl.constexpr`): ["N", "K"]. Each case compiles the kernel with its own '
+        "values, as Triton's launcher compiles it anew for each new value"))
     string_constexprs: dict[Identifier, ConstexprText] = Field(default_factory=dict, max_length=16, description=(
         'tl.constexpr parameters whose value is a word, compiled in as Triton\'s own launcher would: '
         '{"ACTIVATION": "leaky_relu"} (integers go in defines)'))

@@ -166,8 +166,10 @@ def target_refusal(variant: str, target: str | None, compute_capability: str) ->
 
 
 def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: DeviceFigures,
-            origin: str = "job") -> Launch:
-    """The description with these tunables on this GPU; a ValueError names what does not fit."""
+            origin: str = "job", dims: tuple[int, int, int] | None = None) -> Launch:
+    """The description with these tunables on this GPU; a ValueError names what does not fit. dims: the
+    case's M, N and K, for a Triton kernel that takes sizes as tl.constexpr (triton.size_constexprs),
+    compiled in as those values."""
     values = desc.check_tunables(tunables)
     scope = {**device.scope(), **values}
     try:
@@ -186,6 +188,8 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
     grid = (None if desc.grid is None else ("tile", *desc.grid.tile, desc.grid.order)
             if isinstance(desc.grid, TileGrid) else ("xyz", desc.grid.x, desc.grid.y, desc.grid.z))
     defines = {name: scope[name] for name in desc.defines} | values
+    if desc.triton and desc.triton.size_constexprs and dims is not None:
+        defines |= {name: dims["MNK".index(name)] for name in desc.triton.size_constexprs}
     precision = desc.precision
     maps: dict[str, tuple[int, int, int]] = {
         matrix: tensor_map_box(desc.name, matrix, t, scope,

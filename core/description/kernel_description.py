@@ -492,6 +492,15 @@ class KernelDescription(BaseModel):
                              f"C is {self.precision.output_type} (compute_mode {self.compute_mode}, output "
                              f'"{self.output}"): say "output": "{fitting[0]}" to time the kernel as the wrapper runs it')
 
+    def with_triton_config(self, config: dict) -> "KernelDescription":
+        """The description with one @triton.autotune configuration (as triton_build.describe lists it):
+        its values as defines, its warps and stages; its other Triton options (the word and size
+        constexprs) kept."""
+        defines = {**self.defines, **{name: int(value) for name, value in config["kwargs"].items()}}
+        options = (self.triton or TritonOptions.model_validate({})).model_copy(
+            update={"num_warps": config["num_warps"], "num_stages": config["num_stages"]})
+        return self.model_copy(update={"defines": defines, "triton": options})
+
     def with_helion_code(self, code: str, dims: tuple[int, int, int]) -> "KernelDescription":
         """A Helion kernel as the Triton code Helion wrote for one case of M x N x K: a Triton kernel given
         by its wrapper (the @helion.kernel function's name, which the code keeps), at that size alone

@@ -104,6 +104,10 @@ def check_triton(desc: Described) -> None:
                          "memory; a Python wrapper that launches it is named in `wrapper`)")
     if desc.grid is None and desc.wrapper is None:
         raise ValueError("grid: a Triton kernel's launch needs its grid (its programs along x, y, z)")
+    sizes = list(getattr(desc.triton, "size_constexprs", None) or [])
+    if len(set(sizes)) != len(sizes) or set(sizes) & set(desc.args):
+        raise ValueError(f"triton.size_constexprs {sizes}: each size once, and not among the args (a tl.constexpr "
+                         "is no parameter of the compiled kernel)")
 
 
 def _check_helion(desc: Described) -> None:

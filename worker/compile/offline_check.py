@@ -59,6 +59,9 @@ def reference(compute_capability: str) -> tuple[str, DeviceFigures]:
     return REFERENCE_GPUS[dotted]
 
 
+CHECK_DIMS = (4096, 4096, 4096)
+
+
 def check_kernel(desc: KernelDescription, figures: DeviceFigures, cfg) -> Checked:
     """Build one kernel (its default tunables) for the figures' compute capability, as a worker would."""
     cc = figures.compute_capability
@@ -68,7 +71,15 @@ def check_kernel(desc: KernelDescription, figures: DeviceFigures, cfg) -> Checke
     try:
         if desc.wrapper is not None:  # the launch its wrapper makes, read on stand-ins as a worker reads it
             desc = desc.with_wrapper_call(triton_build.wrapper_call(desc, cc, cfg))
-        launch = resolve(desc, None, figures, "local")
+        # A Triton kernel that takes sizes as tl.constexpr is built as a worker builds it for a 4096-cubed case.
+        launch = resolve(desc, None, figures, "local", CHECK_DIMS)
+        configs_said = ""
+        if launch.language == "triton" and not (desc.triton and desc.triton.config is not None):
+            # Under @triton.autotune a worker times every configuration; the first one is built here.
+            configs = triton_build.describe(launch, cc, cfg)["configs"]
+            if configs:
+                launch = resolve(desc.with_triton_config(configs[0]), None, figures, "local", CHECK_DIMS)
+                configs_said = f" (configuration 0 of its {len(configs)} @triton.autotune configurations)"
         tunables = ", ".join(f"{name} {value}" for name, value in desc.check_tunables(None).items())
         tunables_said = f" (tunables: {tunables})" if tunables else ""
         if launch.launcher:
@@ -78,7 +89,7 @@ def check_kernel(desc: KernelDescription, figures: DeviceFigures, cfg) -> Checke
                 said += "; " + entry_built(launch, cc, cfg, with_args=False)[1]
             return Checked(desc.name, True, library.compiler, said + tunables_said)
         built_by, said = entry_built(launch, cc, cfg)
-        return Checked(desc.name, True, built_by, said + tunables_said)
+        return Checked(desc.name, True, built_by, said + configs_said + tunables_said)
     except (compiler.CompileError, compiler.CompileRefused, ArgumentMismatch, ValueError) as exc:
         return Checked(desc.name, False, "", str(exc).strip() or type(exc).__name__)
 

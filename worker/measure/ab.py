@@ -15,7 +15,7 @@ from worker.measure.stage_clock import StageClock
 
 def run_ab(runner, case: Case, policy: TimingPolicy) -> CaseOutcome:
     dev = runner.device
-    head_launch, base_launch = runner.resolve(case.kernel), runner.resolve(case.base)
+    head_launch, base_launch = runner.resolve(case.kernel, case), runner.resolve(case.base, case)
     out = CaseOutcome(mode=AB_MODE, compute_mode=head_launch.compute_mode, dtype=head_launch.precision.input_type,
                       form=head_launch.form.key(case.batch))
     out.env["precision"] = head_launch.precision.describe()

@@ -97,9 +97,11 @@ class Runner:
 
         return dataclasses.replace(case, kernel=read(case.kernel), base=read(case.base))
 
-    def resolve(self, choice: KernelChoice) -> Launch:
-        """The kernel's description on this GPU: its figures (SM count, shared memory) from the device."""
-        return resolve(choice.description, choice.tunables, self.device.figures(), choice.origin)
+    def resolve(self, choice: KernelChoice, case: Case | None = None) -> Launch:
+        """The kernel's description on this GPU: its figures (SM count, shared memory) from the device,
+        and the case's sizes where the kernel takes them as tl.constexpr."""
+        dims = (case.m, case.n, case.k) if case is not None else None
+        return resolve(choice.description, choice.tunables, self.device.figures(), choice.origin, dims)
 
     def verify(self, function, launch: Launch, problem: Problem, ref, seed: int) -> verify.Check:
         return verify.check(self.device.xp, self._run(function, launch, problem), ref, problem.c, problem.refill, seed,
@@ -127,7 +129,7 @@ class Runner:
         (nothing is tuned here)."""
         dev = self.device
         case = self.wrappers_read(case)
-        launch = self.resolve(case.kernel) if case.kernel is not None else None
+        launch = self.resolve(case.kernel, case) if case.kernel is not None else None
         problem = Problem(dev, case, case.form, case.precision)
         run_cublas = problem.cublas_call()
         if launch is None:
@@ -153,10 +155,10 @@ class Runner:
                 return CaseOutcome(mode=policy.mode, error="a head-vs-base confirmation of a launcher is not supported "
                                                            "yet: each commit's launcher runs in a case of its own")
             if not getattr(dev, "calls_launcher_itself", False):  # the GPU child: a confined process per case
-                return launcher_case.run_in_own_process(dev, case, self.resolve(case.kernel), policy)
+                return launcher_case.run_in_own_process(dev, case, self.resolve(case.kernel, case), policy)
         if case.base is not None:
             return ab.run_ab(self, case, policy)
-        launch = self.resolve(case.kernel) if case.kernel is not None else None
+        launch = self.resolve(case.kernel, case) if case.kernel is not None else None
         # A kernel is verified with its precision's bound and timed against cuBLAS in the same
         # precision (TF32 against cuBLAS TF32, BF16 against cuBLAS BF16), never FP32's.
         precision = case.precision

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Callable
 
 from core.description.kernel import Launch, resolve
-from core.description.description_fields import TritonOptions
 from core.description.kernel_description import KernelDescription
 from core.records.kernel_store import kernel_hash
 from worker.measure import cublas_best
@@ -37,10 +36,7 @@ def bucket(m: int, n: int, k: int) -> list[int]:
 
 def with_config(desc: KernelDescription, config: dict) -> KernelDescription:
     """The description with one configuration's values as defines and its warps and stages."""
-    defines = {**desc.defines, **{name: int(value) for name, value in config["kwargs"].items()}}
-    return desc.model_copy(update={"defines": defines, "triton": TritonOptions(
-        num_warps=config["num_warps"], num_stages=config["num_stages"], config=desc.triton and desc.triton.config,
-        string_constexprs=desc.triton.string_constexprs if desc.triton else {})})
+    return desc.with_triton_config(config)
 
 
 def unsupported(config: dict) -> str | None:
@@ -108,9 +104,10 @@ def settle(runner, choice, launch: Launch, case, problem, policy) -> tuple[Launc
     if not configs:
         return replace(launch, specialization=specialized), {"version": described["triton"]}
     desc, figures = choice.description, dev.figures()
+    dims = (case.m, case.n, case.k)  # a kernel's sizes taken as tl.constexpr (triton.size_constexprs)
 
     def time_config(candidate: KernelDescription) -> float:
-        concrete = replace(resolve(candidate, choice.tunables, figures, choice.origin), specialization=specialized)
+        concrete = replace(resolve(candidate, choice.tunables, figures, choice.origin, dims), specialization=specialized)
         return runner.median_ms(problem.kernel_call(dev.compile(concrete), concrete, problem.new_c(), 1.0, 0.0),
                                 policy)
 
@@ -119,7 +116,7 @@ def settle(runner, choice, launch: Launch, case, problem, policy) -> tuple[Launc
            "form": problem.form.key(case.batch)}
     index, how = choose(desc, configs, time_config if policy is not None else None,
                         dev.cfg.data_dir / "triton-autotune", key)
-    chosen = replace(resolve(with_config(desc, configs[index]), choice.tunables, figures, choice.origin),
+    chosen = replace(resolve(with_config(desc, configs[index]), choice.tunables, figures, choice.origin, dims),
                      specialization=specialized)
     return chosen, {"version": described["triton"], "config": {"index": index, **configs[index]},
                     "bucket": key["bucket"], **how}

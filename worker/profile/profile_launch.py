@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
     for index, case in zip(spec["indexes"], cases):
         case = runner.wrappers_read(case)  # a kernel given by its Python wrapper: the launch it makes
         for side, choice in zip(SIDES, (case.base, case.kernel)):
-            launch = runner.resolve(choice)
+            launch = runner.resolve(choice, case)
             if launch.language == "triton":  # the configuration its timed case chose (kept; nothing timed here)
                 launch, _ = triton_autotune.settle(runner, choice, launch, case,
                                                    Problem(runner.device, case, launch.form, launch.precision), None)
