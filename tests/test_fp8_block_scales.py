@@ -189,3 +189,19 @@ def test_a_kernel_reading_b_scales_swapped_or_skipping_a_slab_is_wrong(runner, n
     out = runner.run_case(Case(0, name, 200, 264, 384, 9, fixture(name)), POLICY)
     assert not out.verified and out.gflops is None
     assert out.error.startswith("wrong result: relative error"), out.error
+
+
+def test_a_triton_kernels_expression_args_are_integers_specialized_as_their_value_is():
+    """vLLM's and SGLang's block FP8 kernel takes the scale arrays' strides: a description computes them
+    ("=(K + 127) // 128"), passed as i32 and specialized as Triton's launcher would specialize the value."""
+    from core.description.kernel import resolve
+    from tests.fake_gpu import H100_FIGURES
+    from worker.compile import triton_build
+
+    launch = resolve(fixture("fp8_block_triton").description, None, H100_FIGURES)
+    stride = "=(K + 127) // 128"
+    assert launch.args[-2:] == (stride, stride) and triton_build.types(launch)[-2:] == ["i32", "i32"]
+    for k, value, specialized in ((2048, 16, "D"), (100, 1, "1"), (300, 3, "")):
+        values = kernel_args.named_values(launch, 64, 256, k, None, None, None, 1.0, 0.0)
+        assert values[stride] == value
+        assert triton_build.specialization(launch, values)[-2:] == (specialized, specialized)

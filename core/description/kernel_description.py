@@ -332,9 +332,8 @@ class KernelDescription(BaseModel):
             raise ValueError("the tunables make more than 4096 combinations")
         for value, where in self.expressions():
             try:
-                if self.language != "cuda" and where.startswith("args"):
-                    raise ExprError(f"{value!r}: an expression in args is for a CUDA kernel (a Triton kernel "
-                                    "is passed M, N and K and computes the rest itself)")
+                if self.language == "helion" and where.startswith("args"):
+                    raise ExprError(f"{value!r}: a Helion kernel's args are read off the code Helion writes")
                 if self.language == "triton" and where.startswith(("grid", "tensor_maps")):
                     # A Triton grid (and a descriptor's block) reads its @triton.autotune configuration's
                     # values as well ("cdiv(M, BLOCK_SIZE_M)"), known only once its file is read: the names are

@@ -7,7 +7,7 @@ cache key. Timing never runs the job's Python: only its compile does, confined.
 import functools
 
 from core.description.kernel import Launch
-from core.description.description_fields import integer_constant, is_filler
+from core.description.description_fields import integer_constant, is_expression, is_filler
 from core.description.kernel_description import KernelDescription
 from worker.compile import failed_compiles
 from worker.compile.failed_compiles import digest_of
@@ -52,8 +52,8 @@ def types(launch: Launch) -> list[str]:
             matrix = role.removesuffix("_map")
             inner, outer, _swizzle = launch.tensor_maps[matrix]
             out.append(f"tensordesc<{POINTER[data_type(launch, matrix)][1:]}[{outer}, {inner}]>")
-        elif integer_constant(role) is not None:
-            out.append("i32")  # "=1": a stride of 1, say
+        elif integer_constant(role) is not None or is_expression(role):
+            out.append("i32")  # "=1": a stride of 1, say; "=(K + 127) // 128": a scale array's row stride
         elif role in ("alpha", "beta") or is_filler(role):
             out.append("fp32")
         else:
@@ -72,7 +72,7 @@ def specialization(launch: Launch, values: dict) -> tuple[str, ...]:
         if role in ("A", "B", "C", "scale_A", "scale_B"):
             out.append("D")
             continue
-        if role in INTEGER_ROLES:
+        if role in INTEGER_ROLES or is_expression(role):  # an expression's value for this case, under its text
             value = values[role]
         elif integer_constant(role) is not None:
             value = integer_constant(role)
