@@ -112,3 +112,13 @@ def test_deepseek_v3s_fp8_gemm_is_described_with_block_scales_and_its_sizes_comp
     assert desc.precision.scales == "1x128,128x128" and desc.form.key() == "rcr+ab"
     assert desc.args == ["A", "B", "C", "scale_A", "scale_B", "M"]
     assert desc.triton is not None and desc.triton.size_constexprs == ["N", "K"]
+
+
+def test_vllms_block_fp8_kernel_is_described_in_its_argument_form():
+    """vllm-project/vllm's _w8a8_triton_block_scaled_mm as its wrapper launches it with its default
+    configuration: the group sizes and all ten strides, the scale arrays' row strides computed."""
+    (kernel,) = _kernels(next(p for p in EXAMPLES if p.name.startswith("vllm-project-")))
+    desc = _described(kernel)
+    assert desc.precision.scales == "1x128,128x128" and desc.form.key() == "rcr+ab" and len(desc.args) == 20
+    assert desc.args[8:10] == ["=128", "=128"] and desc.args[16] == desc.args[19] == "=(K + 127) // 128"
+    assert desc.triton is not None and (desc.triton.num_warps, desc.triton.num_stages) == (4, 2)

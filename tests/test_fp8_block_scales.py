@@ -130,12 +130,13 @@ def fixture(name: str) -> KernelChoice:
 
 
 @pytest.fixture
-def runner(monkeypatch):
+def runner(monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_GPU_COMPUTE_CAPABILITY", "9.0")
+    monkeypatch.setenv("GEMMWATCH_DATA_DIR", str(tmp_path))  # its own autotune choices, made here
     return CpuRunner()
 
 
-@pytest.mark.parametrize("name", ["fp8_block_tn", "fp8_block_triton", "fp8_block_triton_sized"])
+@pytest.mark.parametrize("name", ["fp8_block_tn", "fp8_block_triton", "fp8_block_triton_sized", "fp8_block_grouped"])
 @pytest.mark.parametrize("size", [(200, 264, 384), (100, 103, 297)])
 def test_the_fixtures_block_scaled_kernels_compile_as_a_job_and_verify(runner, name, size):
     out = runner.run_case(Case(0, name, *size, 9, fixture(name)), POLICY)

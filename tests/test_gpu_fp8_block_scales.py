@@ -24,7 +24,7 @@ def kernels() -> dict:
     return {d.name: d.model_dump(mode="json") for d in load_folder(REPO)}
 
 
-@pytest.mark.parametrize("name", ["fp8_block_tn", "fp8_block_triton", "fp8_block_triton_sized"])
+@pytest.mark.parametrize("name", ["fp8_block_tn", "fp8_block_triton", "fp8_block_triton_sized", "fp8_block_grouped"])
 def test_a_block_scaled_kernel_verifies_beside_cublaslts_block_scaled_gemm(gpu_stack, name):
     for r in run_job(gpu_stack, kernels()[name], SIZES):
         assert r["verified"], (name, r["m"], r["error"])

@@ -128,8 +128,15 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     triton_module.use_target(triton, target)
     triton_module.refuse_frameworks()
     try:
-        # A wrapper's file gets its stand-in for torch before its first statement (worker/compile/triton_wrapper.py).
-        preset = {"torch": triton_wrapper.Torch([])} if request.get("wrapper") else None
+        # Every file holds Triton as `triton` and `tl` before its first statement: one that reaches Triton
+        # through its own package (vLLM's `from vllm.triton_utils import tl, triton`, a re-export) has the
+        # names it means where that import fails here, and a file's own import of them replaces them.
+        # A wrapper's file gets its stand-in for torch as well (worker/compile/triton_wrapper.py).
+        import triton.language as tl
+
+        preset = {"triton": triton, "tl": tl}
+        if request.get("wrapper"):
+            preset["torch"] = triton_wrapper.Torch([])
         if request.get("wrapper"):  # Helion's generated code imports its launcher
             sys.modules.update(triton_wrapper.helion_modules())
         module, skipped = triton_module.load(source, preset=preset)
