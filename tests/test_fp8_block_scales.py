@@ -206,3 +206,28 @@ def test_a_triton_kernels_expression_args_are_integers_specialized_as_their_valu
         values = kernel_args.named_values(launch, 64, 256, k, None, None, None, 1.0, 0.0)
         assert values[stride] == value
         assert triton_build.specialization(launch, values)[-2:] == (specialized, specialized)
+
+
+def test_a_confirmation_of_a_block_scaled_kernel_thawed_from_the_store_keeps_its_scales(runner, cfg):
+    """The A/B runner over a kernel as a confirmation job thaws it: its scales (and its sizes compiled
+    in) come back from the kernel store, each side verified beside the same block-scaled problem; a
+    base that reads B's scales swapped is refused, not ranked."""
+    from core.records.db import session_factory
+    from core.records.kernel_store import freeze, thaw
+    from worker.measure.cases import choice_from_stored
+
+    def thawed(name: str) -> KernelChoice:
+        with session_factory(cfg)() as db:
+            frozen = freeze(db, fixture(name).description, {}, "job")
+            db.commit()
+            return choice_from_stored(thaw(db, frozen, name))
+
+    head = thawed("fp8_block_triton_sized")
+    assert head.description.scales_key == "1x128,128x128" and head.description.triton.size_constexprs == ["N", "K"]
+    out = runner.run_case(Case(0, "fp8_block_triton_sized", 200, 264, 384, 9, head, base=fixture("fp8_block_triton_sized")),
+                          POLICY)
+    assert out.verified, out.error
+    assert out.env["precision"]["scales"] == BLOCKS
+    wrong_base = runner.run_case(Case(0, "fp8_block_tn", 200, 264, 384, 9, thawed("fp8_block_tn"),
+                                      base=fixture("fp8_block_tn_swapped")), POLICY)
+    assert not wrong_base.verified and "wrong result" in wrong_base.error, wrong_base.error

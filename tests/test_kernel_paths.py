@@ -27,9 +27,9 @@ BUILTINS = list(builtin_kernels())
 
 
 def same_launch(a: KernelChoice, b: KernelChoice, size=(4096, 4096, 4096)) -> None:
-    """What the runner would compile and launch from each: identical, field by field."""
-    la, lb = resolve(a.description, a.tunables, H100_FIGURES, a.origin), resolve(b.description, b.tunables, H100_FIGURES,
-                                                                               b.origin)
+    """What the runner would compile and launch from each for a case of that size (sizes a Triton kernel
+    takes as tl.constexpr compiled in): identical, field by field."""
+    la, lb = (resolve(x.description, x.tunables, H100_FIGURES, x.origin, size) for x in (a, b))
     assert la == lb
     assert la.grid(*size) == lb.grid(*size) and la.dynamic_smem(*size) == lb.dynamic_smem(*size)
 
@@ -167,7 +167,14 @@ NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutla
                 (FIXTURES / "helion_generated", "helion_matmul_64"),
                 (FIXTURES / "helion_kernel", "helion_open"), (FIXTURES / "helion_kernel", "helion_split_k"),
                 (FIXTURES / "fp8_fp16_repo", "fp8_half_out"),  # FP8's "output": "fp16"
+                (FIXTURES / "fp8_block_repo", "fp8_block_tn"),  # FP8's block scales
+                (FIXTURES / "fp8_block_repo", "fp8_block_triton_sized"),  # and triton.size_constexprs
+                (FIXTURES / "fp8_block_repo", "fp8_block_grouped"),  # and Triton args that are expressions
                 (KERNELS_DIR, "bf16_wgmma_persistent")]  # its maps by value with zeros_when_absent
+
+
+# The first @triton.autotune configuration of those kernels, as triton_build.describe lists it.
+AUTOTUNED = {"fp8_block_triton_sized": {"kwargs": {"BLOCK_M": 64, "BLOCK_N": 64}, "num_warps": 4, "num_stages": 3}}
 
 
 @pytest.mark.parametrize(("folder", "name"), NEWER_FIELDS, ids=lambda x: getattr(x, "name", x))
@@ -179,7 +186,11 @@ def test_libraries_and_triton_kernels_keep_every_field_down_the_cli_and_the_stor
     # `args` expression, worked out for each case)
     assert (desc.libraries or desc.language in ("triton", "helion") or desc.units or (desc.launcher and desc.tensor_maps)
             or any(spec.zeros_when_absent for spec in desc.tensor_maps.values())
-            or any(str(arg).startswith("=") for arg in desc.args) or desc.output == "fp16")
+            or any(str(arg).startswith("=") for arg in desc.args) or desc.output == "fp16" or desc.scales != "tensor")
+    if desc.scales != "tensor":  # what reaches the runner: the recipe, and the sizes compiled in
+        launch = resolve(desc, {}, H100_FIGURES, "job", (96, 80, 64))
+        assert launch.precision.scales == desc.scales_key
+        assert desc.triton is None or all(launch.defines[n] == {"N": 80, "K": 64}[n] for n in desc.triton.size_constexprs)
     body = build_job("abcd1234", "main", "r", [[64, 64, 64]], None, [], folder)
     sent = next(s for s in body["sources"] if s["name"] == name)
     assert KernelDescription.model_validate(sent) == desc
@@ -189,6 +200,9 @@ def test_libraries_and_triton_kernels_keep_every_field_down_the_cli_and_the_stor
         back = choice_from_stored(thaw(db, frozen, name))
     assert back.description == desc
     assert back.description.fixed_sizes == desc.fixed_sizes  # None, or the sizes it runs at alone
+    if name in AUTOTUNED:  # its grid reads a @triton.autotune configuration's values: the launch of one
+        back = KernelChoice(back.description.with_triton_config(AUTOTUNED[name]), {}, "job")
+        desc = desc.with_triton_config(AUTOTUNED[name])
     if desc.wrapper is None:  # a wrapper's launch is read on the worker (tests/test_triton_wrapper.py)
         same_launch(back, KernelChoice(desc, {}, "job"), size=(96, 80, 64))
 
