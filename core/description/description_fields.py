@@ -29,6 +29,8 @@ RESERVED = frozenset(PROBLEM_NAMES + DEVICE_NAMES)
 ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "D", "lda", "ldb", "ldc", "A_map", "B_map", "C_map", "stream",
                   "batch", "stride_a", "stride_b", "stride_c", "scale_A", "scale_B"]
 DEFAULT_ARGS: tuple[ArgName, ...] = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
+# FP8's block scales, A's then B's: FP32 arrays a kernel with `scales` takes (core/description/precision.py).
+SCALE_ARGS: tuple[ArgName, ...] = ("scale_A", "scale_B")
 # A parameter that is none of the GEMM's own, said in the repository's words: "null", a pointer passed
 # as nullptr (a debug buffer a runner passes when it times); "ignored", one the kernel never reads
 # (a beta it leaves unused: zero in its type, null for a pointer; the form is then the one the other

@@ -6,7 +6,7 @@ KernelDescription's own validation; each refusal names the field to change."""
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from core.description.description_fields import DEFAULT_ARGS
+from core.description.description_fields import DEFAULT_ARGS, SCALE_ARGS
 from core.description.gemm_form import GemmForm
 
 
@@ -191,7 +191,7 @@ def _check_adapter(launcher: str, libraries: Sequence[str]) -> None:
 def check_scales(desc: Described) -> None:
     """FP8's block scales: an fp8 kernel that names both scale arrays among its args and is launched by
     the runner (a CUDA or Triton kernel by its entry); a kernel that takes the arrays says so."""
-    named = [role for role in ("scale_A", "scale_B") if role in desc.args]
+    named = [role for role in SCALE_ARGS if role in desc.args]
     if desc.scales == "tensor":
         if named:
             raise ValueError(f"args name {', '.join(named)}, FP8's block scales: give them in `scales` "

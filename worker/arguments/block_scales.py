@@ -13,13 +13,14 @@ It was seen to do so where the rows are a multiple of 4 and the K-slabs too (16 
 (worker/gpu/cublaslt_fp8.py) pads to those, so no other stride has to be guessed.
 """
 
+from core.description.description_fields import SCALE_ARGS
 from core.description.precision import BLOCK_SCALES, Precision
 
 # Each block's scale is the storage scale times one of these: powers of two, so every value the
 # reference multiplies stays exact in FP32, and unlike from block to block, so a kernel that reads
 # another block's scale (its row's neighbour, B's array transposed) is off by far more than its bound.
 FACTORS = (0.5, 1.0, 2.0)
-ROLES = ("scale_A", "scale_B")
+ROLES = SCALE_ARGS  # the kernel's arguments they are, A's then B's
 
 
 def draw(device, precision: Precision, m: int, n: int, k: int, seed: int) -> dict:

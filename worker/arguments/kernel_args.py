@@ -16,14 +16,14 @@ from dataclasses import dataclass
 import numpy
 
 from core.description import kernel_expr
-from core.description.description_fields import integer_constant, is_expression, is_filler
+from core.description.description_fields import SCALE_ARGS, integer_constant, is_expression, is_filler
 from worker.arguments import half_arrays, tensor_maps
 from worker.arguments.tensor_maps import DESCRIPTOR_PARTS, MAP_BYTES, descriptor_roles, triton_box
 
 INTEGER_ROLES = frozenset({"M", "N", "K", "lda", "ldb", "ldc", "batch", "stride_a", "stride_b", "stride_c"})
 SCALAR_ROLES = frozenset({"alpha", "beta"})
 MATRIX_ROLES = frozenset({"A", "B", "C", "D"})  # D: C's buffer, written where C was read
-SCALE_ROLES = frozenset({"scale_A", "scale_B"})  # FP8's block scales: FP32 arrays (core/description/precision.py)
+SCALE_ROLES = frozenset(SCALE_ARGS)  # FP8's block scales: FP32 arrays (core/description/precision.py)
 
 # Scalar C++ types (as the demangler spells them) -> how a value is passed.
 _INTEGERS = {"int": "i32", "unsigned int": "u32", "long": "i64", "unsigned long": "u64", "long long": "i64",

@@ -7,7 +7,7 @@ cache key. Timing never runs the job's Python: only its compile does, confined.
 import functools
 
 from core.description.kernel import Launch
-from core.description.description_fields import integer_constant, is_expression, is_filler
+from core.description.description_fields import SCALE_ARGS, integer_constant, is_expression, is_filler
 from core.description.kernel_description import KernelDescription
 from worker.compile import failed_compiles
 from worker.compile.failed_compiles import digest_of
@@ -46,7 +46,7 @@ def types(launch: Launch) -> list[str]:
             out.append(POINTER[precision.output_type])
         elif role in INTEGER_ROLES:
             out.append("i32")
-        elif role in ("null", "scale_A", "scale_B"):  # FP8's block scales: FP32 arrays
+        elif role == "null" or role in SCALE_ARGS:  # FP8's block scales: FP32 arrays
             out.append("*fp32")
         elif role.endswith("_map"):  # a host TensorDescriptor: its block [lines, contiguous] from tensor_maps
             matrix = role.removesuffix("_map")
@@ -69,7 +69,7 @@ def specialization(launch: Launch, values: dict) -> tuple[str, ...]:
     and 16-byte alignment are unknown to the compiler and its loads stay narrow."""
     out = []
     for role in launch.args:
-        if role in ("A", "B", "C", "scale_A", "scale_B"):
+        if role in ("A", "B", "C", *SCALE_ARGS):
             out.append("D")
             continue
         if role in INTEGER_ROLES or is_expression(role):  # an expression's value for this case, under its text
