@@ -11,13 +11,14 @@ from pydantic import ValidationError
 
 from core.description import compile_flags
 from core.description.kernel_description import KernelDescription
+from core.description.kernel_folder import folder_defaults
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "docs" / "examples").glob("*.gemmwatch.json"))
 
 
 def _kernels(path: Path) -> list[dict]:
-    manifest = json.loads(path.read_text())
-    return manifest["kernels"] if isinstance(manifest, dict) else manifest
+    """Each kernel as the folder's loader hands it on: with the manifest's own fields for all (`build`)."""
+    return folder_defaults(path, json.loads(path.read_text()))
 
 
 def _described(kernel: dict) -> KernelDescription:
@@ -122,3 +123,14 @@ def test_vllms_block_fp8_kernel_is_described_in_its_argument_form():
     assert desc.precision.scales == "1x128,128x128" and desc.form.key() == "rcr+ab" and len(desc.args) == 20
     assert desc.args[8:10] == ["=128", "=128"] and desc.args[16] == desc.args[19] == "=(K + 127) // 128"
     assert desc.triton is not None and (desc.triton.num_warps, desc.triton.num_stages) == (4, 2)
+
+
+def test_a_repository_pytorch_builds_is_described_with_its_build():
+    """gau-nernst/learn-cuda's sm80 kernels are built by torch.utils.cpp_extension.load: each kernel keeps
+    the manifest's `build`, so nvcc gets PyTorch's flags around the repository's extra_cuda_cflags."""
+    kernels = _kernels(next(p for p in EXAMPLES if p.name.startswith("gau-nernst-")))
+    for kernel in kernels:
+        desc = _described(kernel)
+        assert desc.build == "torch.utils.cpp_extension" and desc.flags == ["-O3", "-lineinfo", "-Xptxas=-v"]
+        assert "--expt-relaxed-constexpr" in desc.nvcc_flags and desc.launcher == desc.name.removeprefix("learn_cuda_sm80_")
+    assert len(kernels) == 7

@@ -42,6 +42,18 @@ def test_gpu_the_repositorys_launchers_verify_and_are_timed(gpu, name, size):
     assert ("candidates" in chosen and chosen["cached"] is True) or chosen["why"].startswith("cuBLASLt offers no"), chosen
 
 
+@pytest.mark.parametrize("size", SIZES)
+def test_gpu_a_kernel_built_as_pytorch_builds_its_extensions_verifies(gpu, size):
+    """`"build": "torch.utils.cpp_extension"` (tests/test_torch_extension_build.py): a launcher written
+    for PyTorch's nvcc flags, built with them, called and right at the odd and the skinny size."""
+    from tests.test_torch_extension_build import REPO as TORCH_REPO
+
+    runner, policy = gpu
+    out = runner.run_case(case(described(TORCH_REPO, "torch_extension_naive"), size=size), policy)
+    assert out.verified and out.error is None, out.error
+    assert out.env["launcher"]["what_happened"] == "the launcher returned normally"
+
+
 @pytest.mark.parametrize(("launcher_file", "words"), [
     (HOSTILE / "segfault.c", "SIGSEGV"), (HOSTILE / "exit_zero.c", "exit(0)"), (HOSTILE / "abort.c", "SIGABRT"),
     (HOSTILE / "spin.c", "the launcher ran past its"),

@@ -170,6 +170,7 @@ NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutla
                 (FIXTURES / "fp8_block_repo", "fp8_block_tn"),  # FP8's block scales
                 (FIXTURES / "fp8_block_repo", "fp8_block_triton_sized"),  # and triton.size_constexprs
                 (FIXTURES / "fp8_block_repo", "fp8_block_grouped"),  # and Triton args that are expressions
+                (FIXTURES / "torch_extension_repo", "torch_extension_naive"),  # PyTorch's extension build
                 (KERNELS_DIR, "bf16_wgmma_persistent")]  # its maps by value with zeros_when_absent
 
 
@@ -186,7 +187,8 @@ def test_libraries_and_triton_kernels_keep_every_field_down_the_cli_and_the_stor
     # `args` expression, worked out for each case)
     assert (desc.libraries or desc.language in ("triton", "helion") or desc.units or (desc.launcher and desc.tensor_maps)
             or any(spec.zeros_when_absent for spec in desc.tensor_maps.values())
-            or any(str(arg).startswith("=") for arg in desc.args) or desc.output == "fp16" or desc.scales != "tensor")
+            or any(str(arg).startswith("=") for arg in desc.args) or desc.output == "fp16" or desc.scales != "tensor"
+            or desc.build)
     if desc.scales != "tensor":  # what reaches the runner: the recipe, and the sizes compiled in
         launch = resolve(desc, {}, H100_FIGURES, "job", (96, 80, 64))
         assert launch.precision.scales == desc.scales_key

@@ -46,6 +46,7 @@ def compiled(desc: KernelDescription, tmp_path):
     ({"grid": None}, "grid: a Triton kernel's launch needs its grid"),
     ({"language": "cuda"}, 'triton: options for a Triton kernel; set "language": "triton"'),
     ({"compiler": "nvcc"}, "compiler: not for a Triton kernel"),
+    ({"build": "torch.utils.cpp_extension"}, "build: not for a Triton kernel"),
 ])
 def test_a_triton_description_that_asks_for_what_cuda_takes_is_refused(changes, words):
     with pytest.raises(ValidationError, match=words):

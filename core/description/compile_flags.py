@@ -21,6 +21,13 @@ What each kind becomes (`parse`):
 - `--keep` (nvcc's intermediate files kept for a person to read): dropped; it changes no code, and
   the confined compile keeps nothing (`--keep-dir`, which names a folder, is refused).
 Anything else is refused, by name, with the field to use where there is one.
+
+A repository built by a tool that puts flags of its own before the repository's names that tool in
+its description's `build` (`with_build`): `torch.utils.cpp_extension` (`load`, `CUDAExtension`),
+whose nvcc line starts with PyTorch's COMMON_NVCC_FLAGS (the half and bfloat16 operators and
+conversions switched off, `--expt-relaxed-constexpr`) before the repository's `extra_cuda_cflags`,
+and ends with a C++ standard where those name none. Kernels written for that build call `std::max`
+from device code and lean on those flags.
 """
 
 import re
@@ -89,6 +96,25 @@ class Flags:
     libraries: tuple[str, ...] = ()  # from -l: the worker's own are loaded for the launcher
     defines: dict[str, str] = field(default_factory=dict)  # from -D: passed on as they are
     dropped: tuple[str, ...] = ()  # flags with no effect here: -fPIC/-fPIE (a library is built -fPIC), --keep
+
+
+# What each build tool passes nvcc before the repository's flags, and the standard it adds after them
+# where they name none: PyTorch 2.11's -std=c++17 (2.13 adds -std=c++20; name that in `flags`).
+BUILDS: dict[str, tuple[str, ...]] = {
+    "torch.utils.cpp_extension": ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                                  "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
+                                  "--expt-relaxed-constexpr"),
+}
+_BUILD_STANDARD = {"torch.utils.cpp_extension": "-std=c++17"}
+
+
+def with_build(build: str | None, flags: list[str]) -> list[str]:
+    """The flags nvcc gets for a kernel its repository builds with `build` (module docstring): the
+    tool's own, then the repository's, then the tool's standard where the repository names none."""
+    if build is None:
+        return list(flags)
+    standard = [] if any(_STD.fullmatch(flag) for flag in words(flags)) else [_BUILD_STANDARD[build]]
+    return [*BUILDS[build], *flags, *standard]
 
 
 def words(flags: list[str]) -> list[str]:

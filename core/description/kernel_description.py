@@ -165,6 +165,12 @@ class KernelDescription(BaseModel):
         default_factory=list, max_length=48,
         description="nvcc's code-generation flags, as the repository's build passes them (-O3, --use_fast_math, "
                     "-maxrregcount=128, -Xptxas -v, ...; core/description/compile_flags.py lists what is allowed)")
+    build: Literal["torch.utils.cpp_extension"] | None = Field(
+        None, description="the tool the repository builds the kernel with, where that tool passes nvcc flags of its own "
+                          "before the repository's: torch.utils.cpp_extension (load, CUDAExtension) puts PyTorch's "
+                          "COMMON_NVCC_FLAGS first (-D__CUDA_NO_HALF_OPERATORS__ and the other three, "
+                          "--expt-relaxed-constexpr) and -std=c++17 last unless `flags` name a standard; `flags` are "
+                          "then its extra_cuda_cflags. nvcc only (core/description/compile_flags.py)")
     compute_mode: ComputeMode = Field(
         "fp32", description="the inputs and the math (core/description/precision.py). fp32: FP32 A and B, timed beside cuBLAS "
                             "FP32; tf32: FP32 A and B rounded to TF32 on the tensor cores, beside cuBLAS TF32; "
@@ -233,7 +239,12 @@ class KernelDescription(BaseModel):
     @property
     def build_flags(self) -> compile_flags.Flags:
         """The flags as the worker builds with them (core/description/compile_flags.py)."""
-        return compile_flags.parse(self.flags)
+        return compile_flags.parse(self.nvcc_flags)
+
+    @property
+    def nvcc_flags(self) -> list[str]:
+        """The flags as nvcc gets them: the build tool's own around the repository's (`build`)."""
+        return compile_flags.with_build(self.build, self.flags)
 
     @property
     def effective_target(self) -> str | None:
@@ -289,6 +300,8 @@ class KernelDescription(BaseModel):
         self._check_constant_names()
         if self.flags and self.compiler != "nvcc":
             raise ValueError('flags are nvcc\'s: set "compiler": "nvcc" (an NVRTC build takes `defines`)')
+        if self.build and self.compiler != "nvcc" and self.language == "cuda":
+            raise ValueError(f'build {self.build}: that tool builds with nvcc: set "compiler": "nvcc"')
         flag_target = self.build_flags.target
         if self.target and flag_target and flag_target != self.target:
             raise ValueError(f"target {self.target} and the flags' {flag_target} differ: give one (the flags' -arch "

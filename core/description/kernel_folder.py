@@ -64,8 +64,9 @@ def load_folder(folder: Path, names: list[str] | None = None) -> list[KernelDesc
 
 # What the object form of a manifest may say for every kernel of the folder, each kernel's own
 # field first: {"timing": "burst", "inputs": "uniform(0,1)", "kernels": [...]}, the folder's runner being
-# a quick loop over curand's uniform inputs.
-FOLDER_FIELDS = ("timing", "inputs")
+# a quick loop over curand's uniform inputs. The folder's `build` is how its nvcc kernels are built
+# (torch.utils.cpp_extension), so it goes to those alone: a Triton kernel beside them has no nvcc line.
+FOLDER_FIELDS = ("timing", "inputs", "build")
 
 
 def folder_defaults(manifest: Path, entries):
@@ -79,7 +80,12 @@ def folder_defaults(manifest: Path, entries):
                           f"{', '.join(repr(f) for f in FOLDER_FIELDS)} for all of them"
                           + (f"; not {', '.join(repr(u) for u in unknown)}" if unknown else ""))
     shared = {f: entries[f] for f in FOLDER_FIELDS if f in entries}
-    return [{**shared, **e} if isinstance(e, dict) else e for e in entries["kernels"]]
+
+    def given(entry: dict) -> dict:
+        fields = {name: value for name, value in shared.items() if name != "build" or entry.get("compiler") == "nvcc"}
+        return {**fields, **entry}
+
+    return [given(e) if isinstance(e, dict) else e for e in entries["kernels"]]
 
 
 def with_files(folder: Path, entry: dict) -> dict:

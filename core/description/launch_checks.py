@@ -50,6 +50,8 @@ class Described(Protocol):
     @property
     def flags(self) -> Sequence[str]: ...
     @property
+    def build(self) -> str | None: ...
+    @property
     def libraries(self) -> Sequence[str]: ...
     @property
     def tensor_maps(self) -> Mapping[Any, Any]: ...
@@ -90,7 +92,8 @@ def check_triton(desc: Described) -> None:
     elif desc.entry is None or not desc.entry.isidentifier():
         raise ValueError(f"entry {desc.entry!r}: the name of the @triton.jit function in {desc.source}")
     given = [name for name, value in (("launcher", desc.launcher), ("block", desc.block), ("flags", desc.flags),
-                                      ("libraries", desc.libraries), ("include_dirs", desc.include_dirs)) if value]
+                                      ("build", desc.build), ("libraries", desc.libraries),
+                                      ("include_dirs", desc.include_dirs)) if value]
     # A_map (B_map, C_map) on a Triton kernel is a host TensorDescriptor over that matrix: its block
     # shape is the map's box; the swizzle is Triton's to choose, and the runner takes the one it chose.
     swizzled = [matrix for matrix, spec in desc.tensor_maps.items() if spec.swizzle]
@@ -120,7 +123,7 @@ def _check_helion(desc: Described) -> None:
     given = [name for name, value in (("entry", desc.entry), ("grid", desc.grid), ("block", desc.block),
                                       ("launcher", desc.launcher), ("triton", desc.triton), ("defines", desc.defines),
                                       ("tunables", desc.tunables), ("tensor_maps", desc.tensor_maps),
-                                      ("flags", desc.flags), ("libraries", desc.libraries),
+                                      ("flags", desc.flags), ("build", desc.build), ("libraries", desc.libraries),
                                       ("include_dirs", desc.include_dirs), ("units", desc.units)) if value]
     if list(desc.args) != list(DEFAULT_ARGS):
         given.append("args")

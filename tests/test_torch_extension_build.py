@@ -1,0 +1,98 @@
+"""`"build": "torch.utils.cpp_extension"`: a repository whose kernels PyTorch's extension builder
+compiles (gau-nernst/learn-cuda's `torch.utils.cpp_extension.load(extra_cuda_cflags=["-O3", ...])`)
+gets the nvcc line that builder writes: PyTorch's own flags first, the repository's after, a C++
+standard last. Its kernels lean on those flags (std::max in device code, __half operators of their
+own), so a plain nvcc line refuses them: tried with the real nvcc on a fixture written that way."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from core.description import compile_flags
+from core.description.kernel import resolve
+from core.description.kernel_description import KernelDescription
+from core.description.kernel_folder import folder_defaults, load_folder
+from tests.fake_gpu import H100_FIGURES
+from tests.test_cutlass_library import needs_nvcc
+
+ROOT = Path(__file__).resolve().parents[1]
+REPO = ROOT / "tests" / "fixtures" / "torch_extension_repo"
+TORCH = "torch.utils.cpp_extension"
+# PyTorch 2.11's torch/utils/cpp_extension.py, COMMON_NVCC_FLAGS, as read on the GPU machine's image.
+TORCHS_OWN = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+              "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr"]
+
+
+def test_torchs_flags_come_first_the_repositorys_next_and_its_standard_last():
+    assert compile_flags.with_build(TORCH, ["-O3", "-lineinfo"]) == [*TORCHS_OWN, "-O3", "-lineinfo", "-std=c++17"]
+    # a standard the repository names is the one nvcc gets (PyTorch adds its own only where none is given)
+    assert compile_flags.with_build(TORCH, ["-O3", "-std=c++20"]) == [*TORCHS_OWN, "-O3", "-std=c++20"]
+    assert compile_flags.with_build(None, ["-O3"]) == ["-O3"]
+
+
+def test_the_launch_the_worker_builds_carries_torchs_flags():
+    (desc,) = load_folder(REPO)
+    assert desc.build == TORCH and desc.flags == ["-O3"]  # the folder's build, the kernel's own flags
+    launch = resolve(desc, {}, H100_FIGURES)
+    assert list(launch.flags) == [*TORCHS_OWN, "-O3", "-std=c++17"]
+    assert {"__CUDA_NO_HALF_OPERATORS__", "__CUDA_NO_BFLOAT16_CONVERSIONS__"} <= set(desc.build_flags.defines)
+    # the same kernel without the build is another kernel (its binary differs)
+    plain = desc.model_copy(update={"build": None})
+    assert list(resolve(plain, {}, H100_FIGURES).flags) == ["-O3"]
+
+
+def test_a_folders_build_goes_to_its_nvcc_kernels_alone():
+    entries = {"build": TORCH, "kernels": [{"name": "a", "compiler": "nvcc"}, {"name": "t", "language": "triton"},
+                                           {"name": "r"}]}
+    given = {e["name"]: e.get("build") for e in folder_defaults(Path("gemmwatch.json"), entries)}
+    assert given == {"a": TORCH, "t": None, "r": None}
+    # (a Triton kernel given one itself is refused: tests/test_triton_kernels.py)
+
+
+def _description(**fields) -> dict:
+    (desc,) = load_folder(REPO)
+    return {**desc.model_dump(mode="json"), **fields}
+
+
+@pytest.mark.parametrize(("fields", "said"), [
+    ({"compiler": "nvrtc", "launcher": None, "flags": [], "entry": "matmul_naive_kernel", "block": [16, 16],
+      "grid": {"tile": [16, 16]}}, 'that tool builds with nvcc: set "compiler": "nvcc"'),
+    ({"build": "setuptools"}, "torch.utils.cpp_extension"),
+])
+def test_a_build_that_cannot_be_is_refused_by_name(fields, said):
+    with pytest.raises(ValidationError) as refused:
+        KernelDescription.model_validate(_description(**fields))
+    assert said in str(refused.value)
+
+
+def _check(folder: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GEMMWATCH_DATA_DIR": str(cwd / "data"), "COLUMNS": "400", "GEMMWATCH_COMPILE_TIMEOUT_S": "300"}
+    return subprocess.run([sys.executable, "-m", "cli.main", "check", "--kernels-dir", str(folder)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+@needs_nvcc
+def test_the_repository_builds_with_its_build_and_not_without(tmp_path):
+    built = _check(REPO, tmp_path)
+    assert built.returncode == 0, built.stdout + built.stderr
+    # The same files, the manifest without its build: nvcc refuses both of what torch's flags allow.
+    plain = tmp_path / "plain"
+    shutil.copytree(REPO, plain)
+    manifest = json.loads((plain / "gemmwatch.json").read_text())
+    del manifest["build"]
+    (plain / "gemmwatch.json").write_text(json.dumps(manifest))
+    refused = _check(plain, tmp_path)
+    assert refused.returncode == 1 and "error" in refused.stdout
+    # Each of torch's flags is needed: without the constexpr one, std::max from device code is refused;
+    # without its half-operator define, the file's own __half operator* clashes with cuda_fp16.h's.
+    for flags, said in ((TORCHS_OWN[:4], "--expt-relaxed-constexpr"), (TORCHS_OWN[4:], 'more than one operator "*"')):
+        manifest["kernels"][0]["flags"] = ["-O3", *flags]
+        (plain / "gemmwatch.json").write_text(json.dumps(manifest))
+        refused = _check(plain, tmp_path)
+        assert refused.returncode == 1 and said in refused.stdout, refused.stdout
