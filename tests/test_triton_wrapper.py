@@ -60,6 +60,22 @@ def test_the_tutorial_shaped_wrapper_reads_as_the_description_written_by_hand(ru
         assert grid_at(read, **scope) == grid_at(by_hand, **scope)
 
 
+def test_a_wrapper_with_its_checks_and_torch_s_names_imported_reads_as_the_plain_one(runner):
+    """gau-nernst/learn-cuda's `matmul(a: Tensor, b: Tensor)`: `from torch import Tensor` (refused, as every
+    torch import is here) gives the stand-in's Tensor, so the wrapper is still defined, and its
+    `assert a.is_cuda` holds. Its launch is the plain wrapper's."""
+    plain = wrapped("matmul").with_wrapper_call(runner.device.wrapper_call(wrapped("matmul")))
+    checked = wrapped("checked_matmul").with_wrapper_call(runner.device.wrapper_call(wrapped("checked_matmul")))
+    assert (checked.entry, checked.args, checked.defines, checked.form) == (plain.entry, plain.args, plain.defines,
+                                                                            plain.form)
+    assert grid_at(checked, M=1000, N=1003, BLOCK_M=64, BLOCK_N=64) == grid_at(plain, M=1000, N=1003, BLOCK_M=64,
+                                                                               BLOCK_N=64) == 16 * 16
+    # and it is checked and timed as that kernel, on the double
+    out = runner.run_case(Case(0, checked.name, 96, 80, 72, seed=3, kernel=KernelChoice(wrapped("checked_matmul"), {}, "job")),
+                          POLICY)
+    assert out.verified, out.error
+
+
 def test_a_wrapper_s_constexprs_options_and_a_persistent_grid_over_the_sms(runner):
     read = wrapped("persistent_matmul").with_wrapper_call(runner.device.wrapper_call(wrapped("persistent_matmul")))
     assert read.entry == "scaled_matmul" and read.args[:6] == ["A", "B", "C", "M", "N", "K"]

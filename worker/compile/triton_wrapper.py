@@ -98,6 +98,10 @@ class Tensor:
     def is_contiguous(self) -> bool:
         return self._strides[-1] == 1
 
+    @property
+    def is_cuda(self) -> bool:  # a wrapper's `assert a.is_cuda`
+        return True
+
     def element_size(self) -> int:
         return {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1}.get(self.dtype, 4)
 
@@ -107,7 +111,7 @@ class Tensor:
 
     def __getattr__(self, name):
         raise Unsupported(f"the wrapper reads tensor.{name}, which gemmwatch's stand-in for a tensor does not "
-                          "offer (shape, stride, size, dtype, device, T, is_contiguous)")
+                          "offer (shape, stride, size, dtype, device, is_cuda, T, is_contiguous)")
 
 
 class _Properties:
