@@ -109,7 +109,10 @@ def test_an_entry_the_build_did_not_make_is_named_with_those_it_did(tmp_path):
                                   "-DX=0-_Pragma", "--define-macro=X=__has_include",
                                   "-DX=a b", "-D X=1 -I/etc", "-Xcompiler=-fPIE,-fplugin=x", "-Xcompiler -Wl,-rpath,/x",
                                   "-Xcompiler=-Wl", "-Xcompiler=-Wp", "-arch=sm_90a -I/etc", "-arch=native",
-                                  "-gencode arch=compute_90a,code=sm_90a,-I/etc", "--std=c++17 -I/etc"])
+                                  "-gencode arch=compute_90a,code=sm_90a,-I/etc", "--std=c++17 -I/etc",
+                                  # a torch-built repository's -U and its front-end options, with more past them
+                                  "-UX -I/etc", "-U X -I/etc", "-U/etc", "--undefine-macro=X=1",
+                                  "-diag-suppress=174 -I/etc", "-diag-suppress=x", "--threads=8 -I/etc", "--threads=-1"])
 def test_flags_outside_the_allow_list_are_refused(flag):
     with pytest.raises(ValidationError, match="nvcc flag .* is not allowed"):
         described("launcher_sgemm_tiled", flags=["-O3", flag])
@@ -158,11 +161,11 @@ def test_every_refused_flag_is_named_at_once_under_flags():
     from core.description.kernel_description import explain
 
     with pytest.raises(ValidationError) as refused:
-        described("launcher_sgemm_tiled", flags=["-O3", "-U__CUDA_NO_HALF_OPERATORS__", "-diag-suppress 177",
-                                                 "-Xcompiler -fopenmp"])
+        described("launcher_sgemm_tiled", flags=["-O3", "-U__CUDA_NO_HALF_OPERATORS__", "--ptxas-options=-v,-O2",
+                                                 "-diag-suppress 177", "-Xcompiler -fopenmp", "--resource-usage"])
     said = explain(refused.value, "mine")
-    assert said.startswith("mine: flags: nvcc flags '-U__CUDA_NO_HALF_OPERATORS__', '-diag-suppress 177', "
-                           "'-Xcompiler -fopenmp' are not allowed; allowed: -O0..-O3"), said
+    assert said.startswith("mine: flags: nvcc flags '--ptxas-options=-v,-O2', '-Xcompiler -fopenmp', "
+                           "'--resource-usage' are not allowed; allowed: -O0..-O3"), said
     assert "`include_dirs`" in said and "'-O3'" not in said
 
 

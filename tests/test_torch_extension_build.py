@@ -36,6 +36,17 @@ def test_torchs_flags_come_first_the_repositorys_next_and_its_standard_last():
     assert compile_flags.with_build(None, ["-O3"]) == ["-O3"]
 
 
+def test_a_repositorys_undefine_comes_after_torchs_define_and_takes_it_back():
+    """Torch-built repositories often take PyTorch's half-operator defines back (`-U__CUDA_NO_HALF_OPERATORS__`,
+    flash-attention's and mamba's setup.py): nvcc reads -D and -U in order, so the -U must follow."""
+    flags = compile_flags.parse(compile_flags.with_build(TORCH, ["-O3", "-U__CUDA_NO_HALF_OPERATORS__", "-U",
+                                                                 "__CUDA_NO_HALF2_OPERATORS__", "-diag-suppress=174",
+                                                                 "--threads=8"]))
+    assert flags.nvcc == (*TORCHS_OWN, "-O3", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF2_OPERATORS__",
+                          "-diag-suppress=174", "--threads=8", "-std=c++17")
+    assert set(flags.defines) == {"__CUDA_NO_HALF_CONVERSIONS__", "__CUDA_NO_BFLOAT16_CONVERSIONS__"}
+
+
 def test_the_launch_the_worker_builds_carries_torchs_flags():
     (desc,) = load_folder(REPO)
     assert desc.build == TORCH and desc.flags == ["-O3"]  # the folder's build, the kernel's own flags
@@ -96,3 +107,8 @@ def test_the_repository_builds_with_its_build_and_not_without(tmp_path):
         (plain / "gemmwatch.json").write_text(json.dumps(manifest))
         refused = _check(plain, tmp_path)
         assert refused.returncode == 1 and said in refused.stdout, refused.stdout
+    # With the build, a -U of the half-operator define after it brings cuda_fp16.h's operators back, and the clash.
+    manifest["build"], manifest["kernels"][0]["flags"] = TORCH, ["-O3", "-U__CUDA_NO_HALF_OPERATORS__"]
+    (plain / "gemmwatch.json").write_text(json.dumps(manifest))
+    refused = _check(plain, tmp_path)
+    assert refused.returncode == 1 and 'more than one operator "*"' in refused.stdout, refused.stdout

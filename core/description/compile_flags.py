@@ -10,7 +10,8 @@ value may be one entry ("-Xptxas -v", one ASCII space) or two entries ("-gencode
 
 What each kind becomes (`parse`):
 - code generation (-O3, --use_fast_math, -maxrregcount=N, -Xptxas ..., -lineinfo, ...): passed on;
-- `-DNAME` / `-DNAME=value`: passed on (a value of letters, digits and `_ . + -` only);
+- `-DNAME` / `-DNAME=value`: passed on (a value of letters, digits and `_ . + -` only); `-UNAME`
+  passed on after them, in the order given (a torch-built repository's `-U__CUDA_NO_HALF_OPERATORS__`);
 - `-std=` / `--std=`: passed on as `-std=`;
 - `-Xcompiler` host flags from a short list of harmless ones (warnings, strict aliasing, -O, -g):
   passed on; `-fPIC`/`-fPIE` dropped (a launcher's library is always built -fPIC);
@@ -36,7 +37,8 @@ from dataclasses import dataclass, field
 # Flags whose value may come as the next word.
 _TAKES_VALUE = ("-Xptxas", "-Xcompiler", "--compiler-options", "-gencode", "--generate-code", "-arch",
                 "--gpu-architecture", "-code", "--gpu-code", "-l", "--library", "-D", "--define-macro", "-std",
-                "--std", "-maxrregcount", "--maxrregcount", "--ptxas-options")
+                "--std", "-maxrregcount", "--maxrregcount", "--ptxas-options", "-U", "--undefine-macro",
+                "-diag-suppress", "--diag-suppress")
 _SEP = "(?:=| )"  # a flag and its value: '=' or one ASCII space
 
 _CODEGEN = (
@@ -53,6 +55,8 @@ _CODEGEN = (
     r"|--allow-expensive-optimizations=(?:true|false))",
     r"--ptxas-options=(?:-v|-O[0-3]|-dlcm=c[ags]|--verbose)",
     r"-(?:w|Wno-deprecated-gpu-targets)",
+    rf"--?diag-suppress{_SEP}\d{{1,5}}(?:,\d{{1,5}})*",  # a front-end warning's number: what is printed, not what is built
+    r"--threads=\d{1,2}|-t \d{1,2}",  # nvcc's own parallelism over its targets
 )
 _CODEGEN_RE = re.compile("|".join(f"(?:{p})" for p in _CODEGEN))
 # A -D value: a number (no '_': "1e+__has_include" is one pp-number to one lexer and a name to
@@ -62,6 +66,8 @@ _CODEGEN_RE = re.compile("|".join(f"(?:{p})" for p in _CODEGEN))
 _DEFINE_VALUE = r"(?:[0-9.+-][A-Za-z0-9.+-]{0,63}|[A-Za-z][A-Za-z0-9_]{0,63})?"
 _DEFINE = re.compile(rf"(?:-D|--define-macro{_SEP})([A-Za-z_][A-Za-z0-9_]{{0,63}})(?:=({_DEFINE_VALUE}))?")
 _DEFINE_SPACED = re.compile(rf"-D ([A-Za-z_][A-Za-z0-9_]{{0,63}})(?:=({_DEFINE_VALUE}))?")
+# -UNAME after the build tool's -DNAME: torch-built repositories take PyTorch's half-operator defines back.
+_UNDEFINE = re.compile(rf"(?:-U ?|--undefine-macro{_SEP})([A-Za-z_][A-Za-z0-9_]{{0,63}})")
 _STD = re.compile(rf"--?std{_SEP}(c\+\+(?:11|14|17|20))")
 _ARCH = re.compile(rf"(?:-arch|--gpu-architecture){_SEP}sm_(\d{{2,3}})(a?)")
 _GENCODE = re.compile(rf"(?:-gencode|--generate-code){_SEP}arch=compute_(\d{{2,3}})(a?),code=(?:\[[a-z0-9_,]+\]|[a-z0-9_]+)")
@@ -75,7 +81,7 @@ _XCOMPILER = re.compile(rf"(?:-Xcompiler|--compiler-options){_SEP}(.+)")
 ALLOWED_TEXT = ("-O0..-O3, -std=/--std=c++11..20, --use_fast_math, -lineinfo, -maxrregcount=N, "
                 "-ftz/-prec-div/-prec-sqrt/-fmad=true|false, --extra-device-vectorization, --expt-relaxed-constexpr, "
                 "--expt-extended-lambda, -restrict, -Xptxas=-v|-O3|-dlcm=ca|cg|cs|--warn-on-spills, -w, "
-                "-DNAME[=value] (a value: a number or a name, no type), -arch=sm_XX[a] and -gencode arch=compute_XX[a],code=... (the kernel's target), -Xcompiler= with "
+                "-DNAME[=value] (a value: a number or a name, no type), -UNAME, -diag-suppress=N, --threads=N, -arch=sm_XX[a] and -gencode arch=compute_XX[a],code=... (the kernel's target), -Xcompiler= with "
                 "-W..., -fno-strict-aliasing, -O, -g, -fPIC/-fPIE, -l cublas|cublasLt|curand|cuda|cudart (the worker's "
                 "own are used), --keep (dropped); include folders are `include_dirs`")
 # Where a refused flag's purpose has a field of its own (include folders: ALLOWED_TEXT says so already).
@@ -142,6 +148,9 @@ def parse(flags: list[str]) -> Flags:
         elif (m := _DEFINE.fullmatch(flag) or _DEFINE_SPACED.fullmatch(flag)):
             defines[m.group(1)] = m.group(2) if m.group(2) is not None else "1"
             nvcc.append(f"-D{m.group(1)}" + (f"={m.group(2)}" if m.group(2) is not None else ""))
+        elif (m := _UNDEFINE.fullmatch(flag)):
+            defines.pop(m.group(1), None)
+            nvcc.append(f"-U{m.group(1)}")
         elif (m := _STD.fullmatch(flag)):
             nvcc.append(f"-std={m.group(1)}")
         elif (m := _ARCH.fullmatch(flag) or _GENCODE.fullmatch(flag)):
