@@ -100,6 +100,8 @@ def test_the_repository_builds_with_its_build_and_not_without(tmp_path):
     (plain / "gemmwatch.json").write_text(json.dumps(manifest))
     refused = _check(plain, tmp_path)
     assert refused.returncode == 1 and "error" in refused.stdout
+    hint = "\"build\": \"torch.utils.cpp_extension\" gives nvcc PyTorch's own"
+    assert hint in " ".join(refused.stdout.split()), refused.stdout  # nvcc's words, then the field that answers them
     # Each of torch's flags is needed: without the constexpr one, std::max from device code is refused;
     # without its half-operator define, the file's own __half operator* clashes with cuda_fp16.h's.
     for flags, said in ((TORCHS_OWN[:4], "--expt-relaxed-constexpr"), (TORCHS_OWN[4:], 'more than one operator "*"')):
@@ -112,3 +114,4 @@ def test_the_repository_builds_with_its_build_and_not_without(tmp_path):
     (plain / "gemmwatch.json").write_text(json.dumps(manifest))
     refused = _check(plain, tmp_path)
     assert refused.returncode == 1 and 'more than one operator "*"' in refused.stdout, refused.stdout
+    assert hint not in " ".join(refused.stdout.split())  # the build is given: the -U is the repository's own doing

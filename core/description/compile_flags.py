@@ -123,6 +123,21 @@ def with_build(build: str | None, flags: list[str]) -> list[str]:
     return [*BUILDS[build], *flags, *standard]
 
 
+# What nvcc says of a file written for PyTorch's build when built without it: its advice for
+# std::max in device code, and the clash of a file's own __half operators with cuda_fp16.h's.
+_TORCH_BUILD_SIGNS = ("'--expt-relaxed-constexpr' can be used", 'more than one operator')
+
+
+def build_hint(log: str, build: str | None) -> str:
+    """A line for an nvcc log that reads as a torch-built file compiled without PyTorch's flags, naming
+    the field that gives them; empty where the build is said or the log reads otherwise."""
+    if build is not None or not any(sign in log for sign in _TORCH_BUILD_SIGNS):
+        return ""
+    return ('\n(gemmwatch) where PyTorch builds this file (torch.utils.cpp_extension.load, CUDAExtension), its '
+            'flags come from there: "build": "torch.utils.cpp_extension" gives nvcc PyTorch\'s own '
+            "(--expt-relaxed-constexpr, -D__CUDA_NO_HALF_OPERATORS__, ...) before `flags` (docs/KERNELS.md)")
+
+
 def words(flags: list[str]) -> list[str]:
     """The flags with a value-taking flag joined to its value where they came as two entries."""
     out: list[str] = []

@@ -59,6 +59,7 @@ class Launch:
     target: str | None = None
     compiler: str = "nvrtc"
     flags: tuple[str, ...] = ()
+    build: str | None = None  # the tool whose own flags `flags` already hold (torch.utils.cpp_extension)
     compute_mode: str = "fp32"
     output: str = "input"
     scales: str = "tensor"  # FP8's scales (core/description/precision.py): "tensor" or a block recipe
@@ -200,7 +201,7 @@ def resolve(desc: KernelDescription, tunables: dict[str, int] | None, device: De
         entry=desc.entry, args=tuple(desc.args), form=desc.form,
         block=tuple(block) if block is not None else None,  # type: ignore[arg-type]
         grid_exprs=grid, dynamic_smem_expr=desc.dynamic_smem, defines=defines, scope=scope, target=desc.effective_target,
-        compiler=desc.compiler, flags=tuple(desc.nvcc_flags), compute_mode=desc.compute_mode, output=desc.output, scales=desc.scales_key, tolerance=desc.tolerance, origin=origin,
+        compiler=desc.compiler, flags=tuple(desc.nvcc_flags), build=desc.build, compute_mode=desc.compute_mode, output=desc.output, scales=desc.scales_key, tolerance=desc.tolerance, origin=origin,
         launcher=desc.launcher, units=tuple(desc.units), libraries=tuple(desc.libraries), language=desc.language,
         num_stages=desc.triton.num_stages if desc.triton else 3,
         string_constexprs=dict(desc.triton.string_constexprs) if desc.triton else {},

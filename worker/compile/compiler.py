@@ -28,7 +28,7 @@ entries evicted as a new one comes in.
 
 import re
 
-from core.description import kernel_includes
+from core.description import compile_flags, kernel_includes
 from core.description.kernel import Launch, target_compute_capability
 from core.description.kernel_includes import IncludeRefused
 from core.description.source_guard import SourceRefused
@@ -83,7 +83,10 @@ def compile_launch(launch: Launch, compute_capability: str, cfg, library: bool =
         raise CompileRefused(f"source refused: {refusal}") from None
     arch = f"-arch={target}" if target else arch_option(compute_capability)
     if launch.compiler == "nvcc":
-        return compile_nvcc(launch, arch, cfg, library)
+        try:
+            return compile_nvcc(launch, arch, cfg, library)
+        except CompileError as failed:
+            raise CompileError(f"{failed}{compile_flags.build_hint(str(failed), launch.build)}") from None
     # CUDA's headers of the NVRTC's own release (a CUDA 12 folder beside a CUDA 13 NVRTC lacks crt/mma.h).
     include_dirs = (kernel_includes.toolkit_include_dirs(nvrtc_library(cfg), probe(cfg).version,
                                                         cfg.cuda_include_dirs)
