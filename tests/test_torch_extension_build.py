@@ -58,11 +58,19 @@ def test_the_launch_the_worker_builds_carries_torchs_flags():
     assert list(resolve(plain, {}, H100_FIGURES).flags) == ["-O3"]
 
 
-def test_a_folders_build_goes_to_its_nvcc_kernels_alone():
+def test_a_folders_build_goes_to_its_cuda_kernels_alone():
     entries = {"build": TORCH, "kernels": [{"name": "a", "compiler": "nvcc"}, {"name": "t", "language": "triton"},
-                                           {"name": "r"}]}
+                                           {"name": "h", "language": "helion"}, {"name": "r"}]}
     given = {e["name"]: e.get("build") for e in folder_defaults(Path("gemmwatch.json"), entries)}
-    assert given == {"a": TORCH, "t": None, "r": None}
+    assert given == {"a": TORCH, "t": None, "h": None, "r": TORCH}
+    # a CUDA kernel left on NVRTC under the folder's build is told so, not built without it
+    manifest = json.loads((REPO / "gemmwatch.json").read_text())
+    kernel = {**manifest["kernels"][0], "compiler": "nvrtc", "flags": [], "launcher": None,
+              "entry": "matmul_naive_kernel", "block": [16, 16], "grid": {"tile": [16, 16]}}
+    (entry,) = folder_defaults(REPO / "gemmwatch.json", {**manifest, "kernels": [kernel]})
+    files = {"matmul_naive.cu": (REPO / "matmul_naive.cu").read_text()}
+    with pytest.raises(ValidationError, match='set "compiler": "nvcc"'):
+        KernelDescription.model_validate({**entry, "files": files})
     # (a Triton kernel given one itself is refused: tests/test_triton_kernels.py)
 
 

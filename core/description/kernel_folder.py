@@ -64,8 +64,9 @@ def load_folder(folder: Path, names: list[str] | None = None) -> list[KernelDesc
 
 # What the object form of a manifest may say for every kernel of the folder, each kernel's own
 # field first: {"timing": "burst", "inputs": "uniform(0,1)", "kernels": [...]}, the folder's runner being
-# a quick loop over curand's uniform inputs. The folder's `build` is how its nvcc kernels are built
-# (torch.utils.cpp_extension), so it goes to those alone: a Triton kernel beside them has no nvcc line.
+# a quick loop over curand's uniform inputs. The folder's `build` is how its C++ kernels are built
+# (torch.utils.cpp_extension), so it goes to those alone: a Triton or Helion kernel beside them has no nvcc
+# line, and a C++ kernel left on NVRTC is told to name nvcc rather than quietly built without the build.
 FOLDER_FIELDS = ("timing", "inputs", "build")
 
 
@@ -82,7 +83,8 @@ def folder_defaults(manifest: Path, entries):
     shared = {f: entries[f] for f in FOLDER_FIELDS if f in entries}
 
     def given(entry: dict) -> dict:
-        fields = {name: value for name, value in shared.items() if name != "build" or entry.get("compiler") == "nvcc"}
+        python = entry.get("language") in ("triton", "helion")
+        fields = {name: value for name, value in shared.items() if name != "build" or not python}
         return {**fields, **entry}
 
     return [given(e) if isinstance(e, dict) else e for e in entries["kernels"]]
