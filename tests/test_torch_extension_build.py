@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from pydantic import ValidationError
@@ -34,6 +35,13 @@ def test_torchs_flags_come_first_the_repositorys_next_and_its_standard_last():
     # a standard the repository names is the one nvcc gets (PyTorch adds its own only where none is given)
     assert compile_flags.with_build(TORCH, ["-O3", "-std=c++20"]) == [*TORCHS_OWN, "-O3", "-std=c++20"]
     assert compile_flags.with_build(None, ["-O3"]) == ["-O3"]
+
+
+def test_each_build_the_description_takes_has_its_flags():
+    """The description's `build` names and compile_flags.BUILDS are one list: a name taken with no flags
+    behind it would build as a plain nvcc line."""
+    literal, _none = get_args(KernelDescription.model_fields["build"].annotation)
+    assert set(get_args(literal)) == set(compile_flags.BUILDS)
 
 
 def test_a_repositorys_undefine_comes_after_torchs_define_and_takes_it_back():

@@ -106,12 +106,11 @@ class Flags:
 
 # What each build tool passes nvcc before the repository's flags, and the standard it adds after them
 # where they name none: PyTorch 2.11's -std=c++17 (2.13 adds -std=c++20; name that in `flags`).
-BUILDS: dict[str, tuple[str, ...]] = {
-    "torch.utils.cpp_extension": ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
-                                  "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
-                                  "--expt-relaxed-constexpr"),
+BUILDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "torch.utils.cpp_extension": (("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                                   "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
+                                   "--expt-relaxed-constexpr"), "-std=c++17"),
 }
-_BUILD_STANDARD = {"torch.utils.cpp_extension": "-std=c++17"}
 
 
 def with_build(build: str | None, flags: list[str]) -> list[str]:
@@ -119,8 +118,9 @@ def with_build(build: str | None, flags: list[str]) -> list[str]:
     tool's own, then the repository's, then the tool's standard where the repository names none."""
     if build is None:
         return list(flags)
-    standard = [] if any(_STD.fullmatch(flag) for flag in words(flags)) else [_BUILD_STANDARD[build]]
-    return [*BUILDS[build], *flags, *standard]
+    first, standard = BUILDS[build]
+    named = any(_STD.fullmatch(flag) for flag in words(flags))
+    return [*first, *flags, *([] if named else [standard])]
 
 
 # What nvcc says of a file written for PyTorch's build when built without it: its advice for
