@@ -136,3 +136,20 @@ def test_a_repository_pytorch_builds_is_described_with_its_build():
         assert "--expt-relaxed-constexpr" in desc.nvcc_flags and desc.name.endswith("_" + desc.launcher)
     assert len(built) == 14
     assert [d.wrapper for d in kernels if d.language == "triton" and d.build is None] == ["matmul_ref", "matmul"]
+
+
+def test_leetcudas_sgemm_launchers_take_torch_tensors_as_its_runner_calls_them():
+    """xlite-dev/LeetCUDA's kernels/sgemm launchers take `torch::Tensor a, b, c` (then the stage count,
+    whether to swizzle and the swizzle stride): A, B and C as tensors, its PyTorch build and its flags,
+    and the stride its sgemm.py computes, int((int(N / 8) // 256) * 256), at each N it runs."""
+    from core.description import kernel_expr
+
+    kernels = [_described(k) for k in _kernels(next(p for p in EXAMPLES if p.name.startswith("xlite-dev-LeetCUDA-sgemm")))]
+    assert len(kernels) == 21
+    for desc in kernels:
+        assert desc.build == "torch.utils.cpp_extension" and desc.args[:3] == ["A", "B", "C"]
+        assert "-U__CUDA_NO_HALF_OPERATORS__" in desc.nvcc_flags and "--use_fast_math" in desc.nvcc_flags
+    swizzled = [d for d in kernels if d.name.endswith("_swizzle")]
+    assert len(swizzled) == 4 and all(d.args[4] == "=1" and d.compute_mode == "tf32" for d in swizzled)
+    for n in (4096, 8192, 16384):
+        assert kernel_expr.evaluate(swizzled[0].args[5][1:], {"N": n}) == int((int(n / 8) // 256) * 256)

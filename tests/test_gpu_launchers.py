@@ -54,6 +54,19 @@ def test_gpu_a_kernel_built_as_pytorch_builds_its_extensions_verifies(gpu, size)
     assert out.env["launcher"]["what_happened"] == "the launcher returned normally"
 
 
+@pytest.mark.parametrize("size", SIZES)
+def test_gpu_a_launcher_taking_torch_tensors_verifies(gpu, size):
+    """A launcher that takes torch::Tensor (LeetCUDA's shape), built against gemmwatch's stand-in for
+    torch (tests/test_torch_tensor_launchers.py): its kernel reads B column-major through the strides
+    the records give, on PyTorch's current stream, and C is right at the odd and the skinny size."""
+    from tests.test_torch_extension_build import REPO as TORCH_REPO
+
+    runner, policy = gpu
+    out = runner.run_case(case(described(TORCH_REPO, "torch_extension_sgemm_tensors"), size=size), policy)
+    assert out.verified and out.error is None, out.error
+    assert out.env["launch"]["params"] == ["A: at::Tensor const&", "B: at::Tensor const&", "C: at::Tensor"]
+
+
 @pytest.mark.parametrize(("launcher_file", "words"), [
     (HOSTILE / "segfault.c", "SIGSEGV"), (HOSTILE / "exit_zero.c", "exit(0)"), (HOSTILE / "abort.c", "SIGABRT"),
     (HOSTILE / "spin.c", "the launcher ran past its"),

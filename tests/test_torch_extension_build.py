@@ -56,7 +56,7 @@ def test_a_repositorys_undefine_comes_after_torchs_define_and_takes_it_back():
 
 
 def test_the_launch_the_worker_builds_carries_torchs_flags():
-    (desc,) = load_folder(REPO)
+    (desc,) = load_folder(REPO, ["torch_extension_naive"])
     assert desc.build == TORCH and desc.flags == ["-O3"]  # the folder's build, the kernel's own flags
     launch = resolve(desc, {}, H100_FIGURES)
     assert list(launch.flags) == [*TORCHS_OWN, "-O3", "-std=c++17"]
@@ -83,7 +83,7 @@ def test_a_folders_build_goes_to_its_cuda_kernels_alone():
 
 
 def _description(**fields) -> dict:
-    (desc,) = load_folder(REPO)
+    (desc,) = load_folder(REPO, ["torch_extension_naive"])
     return {**desc.model_dump(mode="json"), **fields}
 
 
@@ -118,6 +118,9 @@ def test_the_repository_builds_with_its_build_and_not_without(tmp_path):
     assert refused.returncode == 1 and "error" in refused.stdout
     hint = "\"build\": \"torch.utils.cpp_extension\" gives nvcc PyTorch's own"
     assert hint in " ".join(refused.stdout.split()), refused.stdout  # nvcc's words, then the field that answers them
+    # The launcher that takes torch::Tensor finds no <ATen/...> without the build's stand-in, and is told so too.
+    assert "ATen/cuda/CUDAContext.h: No such file or directory" in refused.stdout, refused.stdout
+    assert " ".join(refused.stdout.split()).count(hint) == 2, refused.stdout
     # Each of torch's flags is needed: without the constexpr one, std::max from device code is refused;
     # without its half-operator define, the file's own __half operator* clashes with cuda_fp16.h's.
     for flags, said in ((TORCHS_OWN[:4], "--expt-relaxed-constexpr"), (TORCHS_OWN[4:], 'more than one operator "*"')):
@@ -131,3 +134,15 @@ def test_the_repository_builds_with_its_build_and_not_without(tmp_path):
     refused = _check(plain, tmp_path)
     assert refused.returncode == 1 and 'more than one operator "*"' in refused.stdout, refused.stdout
     assert hint not in " ".join(refused.stdout.split())  # the build is given: the -U is the repository's own doing
+
+
+@pytest.mark.parametrize(("log", "hinted"), [
+    ('sgemm.cu(9): catastrophic error: cannot open source file "torch/extension.h"', True),  # nvcc's front end
+    ("sgemm.cu:9:10: fatal error: ATen/cuda/CUDAContext.h: No such file or directory", True),  # the host compiler
+    ('sgemm.cu(9): catastrophic error: cannot open source file "c10/cuda/CUDAGuard.h"', True),
+    ("sgemm.cu:9:10: fatal error: mylib/torch/ops.h: No such file or directory", False),  # another library's
+    ('sgemm.cu(9): catastrophic error: cannot open source file "cutlass/gemm/device/gemm.h"', False),
+])
+def test_pytorchs_headers_not_found_bring_the_builds_name(log, hinted):
+    assert bool(compile_flags.build_hint(log, None)) is hinted
+    assert compile_flags.build_hint(log, TORCH) == ""  # given the build, the stand-in was on the path

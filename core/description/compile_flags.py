@@ -124,18 +124,22 @@ def with_build(build: str | None, flags: list[str]) -> list[str]:
 
 
 # What nvcc says of a file written for PyTorch's build when built without it: its advice for
-# std::max in device code, and the clash of a file's own __half operators with cuda_fp16.h's.
-_TORCH_BUILD_SIGNS = ("'--expt-relaxed-constexpr' can be used", 'more than one operator')
+# std::max in device code, the clash of a file's own __half operators with cuda_fp16.h's, and
+# PyTorch's headers not found (the build brings gemmwatch's stand-in for them).
+# (nvcc's front end says "cannot open source file", the host compiler "fatal error: ...: No such file".)
+_TORCH_BUILD_SIGNS = re.compile(r"'--expt-relaxed-constexpr' can be used|more than one operator"
+                                r'|(?:cannot open source file "|fatal error: )(?:torch|ATen|c10)/')
 
 
 def build_hint(log: str, build: str | None) -> str:
     """A line for an nvcc log that reads as a torch-built file compiled without PyTorch's flags, naming
     the field that gives them; empty where the build is said or the log reads otherwise."""
-    if build is not None or not any(sign in log for sign in _TORCH_BUILD_SIGNS):
+    if build is not None or not _TORCH_BUILD_SIGNS.search(log):
         return ""
     return ('\n(gemmwatch) where PyTorch builds this file (torch.utils.cpp_extension.load, CUDAExtension), its '
             'flags come from there: "build": "torch.utils.cpp_extension" gives nvcc PyTorch\'s own '
-            "(--expt-relaxed-constexpr, -D__CUDA_NO_HALF_OPERATORS__, ...) before `flags` (docs/KERNELS.md)")
+            "(--expt-relaxed-constexpr, -D__CUDA_NO_HALF_OPERATORS__, ...) before `flags`, and gemmwatch's "
+            "stand-in for <torch/extension.h> and torch::Tensor (docs/KERNELS.md)")
 
 
 def words(flags: list[str]) -> list[str]:

@@ -17,7 +17,7 @@ import numpy
 
 from core.description import kernel_expr
 from core.description.description_fields import SCALE_ARGS, integer_constant, is_expression, is_filler
-from worker.arguments import half_arrays, tensor_maps
+from worker.arguments import half_arrays, tensor_maps, torch_tensors
 from worker.arguments.tensor_maps import DESCRIPTOR_PARTS, MAP_BYTES, descriptor_roles, triton_box
 
 INTEGER_ROLES = frozenset({"M", "N", "K", "lda", "ldb", "ldc", "batch", "stride_a", "stride_b", "stride_c"})
@@ -30,7 +30,10 @@ _INTEGERS = {"int": "i32", "unsigned int": "u32", "long": "i64", "unsigned long"
              "unsigned long long": "u64"}
 _FLOATS = {"float": "f32", "double": "f64", "__half": "f16", "__nv_bfloat16": "bf16"}
 _NUMPY = {"i32": numpy.int32, "u32": numpy.uint32, "i64": numpy.int64, "u64": numpy.uint64, "f32": numpy.float32,
-          "f64": numpy.float64, "f16": numpy.float16, "u16": numpy.uint16}
+          "f64": numpy.float64, "f16": numpy.float16, "u16": numpy.uint16, "b8": numpy.bool_}
+# A launcher's `torch::Tensor` parameter, as the demangler spells the stand-in's at::Tensor
+# (worker/arguments/torch_tensors.py): by value, the record's address; by reference, a cell's.
+_TENSOR = "at::Tensor"
 # Element types a matrix pointer may name, by the matrix's storage type (vectors of it too).
 # CUTLASS's own element types too: a launcher over a CUTLASS GEMM takes `cutlass::half_t const*`.
 _FAMILIES = {
@@ -85,7 +88,9 @@ class ArgPlan:
     bytes in host memory), null (a null pointer:
     the role "null", or "ignored" for a pointer), *f32 *f64 *f16 *bf16
     (a kernel's scalar in device memory, passed by address) or &f32 &f64 &f16 &bf16 (a launcher's
-    scalar in host memory: the launcher dereferences it on the host, as leimao's `T const* alpha`)."""
+    scalar in host memory: the launcher dereferences it on the host, as leimao's `T const* alpha`),
+    b8 (a bool, by value), tensor and &tensor (a launcher's `torch::Tensor`, by value or by reference:
+    worker/arguments/torch_tensors.py)."""
 
     passing: tuple[tuple[str, str], ...]
     spelled: tuple[str, ...]  # each parameter as the binary spells it (or "<n bytes>")
@@ -130,6 +135,10 @@ def _passing(role: str, spelling: str | None, size: int | None, input_type: str,
         return _filler(role, spelling, size)
     if spelling is None:  # an extern "C" kernel: only the size is known; the role says the rest
         return _by_size(role, size, input_type)
+    if spelling.rstrip("&").strip() == _TENSOR:
+        if role not in MATRIX_ROLES:
+            return f"!{role} is a torch::Tensor here, and a tensor is a matrix's: name it A, B or C"
+        return "&tensor" if spelling.endswith("&") else "tensor"
     pointer = spelling.endswith("*")
     base = spelling.rstrip("*").strip() if pointer else spelling
     if role in INTEGER_ROLES:
@@ -177,7 +186,7 @@ def _filler(role: str, spelling: str | None, size: int | None) -> str:
     if role == "null" or (role == "ignored" and pointer and spelling is not None):
         return "null" if pointer else "!null is for a pointer parameter (a debug buffer passed as nullptr)"
     kind = None if pointer and spelling is not None else _INTEGERS.get(base or "") or _FLOATS.get(base or "") or (
-        "u16" if base == "unsigned short" else None)
+        {"unsigned short": "u16", "bool": "b8"}.get(base or ""))
     if kind is None:
         return f"!{role} is for a number (an integer or a float); a {spelling or f'{size}-byte'} parameter takes none"
     if is_expression(role):
@@ -185,6 +194,8 @@ def _filler(role: str, spelling: str | None, size: int | None) -> str:
             f"!{role[1:]} is an integer expression, and the parameter is {spelling or f'{size}-byte'}"
     if role.startswith("=") and kind in _INTEGERS.values() and not float(role[1:]).is_integer():
         return f"!the constant {role[1:]} is not an integer, and the parameter is {spelling}"
+    if role.startswith("=") and kind == "b8" and float(role[1:]) not in (0.0, 1.0):
+        return f"!the constant {role[1:]} is not a bool (=0 or =1), and the parameter is {spelling}"
     return kind
 
 
@@ -235,6 +246,11 @@ def value(how: str, x, xp):
 def values(arg_plan: ArgPlan, named: dict, xp) -> tuple:
     """The arguments in order, from the values by role."""
     return tuple(value(how, role_value(role, named), xp) for role, how in arg_plan.passing)
+
+
+def tensor_view_key(matrix: str) -> str:
+    """Where named_values keeps a matrix's view as a torch::Tensor (a key no role can be)."""
+    return f"{matrix}:tensor"
 
 
 def role_value(role: str, named: dict):
@@ -326,6 +342,9 @@ def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: fl
     for x in ("A", "B", "C"):
         named[f"ld{x.lower()}"] = form.leading_dimension(x, m, n, k)
         named[f"stride_{x.lower()}"] = form.batch_stride(x, m, n, k)
+        storage = launch.precision.output_type if x == "C" else launch.precision.input_type
+        named[tensor_view_key(x)] = torch_tensors.view(form, x, m, n, k, batch, storage)
+    named[tensor_view_key("D")] = named[tensor_view_key("C")]
     if launch.language == "triton" and launch.tensor_maps:  # its descriptors' shapes and strides
         named.update(tensor_maps.descriptor_values(launch, m, n, k, batch))
     scope = {**launch.scope, "M": m, "N": n, "K": k, "BATCH": batch}

@@ -167,6 +167,10 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
         request["adapter"] = adapter
         request["options"].append(f"-I{header_libraries.ADAPTER_DIR}")
         request["readable"] = [*request.get("readable", []), str(header_libraries.ADAPTER_DIR)]
+    stand_in = header_libraries.build_headers(launch.build)
+    if stand_in:  # <torch/extension.h> and torch::Tensor, for a file PyTorch builds
+        request["options"].append(f"-I{stand_in}")
+        request["readable"] = [*request.get("readable", []), str(stand_in)]
     # nvcc names the kernel's files as src/<path>, and the unit it compiles as gemmwatch_entry.cu.
     own = {f"src/{p}" for p in launch.files} | {ENTRY_UNIT}
     shown_as = {f"src/{p}": p for p in launch.files} | {
@@ -185,7 +189,8 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
            confinement.version, path, nvcc.host_compiler_dirs(),
            *(["library", launch.launcher, list(launch.units)] if library else []),
            [(lib.name, lib.version) for lib in libraries],
-           *([adapter, (header_libraries.ADAPTER_DIR / adapter).read_text()] if adapter else [])]
+           *([adapter, (header_libraries.ADAPTER_DIR / adapter).read_text()] if adapter else []),
+           *([header_libraries.headers_text(stand_in)] if stand_in else [])]
     label = " + ".join([f"nvcc {confinement.version}", *(lib.label for lib in libraries)])
     return failed_compiles.remembered(build, request, key, confinement, label, untrusted,
                                       shown, cfg, ".so" if library else ".cubin")

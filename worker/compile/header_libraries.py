@@ -73,3 +73,21 @@ def adapter_header(launcher: str | None) -> str | None:
     """The header (relative to ADAPTER_DIR) of the gemmwatch launcher a description names, else None."""
     name = (launcher or "").split("<", 1)[0].replace(" ", "")
     return f"gemmwatch/{name.removeprefix('gemmwatch::')}.h" if name in LAUNCHER_ADAPTERS else None
+
+
+# gemmwatch's stand-in for PyTorch's C++ API, by the build that brings it: a file PyTorch builds
+# includes <torch/extension.h> and its launchers take torch::Tensor, and the worker has no libtorch.
+# The folder goes on the include path of such a kernel's build, and into what the compile may read.
+TORCH_STAND_IN_DIR = Path(__file__).with_name("torch_stand_in")
+_BUILD_HEADERS = {"torch.utils.cpp_extension": TORCH_STAND_IN_DIR}
+
+
+def build_headers(build: str | None) -> Path | None:
+    """The folder of headers a build brings (the torch stand-in for PyTorch's), else None."""
+    return _BUILD_HEADERS.get(build or "")
+
+
+@functools.cache
+def headers_text(folder: Path) -> str:
+    """Every header of the folder, path and text: part of a build's cache key, so an edit rebuilds."""
+    return "".join(f"{p.relative_to(folder)}\n{p.read_text()}" for p in sorted(folder.rglob("*.h")))

@@ -20,7 +20,7 @@ import numpy
 
 from core.description.kernel import Launch
 from worker.compile import compiler
-from worker.arguments import half_arrays, kernel_args, tensor_maps
+from worker.arguments import half_arrays, kernel_args, tensor_maps, torch_tensors
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def build(launch: Launch, compute_capability: str, cfg) -> LauncherLibrary:
 
 
 _CTYPES = {"i32": ctypes.c_int32, "u32": ctypes.c_uint32, "i64": ctypes.c_int64, "u64": ctypes.c_uint64,
-           "u16": ctypes.c_uint16,
+           "u16": ctypes.c_uint16, "b8": ctypes.c_bool,
            "f32": ctypes.c_float, "f64": ctypes.c_double,
            # __half and __nv_bfloat16 are 2-byte structs: passed (and read through a pointer) as their bits
            "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16}
@@ -77,6 +77,16 @@ def arguments(arg_plan: kernel_args.ArgPlan, named: dict, address) -> CallArgume
         elif how == "null":
             argtypes.append(ctypes.c_void_p)
             values.append(None)
+        elif how in ("tensor", "&tensor"):  # the stand-in's at::Tensor: one pointer, to the matrix's record
+            rec = torch_tensors.record(address(x), named[kernel_args.tensor_view_key(role)])
+            cells.append(rec)
+            at = ctypes.addressof(rec)
+            if how == "&tensor":  # a reference: the address of a Tensor, which holds the record's
+                cell = ctypes.c_void_p(at)
+                cells.append(cell)
+                at = ctypes.addressof(cell)
+            argtypes.append(ctypes.c_void_p)
+            values.append(at)
         elif how == "&map":  # a tensor map's 128 bytes in host memory
             cell, at = tensor_maps.host_map(bytes(x))
             cells.append(cell)

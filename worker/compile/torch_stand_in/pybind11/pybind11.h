@@ -1,0 +1,3 @@
+// gemmwatch: PyTorch's <pybind11/pybind11.h>, as the stand-in declares it (gemmwatch/torch_stand_in.h).
+#pragma once
+#include <gemmwatch/torch_stand_in.h>

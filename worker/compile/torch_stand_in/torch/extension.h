@@ -1,0 +1,3 @@
+// gemmwatch: PyTorch's <torch/extension.h>, as the stand-in declares it (gemmwatch/torch_stand_in.h).
+#pragma once
+#include <gemmwatch/torch_stand_in.h>
