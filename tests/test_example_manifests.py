@@ -133,8 +133,13 @@ def test_a_repository_pytorch_builds_is_described_with_its_build():
     built = [d for d in kernels if d.compiler == "nvcc"]
     for desc in built:
         assert desc.build == "torch.utils.cpp_extension" and desc.flags == ["-O3", "-lineinfo", "-Xptxas=-v"]
-        assert "--expt-relaxed-constexpr" in desc.nvcc_flags and desc.name.endswith("_" + desc.launcher)
-    assert len(built) == 14
+        assert "--expt-relaxed-constexpr" in desc.nvcc_flags
+        assert desc.name.endswith("_" + desc.launcher.removeprefix("matmul_pt<matmul_").removesuffix(">"))
+    assert len(built) == 21
+    # its main.py calls the bindings of matmul.cpp, which make C and return it: their args name no C
+    bindings = [d for d in built if d.returns_c]
+    assert [d.launcher for d in bindings] == [f"matmul_pt<matmul_{v}>" for v in ("v1", "v2", "v3", "v4", "v5", "v6a", "v6b")]
+    assert all(d.args == ["A", "B"] and d.units == ["02a_matmul_simt/matmul.cu"] for d in bindings)
     assert [d.wrapper for d in kernels if d.language == "triton" and d.build is None] == ["matmul_ref", "matmul"]
 
 

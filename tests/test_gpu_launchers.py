@@ -67,6 +67,17 @@ def test_gpu_a_launcher_taking_torch_tensors_verifies(gpu, size):
     assert out.env["launch"]["params"] == ["A: at::Tensor const&", "B: at::Tensor const&", "C: at::Tensor"]
 
 
+@pytest.mark.parametrize("size", SIZES)
+def test_gpu_a_launcher_that_makes_c_and_returns_it_verifies(gpu, size):
+    """The binding most repositories write, `torch::Tensor sgemm(a, b)` with C from torch::empty: the
+    case's C is what that call returns (tests/test_torch_tensor_launchers.py), written by the kernel."""
+    from tests.test_torch_extension_build import REPO as TORCH_REPO
+
+    runner, policy = gpu
+    out = runner.run_case(case(described(TORCH_REPO, "torch_extension_sgemm_returns_c"), size=size), policy)
+    assert out.verified and out.error is None, out.error
+
+
 @pytest.mark.parametrize(("launcher_file", "words"), [
     (HOSTILE / "segfault.c", "SIGSEGV"), (HOSTILE / "exit_zero.c", "exit(0)"), (HOSTILE / "abort.c", "SIGABRT"),
     (HOSTILE / "spin.c", "the launcher ran past its"),

@@ -172,6 +172,7 @@ NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutla
                 (FIXTURES / "fp8_block_repo", "fp8_block_grouped"),  # and Triton args that are expressions
                 (FIXTURES / "torch_extension_repo", "torch_extension_naive"),  # PyTorch's extension build
                 (FIXTURES / "torch_extension_repo", "torch_extension_sgemm_tensors"),  # and torch::Tensor matrices
+                (FIXTURES / "torch_extension_repo", "torch_extension_sgemm_returns_c"),  # and a C it makes
                 (KERNELS_DIR, "bf16_wgmma_persistent")]  # its maps by value with zeros_when_absent
 
 

@@ -15,7 +15,7 @@ import ctypes
 import pytest
 
 from core.description.gemm_form import GemmForm
-from tests.test_launcher_cases import HOST, POLICY, case, described, needs_confinement, runner  # noqa: F401
+from tests.test_launcher_cases import HOST, POLICY, built, case, described, needs_confinement, runner  # noqa: F401
 from worker.arguments import kernel_args, torch_tensors
 from worker.compile import launcher_library
 
@@ -97,3 +97,33 @@ def test_what_the_stand_in_cannot_do_or_the_launcher_refuses_fails_its_case_with
     assert not out.verified and out.gflops is None and words in out.error, out.error
     if "values must be" in words:  # what its check printed first, in the case's record of the output
         assert "Tensor Info:TensorOptions(dtype=BFloat16, device=cuda:0)" in out.env["launcher"]["output"]
+
+
+# --- a launcher that makes C and returns it ------------------------------------------------------
+
+@needs_confinement
+@pytest.mark.parametrize("name", ["torch_host_matmul", "torch_host_matmul_zeros"])
+def test_a_launcher_that_makes_c_is_handed_the_cases_c_and_verified(runner, name):  # noqa: F811
+    """learn-cuda's binding: `torch::Tensor matmul(a, b)`, C from torch::empty({M, N}, a.options()) (or
+    torch::zeros), returned. Its args name no C; the case's C is what that call returns."""
+    out = runner.run_case(case(described(HOST, name), size=(70, 33, 65)), POLICY)
+    assert out.verified and out.error is None and out.rel_error < 1e-6, out.error
+
+
+@needs_confinement
+def test_a_launcher_that_makes_another_tensor_or_returns_none_is_refused_by_what_it_did(
+        runner, shared_kernel_cache):  # noqa: F811
+    out = runner.run_case(case(described(HOST, "torch_host_matmul_swapped"), size=(70, 33, 65)), POLICY)
+    words = "cannot allocate a tensor (empty of [33, 70] Float) other than C ([70, 33] Float)"
+    assert not out.verified and words in out.error, out.error
+    # a launcher that returns nothing cannot be the one that made C: refused at its build, by its type
+    with pytest.raises(kernel_args.ArgumentMismatch, match="torch_host_matmul_void returns void, and args name no C"):
+        built(described(HOST, "torch_host_matmul_void"), shared_kernel_cache)
+
+
+def test_only_a_torch_built_launcher_may_leave_c_out_of_its_args_and_its_c_is_row_major():
+    with pytest.raises(ValueError, match="missing C"):
+        described(HOST, "torch_host_matmul", build=None)
+    with pytest.raises(ValueError, match='a C the launcher makes .* is a contiguous row-major tensor: C is "row"'):
+        described(HOST, "torch_host_matmul", layout={"A": "row", "B": "row", "C": "col"})
+    assert described(HOST, "torch_host_matmul").returns_c and not described(HOST, "torch_host_gemm").returns_c

@@ -81,7 +81,7 @@ class KernelDescription(BaseModel):
                           "launches), burst (a few back-to-back launches after a pause: a repository's own quick "
                           "runner), sustained; none: the job's, else the worker's GEMMWATCH_TIMING_MODE")
     inputs: Inputs = Field(SIGNED, description=inputs_text)
-    args: list[Arg] = Field(default_factory=lambda: list[Arg](DEFAULT_ARGS), min_length=3, max_length=24,
+    args: list[Arg] = Field(default_factory=lambda: list[Arg](DEFAULT_ARGS), min_length=2, max_length=24,
                                 description="the kernel's parameters in order; M, N, K, lda, ldb, ldc as int, alpha and "
                                             "beta as float, A, B, C as pointers; A_map, B_map, C_map: the matrix's "
                                             "tensor map (`tensor_maps`), by address (0 where the TMA cannot describe "
@@ -247,6 +247,13 @@ class KernelDescription(BaseModel):
         return compile_flags.with_build(self.build, self.flags)
 
     @property
+    def returns_c(self) -> bool:
+        """A launcher PyTorch builds whose args name no C: it makes C itself (torch::empty) and returns
+        it, as most bindings do; the worker hands it the case's C there (docs/KERNELS.md)."""
+        return (self.launcher is not None and self.build == "torch.utils.cpp_extension"
+                and not {"C", "C_map", "D"} & set(self.args))
+
+    @property
     def effective_target(self) -> str | None:
         """The target the description names, else the one its flags name (-arch=sm_90a)."""
         return self.target or self.build_flags.target
@@ -326,6 +333,11 @@ class KernelDescription(BaseModel):
             raise ValueError('args: "D" is where a kernel that reads C writes; a kernel that only writes its '
                              'result calls it "C"')
         missing = [x for x in ("A", "B", "C") if x not in self.args and f"{x}_map" not in self.args]
+        if missing == ["C"] and self.returns_c:
+            missing = []
+            if self.form.layout("C") != "row":
+                raise ValueError("layout: a C the launcher makes (torch::empty) is a contiguous row-major tensor: "
+                                 'C is "row"')
         if missing:
             raise ValueError(f"args {self.args}: A, B and C each as its pointer (A, B, C) or its tensor map (A_map, "
                              f"B_map, C_map, with tensor_maps); missing {', '.join(missing)}")

@@ -33,7 +33,7 @@ _NUMPY = {"i32": numpy.int32, "u32": numpy.uint32, "i64": numpy.int64, "u64": nu
           "f64": numpy.float64, "f16": numpy.float16, "u16": numpy.uint16, "b8": numpy.bool_}
 # A launcher's `torch::Tensor` parameter, as the demangler spells the stand-in's at::Tensor
 # (worker/arguments/torch_tensors.py): by value, the record's address; by reference, a cell's.
-_TENSOR = "at::Tensor"
+TENSOR = "at::Tensor"
 # Element types a matrix pointer may name, by the matrix's storage type (vectors of it too).
 # CUTLASS's own element types too: a launcher over a CUTLASS GEMM takes `cutlass::half_t const*`.
 _FAMILIES = {
@@ -135,7 +135,7 @@ def _passing(role: str, spelling: str | None, size: int | None, input_type: str,
         return _filler(role, spelling, size)
     if spelling is None:  # an extern "C" kernel: only the size is known; the role says the rest
         return _by_size(role, size, input_type)
-    if spelling.rstrip("&").strip() == _TENSOR:
+    if spelling.rstrip("&").strip() == TENSOR:
         if role not in MATRIX_ROLES:
             return f"!{role} is a torch::Tensor here, and a tensor is a matrix's: name it A, B or C"
         return "&tensor" if spelling.endswith("&") else "tensor"

@@ -5,7 +5,8 @@ torch.utils.cpp_extension repositories): the record gemmwatch's stand-in for tor
 The record holds what PyTorch's tensor would tell the launcher: the data's address, the sizes and
 strides in elements as the form lays the matrix out (B column-major is a (K, N) tensor with strides
 (1, K), as `randn(N, K).T` is), the element type by PyTorch's own numbering, and the device. A
-batch is a leading dimension.
+batch is a leading dimension. A launcher that makes C (`torch::empty({M, N}, a.options())`, then
+`return c;`) gets the case's C from that call: its inputs' records point to C's.
 """
 
 import ctypes
@@ -22,7 +23,16 @@ SCALAR_TYPES = {"float32": 6, "float64": 7, "float16": 5, "bfloat16": 15, "float
 class TensorRecord(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("dim", ctypes.c_int64), ("sizes", ctypes.c_int64 * MAX_DIMS),
                 ("strides", ctypes.c_int64 * MAX_DIMS), ("scalar_type", ctypes.c_int32),
-                ("device_index", ctypes.c_int32)]
+                ("device_index", ctypes.c_int32),
+                # For a launcher that makes C itself: C's record, which its torch::empty of C's sizes
+                # and dtype returns (the stand-in reads it through the options of an input tensor).
+                ("output", ctypes.c_void_p)]
+
+
+def returns_c(arg_plan) -> bool:
+    """Whether the launcher makes C itself: it takes tensors, and none of its parameters is C."""
+    roles = {role for role, _how in arg_plan.passing}
+    return any(how in ("tensor", "&tensor") for _role, how in arg_plan.passing) and not roles & {"C", "D", "C_map"}
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ def _built_library(library: bytes, log: str, request: dict) -> dict:
     fails here, as a compile error: the link allows it, and the case would otherwise fail only when its
     process loads the library."""
     try:
-        params = cubin_info.launcher_parameters(library)
+        returns, params = cubin_info.launcher_signature(library)
         missing = [s for s in cubin_info.unresolved_symbols(library) if not _GIVEN_BY_ITS_PROCESS.fullmatch(s)]
     except cubin_info.NotAFunction as exc:
         return {"ok": False, "error": f"the launcher cannot be called: {exc}"}
@@ -136,7 +136,8 @@ def _built_library(library: bytes, log: str, request: dict) -> dict:
                                     f"built from {built_from}: name each file that defines them (a .cu or .cpp of "
                                     "the repository) in `units`"}
     launcher_name = request["launcher"]
-    launcher = {"symbol": LAUNCHER_ADDRESS, "name": launcher_name, "params": [[t, None] for t in params]}
+    launcher = {"symbol": LAUNCHER_ADDRESS, "name": launcher_name, "params": [[t, None] for t in params],
+                "returns": returns}
     return {"ok": True, "log": log, "cubin": base64.b64encode(library).decode(), "lowered": {}, "kernels": [launcher]}
 
 
@@ -147,7 +148,7 @@ ENTRY_UNIT_NAME = "gemmwatch_entry.cu"
 # A launcher's library: the source; the launcher's address returned by a function the library
 # exports, which makes nvcc emit that instantiation of a template launcher ("launch_gemm<float>");
 # and a function whose one parameter has the type of that address, so its mangled name spells the
-# launcher's parameter types whatever name reached it (worker/compile/cubin_info.launcher_parameters). The
+# launcher's parameter types whatever name reached it (worker/compile/cubin_info.launcher_signature). The
 # launcher is called through the address, so a name the library does not export (a using-declaration,
 # a static member, an inline or extern "C" function) is called all the same.
 LAUNCHER_ADDRESS = "gemmwatch_launcher_address"

@@ -259,13 +259,15 @@ class NotAFunction(CubinError):
     """The launcher names something no plain call reaches (a non-static member function)."""
 
 
-def launcher_parameters(elf: bytes) -> list[str]:
-    """The launcher's parameter types, read from the signature function the launcher unit exports."""
+def launcher_signature(elf: bytes) -> tuple[str, list[str]]:
+    """The launcher's return type and parameter types, read from the signature function the launcher
+    unit exports: ('void', ['int', 'float*'])."""
     for function in host_functions(elf):
         if function["name"] != SIGNATURE_FUNCTION or len(function["params"]) != 1:
             continue
         pointer = function["params"][0][0]
-        return function_pointer_parameters(pointer)
+        params = function_pointer_parameters(pointer)
+        return pointer.strip()[:pointer.find("(*)(")].strip(), params
     raise CubinError(f"the library exports no {SIGNATURE_FUNCTION}: the launcher unit was not built")
 
 

@@ -39,6 +39,11 @@ def build(launch: Launch, compute_capability: str, cfg) -> LauncherLibrary:
     precision = launch.precision
     arg_plan = kernel_args.plan(launch.launcher, launch.args, function["params"], precision.input_type,
                                 precision.output_type, host=True)
+    returns = function.get("returns", "void")
+    if torch_tensors.returns_c(arg_plan) and returns != kernel_args.TENSOR:
+        raise kernel_args.ArgumentMismatch(
+            f"{launch.launcher} returns {returns}, and args name no C: a launcher that makes C returns it "
+            "(torch::Tensor); one that writes a C it is given takes it, named C in args")
     return LauncherLibrary(built.cubin_path, function["symbol"], arg_plan, built.compiler)
 
 
@@ -69,6 +74,10 @@ def arguments(arg_plan: kernel_args.ArgPlan, named: dict, address) -> CallArgume
     """The launcher's arguments in order, from the values by role; `address` gives a matrix's (or
     the stream's) address as an int: device memory on the GPU, host memory on the CPU double."""
     argtypes, values, cells = [], [], []
+    made_c = None  # a launcher that makes C itself gets the case's C there (torch_tensors.returns_c)
+    if torch_tensors.returns_c(arg_plan):
+        made_c = torch_tensors.record(address(named["C"]), named[kernel_args.tensor_view_key("C")])
+        cells.append(made_c)
     for role, how in arg_plan.passing:
         x = kernel_args.role_value(role, named)
         if how == "ptr":
@@ -79,6 +88,8 @@ def arguments(arg_plan: kernel_args.ArgPlan, named: dict, address) -> CallArgume
             values.append(None)
         elif how in ("tensor", "&tensor"):  # the stand-in's at::Tensor: one pointer, to the matrix's record
             rec = torch_tensors.record(address(x), named[kernel_args.tensor_view_key(role)])
+            if made_c is not None:  # what its torch::empty of C's sizes returns
+                rec.output = ctypes.addressof(made_c)
             cells.append(rec)
             at = ctypes.addressof(rec)
             if how == "&tensor":  # a reference: the address of a Tensor, which holds the record's

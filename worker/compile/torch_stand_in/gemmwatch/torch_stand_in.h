@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <iostream>
 #include <memory>
@@ -42,6 +43,8 @@ struct TensorRecord {
   int64_t strides[4];  // in elements, as PyTorch counts them
   int32_t scalar_type;
   int32_t device_index;
+  // For a launcher that makes C itself: the case's C, which torch::empty of C's sizes and dtype returns.
+  TensorRecord* output;
 };
 
 template <typename... Parts>
@@ -57,7 +60,7 @@ std::string joined(const Parts&... parts) {
   std::abort();
 }
 
-[[noreturn]] inline void not_here(const char* what) {
+[[noreturn]] inline void not_here(const std::string& what) {
   fail(joined("gemmwatch's stand-in for torch cannot ", what,
               ": the worker has no PyTorch. Describe a launcher that takes every matrix, C included, as a "
               "torch::Tensor (docs/KERNELS.md, \"Launchers that take torch::Tensor\")"));
@@ -154,11 +157,14 @@ inline std::ostream& operator<<(std::ostream& out, const Device& d) {
 struct TensorOptions {
   ScalarType dtype_ = ScalarType::Float;
   Device device_{};
+  gemmwatch_torch::TensorRecord* output_ = nullptr;  // the input's `output`: where C may be made
   ScalarType dtype() const { return dtype_; }
   Device device() const { return device_; }
-  TensorOptions dtype(ScalarType t) const { return TensorOptions{t, device_}; }
-  TensorOptions device(Device d) const { return TensorOptions{dtype_, d}; }
+  TensorOptions dtype(ScalarType t) const { return TensorOptions{t, device_, output_}; }
+  TensorOptions device(Device d) const { return TensorOptions{dtype_, d, output_}; }
+  TensorOptions device(DeviceType t) const { return TensorOptions{dtype_, Device{t, 0}, output_}; }
 };
+inline TensorOptions dtype(ScalarType t) { return TensorOptions{t}; }
 inline std::ostream& operator<<(std::ostream& out, const TensorOptions& o) {
   return out << "TensorOptions(dtype=" << o.dtype() << ", device=" << o.device() << ")";
 }
@@ -231,7 +237,7 @@ class Tensor {
   int64_t get_device() const { return impl_->device_index; }
   bool is_cuda() const { return true; }
   bool is_cpu() const { return false; }
-  TensorOptions options() const { return TensorOptions{scalar_type(), device()}; }
+  TensorOptions options() const { return TensorOptions{scalar_type(), device(), impl_->output}; }
   bool is_contiguous() const {
     int64_t expected = 1;
     for (int64_t i = dim() - 1; i >= 0; --i) {
@@ -279,15 +285,45 @@ inline std::ostream& operator<<(std::ostream& out, const Tensor& t) {
 
 inline Device device_of(const Tensor& t) { return t.device(); }
 
-// A tensor the launcher would allocate: PyTorch's allocator is not here.
-template <typename... Any>
-Tensor empty(std::initializer_list<int64_t>, Any&&...) { gemmwatch_torch::not_here("allocate a tensor (empty)"); }
+// A tensor the launcher allocates. PyTorch's allocator is not here: the one tensor it may make is C,
+// for a launcher whose description names no C (it returns the C it makes). That C is the case's,
+// reached through the options of an input tensor (`torch::empty({M, N}, a.options())`), and only at
+// C's own sizes and dtype; anything else fails, saying what was asked.
+namespace detail {
+inline Tensor made(const char* how, std::initializer_list<int64_t> sizes, const TensorOptions& options) {
+  gemmwatch_torch::TensorRecord* c = options.output_;
+  bool fits = c != nullptr && int64_t(sizes.size()) == c->dim && options.dtype() == ScalarType(c->scalar_type);
+  for (int64_t i = 0; fits && i < c->dim; ++i) fits = sizes.begin()[i] == c->sizes[i];
+  if (fits) return Tensor{c};
+  std::ostringstream asked;
+  asked << IntArrayRef{sizes.begin(), sizes.size()} << " " << options.dtype();
+  if (c == nullptr)
+    gemmwatch_torch::not_here(gemmwatch_torch::joined("allocate a tensor (", how, " of ", asked.str(), ")"));
+  gemmwatch_torch::not_here(gemmwatch_torch::joined("allocate a tensor (", how, " of ", asked.str(),
+                                                    ") other than C (", IntArrayRef{c->sizes, size_t(c->dim)}, " ",
+                                                    ScalarType(c->scalar_type), ")"));
+}
+}  // namespace detail
+
+inline Tensor empty(std::initializer_list<int64_t> sizes, const TensorOptions& options = {}) {
+  return detail::made("empty", sizes, options);
+}
+inline Tensor zeros(std::initializer_list<int64_t> sizes, const TensorOptions& options = {}) {
+  Tensor c = detail::made("zeros", sizes, options);
+  const size_t bytes = size_t(c.numel() * c.element_size());
+  cudaPointerAttributes where{};
+  if (cudaPointerGetAttributes(&where, c.data_ptr()) == cudaSuccess && where.type == cudaMemoryTypeDevice) {
+    cudaMemsetAsync(c.data_ptr(), 0, bytes, nullptr);  // on the legacy default stream, the launcher's own
+  } else {
+    (void)cudaGetLastError();  // host memory (the CPU double's), which the query may call an error
+    std::memset(c.data_ptr(), 0, bytes);
+  }
+  return c;
+}
 template <typename Shape, typename... Any>
-Tensor empty(const Shape&, Any&&...) { gemmwatch_torch::not_here("allocate a tensor (empty)"); }
-template <typename... Any>
-Tensor zeros(std::initializer_list<int64_t>, Any&&...) { gemmwatch_torch::not_here("allocate a tensor (zeros)"); }
+Tensor empty(const Shape&, Any&&...) { gemmwatch_torch::not_here("allocate a tensor (empty) of sizes not written in braces"); }
 template <typename Shape, typename... Any>
-Tensor zeros(const Shape&, Any&&...) { gemmwatch_torch::not_here("allocate a tensor (zeros)"); }
+Tensor zeros(const Shape&, Any&&...) { gemmwatch_torch::not_here("allocate a tensor (zeros) of sizes not written in braces"); }
 template <typename... Any>
 Tensor empty_like(const Tensor&, Any&&...) { gemmwatch_torch::not_here("allocate a tensor (empty_like)"); }
 template <typename... Any>
