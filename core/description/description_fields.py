@@ -31,6 +31,14 @@ ArgName = Literal["M", "N", "K", "alpha", "A", "B", "beta", "C", "D", "lda", "ld
 DEFAULT_ARGS: tuple[ArgName, ...] = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
 # FP8's block scales, A's then B's: FP32 arrays a kernel with `scales` takes (core/description/precision.py).
 SCALE_ARGS: tuple[ArgName, ...] = ("scale_A", "scale_B")
+# What names C among a kernel's arguments: its pointer, its tensor map, or D where C is read too.
+C_ARGS: frozenset[str] = frozenset({"C", "C_map", "D"})
+
+
+def names_no_c(args) -> bool:
+    """Arguments that hand the kernel no C: a launcher that makes C itself and returns it (the
+    description allows it for a launcher PyTorch builds; the worker hands it the case's C there)."""
+    return not C_ARGS & set(args)
 # A parameter that is none of the GEMM's own, said in the repository's words: "null", a pointer passed
 # as nullptr (a debug buffer a runner passes when it times); "ignored", one the kernel never reads
 # (a beta it leaves unused: zero in its type, null for a pointer; the form is then the one the other

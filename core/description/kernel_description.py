@@ -26,7 +26,7 @@ from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PA
                                                  PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier,
                                                  BlockScales, HelionValue, OperandLayouts, SizeMultiple, Target, TensorMap, TileGrid,
                                                  TritonOptions, Tunable, arg_refusal, is_expression,
-                                                 is_filler)
+                                                 is_filler, names_no_c)
 from core.description import launch_checks
 
 
@@ -250,8 +250,7 @@ class KernelDescription(BaseModel):
     def returns_c(self) -> bool:
         """A launcher PyTorch builds whose args name no C: it makes C itself (torch::empty) and returns
         it, as most bindings do; the worker hands it the case's C there (docs/KERNELS.md)."""
-        return (self.launcher is not None and self.build == "torch.utils.cpp_extension"
-                and not {"C", "C_map", "D"} & set(self.args))
+        return self.launcher is not None and self.build == "torch.utils.cpp_extension" and names_no_c(self.args)
 
     @property
     def effective_target(self) -> str | None:

@@ -12,6 +12,7 @@ batch is a leading dimension. A launcher that makes C (`torch::empty({M, N}, a.o
 import ctypes
 from dataclasses import dataclass
 
+from core.description.description_fields import names_no_c
 from core.description.gemm_form import SHAPE
 
 MAX_DIMS = 4
@@ -31,8 +32,8 @@ class TensorRecord(ctypes.Structure):
 
 def returns_c(arg_plan) -> bool:
     """Whether the launcher makes C itself: it takes tensors, and none of its parameters is C."""
-    roles = {role for role, _how in arg_plan.passing}
-    return any(how in ("tensor", "&tensor") for _role, how in arg_plan.passing) and not roles & {"C", "D", "C_map"}
+    return (any(how in ("tensor", "&tensor") for _role, how in arg_plan.passing)
+            and names_no_c(role for role, _how in arg_plan.passing))
 
 
 @dataclass(frozen=True)

@@ -265,9 +265,9 @@ def launcher_signature(elf: bytes) -> tuple[str, list[str]]:
     for function in host_functions(elf):
         if function["name"] != SIGNATURE_FUNCTION or len(function["params"]) != 1:
             continue
-        pointer = function["params"][0][0]
+        pointer = function["params"][0][0].strip()
         params = function_pointer_parameters(pointer)
-        return pointer.strip()[:pointer.find("(*)(")].strip(), params
+        return pointer[:pointer.find("(*)(")].strip(), params
     raise CubinError(f"the library exports no {SIGNATURE_FUNCTION}: the launcher unit was not built")
 
 
