@@ -12,6 +12,7 @@ tests/test_gpu_launchers.py runs one that launches a kernel.
 
 import ctypes
 
+import numpy
 import pytest
 
 from core.description.gemm_form import GemmForm
@@ -36,6 +37,19 @@ def test_a_tensor_parameter_is_a_matrix_by_value_or_by_reference_and_nothing_els
         kernel_args.plan("sgemm", ("A", "B", "M"), params[:3], "float32", "float32", host=True)
     with pytest.raises(kernel_args.ArgumentMismatch, match="the constant 2 is not a bool"):
         kernel_args.plan("sgemm", ("=2",), [["bool", None]], "float32", "float32", host=True)
+
+
+def test_a_bool_takes_an_integer_expression_nonzero_being_true():
+    # LeetCUDA's runner turns `bool swizzle` on where the stride it works out from N is 256 or more
+    on = "=1 if N // 2 >= 256 else 0"
+    plan = kernel_args.plan("hgemm", ("A", "B", "C", on), [["at::Tensor", None]] * 3 + [["bool", None]],
+                            "float16", "float16", host=True)
+    assert plan.passing[-1] == (on, "b8")
+    assert kernel_args.value("b8", 2048, None) is numpy.True_ and kernel_args.value("b8", 0, None) is numpy.False_
+    assert launcher_library._scalar("b8", 2048).value is True and launcher_library._scalar("b8", 0).value is False
+    # a float parameter still takes no integer expression
+    with pytest.raises(kernel_args.ArgumentMismatch, match="is an integer expression, and the parameter is float"):
+        kernel_args.plan("hgemm", ("=N // 2",), [["float", None]], "float16", "float16", host=True)
 
 
 @pytest.mark.parametrize(("layout", "batch", "sizes", "strides"), [

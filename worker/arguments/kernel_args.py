@@ -190,7 +190,9 @@ def _filler(role: str, spelling: str | None, size: int | None) -> str:
     if kind is None:
         return f"!{role} is for a number (an integer or a float); a {spelling or f'{size}-byte'} parameter takes none"
     if is_expression(role):
-        return kind if kind in _INTEGERS.values() else \
+        # A bool takes an expression as C++ converts an integer, nonzero being true: LeetCUDA's launchers take
+        # `bool swizzle`, on where the stride its runner works out from N is 256 or more.
+        return kind if kind in _INTEGERS.values() or kind == "b8" else \
             f"!{role[1:]} is an integer expression, and the parameter is {spelling or f'{size}-byte'}"
     if role.startswith("=") and kind in _INTEGERS.values() and not float(role[1:]).is_integer():
         return f"!the constant {role[1:]} is not an integer, and the parameter is {spelling}"
