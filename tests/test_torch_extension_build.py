@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from core.description import compile_flags
 from core.description.kernel import resolve
 from core.description.kernel_description import KernelDescription
-from core.description.kernel_folder import folder_defaults, load_folder
+from core.description.kernel_folder import FolderError, folder_defaults, load_folder
 from tests.fake_gpu import H100_FIGURES
 from tests.test_cutlass_library import needs_nvcc
 
@@ -80,6 +80,42 @@ def test_a_folders_build_goes_to_its_cuda_kernels_alone():
     with pytest.raises(ValidationError, match='set "compiler": "nvcc"'):
         KernelDescription.model_validate({**entry, "files": files})
     # (a Triton kernel given one itself is refused: tests/test_triton_kernels.py)
+
+
+def test_a_folders_nvcc_line_goes_to_its_cuda_kernels_each_kernels_own_field_first():
+    """LeetCUDA's hgemm builds every file with one extra_cuda_cflags and one list of -I folders (its
+    tools/utils.py): said once for the folder, as the repository says it."""
+    line = {"compiler": "nvcc", "flags": ["-O3", "--use_fast_math"], "include_dirs": ["utils", "mma/basic"]}
+    entries = {"build": TORCH, **line, "kernels": [
+        {"name": "a"}, {"name": "own", "flags": ["-O2"], "include_dirs": ["inc"]},
+        {"name": "t", "language": "triton"}, {"name": "h", "language": "helion"}]}
+    given = {e["name"]: {f: e.get(f) for f in line} for e in folder_defaults(Path("gemmwatch.json"), entries)}
+    assert given["a"] == line
+    assert given["own"] == {**line, "flags": ["-O2"], "include_dirs": ["inc"]}
+    assert given["t"] == given["h"] == {"compiler": None, "flags": None, "include_dirs": None}
+
+
+def test_a_header_reached_only_through_the_folders_include_dirs_is_carried(tmp_path):
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "tile.h").write_text("#pragma once\nconstexpr int TILE = 16;\n")
+    (tmp_path / "k.cu").write_text('#include "tile.h"\n' + (REPO / "matmul_naive.cu").read_text())
+    kernel = {**json.loads((REPO / "gemmwatch.json").read_text())["kernels"][0], "name": "k", "source": "k.cu"}
+    for field in ("compiler", "flags"):
+        del kernel[field]
+    # "." is the folder's root, as the repository's `-I` of its own folder says it
+    manifest = {"build": TORCH, "compiler": "nvcc", "flags": ["-O3"], "include_dirs": [".", "inc"], "kernels": [kernel]}
+    (tmp_path / "gemmwatch.json").write_text(json.dumps(manifest))
+    (desc,) = load_folder(tmp_path)
+    assert (desc.build, desc.compiler, desc.flags, desc.include_dirs) == (TORCH, "nvcc", ["-O3"], [".", "inc"])
+    assert "inc/tile.h" in desc.files
+    # without the folder's include_dirs the header is off the include path, and the error names the field
+    (tmp_path / "gemmwatch.json").write_text(json.dumps({**manifest, "include_dirs": []}))
+    with pytest.raises(FolderError, match='name "inc" in include_dirs'):
+        load_folder(tmp_path)
+    for climbing in ("..", "./inc", "inc/.."):  # the root, and nothing above or beside it
+        (tmp_path / "gemmwatch.json").write_text(json.dumps({**manifest, "include_dirs": [climbing]}))
+        with pytest.raises(FolderError, match="include_dirs"):
+            load_folder(tmp_path)
 
 
 def _description(**fields) -> dict:

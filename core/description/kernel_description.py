@@ -23,7 +23,7 @@ from core.description.problem_size import read_dims
 from core.description.source_guard import SourceRefused
 from core.description.kernel_expr import ExprError
 from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PATTERN, DEFAULT_ARGS, DEVICE_NAMES,
-                                                 PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier,
+                                                 PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier, IncludeDir,
                                                  BlockScales, HelionValue, OperandLayouts, SizeMultiple, Target, TensorMap, TileGrid,
                                                  TritonOptions, Tunable, arg_refusal, is_expression,
                                                  is_filler, names_no_c)
@@ -59,7 +59,7 @@ class KernelDescription(BaseModel):
                                               "utils.cu whose functions the launcher calls), by path in `files`; "
                                               "nvcc builds each and links them into the launcher's library beside "
                                               "`source`, as the repository's own build links its files")
-    include_dirs: list[FilePath] = Field(default_factory=list, max_length=16,
+    include_dirs: list[IncludeDir] = Field(default_factory=list, max_length=16,
                                          description="folders of `files` searched for #include <...> and, after the "
                                                      "including file's folder, #include \"...\"")
     entry: Annotated[str, StringConstraints(pattern=CALLABLE_PATTERN, max_length=200)] | None = Field(

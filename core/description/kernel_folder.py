@@ -64,10 +64,13 @@ def load_folder(folder: Path, names: list[str] | None = None) -> list[KernelDesc
 
 # What the object form of a manifest may say for every kernel of the folder, each kernel's own
 # field first: {"timing": "burst", "inputs": "uniform(0,1)", "kernels": [...]}, the folder's runner being
-# a quick loop over curand's uniform inputs. The folder's `build` is how its C++ kernels are built
-# (torch.utils.cpp_extension), so it goes to those alone: a Triton or Helion kernel beside them has no nvcc
-# line, and a C++ kernel left on NVRTC is told to name nvcc rather than quietly built without the build.
-FOLDER_FIELDS = ("timing", "inputs", "build")
+# a quick loop over curand's uniform inputs. The folder's `build`, `compiler`, `flags` and `include_dirs` are
+# how its C++ kernels are built, one nvcc line for every source as torch.utils.cpp_extension.load gives its
+# `extra_cuda_cflags` to all of them; they go to those kernels alone: a Triton or Helion kernel beside them
+# has no nvcc line, and a C++ kernel left on NVRTC is told to name nvcc rather than quietly built without
+# the build.
+BUILD_FIELDS = ("build", "compiler", "flags", "include_dirs")
+FOLDER_FIELDS = ("timing", "inputs", *BUILD_FIELDS)
 
 
 def folder_defaults(manifest: Path, entries):
@@ -84,7 +87,7 @@ def folder_defaults(manifest: Path, entries):
 
     def given(entry: dict) -> dict:
         python = entry.get("language") in ("triton", "helion")
-        fields = {name: value for name, value in shared.items() if name != "build" or not python}
+        fields = {name: value for name, value in shared.items() if name not in BUILD_FIELDS or not python}
         return {**fields, **entry}
 
     return [given(e) if isinstance(e, dict) else e for e in entries["kernels"]]
