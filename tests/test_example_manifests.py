@@ -158,3 +158,40 @@ def test_leetcudas_sgemm_launchers_take_torch_tensors_as_its_runner_calls_them()
     assert len(swizzled) == 4 and all(d.args[4] == "=1" and d.compute_mode == "tf32" for d in swizzled)
     for n in (4096, 8192, 16384):
         assert kernel_expr.evaluate(swizzled[0].args[5][1:], {"N": n}) == int((int(n / 8) // 256) * 256)
+
+
+def test_leetcudas_hgemm_torch_launchers_are_the_set_its_runner_runs_as_it_builds_them():
+    """xlite-dev/LeetCUDA's kernels/hgemm hgemm.py with --mma --mma-tn --cute-tn: 32 calls of five
+    launchers over torch tensors, every file built with one extra_cuda_cflags and one list of -I
+    folders (its tools/utils.py), said once for the folder; each call's stage count, and the block
+    swizzle its make_block_swizzle_stride works out, on only where the stride is 256 or more."""
+    from core.description import kernel_expr
+
+    path = next(p for p in EXAMPLES if p.name.startswith("xlite-dev-LeetCUDA-hgemm-torch"))
+    folder = json.loads(path.read_text())
+    kernels = [_described(k) for k in _kernels(path)]
+    assert len(kernels) == 32 and all(k.keys() <= {"name", "technique", "source", "launcher", "args", "compute_mode",
+                                                   "accumulate", "layout", "size_multiple", "libraries"}
+                                      for k in folder["kernels"])  # the nvcc line is the folder's alone
+    for desc in kernels:
+        assert (desc.build, desc.compiler, desc.include_dirs) == (folder["build"], "nvcc", folder["include_dirs"])
+        assert desc.flags == folder["flags"] and "-U__CUDA_NO_HALF_OPERATORS__" in desc.nvcc_flags
+        assert desc.args[:3] == ["A", "B", "C"] and desc.args[3] in ("=2", "=3", "=4")
+    assert sum("cute" in d.name for d in kernels) == 6
+    assert all(d.libraries == ["cutlass"] for d in kernels if "cute" in d.name)
+
+    def runners_stride(n: int, k: int) -> int:  # hgemm.py's make_block_swizzle_stride
+        factor = 0.5 if n <= 4096 else 0.25
+        if n >= 14848 and k > 8192 and n % 8 == 0:
+            factor = 0.125
+        stride = int(n * factor)
+        return stride if stride >= 256 else 1
+
+    swizzled = [d for d in kernels if d.name.endswith("block")]
+    assert len(swizzled) == 8 + 5 + 3  # its NN mma.sync calls that swizzle blocks, its TN ones, its CuTe ones
+    for n, k in [(256, 256), (512, 512), (4096, 4096), (8192, 8192), (16384, 16384), (16384, 4096)]:
+        stride = runners_stride(n, k)
+        for desc in swizzled:
+            on, given = (kernel_expr.evaluate(a[1:], {"N": n, "K": k, "M": n}) for a in desc.args[4:6])
+            assert (bool(on), given) == (stride >= 256, stride), (desc.name, n, k)
+    assert all(d.args[4:] == ["=0", "=1"] for d in kernels if d not in swizzled)
