@@ -18,6 +18,7 @@ GEMMWATCH_TIMING_MODE=hot in the environment times hot, as most repositories' ow
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,7 @@ def main() -> None:
     ap.add_argument("--timing", default=None, help="a repo step's `gemmwatch ci --timing` (default: the manifest's)")
     ap.add_argument("steps", nargs="+", help="builtins | repo PATH")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))  # `timeout`'s signal still saves the jobs (below)
     args.out.mkdir(parents=True, exist_ok=True)
     sizes = args.size or ["4096"]
     data = Path(tempfile.mkdtemp(prefix="gemmwatch-gpu-"))
@@ -79,14 +81,22 @@ def main() -> None:
                                                     "--parents", "", "--kernels-dir", str(path), *size_args, *timing,
                                                     "--timeout", "1800"], env)
             print(f"{kind} {path or ''}: {time.monotonic() - started:.0f} s", flush=True)
-        jobs = httpx.get(f"{server}/api/jobs", params={"limit": 50}).json()
-        full = [httpx.get(f"{server}/api/jobs/{j['id']}").json() for j in jobs]
-        (args.out / "jobs.json").write_text(json.dumps(full, default=str))
     finally:
+        _save_jobs(server, args.out)  # a study stopped by its time limit keeps the cases its jobs finished
         for p in procs:
             p.terminate()
         for p in procs:
             p.wait(30)
+
+
+def _save_jobs(server: str, out: Path) -> None:
+    try:
+        jobs = httpx.get(f"{server}/api/jobs", params={"limit": 50}).json()
+        full = [httpx.get(f"{server}/api/jobs/{j['id']}").json() for j in jobs]
+    except (httpx.HTTPError, ValueError) as exc:
+        print(f"the jobs could not be read: {exc}", flush=True)
+        return
+    (out / "jobs.json").write_text(json.dumps(full, default=str))
 
 
 def run(out: Path, name: str, cmd: list[str], env: dict) -> None:
