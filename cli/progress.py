@@ -1,5 +1,7 @@
 """Waiting for a job, as `gemmwatch submit` and `gemmwatch ci` both do: a live status line, and
-the server's reason for a wait printed as a line of its own (CI logs have no live status line)."""
+the server's reason for a wait printed as a line of its own. A CI log has no live status line, so
+there each case the job starts is a line of its own: a folder of 32 launchers runs for minutes, and a
+log silent that long reads as a hung build."""
 
 import time
 
@@ -29,7 +31,7 @@ def wait_for_job(client: httpx.Client, job: dict, timeout: float, console: Conso
     its queue, say): that is printed at once, not only after the first poll."""
     began = time.monotonic()
     deadline = began + timeout
-    told = None
+    told, case_told = None, None
     with console.status(f"{what} {job['id']} {job['status']}") as status:
         while True:
             if job.get("waiting") and job["waiting"] != told:
@@ -43,5 +45,10 @@ def wait_for_job(client: httpx.Client, job: dict, timeout: float, console: Conso
             time.sleep(poll_interval(time.monotonic() - began, poll_s))
             job = client.get(f"/api/jobs/{job['id']}").json()
             p = job["progress"]
-            status.update(f"{what} {job['id']} {job['waiting'] or job['status']} {p['done']}/{p['total']} "
-                          f"{job.get('current_case') or ''}")
+            line = f"{what} {job['id']} {job['waiting'] or job['status']} {p['done']}/{p['total']} " \
+                   f"{job.get('current_case') or ''}"
+            status.update(line)
+            case = job.get("current_case")
+            if case and case != case_told and job["status"] in OPEN and not console.is_terminal:
+                console.print(line.rstrip(), markup=False, highlight=False)
+                case_told = case

@@ -2,6 +2,9 @@
 after it ends (a CI run pays every late poll in wall time, issue 53), a long one is not polled faster
 than the ceiling allows, and the deadline still holds."""
 
+import io
+import re
+
 import pytest
 from rich.console import Console
 
@@ -68,3 +71,36 @@ def test_the_deadline_still_ends_the_wait(clock):
     with pytest.raises(TimeoutError, match="still running after 30 s"):
         wait(clock, 1e9, timeout=30)
     assert 30 <= clock.now <= 31
+
+
+class CasesJobs(Jobs):
+    """A job whose cases start at the given times (a case seen on several polls is one case)."""
+
+    def __init__(self, clock, starts: list[float]):
+        super().__init__(clock, ends_at=starts[-1] + 5.0)
+        self.starts = starts
+
+    def get(self, path: str):
+        self.polls += 1
+        begun = [t for t in self.starts if t <= self.clock.now]
+        status = "succeeded" if self.clock.now >= self.ends_at else "running"
+        body = {"id": 1, "status": status, "waiting": None, "progress": {"done": max(0, len(begun) - 1), "total": 3},
+                "current_case": f"k{len(begun)} 4096x4096x4096" if begun and status == "running" else None}
+        return type("Resp", (), {"json": lambda _self: body})()
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_ci_log_gets_a_line_for_each_case_a_terminal_its_status_line_alone(clock, terminal):
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=terminal, width=200)
+    job = progress.wait_for_job(CasesJobs(clock, [1.0, 30.0, 90.0]), {"id": 1, "status": "queued", "waiting": None},
+                                3600.0, console)
+    assert job["status"] == "succeeded"
+    # a printed line stands alone; the live status line is redrawn behind a spinner
+    lines = [line for line in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "\n", out.getvalue()).splitlines()
+             if line.startswith("job 1")]
+    if terminal:
+        assert lines == []
+    else:
+        assert lines == ["job 1 running 0/3 k1 4096x4096x4096", "job 1 running 1/3 k2 4096x4096x4096",
+                         "job 1 running 2/3 k3 4096x4096x4096"]
