@@ -91,12 +91,11 @@ def is_expression(arg: str) -> bool:
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 # A file of the kernel, by its path inside the kernels folder: plain components, no '.' or '..'
 # (a file is found by resolving includes, never by climbing out of the folder).
-FilePath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*$",
-                                            max_length=200)]
+_PLAIN_PATH = r"[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*"
+FilePath = Annotated[str, StringConstraints(pattern=rf"^{_PLAIN_PATH}$", max_length=200)]
 # A folder searched for includes: one of the kernel's folders, or "." for the kernels folder's root, as a
 # repository's `-I .` (or LeetCUDA's `-I kernels/hgemm`, its folder) says it; the root is searched anyway.
-IncludeDir = Annotated[str, StringConstraints(
-    pattern=r"^(\.|[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*)$", max_length=200)]
+IncludeDir = Annotated[str, StringConstraints(pattern=rf"^(\.|{_PLAIN_PATH})$", max_length=200)]
 Expr = Annotated[str, StringConstraints(min_length=1, max_length=kernel_expr.MAX_LENGTH)]
 Dim = StrictInt | Expr
 # "sm_90a": the kernel is built for that target and runs on that compute capability only; "sm_80+":
