@@ -7,7 +7,10 @@ gets host pointers and a null stream, and a launcher that computes on the host
 (tests/fixtures/host_launchers) really computes C. Event times come from the double's model.
 """
 
+import hashlib
+import os
 import struct
+from pathlib import Path
 
 from worker.arguments import kernel_args, tensor_maps
 from worker.compile import launcher_library
@@ -59,8 +62,25 @@ def fake_map(x, matrix: str, launch, m: int, n: int, k: int, box) -> bytes:
 
 
 class CpuLauncherCase(LauncherCase):
+    """The set-up hook of a launcher case on the CPU. Its set-up "compiles" one kernel per precision into
+    the call's CuPy cache, as a GPU's set-up compiles CuPy's own (worker/launch/setup_kernels.py), where
+    that cache lacks it, and a note of the case's result says which it did (whether its cache was seeded)."""
+
     def setup_allowance(self) -> Allowance:
-        return Allowance()
+        return Allowance(writable=(os.environ["CUPY_CACHE_DIR"],))
+
+    def set_up(self) -> None:
+        super().set_up()
+        name = hashlib.sha1(str(self.case.precision).encode()).hexdigest() + ".cubin"
+        kernel = Path(os.environ["CUPY_CACHE_DIR"]) / name
+        self.kernel_note = f"set-up kernel {name} {'found' if kernel.exists() else 'compiled'}"
+        if not kernel.exists():
+            kernel.write_bytes(b"a set-up's kernel")
+
+    def call(self, launcher) -> None:
+        super().call(launcher)
+        if self.outcome is not None:
+            self.outcome.env.setdefault("notes", []).append(self.kernel_note)
 
     def call_allowance(self) -> Allowance:
         return Allowance()

@@ -29,13 +29,15 @@ import pytest
 
 from worker.launch.host_jail import landlock_abi
 from tests.cpu_gemm_hook import cpu_gemm_inputs
-from worker.launch.launcher_call import (AFTER_CALL_FAILED, CRASHED, EXITED, REFUSED, RETURNED, TIMED_OUT, CallOutcome,
-                                  run_confined_call)
+from worker.launch.launcher_call import (AFTER_CALL_FAILED, CRASHED, EXITED, REFUSED, RETURNED, SET_UP, TIMED_OUT,
+                                         CallOutcome, run_confined_call)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hostile_launchers"
 CPU = "tests.cpu_gemm_hook:CpuGemm"
 FAKE_CUDA = f"{FIXTURES / 'hooks.py'}:FakeCudaGemm"
+KEEPING_KERNELS = f"{FIXTURES / 'hooks.py'}:FakeCudaKeepingKernels"
+SET_UP_KERNEL = "0123456789abcdef0123456789abcdef01234567.cubin"  # what that hook's set-up compiles
 SECRET = "gw_tok_7f3c9e1d5a0b4c2e8f6a1d3b5c7e9f0a"  # stands for an API token or a database password
 PASSWD_START = "root:x:0:0"
 CALL_LIMIT_S = 60.0  # generous: a bound for a busy 2-core machine, not a figure any test waits for
@@ -174,7 +176,8 @@ HOSTILE = [
     ("segfault", CPU, CRASHED, "the launcher crashed (segmentation fault, SIGSEGV)", {}),
     ("abort", CPU, CRASHED, "the launcher crashed (abort, SIGABRT)", {}),
     ("exit_zero", CPU, EXITED, "the launcher called exit(0)", {}),
-    # a forged "finished" on every descriptor, then a crash: the exit status decides
+    # a forged "set_up" and "finished" on every descriptor, then a crash: the exit status decides, and
+    # the crash is not the set-up's (below)
     ("forged_report", CPU, CRASHED, "SIGSEGV", {}),
     # cudaDeviceReset, on the CI through the stand-in runtime: the call returns, the context is gone
     ("reset_device", FAKE_CUDA, AFTER_CALL_FAILED, "cudaDeviceReset", {}),
@@ -189,6 +192,7 @@ def test_a_hostile_launcher_is_contained_and_reported_and_the_next_job_runs(worl
     outcome = call(world, name, hook=hook)
     assert outcome.kind == kind, outcome
     assert words in outcome.message, outcome.message
+    assert "set-up" not in outcome.message  # what the job's code did is never our set-up's failure
     C = (outcome.result or {}).get("C")
     for index, value in seen.items():
         assert C[index] == value, f"C[{index}] = {C[index]}, expected {value} ({outcome})"
@@ -225,6 +229,58 @@ def test_a_library_that_cannot_be_loaded_is_reported(world, tmp_path):
     assert outcome.kind == "load_failed" and "could not be loaded" in outcome.message, outcome
     outcome = run_confined_call(world.library("well_behaved"), "launch_gemm", hook=CPU, timeout_s=CALL_LIMIT_S)
     assert outcome.kind == "load_failed" and "has no function launch_gemm" in outcome.message, outcome
+
+
+def test_set_up_kernels_are_kept_from_a_set_up_only_call_and_never_from_one_that_loaded_the_job(world, tmp_path):
+    """worker/launch/setup_kernels.py: the kernels a set-up compiles are kept from a call that
+    loaded nothing of the job's, and each later call starts with a copy. The launcher here gets
+    CUDA's callback thread, made at set-up, to write a kernel of its own into its call's cache, and
+    succeeds there: what such a call's cache holds must never reach another's."""
+    kept = tmp_path / "kept"
+    args = {**SIZE, "seed": 1, "fake_cudart": str(world.library("fake_cudart"))}
+    made = run_confined_call(world.library("poisons_setup_kernels"), "launch", hook=KEEPING_KERNELS, hook_args=args,
+                             timeout_s=CALL_LIMIT_S, kernels=kept, setup_only=True)
+    assert made.kind == SET_UP and "nothing of the job's was loaded" in made.message, made
+    assert made.result is None and made.output == ""  # the launcher never ran: no C, nothing printed
+    assert [p.name for p in kept.iterdir()] == [SET_UP_KERNEL]
+    before = {p.name: p.read_bytes() for p in kept.iterdir()}
+
+    outcome = run_confined_call(world.library("poisons_setup_kernels"), "launch", hook=KEEPING_KERNELS,
+                                hook_args=args, timeout_s=CALL_LIMIT_S, kernels=kept)
+    assert outcome.kind == RETURNED, outcome
+    assert outcome.result["found_kernel"] is True  # its set-up started from the kept kernel
+    C = outcome.result["C"]
+    assert C[2] == 0 and C[0] >= 0, C  # on the set-up's thread the plant was written (the threat is real) ...
+    assert C[1] == -errno.EACCES, C  # ... on the launcher's own thread it was refused
+    assert {p.name: p.read_bytes() for p in kept.iterdir()} == before  # ... and none of it was kept
+    assert_contained(world, outcome)
+
+    # A set-up-only call that finds nothing to compile keeps nothing new; one asked to keep nowhere keeps nothing.
+    again = run_confined_call(world.library("poisons_setup_kernels"), "launch", hook=KEEPING_KERNELS, hook_args=args,
+                              timeout_s=CALL_LIMIT_S, kernels=kept, setup_only=True)
+    assert again.kind == SET_UP and {p.name: p.read_bytes() for p in kept.iterdir()} == before
+
+
+def test_only_files_named_as_compiled_kernels_are_kept_or_seeded(tmp_path):
+    from worker.launch import setup_kernels
+
+    cache, kept = tmp_path / "cache", tmp_path / "kept"
+    cache.mkdir()
+    good = SET_UP_KERNEL
+    (cache / good).write_bytes(b"kernel")
+    (cache / "tmpa1b2c3").write_bytes(b"CuPy's file being written")
+    (cache / "evil.so").write_bytes(b"not a kernel")
+    (cache / "fedcba9876543210fedcba9876543210fedcba98.cubin").symlink_to("/etc/passwd")
+    (cache / "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.cubin").mkdir()
+    with open(cache / "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.cubin", "wb") as big:
+        big.truncate(setup_kernels.LARGEST_FILE + 1)
+    assert setup_kernels.keep(cache, kept) == 1 and [p.name for p in kept.iterdir()] == [good]
+    assert setup_kernels.keep(cache, kept) == 0  # kept already
+    (kept / "cccccccccccccccccccccccccccccccccccccccc.cubin").symlink_to("/etc/passwd")
+    fresh = tmp_path / "fresh"
+    assert setup_kernels.seed(fresh, kept) == 1 and [p.name for p in fresh.iterdir()] == [good]
+    assert (fresh / good).read_bytes() == b"kernel"
+    assert setup_kernels.seed(tmp_path / "empty", None) == 0 and (tmp_path / "empty").is_dir()
 
 
 def _env_with_root() -> dict[str, str]:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from worker.launch import setup_kernels
 from worker.launch.jail_terms import Allowance
 
 CHILD = Path(__file__).with_name("launcher_child.py").resolve()
@@ -66,6 +67,7 @@ TIMED_OUT = "timed_out"  # still running at the deadline; killed
 LOAD_FAILED = "load_failed"  # dlopen failed, or no such function
 AFTER_CALL_FAILED = "after_call_failed"  # it returned, but what it left is unusable (the device reset ...)
 SETUP_FAILED = "setup_failed"  # our own set-up failed: no job code ran
+SET_UP = "set_up"  # a set-up-only call: the set-up ran and the process ended, nothing of the job's loaded
 REFUSED = "refused"  # the process could not be confined, so the job's code was not loaded
 
 
@@ -104,7 +106,8 @@ def run_confined_call(library: str | os.PathLike, symbol: str = "launch", *,
                       hook: str, hook_args: dict | None = None,
                       readable: tuple[str, ...] = (), devices: tuple[str, ...] = (), scratch: bool = False,
                       timeout_s: float = 10.0, setup_timeout_s: float = 60.0, require: bool = True,
-                      extra_env: dict[str, str] | None = None, through_address: bool = False) -> CallOutcome:
+                      extra_env: dict[str, str] | None = None, through_address: bool = False,
+                      kernels: Path | None = None, setup_only: bool = False) -> CallOutcome:
     """Call `symbol` of `library` once, in a fresh confined process; what happened comes back.
 
     hook: the set-up (a LauncherHook, below), named "module:Class" or "/file.py:Class".
@@ -116,21 +119,29 @@ def run_confined_call(library: str | os.PathLike, symbol: str = "launch", *,
     require: refuse to load the library where Landlock or seccomp cannot be applied (else go on,
     and say what is missing in `confinement`). through_address: `symbol` returns the address of the
     function to call (a launcher library's gemmwatch_launcher_address) rather than being it.
+    kernels: a folder of the kernels set-ups compiled before (worker/launch/setup_kernels.py): the
+    child's CuPy cache starts as a copy of it. setup_only: run the set-up and end there, loading
+    nothing of the job's (the outcome's kind is SET_UP); what its set-up compiled is added to `kernels`.
     """
     library = Path(library).resolve()
     request = {"library": str(library), "symbol": symbol, "through_address": through_address, "hook": hook,
                "hook_args": hook_args or {},
                "allowance": Allowance(readable=(str(library.parent), *readable), devices=tuple(devices)).as_dict(),
-               "setup_readable": [str(library.parent)], "require": require,
+               "setup_readable": [str(library.parent)], "require": require, "setup_only": setup_only,
                "cpu_seconds": int(setup_timeout_s + timeout_s) + 2, "file_bytes": FILE_LIMIT}
     with tempfile.TemporaryDirectory(prefix="gemmwatch-launcher-") as home:
         if scratch:
             request["allowance"]["writable"] = [home]
         # HOME and TMPDIR: the set-up's own files (CuPy's kernel cache and NVRTC's sources, CUDA's
         # JIT cache) go to a folder of this call's, never the worker's.
+        cache = Path(home) / setup_kernels.IN_HOME
+        setup_kernels.seed(cache, kernels)
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ} | SINGLE_THREADED_IMPORTS | dict(
-            extra_env or {}) | {"HOME": home, "TMPDIR": home}
-        return _Conversation(request, env, home, timeout_s, setup_timeout_s).run()
+            extra_env or {}) | {"HOME": home, "TMPDIR": home, "CUPY_CACHE_DIR": str(cache)}
+        outcome = _Conversation(request, env, home, timeout_s, setup_timeout_s).run()
+        if setup_only and kernels is not None and outcome.kind == SET_UP:  # no job code ran there: see setup_kernels
+            setup_kernels.keep(cache, kernels)
+        return outcome
 
 
 class _Conversation:
@@ -223,8 +234,10 @@ class _Conversation:
                 continue  # not ours: the job's code may write here too
             if event in self.events or not isinstance(event, str):
                 continue  # each event counts once: a second "returned" would be a forgery
+            if event == "set_up" and not self.request["setup_only"]:
+                continue  # said only where no job code runs: elsewhere, the job's forgery
             self.events[event] = msg
-            if event in ("confined", "loading", "calling", "returned", "finished"):
+            if event in ("set_up", "confined", "loading", "calling", "returned", "finished"):
                 self.phase = event
             if event == "loading":
                 self.loaded_at = time.monotonic()
@@ -242,10 +255,11 @@ class _Conversation:
         limit = self.timeout_s
         if "flood" in self.events:
             return CRASHED, f"the launcher flooded its report pipe (over {REPORT_LIMIT} bytes); killed"
+        in_set_up = self.phase in ("starting", "confined", "set_up")  # nothing of the job's loaded yet
         if timed_out:
+            if in_set_up:
+                return SETUP_FAILED, f"the set-up ran past its {self.setup_timeout_s:g} s limit; killed"
             return {
-                "starting": (SETUP_FAILED, f"the set-up ran past its {self.setup_timeout_s:g} s limit; killed"),
-                "confined": (SETUP_FAILED, f"the set-up ran past its {self.setup_timeout_s:g} s limit; killed"),
                 "loading": (TIMED_OUT, f"the library's loading (its static constructors) ran past the {limit:g} s "
                                        "limit; killed"),
                 "calling": (TIMED_OUT, f"the launcher ran past its {limit:g} s limit; killed"),
@@ -254,6 +268,8 @@ class _Conversation:
         for failure in ("refused", "setup_failed", "load_failed"):
             if failure in self.events:
                 return failure, str(self.events[failure].get("message", failure))[:2000]
+        if self.request["setup_only"] and self.phase == "set_up" and status == 0:  # nothing of the job's was loaded
+            return SET_UP, "the set-up ran; nothing of the job's was loaded (a set-up-only call)"
         if self.phase == "finished" and status == 0:
             if "after_call_failed" in self.events:
                 return AFTER_CALL_FAILED, ("the launcher returned, but then: "
@@ -261,14 +277,14 @@ class _Conversation:
             return RETURNED, "the launcher returned normally"
         if status is not None and status < 0:
             words = signal_words(-status)
+            if in_set_up:
+                return CRASHED, f"the confined process crashed during its set-up ({words})"
             return CRASHED, {
-                "starting": f"the confined process crashed during its set-up ({words})",
-                "confined": f"the confined process crashed during its set-up ({words})",
                 "loading": f"the library crashed while loading ({words})",
                 "calling": f"the launcher crashed ({words})",
             }.get(self.phase, f"the launcher returned, then its process crashed ({words})")
         return (SETUP_FAILED, f"the confined process ended during its set-up (exit status {status})") \
-            if self.phase in ("starting", "confined") else {
+            if in_set_up else {
                 "loading": (EXITED, f"the library called exit({status}) while loading"),
                 "calling": (EXITED, f"the launcher called exit({status})"),
             }.get(self.phase, (EXITED, f"the launcher returned, then its process exited with status {status} "

@@ -207,6 +207,9 @@ def child_main(report_fd: int, parent_pid: int) -> None:
             missing.append(str(exc))
         # 3. Our set-up, then the job library's system dependencies, then confinement for good.
         hook.set_up()
+        if request.get("setup_only"):  # the set-up alone (worker/launch/setup_kernels.py): nothing of the job's
+            report.say("set_up")
+            return
         preload_system_libraries(request["library"])
     except Exception as exc:
         report.say("setup_failed", message=f"the set-up failed: {type(exc).__name__}: {exc}")

@@ -17,10 +17,14 @@ sample's L2 is flushed with the memset flush (cudaMemset: no kernel of ours to b
 env.stream_hold and env.l2_flush say so. Every lazy step of the run (CuPy's own kernels, the cuBLAS
 handle, NVML's library) happens in the set-up, under its Landlock layer, through a rehearsal: the
 same runner over the same case with cuBLAS standing in for the launcher, so that after confinement
-nothing is left to open but the device files.
+nothing is left to open but the device files. The CuPy kernels that set-up compiles are made once per
+worker and kind of case, by a set-up-only call, and each call starts with a copy of them
+(worker/launch/setup_kernels.py).
 """
 
 import dataclasses
+import hashlib
+import json
 import shutil
 import tempfile
 import types
@@ -32,7 +36,7 @@ from pydantic import ValidationError
 from core.results.result_env import LauncherRecord
 from worker.measure.cases import Case, CaseOutcome, TimingPolicy
 from worker.measure.stage_clock import STAGES, StageClock, in_order
-from worker.launch.launcher_call import run_confined_call
+from worker.launch.launcher_call import SET_UP, run_confined_call
 
 SETUP_LIMIT_S = 180.0  # CUDA's and CuPy's initialisation and the rehearsal
 CALL_SLACK_S = 120.0  # beyond the timing's own cap: verification, warm-up, a large case's cuBLAS reference
@@ -57,9 +61,10 @@ def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> Case
         copy = Path(folder) / "launcher.so"
         shutil.copyfile(library.path, copy)
         with clock.stage("launcher_setup"):  # the whole call: what its process reports is taken out below
+            kernels = setup_kernels_made(device, copy, library.symbol, request)
             called = run_confined_call(copy, library.symbol, hook=device.launcher_hook, hook_args=request,
                                        timeout_s=4 * policy.time_cap_s + policy.settle_s + CALL_SLACK_S,
-                                       setup_timeout_s=SETUP_LIMIT_S, through_address=True)
+                                       setup_timeout_s=SETUP_LIMIT_S, through_address=True, kernels=kernels)
     about = {"launcher": launch.launcher, "symbol": library.symbol, "what_happened": called.message,
              "confinement": called.confinement, "results": JOBS_WORD,
              "output": called.output[-4000:].replace("\x00", "\ufffd")}  # no NUL: no database stores one
@@ -84,6 +89,32 @@ def run_in_own_process(device, case: Case, launch, policy: TimingPolicy) -> Case
                                 {"why_none": "the description names no entry kernel of the launcher's",
                                  "compiler": library.compiler})
     return out
+
+
+# What decides which CuPy kernels a case's set-up compiles: its matrices' types and layouts, how they
+# are drawn and checked, and how it is timed. Its size, kernel and launcher do not.
+SETUP_FIELDS = ("compute_mode", "accumulate", "output", "layout", "inputs", "epilogue", "scales", "c_starts_zero",
+                "tensor_maps", "build")
+
+
+def setup_kernels_made(device, library: Path, symbol: str, request: dict) -> Path:
+    """The worker's folder of the kernels a launcher case's set-up compiles, made for this kind of
+    case first where it was not yet (a set-up-only call: nothing of the job's is loaded there, so
+    what it compiled can be trusted by every later call). Where that set-up fails, the case goes on
+    (its own call meets the failure and reports it) and the next case of the kind tries again."""
+    folder = device.cfg.data_dir / "launcher-set-up"
+    description = request["case"]["description"]
+    kind = {"setup": {f: description.get(f) for f in SETUP_FIELDS}, "policy": request["policy"],
+            "compute_capability": request["compute_capability"]}
+    made = folder / "made-for" / hashlib.sha256(json.dumps(kind, sort_keys=True).encode()).hexdigest()[:32]
+    if not made.exists():
+        outcome = run_confined_call(library, symbol, hook=device.launcher_hook, hook_args=request,
+                                    setup_timeout_s=SETUP_LIMIT_S, through_address=True, kernels=folder,
+                                    setup_only=True)
+        if outcome.kind == SET_UP:
+            made.parent.mkdir(parents=True, exist_ok=True)
+            made.write_text(json.dumps(kind))
+    return folder
 
 
 def reported_host_time(env: dict) -> dict:
