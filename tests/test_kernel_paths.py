@@ -164,6 +164,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 NEWER_FIELDS = [(FIXTURES / "cutlass_repo", "cutlass_naive"), (FIXTURES / "cutlass_repo", "cutlass_simt_sgemm"),
                 (FIXTURES / "triton_repo", "triton_matmul_fp16"), (FIXTURES / "host_launchers", "host_gemm_split"),
                 (FIXTURES / "host_launchers", "host_gemm_from_maps"), (FIXTURES / "host_launchers", "host_gemm_byte_strides"),
+                (FIXTURES / "host_launchers", "host_gemm_overloaded"),  # a launcher named with its parameter types
                 (FIXTURES / "helion_generated", "helion_matmul_64"),
                 (FIXTURES / "helion_kernel", "helion_open"), (FIXTURES / "helion_kernel", "helion_split_k"),
                 (FIXTURES / "fp8_fp16_repo", "fp8_half_out"),  # FP8's "output": "fp16"
@@ -190,7 +191,7 @@ def test_libraries_and_triton_kernels_keep_every_field_down_the_cli_and_the_stor
     assert (desc.libraries or desc.language in ("triton", "helion") or desc.units or (desc.launcher and desc.tensor_maps)
             or any(spec.zeros_when_absent for spec in desc.tensor_maps.values())
             or any(str(arg).startswith("=") for arg in desc.args) or desc.output == "fp16" or desc.scales != "tensor"
-            or desc.build)
+            or desc.build or "(" in (desc.launcher or ""))
     if desc.scales != "tensor":  # what reaches the runner: the recipe, and the sizes compiled in
         launch = resolve(desc, {}, H100_FIGURES, "job", (96, 80, 64))
         assert launch.precision.scales == desc.scales_key

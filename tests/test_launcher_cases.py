@@ -86,6 +86,11 @@ def test_a_launchers_name_is_a_cpp_name_with_template_arguments():
     assert described(REPO, "launcher_launch_gemm").launcher == "launch_gemm<float>"
     with pytest.raises(ValidationError, match="launcher"):
         described(REPO, "launcher_run_sgemm_tiled", launcher="run(); system(\"sh\")")
+    # one of an overloaded name's functions, by its parameter types: one list, at the end, types alone
+    assert described(REPO, "launcher_run_sgemm_tiled", launcher="ns::run<float>(const float*, int&)").launcher
+    for wrong in ["run(int)(int)", "run(int) + 1", "run(void (*)(int))", "run(int); x", "run(int", "run(\"a\")"]:
+        with pytest.raises(ValidationError, match="launcher"):
+            described(REPO, "launcher_run_sgemm_tiled", launcher=wrong)
 
 
 # --- the build, the signature, the plan -------------------------------------------------------
@@ -139,6 +144,25 @@ def test_a_launcher_calling_a_function_of_another_unit_is_refused_at_its_build_u
         built(described(HOST, "host_gemm_split", units=[]), shared_kernel_cache)
     library = built(described(HOST, "host_gemm_split"), shared_kernel_cache)
     assert library.plan.describe()[0] == "M: unsigned long" and library.plan.describe()[-1] == "stream: CUstream_st*"
+
+
+@needs_confinement
+def test_an_overloaded_launcher_is_named_by_its_parameter_types_and_one_named_alone_is_told_how(
+        runner, shared_kernel_cache):
+    """yf225/simplegemm defines each launcher twice (typed pointers, and void* for its torch binding):
+    nvcc could not take the address of the name alone. Named with its parameter types, that one
+    function is built and called; the other one here writes nothing, so calling it would fail the check."""
+    desc = described(HOST, "host_gemm_overloaded")
+    out = runner.run_case(case(desc), POLICY)
+    assert out.verified and out.error is None, out.error
+    assert out.env["launch"]["params"] == ["A: float const*", "B: float const*", "C: float*", "M: int", "N: int",
+                                           "K: int"]
+    untyped = built(described(HOST, "host_gemm_overloaded", launcher="host_gemm_overloaded(void*, void*, void*, int, "
+                                                                       "int, int)"), shared_kernel_cache)
+    assert untyped.plan.describe()[0] == "A: void*"
+    with pytest.raises(compiler.CompileError, match=r'defines more than one host_gemm_overloaded: name the one to call '
+                                                    r'with its parameter types.*"launcher": "host_gemm_overloaded\(void\*'):
+        built(described(HOST, "host_gemm_overloaded", launcher="host_gemm_overloaded"), shared_kernel_cache)
 
 
 def test_a_unit_meets_the_source_guard_in_its_description_and_again_at_its_build(shared_kernel_cache):

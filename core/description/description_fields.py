@@ -106,6 +106,10 @@ Target = Annotated[str, StringConstraints(pattern=r"^sm_[0-9]{2,3}(a|\+)?$")]
 # ("gemm::MMADirect<128, 64, __half>::Run"). Only these characters, so the name cannot end the
 # expression it is pasted into (no parentheses, quotes, semicolons or comments); brackets balanced.
 CALLABLE_PATTERN = r"^(::)?[A-Za-z_][A-Za-z0-9_:<>, +*-]*$"
+# A launcher may add its parameter types, as C++ spells them, to say which of an overloaded name's
+# functions is meant ("run_pingpong(void*, void*, void*, int, int, int)"): one pair of parentheses,
+# at the end, around types alone (no parentheses inside: no function-pointer parameter).
+LAUNCHER_PATTERN = r"^(::)?[A-Za-z_][A-Za-z0-9_:<>, +*-]*(\([A-Za-z0-9_:<>, *&]*\))?$"
 # Bytes of all of one description's files together: a bound on the work a description can cause
 # before any per-deployment limit (GEMMWATCH_MAX_SOURCE_BYTES, checked by the API) applies.
 ABSOLUTE_MAX_BYTES = 4_000_000

@@ -23,7 +23,7 @@ from core.description.problem_size import read_dims
 from core.description.source_guard import SourceRefused
 from core.description.kernel_expr import ExprError
 from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PATTERN, DEFAULT_ARGS, DEVICE_NAMES,
-                                                 PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier, IncludeDir,
+                                                 LAUNCHER_PATTERN, PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier, IncludeDir,
                                                  BlockScales, HelionValue, OperandLayouts, SizeMultiple, Target, TensorMap, TileGrid,
                                                  TritonOptions, Tunable, arg_refusal, is_expression,
                                                  is_filler, names_no_c)
@@ -67,10 +67,12 @@ class KernelDescription(BaseModel):
                           '"gemm<cfg::Tile<cute::half_t, 128>>" (the kernel\'s defines and tunables are macros there); '
                           "with a launcher, optional: the kernel whose resources (registers, shared memory, spills) the "
                           "result shows")
-    launcher: Annotated[str, StringConstraints(pattern=CALLABLE_PATTERN, max_length=200)] | None = Field(
+    launcher: Annotated[str, StringConstraints(pattern=LAUNCHER_PATTERN, max_length=200)] | None = Field(
         None, description='the repository\'s own host launcher, any name C++ reaches a function by: "run_sgemm_tiled", '
                           '"launch_gemm<float>", "ns::Gemm<128, __half>::Run" (a static member), a name brought in '
-                          "by a using-declaration, an extern \"C\" function (nvcc only): the runner calls it, in a "
+                          "by a using-declaration, an extern \"C\" function (nvcc only), and one of an overloaded name's "
+                          'functions by its parameter types ("run_pingpong(void*, void*, void*, int, int, int)"): '
+                          "the runner calls it, in a "
                           "confined process of the case's own, and times every kernel it launches as one GEMM; "
                           "`args` are then its parameters (stream included), it sets its own grid, block, shared "
                           "memory and cluster (no `block` or `grid`), and `entry`, where given, is the kernel whose "

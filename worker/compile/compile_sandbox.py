@@ -152,9 +152,21 @@ ENTRY_UNIT_NAME = "gemmwatch_entry.cu"
 # launcher is called through the address, so a name the library does not export (a using-declaration,
 # a static member, an inline or extern "C" function) is called all the same.
 LAUNCHER_ADDRESS = "gemmwatch_launcher_address"
-_LAUNCHER_UNIT = ('#include "src/{source}"\n{adapter}'
-                  'extern "C" void *' + LAUNCHER_ADDRESS + '(void) {{ return (void *)&{launcher}; }}\n'
-                  'void ' + cubin_info.SIGNATURE_FUNCTION + '(decltype(&{launcher})) {{}}\n')
+_LAUNCHER_UNIT = ('#include "src/{source}"\n{adapter}{overload}'
+                  'extern "C" void *' + LAUNCHER_ADDRESS + '(void) {{ return (void *){address}; }}\n'
+                  'void ' + cubin_info.SIGNATURE_FUNCTION + '(decltype({address})) {{}}\n')
+# A launcher named with its parameter types ("run_pingpong(void*, void*, void*, int, int, int)"): the
+# one function of an overloaded name whose parameters those are, its return type deduced (C++11).
+_OVERLOAD = ("template <typename... P> struct gemmwatch_overload {\n"
+             "  template <typename R> static constexpr auto of(R (*f)(P...)) -> R (*)(P...) { return f; }\n};\n")
+
+
+def launcher_address(launcher: str) -> tuple[str, str]:
+    """The C++ expression for the launcher's address, and what the unit needs before it."""
+    name, _, params = launcher.partition("(")
+    if not params:
+        return f"&{launcher}", ""
+    return f"gemmwatch_overload<{params[:-1]}>::of(&{name})", _OVERLOAD
 
 
 def _write_kernel_files(request: dict) -> None:
@@ -166,9 +178,11 @@ def _write_kernel_files(request: dict) -> None:
         with open(target, "w", encoding="utf-8") as f:
             f.write(text)
     adapter = f'#include <{request["adapter"]}>\n' if request.get("adapter") else ""  # worker/compile/header_libraries.py
-    unit = (_LAUNCHER_UNIT.format(source=request["source"], launcher=request["launcher"], adapter=adapter)
-            if request.get("launcher")
-            else _ENTRY_UNIT.format(source=request["source"], entry=request["entry"]))
+    if request.get("launcher"):
+        address, overload = launcher_address(request["launcher"])
+        unit = _LAUNCHER_UNIT.format(source=request["source"], address=address, overload=overload, adapter=adapter)
+    else:
+        unit = _ENTRY_UNIT.format(source=request["source"], entry=request["entry"])
     with open(ENTRY_UNIT_NAME, "w", encoding="utf-8") as f:
         f.write(unit)
     os.makedirs("tmp", exist_ok=True)

@@ -140,6 +140,20 @@ def host_code_hint(log: str) -> str:
             'to build it as the repository does, host code included; docs/KERNELS.md, "Building as the repository does")')
 
 
+_OVERLOADED = re.compile(r'cannot determine which instance of overloaded function "([^"]+)" is intended')
+
+
+def overloaded_launcher_hint(log: str) -> str:
+    """Where nvcc's log says the launcher's name is overloaded: how to name one of its functions."""
+    found = _OVERLOADED.search(log)
+    if found is None:
+        return ""
+    name = found.group(1)
+    return (f'\n(gemmwatch: the file defines more than one {name}: name the one to call with its parameter types, '
+            f'as C++ spells them, e.g. "launcher": "{name}(void*, void*, void*, int, int, int)"; docs/KERNELS.md, '
+            '"A repository\'s own launcher")')
+
+
 def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> CompiledKernel:
     """A kernel's files built by nvcc, host code and all, in the confined compile process: a cubin,
     or (library) a shared library exporting the launch's launcher, its functions read from .dynsym."""
@@ -183,7 +197,7 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
 
     def shown(raw_log: str) -> str:
         log = rename_files(filter_log(raw_log, own, toolkit) if untrusted else raw_log, shown_as)
-        return log + nvcc.missing_header_hint(log, path)
+        return log + nvcc.missing_header_hint(log, path) + overloaded_launcher_hint(log)
 
     key = ["nvcc", sorted(launch.files.items()), launch.source, launch.entry, request["options"],
            confinement.version, path, nvcc.host_compiler_dirs(),
