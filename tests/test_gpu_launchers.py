@@ -42,6 +42,25 @@ def test_gpu_the_repositorys_launchers_verify_and_are_timed(gpu, name, size):
     assert ("candidates" in chosen and chosen["cached"] is True) or chosen["why"].startswith("cuBLASLt offers no"), chosen
 
 
+def test_gpu_cupys_set_up_kernels_are_kept_once_per_kind_of_case_and_each_case_starts_from_them(tmp_path):
+    """worker/launch/setup_kernels.py on a GPU: the names CuPy gives its compiled kernels are the ones
+    kept (were CuPy to name them otherwise, nothing would be kept and every case would compile them
+    again), one set-up-only call makes them for a kind of case, and a second case of that kind, its
+    process started from a copy of them, adds none."""
+    cfg = Settings(GEMMWATCH_DATA_DIR=str(tmp_path / "data"), GEMMWATCH_COMPILE_TIMEOUT_S="300",
+                   GEMMWATCH_CASE_TIME_CAP_S="1")
+    runner, policy = CupyRunner(cfg), TimingPolicy.from_settings(cfg)
+    folder = tmp_path / "data" / "launcher-set-up"
+    first = runner.run_case(case(described(REPO, "launcher_run_sgemm_tiled"), size=SIZES[0]), policy)
+    assert first.verified, first.error
+    kept = sorted(p.name for p in folder.glob("*.cubin"))
+    assert len(kept) >= 5, kept  # CuPy's kernels for drawing, converting and checking the matrices
+    assert len(list((folder / "made-for").iterdir())) == 1
+    second = runner.run_case(case(described(REPO, "launcher_launch_gemm"), index=1, size=SIZES[0]), policy)
+    assert second.verified, second.error
+    assert sorted(p.name for p in folder.glob("*.cubin")) == kept and len(list((folder / "made-for").iterdir())) == 1
+
+
 @pytest.mark.parametrize("size", SIZES)
 def test_gpu_a_kernel_built_as_pytorch_builds_its_extensions_verifies(gpu, size):
     """`"build": "torch.utils.cpp_extension"` (tests/test_torch_extension_build.py): a launcher written
