@@ -21,13 +21,16 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
   as "<g> GFLOPS/sec for MxNxK" ("cuBLAS: ..." for kernel 99); built as its CMake file builds it (the
   kernels' options, `--keep` left out, and the GPU's own architecture), 50 iterations as its
   profile.sh runs them, without profile.sh's clock locks (gemmwatch never sets clocks).
+- yf225/simplegemm: `main.cu` checks run_pingpong against cuBLAS at 8448x9216x640, then, with its
+  `benchmark` switch on (it ships off), times 1000 back-to-back calls between two events and prints
+  "TFLOPS: <t>"; three runs, the median kept (`sustained`, the manifest's mode, is that loop's).
 - CUTLASS's example 48 (Hopper warp-specialised TF32, issue 50): built with the manifest's flags
   against the same CUTLASS headers the worker pins, run as
   `48_hopper_warp_specialized_gemm --m=S --n=S --k=S --iterations=1000` (one check, then 1000
   back-to-back initialize+run between two events), three times; "GFLOPS: <g>" each.
 
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
-  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48} REPO OUT
+  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm} REPO OUT
       [--steps check,runner,burst,cold] [--only a,b] [--size 8192]
 (check: the repository's own correctness check where its runner leaves it off, matmul_playground only)
 (REPO for cutlass48: CUTLASS's examples/ folder, or the nvidia-cutlass wheel's cutlass_library/source/examples)
@@ -55,14 +58,16 @@ def _build(repo: Path, out: Path, flags: list[str], unit: str, output: bool = Tr
     return f"# built in {time.monotonic() - started:.0f} s with: {nvcc} {' '.join(flags)} {unit}\n"
 
 
+def sm90a_alone(flags: list[str]) -> list[str]:
+    """A Makefile's -arch=sm_90a makes compute_90 PTX beside sm_90a's code with nvcc 13, where wgmma
+    is no instruction ("'wgmma.fence' not supported on .target 'sm_90'"): a runner is built for
+    sm_90a alone, as fast.cu's own logs.txt builds it and as gemmwatch builds a launcher's library."""
+    return ["-gencode=arch=compute_90a,code=sm_90a" if f == "-arch=sm_90a" else f for f in flags]
+
+
 def fastcu_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
     """TFLOPS per variant (its cuBLAS as "cublas")."""
-    # The Makefile's -arch=sm_90a makes compute_90 PTX beside sm_90a's code with nvcc 13, where
-    # wgmma is no instruction ("'wgmma.fence' not supported on .target 'sm_90'"): the runner is built
-    # for sm_90a alone, as the repository's own logs.txt builds it and as gemmwatch builds the library.
-    flags = ["-gencode=arch=compute_90a,code=sm_90a" if f == "-arch=sm_90a" else f
-             for f in manifest["kernels"][0]["flags"]]
-    header = _build(repo, out, flags, "matmul.cu")
+    header = _build(repo, out, sm90a_alone(manifest["kernels"][0]["flags"]), "matmul.cu")
     done = subprocess.run([str(out / "runner")], cwd=repo, capture_output=True, text=True, timeout=400)
     (out / "runner.txt").write_text(header + done.stdout + done.stderr)
     figures, kernel = {}, None
@@ -178,7 +183,7 @@ def cutlass48_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
     from worker.compile.header_libraries import cutlass
 
     kernel = manifest["kernels"][0]
-    flags = ["-gencode=arch=compute_90a,code=sm_90a" if f == "-arch=sm_90a" else f for f in kernel["flags"]]
+    flags = sm90a_alone(kernel["flags"])
     includes = [f"-I{d}" for d in cutlass(settings.cutlass_dir).include_dirs] + ["-Icommon"]
     header = _build(repo, out, [*flags, *includes], kernel["source"])
     runs, lines = [], [header]
@@ -191,11 +196,35 @@ def cutlass48_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
     return {kernel["name"]: sorted(runs)[len(runs) // 2], f"{kernel['name']} runs": runs} if runs else {}
 
 
+def simplegemm_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """run_pingpong's TFLOPS at its main.cu's own shape (SHAPES), the median of three runs: main.cu
+    checks it against cuBLAS, then times 1000 back-to-back calls between two events once its
+    `auto benchmark = false;` is turned on, as a user timing it at home turns it on (a copy of main.cu
+    in OUT, built against the repository's folder; the folder gemmwatch measures is not touched)."""
+    text = (repo / "main.cu").read_text()
+    if "auto benchmark = false;" not in text:
+        raise SystemExit("main.cu no longer reads `auto benchmark = false;`: the runner step needs a look")
+    timed = out / "main_timed.cu"
+    timed.write_text(text.replace("auto benchmark = false;", "auto benchmark = true;"))
+    header = _build(repo, out, [*sm90a_alone(manifest["flags"]), f"-I{repo}"], str(timed))
+    runs, lines = [], [header]
+    for _ in range(3):
+        done = subprocess.run([str(out / "runner")], cwd=repo, capture_output=True, text=True, timeout=300)
+        lines.append(f"exit {done.returncode}\n" + "\n".join(line for line in (done.stdout + done.stderr).splitlines()
+                                                            if "TFLOPS" in line or "Failed" in line) + "\n")
+        runs += [float(m.group(1)) for m in re.finditer(r"TFLOPS: ([\d.]+)", done.stdout)]
+    (out / "runner.txt").write_text("".join(lines))
+    return {"simplegemm_pingpong": sorted(runs)[len(runs) // 2], "simplegemm_pingpong runs": runs} if runs else {}
+
+
 REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "hgemm_mma": ("yencal-cuda-hgemm-mma.gemmwatch.json", hgemm_mma_runner),
          "matmul_playground": ("alexarmbr-matmul-playground.gemmwatch.json", matmul_playground_runner),
          "omkarnabar": ("omkarnabar-triton-gemm.gemmwatch.json", omkarnabar_runner),
-         "cutlass48": ("NVIDIA-cutlass-examples.gemmwatch.json", cutlass48_runner)}
+         "cutlass48": ("NVIDIA-cutlass-examples.gemmwatch.json", cutlass48_runner),
+         "simplegemm": ("yf225-simplegemm.gemmwatch.json", simplegemm_runner)}
+# The size a repository's runner times, where it is not SIZE cubed: gemmwatch's steps take it too.
+SHAPES = {"simplegemm": "8448x9216x640"}
 # The repositories whose own correctness check is off in the runner as it times (see each function).
 CHECKS = {"matmul_playground": matmul_playground_check}
 
@@ -246,7 +275,8 @@ def main() -> None:
         started = time.monotonic()
         timing = [] if mode == manifest.get("timing") else ["--timing", mode]
         subprocess.run([sys.executable, str(ROOT / "scripts" / "studies" / "gpu_kernel_folders.py"),
-                        str(args.out / mode), "--size", str(SIZE), *timing, "repo", str(folder)], check=False)
+                        str(args.out / mode), "--size", SHAPES.get(args.kind, str(SIZE)), *timing, "repo", str(folder)],
+                       check=False)
         print(f"gemmwatch {mode}: {time.monotonic() - started:.0f} s", flush=True)
     table(args.out, [k["name"] for k in manifest["kernels"]])
 
