@@ -23,7 +23,6 @@ worker and kind of case, by a set-up-only call, and each call starts with a copy
 """
 
 import dataclasses
-import hashlib
 import json
 import shutil
 import tempfile
@@ -37,6 +36,7 @@ from core.results.result_env import LauncherRecord
 from worker.measure.cases import Case, CaseOutcome, TimingPolicy
 from worker.measure.stage_clock import STAGES, StageClock, in_order
 from worker.launch.launcher_call import SET_UP, run_confined_call
+from worker.measure.cublas_best import key_digest
 
 SETUP_LIMIT_S = 180.0  # CUDA's and CuPy's initialisation and the rehearsal
 CALL_SLACK_S = 120.0  # beyond the timing's own cap: verification, warm-up, a large case's cuBLAS reference
@@ -106,7 +106,7 @@ def setup_kernels_made(device, library: Path, symbol: str, request: dict) -> Pat
     description = request["case"]["description"]
     kind = {"setup": {f: description.get(f) for f in SETUP_FIELDS}, "policy": request["policy"],
             "compute_capability": request["compute_capability"]}
-    made = folder / "made-for" / hashlib.sha256(json.dumps(kind, sort_keys=True).encode()).hexdigest()[:32]
+    made = folder / "made-for" / key_digest(kind)  # named as cuBLAS's choices are
     if not made.exists():
         outcome = run_confined_call(library, symbol, hook=device.launcher_hook, hook_args=request,
                                     setup_timeout_s=SETUP_LIMIT_S, through_address=True, kernels=folder,
