@@ -8,9 +8,9 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 
+from core.atomic_file import write_whole
 from core.text_bounds import head_and_tail
 from worker.compile.compile_process import run_sandbox
 from worker.compile.compiled import CompiledKernel, CompileError, CompileRefused, CompilerConfinement
@@ -64,8 +64,8 @@ def build(request: dict, key: list, confinement: CompilerConfinement, compiler: 
         raise CompileRefused(f"the compiled {what} is {len(binary)} bytes, over the {most} bytes a kernel may be "
                              "(GEMMWATCH_KERNEL_MAX_BYTES, GEMMWATCH_KERNEL_CACHE_MAX_BYTES); not kept")
     cache.mkdir(parents=True, exist_ok=True)
-    _write_atomically(cubin_path, binary)
-    _write_atomically(meta_path, json.dumps({"lowered": reply["lowered"], "raw_log": reply["log"],
+    write_whole(cubin_path, binary)
+    write_whole(meta_path, json.dumps({"lowered": reply["lowered"], "raw_log": reply["log"],
                                              "kernels": reply["kernels"]}).encode())
     evict(cache, cfg.kernel_cache_max_bytes, keep=digest)
     return CompiledKernel(cubin_path, reply["lowered"], bounded(reply["log"]), cached=False, compiler=compiler,
@@ -115,10 +115,3 @@ def evict(cache: Path, most_bytes: int, keep: str = "") -> list[str]:
     if evicted:
         log.info("kernel cache over %d bytes: evicted %d least recently used entries", most_bytes, len(evicted))
     return evicted
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)

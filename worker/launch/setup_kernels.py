@@ -16,8 +16,9 @@ never trusted by another.
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
+
+from core.atomic_file import write_whole
 
 # Where CuPy keeps its compiled kernels in the call's HOME (its CUPY_CACHE_DIR, set explicitly).
 IN_HOME = Path(".cupy") / "kernel_cache"
@@ -56,9 +57,6 @@ def keep(cache: Path, kept: Path) -> int:
     for path in kept_files(cache):
         if (kept / path.name).exists():
             continue
-        fd, temporary = tempfile.mkstemp(dir=kept, prefix=".arriving-")
-        os.close(fd)
-        shutil.copyfile(path, temporary, follow_symlinks=False)
-        os.replace(temporary, kept / path.name)
+        write_whole(kept / path.name, path.read_bytes(), temporary_prefix=".arriving-")
         added += 1
     return added
