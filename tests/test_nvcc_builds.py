@@ -238,3 +238,17 @@ def test_a_target_cannot_carry_more_into_the_librarys_gencode(target):
     from worker.compile.nvcc import library_target
 
     assert library_target("-arch=sm_90a") == "-gencode=arch=compute_90a,code=sm_90a"
+
+
+@pytest.mark.parametrize(("include_dirs", "expected"), [
+    ([], ["-Isrc"]),
+    (["utils"], ["-Isrc/utils", "-Isrc"]),
+    # "." is the repository's root, as LeetCUDA's `-I kernels/hgemm` says it: one -Isrc, where "." stands
+    ([".", "utils", "mma/basic"], ["-Isrc", "-Isrc/utils", "-Isrc/mma/basic"]),
+])
+def test_nvccs_include_folders_follow_the_description_each_once(include_dirs, expected):
+    from worker.compile.nvcc import options
+
+    launch = resolve(described("launcher_sgemm_tiled", include_dirs=include_dirs), {}, H100_FIGURES, "job")
+    given = [o for o in options(launch, "-arch=sm_90") if o.startswith("-I")]
+    assert given == expected

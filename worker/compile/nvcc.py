@@ -90,7 +90,9 @@ def options(launch: Launch, arch: str) -> list[str]:
     worker builds with them (core/description/compile_flags.py: the target and libraries taken out), the
     kernel's defines, and its include folders (as paths under the build folder's src/)."""
     defines = [f"-D{k}={v}" for k, v in sorted(launch.defines.items())]
-    includes = [f"-Isrc/{d}" for d in launch.include_dirs] + ["-Isrc"]
+    # "." names the repository's root (src itself), as its own -I line does; each folder once, in its order.
+    folders = ["src" if d == "." else f"src/{d}" for d in launch.include_dirs] + ["src"]
+    includes = [f"-I{folder}" for folder in dict.fromkeys(folders)]
     return [arch, *compile_flags.parse(list(launch.flags)).nvcc, *defines, *includes]
 
 
