@@ -112,7 +112,11 @@ def test_an_entry_the_build_did_not_make_is_named_with_those_it_did(tmp_path):
                                   "-gencode arch=compute_90a,code=sm_90a,-I/etc", "--std=c++17 -I/etc",
                                   # a torch-built repository's -U and its front-end options, with more past them
                                   "-UX -I/etc", "-U X -I/etc", "-U/etc", "--undefine-macro=X=1",
-                                  "-diag-suppress=174 -I/etc", "-diag-suppress=x", "--threads=8 -I/etc", "--threads=-1"])
+                                  "-diag-suppress=174 -I/etc", "-diag-suppress=x", "--threads=8 -I/etc", "--threads=-1",
+                                  # ThunderKittens' flags that are dropped, each with something past it
+                                  "-lrt -I/etc", "-lpthreads", "-ldl,-I/etc", "-lcudadevrt -L/tmp", "-Xnvlink=--verbose,-o x",
+                                  "-Xnvlink -rpath=/x", "-forward-unknown-to-host-compiler -I/etc",
+                                  "-ftemplate-backtrace-limit=0 -fplugin=x", "-ftemplate-backtrace-limit=x"])
 def test_flags_outside_the_allow_list_are_refused(flag):
     with pytest.raises(ValidationError, match="nvcc flag .* is not allowed"):
         described("launcher_sgemm_tiled", flags=["-O3", flag])

@@ -20,7 +20,13 @@ What each kind becomes (`parse`):
 - `-lcublas`, `-lcublasLt`, `-lcurand`, `-lcuda`, `-lcudart`: not linked; a launcher's process
   holds the worker's own (worker/launch/launcher_child.py), so a runner's cuBLAS check still loads;
 - `--keep` (nvcc's intermediate files kept for a person to read): dropped; it changes no code, and
-  the confined compile keeps nothing (`--keep-dir`, which names a folder, is refused).
+  the confined compile keeps nothing (`--keep-dir`, which names a folder, is refused);
+- what changes nothing of a build gemmwatch makes, dropped (ThunderKittens' `common.mk` line holds
+  them all): `-lrt`, `-lpthread`, `-ldl`, `-lm` (glibc's own since 2.34, and resolved from the
+  launcher's process either way), `-lcudadevrt` and `-Xnvlink=...` (the device runtime and its
+  linker serve `-rdc` builds, which gemmwatch does not make), `-forward-unknown-to-host-compiler`
+  (no flag unknown to nvcc gets past this list) and `-ftemplate-backtrace-limit=N` (the host
+  compiler's error messages only).
 Anything else is refused, by name, with the field to use where there is one.
 
 A repository built by a tool that puts flags of its own before the repository's names that tool in
@@ -35,7 +41,7 @@ import re
 from dataclasses import dataclass, field
 
 # Flags whose value may come as the next word.
-_TAKES_VALUE = ("-Xptxas", "-Xcompiler", "--compiler-options", "-gencode", "--generate-code", "-arch",
+_TAKES_VALUE = ("-Xptxas", "-Xcompiler", "-Xnvlink", "--compiler-options", "-gencode", "--generate-code", "-arch",
                 "--gpu-architecture", "-code", "--gpu-code", "-l", "--library", "-D", "--define-macro", "-std",
                 "--std", "-maxrregcount", "--maxrregcount", "--ptxas-options", "-U", "--undefine-macro",
                 "-diag-suppress", "--diag-suppress")
@@ -77,13 +83,18 @@ _LIBRARY = re.compile(rf"(?:-l ?|--library{_SEP})(cublas|cublasLt|curand|cuda|cu
 _HOST_FLAG = re.compile(r"-W(?![lap]$)[A-Za-z0-9_=+-]{1,60}|-w|-O[0-3s]|-g|-f(?:no-)?(?:strict-aliasing|omit-frame-pointer)"
                         r"|-fPIC|-fPIE|-fpic|-fpie|-march=(?:native|x86-64(?:-v[234])?)|-std=c\+\+(?:11|14|17|20)")
 _XCOMPILER = re.compile(rf"(?:-Xcompiler|--compiler-options){_SEP}(.+)")
+# Flags that change nothing of a build gemmwatch makes (module docstring): dropped, as --keep is.
+_NO_EFFECT = re.compile(r"--?keep|-l ?(?:rt|pthread|dl|m|cudadevrt)|-Xnvlink(?:=| )(?:--verbose|-v)"
+                        r"|--?forward-unknown-to-host-compiler|-ftemplate-backtrace-limit=\d{1,4}")
 
 ALLOWED_TEXT = ("-O0..-O3, -std=/--std=c++11..20, --use_fast_math, -lineinfo, -maxrregcount=N, "
                 "-ftz/-prec-div/-prec-sqrt/-fmad=true|false, --extra-device-vectorization, --expt-relaxed-constexpr, "
                 "--expt-extended-lambda, -restrict, -Xptxas=-v|-O3|-dlcm=ca|cg|cs|--warn-on-spills, -w, "
                 "-DNAME[=value] (a value: a number or a name, no type), -UNAME, -diag-suppress=N, --threads=N, -arch=sm_XX[a] and -gencode arch=compute_XX[a],code=... (the kernel's target), -Xcompiler= with "
                 "-W..., -fno-strict-aliasing, -O, -g, -fPIC/-fPIE, -l cublas|cublasLt|curand|cuda|cudart (the worker's "
-                "own are used), --keep (dropped); include folders are `include_dirs`")
+                "own are used), --keep, -lrt/-lpthread/-ldl/-lm/-lcudadevrt, -Xnvlink=--verbose, "
+                "-forward-unknown-to-host-compiler, -ftemplate-backtrace-limit=N (dropped: they change nothing here); "
+                "include folders are `include_dirs`")
 # Where a refused flag's purpose has a field of its own (include folders: ALLOWED_TEXT says so already).
 _FIELD_FOR = (("-L", "libraries are the worker's own: name them with -l (cublas, cublasLt, curand, cuda, cudart)"),
               ("-o", "gemmwatch names the output itself"))
@@ -174,7 +185,7 @@ def parse(flags: list[str]) -> Flags:
             nvcc.append(f"-std={m.group(1)}")
         elif (m := _ARCH.fullmatch(flag) or _GENCODE.fullmatch(flag)):
             archs.append((int(m.group(1)), m.group(2)))
-        elif flag in ("--keep", "-keep"):
+        elif _NO_EFFECT.fullmatch(flag):
             dropped.append(flag)
         elif _GPU_CODE.fullmatch(flag):
             pass  # which binaries to embed: the worker builds the GPU's own
