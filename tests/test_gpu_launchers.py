@@ -24,7 +24,8 @@ def gpu(tmp_path_factory):
     return CupyRunner(cfg), TimingPolicy.from_settings(cfg)
 
 
-@pytest.mark.parametrize("name", ["launcher_run_sgemm_tiled", "launcher_launch_gemm", "launcher_sgemm_split"])
+@pytest.mark.parametrize("name", ["launcher_run_sgemm_tiled", "launcher_launch_gemm", "launcher_sgemm_split",
+                                  "launcher_runner_sized"])
 @pytest.mark.parametrize("size", SIZES)
 def test_gpu_the_repositorys_launchers_verify_and_are_timed(gpu, name, size):
     runner, policy = gpu

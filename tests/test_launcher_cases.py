@@ -229,6 +229,28 @@ def test_arguments_are_marshalled_in_the_launchers_own_types():
     assert ctypes.c_uint16.from_address(args.values[3]).value == 0x2E66 and args.values[6].value == 0xB800
 
 
+@needs_confinement
+def test_a_launchers_grid_and_block_are_dim3s_worked_out_from_args(shared_kernel_cache):
+    """ThunderKittens' inner_run(..., dim3 grid, dim3 block): each an integer expression of args, passed
+    by value as dim3(x, 1, 1), as its run_benchmark passes them."""
+    library = built(described(REPO, "launcher_runner_sized"), shared_kernel_cache)
+    assert [how for _r, how in library.plan.passing] == ["ptr", "ptr", "ptr", "u64", "u64", "u64", "dim3", "dim3"]
+    assert library.plan.describe()[-1] == "=1024: dim3"
+    grid, block = "=cdiv(M, 32) * cdiv(N, 32)", "=1024"
+    named = {"A": "A", "B": "B", "C": "C", "M": 70, "N": 33, "K": 65, grid: 6, block: 1024}
+    args = launcher_library.arguments(library.plan, named, {"A": 0x1000, "B": 0x2000, "C": 0x3000}.__getitem__)
+    assert args.argtypes[-2:] == (launcher_library.Dim3, launcher_library.Dim3)
+    assert [(d.x, d.y, d.z) for d in args.values[-2:]] == [(6, 1, 1), (1024, 1, 1)]
+
+
+@pytest.mark.parametrize(("role", "host", "words"), [
+    ("=1.5", True, "not an integer, and a dim3 takes one"), ("ignored", True, "not an integer, and a dim3 takes one"),
+    ("null", True, "null is for a pointer"), ("=132", False, "a dim3 is taken from args by a host launcher only")])
+def test_a_dim3_takes_an_integer_and_only_as_a_launchers_parameter(role, host, words):
+    with pytest.raises(kernel_args.ArgumentMismatch, match=words):
+        kernel_args.plan("inner_run", ("A", role), [["float*", None], ["dim3", None]], "float32", "float32", host=host)
+
+
 # --- a case through the confined process, on the CPU double -------------------------------------
 
 def case(desc: KernelDescription, index: int = 0, size=(70, 33, 65)) -> Case:

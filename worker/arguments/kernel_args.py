@@ -31,6 +31,9 @@ _INTEGERS = {"int": "i32", "unsigned int": "u32", "long": "i64", "unsigned long"
 _FLOATS = {"float": "f32", "double": "f64", "__half": "f16", "__nv_bfloat16": "bf16"}
 _NUMPY = {"i32": numpy.int32, "u32": numpy.uint32, "i64": numpy.int64, "u64": numpy.uint64, "f32": numpy.float32,
           "f64": numpy.float64, "f16": numpy.float16, "u16": numpy.uint16, "b8": numpy.bool_}
+# A launcher's grid or block, given by its runner (ThunderKittens' `inner_run(..., dim3 grid, dim3 block)`):
+# an integer from args, its x, with y and z 1. Passed by value through ctypes (a launcher's only).
+DIM3 = "dim3"
 # A launcher's `torch::Tensor` parameter, as the demangler spells the stand-in's at::Tensor
 # (worker/arguments/torch_tensors.py): by value, the record's address; by reference, a cell's.
 TENSOR = "at::Tensor"
@@ -89,7 +92,7 @@ class ArgPlan:
     the role "null", or "ignored" for a pointer), *f32 *f64 *f16 *bf16
     (a kernel's scalar in device memory, passed by address) or &f32 &f64 &f16 &bf16 (a launcher's
     scalar in host memory: the launcher dereferences it on the host, as leimao's `T const* alpha`),
-    b8 (a bool, by value), tensor and &tensor (a launcher's `torch::Tensor`, by value or by reference:
+    b8 (a bool, by value), dim3 (a launcher's grid or block: DIM3), tensor and &tensor (a launcher's `torch::Tensor`, by value or by reference:
     worker/arguments/torch_tensors.py)."""
 
     passing: tuple[tuple[str, str], ...]
@@ -123,6 +126,8 @@ def plan(entry: str, roles: tuple[str, ...], params: list[list], input_type: str
             # ctypes cannot lay out.
             how = {"ptr": "&map", "map": f"!{role}: a launcher takes its tensor map by address (const CUtensorMap*); "
                                          "by value is a kernel's parameter"}.get(how, how)
+        if how == DIM3 and not host:
+            how = f"!{role}: a dim3 is taken from args by a host launcher only, not by a kernel"
         if isinstance(how, str) and how.startswith("!"):
             raise ArgumentMismatch(f"{entry}: parameter {i + 1} ({spelled[i]}) is named {role} in args, but {how[1:]}")
         passing.append((role, how))
@@ -186,7 +191,11 @@ def _filler(role: str, spelling: str | None, size: int | None) -> str:
     if role == "null" or (role == "ignored" and pointer and spelling is not None):
         return "null" if pointer else "!null is for a pointer parameter (a debug buffer passed as nullptr)"
     kind = None if pointer and spelling is not None else _INTEGERS.get(base or "") or _FLOATS.get(base or "") or (
-        {"unsigned short": "u16", "bool": "b8"}.get(base or ""))
+        {"unsigned short": "u16", "bool": "b8", DIM3: DIM3}.get(base or ""))
+    if kind == DIM3 and (role == "ignored" or not (is_expression(role) or float(role[1:]).is_integer())):
+        return f"!{role} is not an integer, and a dim3 takes one (its x; y and z are 1)"
+    if kind == DIM3:
+        return kind
     if kind is None:
         return f"!{role} is for a number (an integer or a float); a {spelling or f'{size}-byte'} parameter takes none"
     if is_expression(role):

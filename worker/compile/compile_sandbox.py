@@ -151,10 +151,26 @@ ENTRY_UNIT_NAME = "gemmwatch_entry.cu"
 # launcher's parameter types whatever name reached it (worker/compile/cubin_info.launcher_signature). The
 # launcher is called through the address, so a name the library does not export (a using-declaration,
 # a static member, an inline or extern "C" function) is called all the same.
+#
+# Where the description names the launcher's kernel (`entry`), that kernel's dynamic shared memory is
+# opened to the GPU's opt-in maximum before the address is handed out, as a runner that sets
+# cudaFuncAttributeMaxDynamicSharedMemorySize outside its launcher does (ThunderKittens' run_benchmark
+# before its inner_run): without it such a launch asks for more than 48 KB and fails. A launcher that
+# sets its own keeps its own; a failure here is cleared, so the launcher's own error checks see none.
+# A change of this unit's form changes compiler.LAUNCHER_UNIT_FORM, so no cached library of the old one is used.
 LAUNCHER_ADDRESS = "gemmwatch_launcher_address"
-_LAUNCHER_UNIT = ('#include "src/{source}"\n{adapter}{overload}'
-                  'extern "C" void *' + LAUNCHER_ADDRESS + '(void) {{ return (void *){address}; }}\n'
-                  'void ' + cubin_info.SIGNATURE_FUNCTION + '(decltype({address})) {{}}\n')
+_LAUNCHER_UNIT = ('#include "src/{source}"\n{adapter}{overload}{open_entry}'
+                 'extern "C" void *' + LAUNCHER_ADDRESS + '(void) {{ {call_open}return (void *){address}; }}\n'
+                 'void ' + cubin_info.SIGNATURE_FUNCTION + '(decltype({address})) {{}}\n')
+_OPEN_ENTRY = ("static void gemmwatch_open_entry(void) {{\n"
+               "  cudaFuncAttributes own; int device = 0, most = 0;\n"
+               "  const void *kernel = (const void *)&{entry};\n"
+               "  if (cudaFuncGetAttributes(&own, kernel) == cudaSuccess && cudaGetDevice(&device) == cudaSuccess\n"
+               "      && cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess)\n"
+               "    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
+               "                         most - (int)own.sharedSizeBytes);\n"
+               "  (void)cudaGetLastError();\n"
+               "}}\n")
 # A launcher named with its parameter types ("run_pingpong(void*, void*, void*, int, int, int)"): the
 # one function of an overloaded name whose parameters those are, its return type deduced (C++11).
 _OVERLOAD = ("template <typename... P> struct gemmwatch_overload {\n"
@@ -180,7 +196,10 @@ def _write_kernel_files(request: dict) -> None:
     adapter = f'#include <{request["adapter"]}>\n' if request.get("adapter") else ""  # worker/compile/header_libraries.py
     if request.get("launcher"):
         address, overload = launcher_address(request["launcher"])
-        unit = _LAUNCHER_UNIT.format(source=request["source"], address=address, overload=overload, adapter=adapter)
+        entry = request.get("entry")
+        unit = _LAUNCHER_UNIT.format(source=request["source"], address=address, overload=overload, adapter=adapter,
+                                    open_entry=_OPEN_ENTRY.format(entry=entry) if entry else "",
+                                    call_open="gemmwatch_open_entry(); " if entry else "")
     else:
         unit = _ENTRY_UNIT.format(source=request["source"], entry=request["entry"])
     with open(ENTRY_UNIT_NAME, "w", encoding="utf-8") as f:

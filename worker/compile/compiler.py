@@ -154,6 +154,12 @@ def overloaded_launcher_hint(log: str) -> str:
             '"A repository\'s own launcher")')
 
 
+# The form of the unit a launcher's library is built from (worker/compile/compile_sandbox.py, a script
+# not imported here): a library built from an older form is not taken from the cache. 2: the entry's
+# shared memory opened before the launcher's address is handed out.
+LAUNCHER_UNIT_FORM = "launcher unit 2"
+
+
 def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> CompiledKernel:
     """A kernel's files built by nvcc, host code and all, in the confined compile process: a cubin,
     or (library) a shared library exporting the launch's launcher, its functions read from .dynsym."""
@@ -177,6 +183,7 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
     adapter = header_libraries.adapter_header(launch.launcher) if library else None
     if library:
         request["launcher"] = launch.launcher
+        request["entry"] = launch.entry  # its shared memory opened before the first call (compile_sandbox)
     if adapter:  # gemmwatch's launcher over the repository's type, compiled after its unit
         request["adapter"] = adapter
         request["options"].append(f"-I{header_libraries.ADAPTER_DIR}")
@@ -201,7 +208,7 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
 
     key = ["nvcc", sorted(launch.files.items()), launch.source, launch.entry, request["options"],
            confinement.version, path, nvcc.host_compiler_dirs(),
-           *(["library", launch.launcher, list(launch.units)] if library else []),
+           *(["library", launch.launcher, list(launch.units), LAUNCHER_UNIT_FORM] if library else []),
            [(lib.name, lib.version) for lib in libraries],
            *([adapter, (header_libraries.ADAPTER_DIR / adapter).read_text()] if adapter else []),
            *([header_libraries.headers_text(stand_in)] if stand_in else [])]

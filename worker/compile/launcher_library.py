@@ -47,17 +47,25 @@ def build(launch: Launch, compute_capability: str, cfg) -> LauncherLibrary:
     return LauncherLibrary(built.cubin_path, function["symbol"], arg_plan, built.compiler)
 
 
+class Dim3(ctypes.Structure):
+    """CUDA's dim3, passed by value as its runner passes a launcher's grid or block."""
+
+    _fields_ = [("x", ctypes.c_uint32), ("y", ctypes.c_uint32), ("z", ctypes.c_uint32)]
+
+
 _CTYPES = {"i32": ctypes.c_int32, "u32": ctypes.c_uint32, "i64": ctypes.c_int64, "u64": ctypes.c_uint64,
            "u16": ctypes.c_uint16, "b8": ctypes.c_bool,
            "f32": ctypes.c_float, "f64": ctypes.c_double,
            # __half and __nv_bfloat16 are 2-byte structs: passed (and read through a pointer) as their bits
-           "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16}
+           "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16, kernel_args.DIM3: Dim3}
 
 
 def _scalar(kind: str, x):
     """A value of the parameter's own type, as ctypes holds it."""
     if kind == "f16":
         return ctypes.c_uint16(int(numpy.float16(x).view(numpy.uint16)))
+    if kind == kernel_args.DIM3:
+        return Dim3(int(x), 1, 1)
     if kind == "bf16":
         return ctypes.c_uint16(int(half_arrays.rounded(numpy, numpy.array([x], dtype=numpy.float32), "bfloat16")[0]))
     return _CTYPES[kind](x)
