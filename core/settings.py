@@ -41,7 +41,9 @@ class Settings(BaseSettings):
     # A job's distinct file texts (a runner and headers its kernels share counted once: core/description/source_size.py),
     # checked before the source guard reads any of them (api/job_body.py): the guard's worst case is
     # about 7 us a byte on a 2-core machine (docs/SECURITY.md), so this bounds what one post costs.
-    max_source_bytes: int = Field(default=400_000, validation_alias="GEMMWATCH_MAX_SOURCE_BYTES")
+    # 2 MB: a repository's GEMM with the header library it carries (ThunderKittens' Hopper GEMM and its
+    # 122 headers: 1.5 MB), checked in a process of its own past 64 KB (api/validation_pool.py).
+    max_source_bytes: int = Field(default=2_000_000, validation_alias="GEMMWATCH_MAX_SOURCE_BYTES")
     # An autotune job's cases (every configuration of each variant at each size; its variants x
     # sizes count against GEMMWATCH_MAX_CASES too, as a bench job's do): 256 sizes of a kernel with
     # one configuration were accepted, about 4 h of a worker (issue 37, row 7).

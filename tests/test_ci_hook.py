@@ -143,10 +143,10 @@ def test_a_commit_past_one_jobs_limit_is_measured_in_several_jobs_and_reported_a
     too_many = ci(url, token, tmp_path, "--commit", "abab0002", "--kernels-dir", str(folder),
                   *[a for s in ("1", "2", "3", "4") for a in ("--size", s)])
     assert too_many.returncode == 2 and "5 sizes are more cases than one job may hold" in too_many.stderr
-    # The third kernel's source past the server's GEMMWATCH_MAX_SOURCE_BYTES (400,000): refused by
+    # The third kernel's source past the server's GEMMWATCH_MAX_SOURCE_BYTES (2,000,000): refused by
     # name before the first two kernels' job is posted, where it once ran them first.
     big = folder_of(tmp_path / "big", ["mine_a", "mine_b"])
-    (big / "big.cu").write_text(KERNEL + "// " + "x" * 400_000 + "\n")
+    (big / "big.cu").write_text(KERNEL + "// " + "x" * 2_000_000 + "\n")
     listed = json.loads((big / "gemmwatch.json").read_text())
     (big / "gemmwatch.json").write_text(json.dumps(listed + [{**listed[0], "name": "mine_big", "source": "big.cu"}]))
     refused = ci(url, token, tmp_path, "--commit", "abab0003", "--kernels-dir", str(big), "--size", "64")

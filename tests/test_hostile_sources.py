@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from core.description import source_guard
 from core.description.source_guard import MAX_PROBLEMS_SHOWN, SourceRefused, check_source, scan_source
 from tests.descriptions import one_file
 from tests.test_request_gate import token_with
@@ -67,10 +68,21 @@ def test_the_guard_takes_bounded_time_per_byte_in_every_character_class(piece):
     """100 KB of each class (the report's control file at its 600 KB) in well under the time the
     quadratic guard took: about 7 us a byte at worst here, idle (docs/SECURITY.md), 300 us allowed."""
     text = piece * ((600_000 if piece == "\x01\n" else 100_000) // len(piece))
-    scan_source.cache_clear()
+    source_guard._scan_remembered.cache_clear()
     started = time.monotonic()
     try:
         check_source(text)
     except SourceRefused as refused:
         assert len(str(refused).splitlines()) <= MAX_PROBLEMS_SHOWN + 1
     assert time.monotonic() - started < 300e-6 * len(text), piece
+
+
+def test_a_long_text_is_judged_each_time_and_not_remembered():
+    """A job may carry 2 MB of source: 512 such texts remembered would hold a gigabyte of the worker's
+    memory. A header library's files are remembered (they are short, and shared by every kernel)."""
+    source_guard._scan_remembered.cache_clear()
+    long_text = "#define A0\n" * (source_guard.REMEMBERED_TEXT_MOST // 11 + 1)
+    assert scan_source(long_text) == scan_source(long_text)
+    assert source_guard._scan_remembered.cache_info().currsize == 0
+    scan_source("#define A0\n")
+    assert source_guard._scan_remembered.cache_info().currsize == 1

@@ -133,7 +133,7 @@ def test_a_compile_error_comes_back_with_the_compiler_log(stack):
     (source(tile=[0, 16]), ["1..65536"]),
     (source(entry="my_gemm; system"), ["pattern"]),
     (source(defines={"A B": 1}), ["pattern"]),
-    (source(text="x" * 400_001), ["at most 400000 a job"]),
+    (source(text="x" * 2_000_001), ["at most 2000000 a job"]),
     (source(text=MAPPED, args=MAP_ARGS), ["each map in both"]),
     (source(text=MAP_ONLY, args=["M", "N", "K", "alpha", "beta", "C", "A_map"], tensor_maps={"A": {"box": [32, 16]}}),
      ["A, B and C each as its pointer (A, B, C) or its tensor map", "missing B"]),

@@ -30,9 +30,11 @@ from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PA
 from core.description import launch_checks
 
 
-# Files a description carries, its source and headers together: a kernel and its own headers, well
-# past what a repository's GEMM reaches, short of a whole header library (CUTLASS is `libraries`).
-MAX_FILES = 64
+# Files a description carries, its source and headers together: a repository's GEMM with every header
+# of its own it reaches, a header library of its own included (ThunderKittens' Hopper GEMM reaches 122
+# files, 1.5 MB), short of CUTLASS's thousands (`libraries`). The bytes are bounded apart
+# (ABSOLUTE_MAX_BYTES, and a deployment's GEMMWATCH_MAX_SOURCE_BYTES a job).
+MAX_FILES = 256
 
 
 def _output_instead(compute_mode: str, output: str) -> str:

@@ -133,12 +133,25 @@ def check_source(text: str) -> frozenset[Include]:
     return includes
 
 
-@functools.lru_cache(maxsize=512)
+# Texts longer than this are scanned each time, not remembered: 512 remembered files of a job's 2 MB
+# limit would hold a gigabyte; a repository's headers are each far shorter (ThunderKittens' longest: 87 KB).
+REMEMBERED_TEXT_MOST = 256 << 10
+
+
 def scan_source(text: str) -> tuple[frozenset[Include], tuple[Problem, ...]]:
     """The #includes of every reading, and every problem any reading finds (the same one found by
     several readings once), sorted by line. A caller that also judges the includes can then name
-    all that is wrong with a file at once. Remembered by text: kernels share headers, and a
-    folder's are read when it is loaded and again when each description is checked."""
+    all that is wrong with a file at once. Remembered by text, up to REMEMBERED_TEXT_MOST: kernels
+    share headers, and a folder's are read when it is loaded and again when each description is checked."""
+    return _scan(text) if len(text) > REMEMBERED_TEXT_MOST else _scan_remembered(text)
+
+
+@functools.lru_cache(maxsize=512)
+def _scan_remembered(text: str) -> tuple[frozenset[Include], tuple[Problem, ...]]:
+    return _scan(text)
+
+
+def _scan(text: str) -> tuple[frozenset[Include], tuple[Problem, ...]]:
     text = text.replace("\r\n", "\n").replace("\r", "\n")  # every newline convention counts
     # No kernel needs a control character, and compilers differ on some (Ctrl-Z ends a file for one
     # of them): one that may or may not count as whitespace or a line end is one reading too many.
