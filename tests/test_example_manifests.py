@@ -13,7 +13,8 @@ from core.description import compile_flags
 from core.description.kernel_description import KernelDescription
 from core.description.kernel_folder import folder_defaults
 
-EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "docs" / "examples").glob("*.gemmwatch.json"))
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "docs" / "examples"
+EXAMPLES = sorted(EXAMPLES_DIR.glob("*.gemmwatch.json"))
 
 
 def _kernels(path: Path) -> list[dict]:
@@ -195,3 +196,23 @@ def test_leetcudas_hgemm_torch_launchers_are_the_set_its_runner_runs_as_it_build
             on, given = (kernel_expr.evaluate(a[1:], {"N": n, "K": k, "M": n}) for a in desc.args[4:6])
             assert (bool(on), given) == (stride >= 256, stride), (desc.name, n, k)
     assert all(d.args[4:] == ["=0", "=1"] for d in kernels if d not in swizzled)
+
+
+def test_thunderkittens_gemm_is_built_with_its_common_mk_line_and_called_as_its_runner_calls_it():
+    """HazyResearch/ThunderKittens' kernels/common.mk line for GPU := H100, word for word: what changes
+    nothing of gemmwatch's build is dropped, nothing refused; inner_run gets the grid and block its
+    run_benchmark works out: mmt::grid's 132 blocks and NUM_THREADS_v's 384 (8 consumer warps and a
+    producer warpgroup of 4)."""
+    kernel, *levels = _kernels(EXAMPLES_DIR / "HazyResearch-ThunderKittens.gemmwatch.json")
+    desc = _described(kernel)
+    # The tutorial's levels share launch.cu, which calls matmul(d_A, d_B, d_C, M): N alone, square sizes.
+    assert [k["name"][-2:] for k in levels] == ["04", "05", "06", "07", "08"]
+    assert all(_described(k).args == ["A", "B", "C", "N"] and k["flags"] == kernel["flags"] for k in levels)
+    flags = desc.build_flags
+    assert flags.dropped == ("-lrt", "-lpthread", "-ldl", "-lcudadevrt", "-forward-unknown-to-host-compiler",
+                             "-Xnvlink=--verbose", "-ftemplate-backtrace-limit=0")
+    assert flags.target == "sm_90a" and flags.libraries == ("cuda", "cudart_static")
+    assert flags.defines == {"NDEBUG": "1", "KITTENS_HOPPER": "1"} and "-std=c++20" in flags.nvcc
+    consumer_warps, producer_warps = 2 * 4, 4  # matmul_template<2,4,8>: M_BLOCK warpgroups, and the producer's
+    assert desc.args[-2:] == ["=132", f"={(consumer_warps + producer_warps) * 32}"]
+    assert desc.include_dirs == ["include", "prototype"] and desc.size_multiple.model_dump(exclude_none=True) == {"M": 128, "N": 256, "K": 64}

@@ -24,13 +24,17 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
 - yf225/simplegemm: `main.cu` checks run_pingpong against cuBLAS at 8448x9216x640, then, with its
   `benchmark` switch on (it ships off), times 1000 back-to-back calls between two events and prints
   "TFLOPS: <t>"; three runs, the median kept (`sustained`, the manifest's mode, is that loop's).
+- ThunderKittens (`HazyResearch/ThunderKittens`): `make` in each kernel's folder (kernels/common.mk's
+  nvcc line; `LEVEL=xx` for the tutorial's levels), then its main: bf16_h100's three times (4096^3,
+  10 back-to-back calls over buffers three times L2 after a rest and 5 warm-ups), each level's once
+  (launch.cu: 4096^3, timed on the host's clock), "Achieved performance: <t> TFLOPs".
 - CUTLASS's example 48 (Hopper warp-specialised TF32, issue 50): built with the manifest's flags
   against the same CUTLASS headers the worker pins, run as
   `48_hopper_warp_specialized_gemm --m=S --n=S --k=S --iterations=1000` (one check, then 1000
   back-to-back initialize+run between two events), three times; "GFLOPS: <g>" each.
 
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
-  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm} REPO OUT
+  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm,thunderkittens} REPO OUT
       [--steps check,runner,burst,cold] [--only a,b] [--size 8192]
 (check: the repository's own correctness check where its runner leaves it off, matmul_playground only)
 (REPO for cutlass48: CUTLASS's examples/ folder, or the nvidia-cutlass wheel's cutlass_library/source/examples)
@@ -217,14 +221,45 @@ def simplegemm_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]
     return {"simplegemm_pingpong": sorted(runs)[len(runs) // 2], "simplegemm_pingpong runs": runs} if runs else {}
 
 
+def thunderkittens_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """TFLOPS per kernel of the manifest, as each `make run` prints it ("Achieved performance: <t> TFLOPs").
+    bf16_h100's main times matmul_template<2,4,8> at 4096^3: a 500 ms rest, 5 warm-up calls, then 10
+    back-to-back calls between two events over buffer sets that together hold three times L2, then its
+    check; three runs, the median kept. The tutorial's levels (educational_h100, `make LEVEL=xx`) share
+    launch.cu: 4096^3, 2 warm-up calls, then its calls timed on the host's clock; one run each."""
+    nvcc = os.environ.get("NVCC", "nvcc")
+    figures: dict = {}
+    lines = []
+    for kernel in manifest["kernels"]:
+        name = kernel["name"]
+        folder = repo / Path(kernel["source"]).parent
+        level = re.search(r"level_(\d+)\.cu$", kernel["source"])
+        make = ["make", f"NVCC={nvcc}", *([f"LEVEL={level.group(1)}"] if level else [])]
+        binary = f"./level_{level.group(1)}.out" if level else "./bf16_h100_gemm.out"
+        started = time.monotonic()
+        built = subprocess.run(make, cwd=folder, capture_output=True, text=True, timeout=900)
+        lines.append(f"# {name}: {' '.join(make)} in {folder.relative_to(repo)}, {time.monotonic() - started:.0f} s, "
+                     f"exit {built.returncode}\n" + built.stdout[-1500:] + built.stderr[-3000:])
+        runs = []
+        for _ in range((1 if level else 3) if built.returncode == 0 else 0):
+            done = subprocess.run([binary], cwd=folder, capture_output=True, text=True, timeout=300)
+            lines.append(f"exit {done.returncode}\n{done.stdout}{done.stderr}")
+            runs += [float(m.group(1)) for m in re.finditer(r"Achieved performance: ([\d.]+) TFLOPs", done.stdout)]
+        if runs:
+            figures[name], figures[f"{name} runs"] = sorted(runs)[len(runs) // 2], runs
+    (out / "runner.txt").write_text("".join(lines))
+    return figures
+
+
 REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "hgemm_mma": ("yencal-cuda-hgemm-mma.gemmwatch.json", hgemm_mma_runner),
          "matmul_playground": ("alexarmbr-matmul-playground.gemmwatch.json", matmul_playground_runner),
          "omkarnabar": ("omkarnabar-triton-gemm.gemmwatch.json", omkarnabar_runner),
          "cutlass48": ("NVIDIA-cutlass-examples.gemmwatch.json", cutlass48_runner),
-         "simplegemm": ("yf225-simplegemm.gemmwatch.json", simplegemm_runner)}
+         "simplegemm": ("yf225-simplegemm.gemmwatch.json", simplegemm_runner),
+         "thunderkittens": ("HazyResearch-ThunderKittens.gemmwatch.json", thunderkittens_runner)}
 # The size a repository's runner times, where it is not SIZE cubed: gemmwatch's steps take it too.
-SHAPES = {"simplegemm": "8448x9216x640"}
+SHAPES = {"simplegemm": "8448x9216x640", "thunderkittens": "4096x4096x4096"}
 # The repositories whose own correctness check is off in the runner as it times (see each function).
 CHECKS = {"matmul_playground": matmul_playground_check}
 
