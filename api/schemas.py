@@ -45,6 +45,9 @@ class LimitsOut(BaseModel):
     max_queued_jobs_per_token: int | None = None
     max_dim: int
     max_source_bytes: int
+    # The bytes a job's request body may hold (GEMMWATCH_MAX_JOB_BYTES): each kernel's files as posted,
+    # a header shared by several kernels once in each.
+    max_job_bytes: int | None = None
 
 
 class JobCreate(BaseModel):

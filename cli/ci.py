@@ -12,6 +12,7 @@ applicable": a kernel built for another GPU target, or one whose sizes are compi
 is listed and fails nothing.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -56,33 +57,59 @@ class BeyondServerLimits(ValueError):
 
 def split_job(body: dict, limits: dict | None) -> list[dict]:
     """The commit's job as jobs within the server's limits (None: an older server that does not
-    say them, one job): its variants in order, as many per job as its sizes allow, each job with
+    say them, one job): its variants in order, as many per job as its sizes allow and as the server's
+    request-body bound holds (GEMMWATCH_MAX_JOB_BYTES: each kernel posts its own copy of the headers it
+    shares, so six ThunderKittens kernels with their 1.5 MB of headers are a 9 MB body), each job with
     the sources of its own variants. BeyondServerLimits where no split fits: too many sizes for one
-    job, or a kernel's files past the server's source limit."""
+    job, or a kernel's files past the server's source limit or alone past its body bound."""
     variants, sizes = body["variants"], body["sizes"]
     if limits is None or not variants:
         return [body]
-    # Measured as the server measures it (api/limits.py): a kernel past it would be refused only
-    # when its part is posted, after the parts before it had run.
-    most = limits.get("max_source_bytes")
     per_job = min(limits["max_sources_per_job"], limits["max_cases_per_job"] // len(sizes))
     if per_job < 1:
         raise BeyondServerLimits(f"{len(sizes)} sizes are more cases than one job may hold on this server "
                                  f"({limits['max_cases_per_job']}, GEMMWATCH_MAX_CASES): give fewer sizes")
-    parts = []
-    for start in range(0, len(variants), per_job):
-        names = variants[start:start + per_job]
-        part = {**body, "variants": names}
-        if "sources" in body:
-            part["sources"] = [s for s in body["sources"] if s["name"] in names]
-            # Measured as the server measures it (api/limits.py): a part past it would be refused
-            # only when it is posted, after the parts before it had run.
-            size = source_size.distinct_bytes(s.get("files", {}) for s in part["sources"])
-            refused = source_size.refusal([s["name"] for s in part["sources"]], size, most) if most else None
-            if refused:
-                raise BeyondServerLimits(f"{refused} on this server: nothing was posted")
-        parts.append(part)
+    body_most = limits.get("max_job_bytes")
+    sources = {s["name"]: s for s in body.get("sources", [])}
+    bare = posted_bytes({**body, "variants": [], **({"sources": []} if "sources" in body else {})})
+
+    def grows_by(name: str) -> int:  # a variant's name and its source, each with a separator
+        return posted_bytes(name) + 2 + (posted_bytes(sources[name]) + 2 if name in sources else 0)
+
+    parts, names, used = [], [], bare
+    for name in variants:
+        grow = grows_by(name)
+        if names and (len(names) == per_job or (body_most and used + grow > body_most)):
+            parts.append(_part(body, names, limits))
+            names, used = [], bare
+        if body_most and bare + grow > body_most:
+            raise BeyondServerLimits(f"{name}: its description and files are {bare + grow} bytes as posted, past the "
+                                     f"{body_most} a job's body may hold on this server (GEMMWATCH_MAX_JOB_BYTES): "
+                                     "nothing was posted")
+        names.append(name)
+        used += grow
+    parts.append(_part(body, names, limits))
     return parts
+
+
+def posted_bytes(value) -> int:
+    """The bytes of a value as JSON, at least as many as httpx posts (ASCII escapes are the longer form)."""
+    return len(json.dumps(value).encode())
+
+
+def _part(body: dict, names: list[str], limits: dict) -> dict:
+    """One job of the split: the variants named, with their own sources; BeyondServerLimits where those
+    sources are past the server's source limit, measured as the server measures it (api/limits.py): a
+    part past it would be refused only when it is posted, after the parts before it had run."""
+    part = {**body, "variants": names}
+    if "sources" in body:
+        part["sources"] = [s for s in body["sources"] if s["name"] in names]
+        most = limits.get("max_source_bytes")
+        size = source_size.distinct_bytes(s.get("files", {}) for s in part["sources"])
+        refused = source_size.refusal([s["name"] for s in part["sources"]], size, most) if most else None
+        if refused:
+            raise BeyondServerLimits(f"{refused} on this server: nothing was posted")
+    return part
 
 
 def server_limits(client: httpx.Client) -> dict | None:

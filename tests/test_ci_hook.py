@@ -184,3 +184,27 @@ def test_split_job_keeps_each_jobs_own_sources_and_every_variant_once():
     # A runner and headers every kernel shares count once: twelve kernels of one 300-byte unit are 300 bytes.
     shared = {**body, "sources": [{"name": f"k{i}", "files": {"runner.cu": "x" * 300}} for i in range(10)]}
     assert len(split_job(shared, {**limits, "max_source_bytes": 300})) == 3
+
+
+def test_split_job_keeps_each_body_within_the_servers_request_bound():
+    """Each kernel posts its own copy of the headers it shares (the server counts them once, the body
+    holds them once per kernel): six ThunderKittens kernels are a 9 MB body. A part closes before its
+    body would pass GEMMWATCH_MAX_JOB_BYTES, and a kernel whose own description passes it is refused
+    by name before anything is posted."""
+    import json as json_module
+
+    from cli.ci import BeyondServerLimits, posted_bytes, split_job
+
+    headers = {f"include/h{i}.cuh": "x" * 1000 for i in range(5)}  # 5 KB every kernel carries
+    body = {"sizes": [[8, 8, 8]], "variants": [f"k{i}" for i in range(6)] + ["naive"], "commit": {"sha": "x"},
+            "sources": [{"name": f"k{i}", "files": {**headers, "k.cu": "y"}} for i in range(6)]}
+    limits = {"max_cases_per_job": 64, "max_sources_per_job": 64, "max_source_bytes": 10_000}
+    assert len(split_job(body, limits)) == 1  # no body bound said: one job, as before
+    bound = posted_bytes({**body, "variants": body["variants"][:3], "sources": body["sources"][:3]}) + 100
+    parts = split_job(body, {**limits, "max_job_bytes": bound})
+    assert [p["variants"] for p in parts] == [["k0", "k1", "k2"], ["k3", "k4", "k5", "naive"]]
+    assert all(len(json_module.dumps(p).encode()) <= bound for p in parts)
+    assert [[s["name"] for s in p["sources"]] for p in parts] == [["k0", "k1", "k2"], ["k3", "k4", "k5"]]
+    with pytest.raises(BeyondServerLimits, match=r"k0: its description and files are \d+ bytes as posted, past the "
+                                                  r"4000 a job's body may hold .*GEMMWATCH_MAX_JOB_BYTES"):
+        split_job(body, {**limits, "max_job_bytes": 4000})

@@ -37,10 +37,10 @@ def builtin_kernel(name: str):
 @router.get("/limits", response_model=LimitsOut)
 def job_limits(cfg: SettingsDep):
     """What one job may hold here (GEMMWATCH_MAX_CASES, _MAX_AUTOTUNE_CASES, _MAX_DIM,
-    _MAX_SOURCE_BYTES, and the sources a job may carry)."""
+    _MAX_SOURCE_BYTES, _MAX_JOB_BYTES, and the sources a job may carry)."""
     return LimitsOut(max_cases_per_job=cfg.max_cases_per_job, max_autotune_cases=cfg.max_autotune_cases,
                      max_sources_per_job=MAX_SOURCES_PER_JOB, max_dim=cfg.max_dim, max_source_bytes=cfg.max_source_bytes,
-                     max_queued_jobs_per_token=cfg.max_queued_jobs_per_token)
+                     max_queued_jobs_per_token=cfg.max_queued_jobs_per_token, max_job_bytes=cfg.max_job_bytes)
 
 
 @router.get("/gpus", response_model=list[GpuOut])
