@@ -116,7 +116,11 @@ def test_an_entry_the_build_did_not_make_is_named_with_those_it_did(tmp_path):
                                   # ThunderKittens' flags that are dropped, each with something past it
                                   "-lrt -I/etc", "-lpthreads", "-ldl,-I/etc", "-lcudadevrt -L/tmp", "-Xnvlink=--verbose,-o x",
                                   "-Xnvlink -rpath=/x", "-forward-unknown-to-host-compiler -I/etc",
-                                  "-ftemplate-backtrace-limit=0 -fplugin=x", "-ftemplate-backtrace-limit=x"])
+                                  "-ftemplate-backtrace-limit=0 -fplugin=x", "-ftemplate-backtrace-limit=x",
+                                  # the same, spelled with the separators and words a hand could add
+                                  "-lrt\t-I/etc", "-Xnvlink=--verbose\n-I/etc", "-ldl -lfoo", "-lm\u00a0-I/etc",
+                                  "-forward-unknown-to-host-compiler=1", "-Xnvlink --verbose -o x",
+                                  "-ftemplate-backtrace-limit=00000", "-keep-dir /x", "-l cudadevrt,-L/x"])
 def test_flags_outside_the_allow_list_are_refused(flag):
     with pytest.raises(ValidationError, match="nvcc flag .* is not allowed"):
         described("launcher_sgemm_tiled", flags=["-O3", flag])
