@@ -192,10 +192,9 @@ def _filler(role: str, spelling: str | None, size: int | None) -> str:
         return "null" if pointer else "!null is for a pointer parameter (a debug buffer passed as nullptr)"
     kind = None if pointer and spelling is not None else _INTEGERS.get(base or "") or _FLOATS.get(base or "") or (
         {"unsigned short": "u16", "bool": "b8", DIM3: DIM3}.get(base or ""))
-    if kind == DIM3 and (role == "ignored" or not (is_expression(role) or float(role[1:]).is_integer())):
-        return f"!{role} is not an integer, and a dim3 takes one (its x; y and z are 1)"
     if kind == DIM3:
-        return kind
+        integer = role != "ignored" and (is_expression(role) or float(role[1:]).is_integer())
+        return kind if integer else f"!{role} is not an integer, and a dim3 takes one (its x; y and z are 1)"
     if kind is None:
         return f"!{role} is for a number (an integer or a float); a {spelling or f'{size}-byte'} parameter takes none"
     if is_expression(role):

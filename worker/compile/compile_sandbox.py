@@ -160,8 +160,8 @@ ENTRY_UNIT_NAME = "gemmwatch_entry.cu"
 # A change of this unit's form changes compiler.LAUNCHER_UNIT_FORM, so no cached library of the old one is used.
 LAUNCHER_ADDRESS = "gemmwatch_launcher_address"
 _LAUNCHER_UNIT = ('#include "src/{source}"\n{adapter}{overload}{open_entry}'
-                 'extern "C" void *' + LAUNCHER_ADDRESS + '(void) {{ {call_open}return (void *){address}; }}\n'
-                 'void ' + cubin_info.SIGNATURE_FUNCTION + '(decltype({address})) {{}}\n')
+                  'extern "C" void *' + LAUNCHER_ADDRESS + '(void) {{ {call_open}return (void *){address}; }}\n'
+                  'void ' + cubin_info.SIGNATURE_FUNCTION + '(decltype({address})) {{}}\n')
 _OPEN_ENTRY = ("static void gemmwatch_open_entry(void) {{\n"
                "  cudaFuncAttributes own; int device = 0, most = 0;\n"
                "  const void *kernel = (const void *)&{entry};\n"
