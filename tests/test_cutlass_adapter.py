@@ -78,6 +78,24 @@ def test_a_launcher_over_cutlass_types_takes_cutlasss_element_types():
         kernel_args.plan("gemmwatch::cutlass3_gemm<Gemm>", roles, params, "bfloat16", "float16", host=True)
 
 
+@pytest.mark.parametrize(("spelling", "how"), [("cutlass::half_t const*", "&f16"), ("cutlass::bfloat16_t const*", "&bf16"),
+                                               ("cutlass::half_t", "f16"), ("cutlass::bfloat16_t", "bf16")])
+def test_a_scalar_in_cutlasss_16_bit_types_is_passed_in_its_bits(spelling, how):
+    """cute-gemm-101's `launch_cute_gemm_kernel_v02<cute::half_t>(m, n, k, const T* alpha, ...)`: alpha and
+    beta are half_t on the host; a CUTLASS 16-bit type holds the same bits as __half or __nv_bfloat16."""
+    roles = ("M", "alpha", "A", "beta")
+    params = [["unsigned long", None], [spelling, None], ["cutlass::half_t const*", None], [spelling, None]]
+    plan = kernel_args.plan("launch_cute_gemm_kernel_v02<cute::half_t>", roles, params, "float16", "float16", host=True)
+    assert [h for _r, h in plan.passing] == ["u64", how, "ptr", how]
+
+
+def test_a_scalar_of_an_unknown_type_is_refused_with_the_types_it_may_be():
+    params = [["cutlass::tfloat32_t const*", None]]
+    with pytest.raises(kernel_args.ArgumentMismatch, match="alpha must be a float, double, __half or __nv_bfloat16 "
+                                                           r"\(or CUTLASS's half_t, bfloat16_t\)"):
+        kernel_args.plan("launch", ("alpha",), params, "float32", "float32", host=True)
+
+
 @pytest.mark.parametrize(("inputs", "bound"), [("integers(-8,8)", 8), ("integers(-2,2)", 2)])
 def test_cutlasss_integer_inputs_are_whole_numbers_over_the_whole_range(inputs, bound):
     x = drawn(np.random.default_rng(7), 300, 200, inputs, np.float32)

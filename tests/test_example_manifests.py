@@ -216,3 +216,16 @@ def test_thunderkittens_gemm_is_built_with_its_common_mk_line_and_called_as_its_
     consumer_warps, producer_warps = 2 * 4, 4  # matmul_template<2,4,8>: M_BLOCK warpgroups, and the producer's
     assert desc.args[-2:] == ["=132", f"={(consumer_warps + producer_warps) * 32}"]
     assert desc.include_dirs == ["include", "prototype"] and desc.size_multiple.model_dump(exclude_none=True) == {"M": 128, "N": 256, "K": 64}
+
+
+def test_cute_gemm_101_says_its_form_and_build_once_for_the_folder():
+    """HuyNguyen-hust/cute-gemm-101: every launcher is `launch_..._<T>(m, n, k, const T* alpha, A, lda, B,
+    ldb, const T* beta, C, ldc, stream)` over A row-major, B and C column-major (its cublasGemmEx is the TN
+    call), FP16 sums in its half_t kernels; CMake's `CUDA_ARCHITECTURES 80` builds with CUTLASS's headers."""
+    kernels = [_described(k) for k in _kernels(EXAMPLES_DIR / "HuyNguyen-hust-cute-gemm-101.gemmwatch.json")]
+    half = [d for d in kernels if "half_t" in d.launcher]
+    assert len(half) == 3 and all(d.form.key() == "rcc+acc16" for d in half)
+    assert all(d.form.key() == "rcc" for d in kernels if d not in half)
+    assert all(d.libraries == ["cutlass"] and d.build_flags.target == "sm_80+" for d in kernels)
+    # no predicate in its tiles' copies: sizes in whole tiles (128x128x32 for V01-V03, 64x64x16 for the rest)
+    assert {d.size_multiple.model_dump(exclude_none=True)["M"] for d in half} == {128}

@@ -95,6 +95,18 @@ def test_a_folders_nvcc_line_goes_to_its_cuda_kernels_each_kernels_own_field_fir
     assert given["t"] == given["h"] == {"compiler": None, "flags": None, "include_dirs": None}
 
 
+def test_a_folders_form_and_libraries_go_to_its_kernels_each_kernels_own_field_first():
+    """cute-gemm-101's kernels share a form (A row-major, B and C column-major, FP16 sums) and CUTLASS's
+    headers: said once for the folder. CUTLASS is an nvcc line's, not a Triton kernel's."""
+    form = {"layout": {"A": "row", "B": "col", "C": "col"}, "compute_mode": "fp16", "accumulate": "fp16"}
+    entries = {**form, "libraries": ["cutlass"], "kernels": [
+        {"name": "a"}, {"name": "own", "compute_mode": "fp32", "accumulate": None}, {"name": "t", "language": "triton"}]}
+    given = {e["name"]: e for e in folder_defaults(Path("gemmwatch.json"), entries)}
+    assert {f: given["a"][f] for f in [*form, "libraries"]} == {**form, "libraries": ["cutlass"]}
+    assert (given["own"]["compute_mode"], given["own"]["accumulate"], given["own"]["layout"]) == ("fp32", None, form["layout"])
+    assert "libraries" not in given["t"] and given["t"]["layout"] == form["layout"]
+
+
 def test_a_header_reached_only_through_the_folders_include_dirs_is_carried(tmp_path):
     (tmp_path / "inc").mkdir()
     (tmp_path / "inc" / "tile.h").write_text("#pragma once\nconstexpr int TILE = 16;\n")

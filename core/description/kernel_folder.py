@@ -68,9 +68,12 @@ def load_folder(folder: Path, names: list[str] | None = None) -> list[KernelDesc
 # how its C++ kernels are built, one nvcc line for every source as torch.utils.cpp_extension.load gives its
 # `extra_cuda_cflags` to all of them; they go to those kernels alone: a Triton or Helion kernel beside them
 # has no nvcc line, and a C++ kernel left on NVRTC is told to name nvcc rather than quietly built without
-# the build.
-BUILD_FIELDS = ("build", "compiler", "flags", "include_dirs")
-FOLDER_FIELDS = ("timing", "inputs", *BUILD_FIELDS)
+# the build. `libraries` (CUTLASS's headers) is part of that line. What the folder's kernels compute, where a
+# repository's kernels all share it (cute-gemm-101's: A row-major, B and C column-major, FP16 sums), may be
+# said once too: `layout`, `compute_mode`, `accumulate`.
+BUILD_FIELDS = ("build", "compiler", "flags", "include_dirs", "libraries")
+FORM_FIELDS = ("layout", "compute_mode", "accumulate")
+FOLDER_FIELDS = ("timing", "inputs", *FORM_FIELDS, *BUILD_FIELDS)
 
 
 def folder_defaults(manifest: Path, entries):

@@ -28,7 +28,10 @@ SCALE_ROLES = frozenset(SCALE_ARGS)  # FP8's block scales: FP32 arrays (core/des
 # Scalar C++ types (as the demangler spells them) -> how a value is passed.
 _INTEGERS = {"int": "i32", "unsigned int": "u32", "long": "i64", "unsigned long": "u64", "long long": "i64",
              "unsigned long long": "u64"}
-_FLOATS = {"float": "f32", "double": "f64", "__half": "f16", "__nv_bfloat16": "bf16"}
+# CUTLASS's half_t and bfloat16_t hold the same 16 bits as __half and __nv_bfloat16 (cute-gemm-101's
+# launchers take `cute::half_t const* alpha`).
+_FLOATS = {"float": "f32", "double": "f64", "__half": "f16", "__nv_bfloat16": "bf16", "cutlass::half_t": "f16",
+           "cutlass::bfloat16_t": "bf16"}
 _NUMPY = {"i32": numpy.int32, "u32": numpy.uint32, "i64": numpy.int64, "u64": numpy.uint64, "f32": numpy.float32,
           "f64": numpy.float64, "f16": numpy.float16, "u16": numpy.uint16, "b8": numpy.bool_}
 # A launcher's grid or block, given by its runner (ThunderKittens' `inner_run(..., dim3 grid, dim3 block)`):
@@ -152,7 +155,8 @@ def _passing(role: str, spelling: str | None, size: int | None, input_type: str,
         return _INTEGERS[base]
     if role in SCALAR_ROLES:
         if base not in _FLOATS:
-            return f"!{role} must be a float, double, __half or __nv_bfloat16, by value or by pointer"
+            return (f"!{role} must be a float, double, __half or __nv_bfloat16 (or CUTLASS's half_t, bfloat16_t), "
+                    "by value or by pointer")
         return ("*" if pointer else "") + _FLOATS[base]
     if role == "stream":
         return "ptr" if spelling == "CUstream_st*" else "!stream must be a cudaStream_t"
