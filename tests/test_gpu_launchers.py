@@ -43,6 +43,22 @@ def test_gpu_the_repositorys_launchers_verify_and_are_timed(gpu, name, size):
     assert ("candidates" in chosen and chosen["cached"] is True) or chosen["why"].startswith("cuBLASLt offers no"), chosen
 
 
+def test_gpu_a_launcher_that_takes_the_stream_but_launches_on_the_default_one_is_right_at_every_run(gpu):
+    """cute-gemm-101's V01-V03 take a stream and launch with `<<<grid, block, smem>>>`: the legacy
+    default stream. On a non-blocking stream (gemmwatch's until this test) nothing ordered that launch
+    with the case's fills and checks, and the H100 judged them "not the same work on every call" (run 1
+    right, run 2 wrong). The stream handed over is a blocking one, as their runner's cudaStreamCreate
+    makes: every run is right, and the kernel is what the events time."""
+    runner, policy = gpu
+    out = runner.run_case(case(described(REPO, "launcher_launch_gemm_default_stream"), size=(2048, 2048, 2048)),
+                          policy)
+    assert out.verified and out.error is None, out.error
+    twin = runner.run_case(case(described(REPO, "launcher_launch_gemm"), index=1, size=(2048, 2048, 2048)), policy)
+    assert twin.verified, twin.error
+    # the same kernel: timed on the default stream or on the one it was given, the same time within 20 %
+    assert 0.8 < out.gflops / twin.gflops < 1.25, (out.gflops, twin.gflops)
+
+
 def test_gpu_cupys_set_up_kernels_are_kept_once_per_kind_of_case_and_each_case_starts_from_them(tmp_path):
     """worker/launch/setup_kernels.py on a GPU: the names CuPy gives its compiled kernels are the ones
     kept (were CuPy to name them otherwise, nothing would be kept and every case would compile them

@@ -32,11 +32,14 @@ class CupyLauncherDevice(CupyDevice):
         self.plan, self.compiler_label = plan, compiler_label
         self.launcher = None  # the job's function (ctypes), once loaded
         self.host_call_ms: list[float] = []  # how long each call of it held the host (launcher_hook.host_time)
-        # A stream of its own, current for CuPy and cuBLAS: the launcher is handed this one. A
-        # launcher that takes no stream launches on the legacy default stream, which a non-blocking
-        # stream never waits for: the case is then timed on that stream itself.
+        # A stream of its own, current for CuPy and cuBLAS: the launcher is handed this one. It is a
+        # blocking stream, as cudaStreamCreate makes in a repository's own runner: a launcher that
+        # takes the stream and still launches on the legacy default stream (cute-gemm-101's V01-V03
+        # write `<<<grid, block, smem>>>`) is then ordered with the case's fills, checks and events,
+        # where a non-blocking stream would race it. A launcher that takes no stream is timed on the
+        # legacy default stream itself.
         takes_stream = any(role == "stream" for role, _how in plan.passing)
-        self.stream = self.cp.cuda.Stream(non_blocking=True) if takes_stream else self.cp.cuda.Stream.null
+        self.stream = self.cp.cuda.Stream(non_blocking=False) if takes_stream else self.cp.cuda.Stream.null
         self.stream.use()
 
     def compile(self, launch) -> kernel_args.LoadedKernel:
