@@ -146,7 +146,14 @@ def test_fillers_are_planned_in_each_parameters_own_type():
     plan = kernel_args.plan("runKernel", ("M", "A", "null", "ignored", "ignored", "=3", "=0.5"),
                             [["int", None], ["float*", None], ["int*", None], ["__half", None], ["float const*", None],
                              ["unsigned long", None], ["double", None]], "float32", "float32", host=True)
-    assert [how for _r, how in plan.passing] == ["i32", "ptr", "null", "f16", "null", "u64", "f64"]
+    # an ignored `float const*` is the address of a zero in host memory: a launcher dereferences its
+    # `const T* beta` even where its kernel ignores the value (null made cute-gemm-101's V03 crash)
+    assert [how for _r, how in plan.passing] == ["i32", "ptr", "null", "f16", "&f32", "u64", "f64"]
+    assert kernel_args.filler_value("ignored") == 0
+    # a kernel's is the address of a zero in device memory; a pointer to no float (a debug buffer) is null
+    plan = kernel_args.plan("k", ("M", "ignored", "ignored", "ignored"),
+                            [["int", None], ["__half const*", None], ["int*", None], ["void*", None]], "float16", "float16")
+    assert [how for _r, how in plan.passing] == ["i32", "*f16", "null", "null"]
     # Known by their sizes alone (an extern "C" kernel, a Triton cubin): a constant written with a point or
     # an exponent is a float, as Triton types a wrapper's 1.0; one written as an integer stays an integer.
     plan = kernel_args.plan("k", ("M", "=1.0", "=1", "=0.5", "=2.5e-1", "=-3"),

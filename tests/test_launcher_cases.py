@@ -283,6 +283,23 @@ def test_a_launcher_case_is_verified_and_timed_by_the_runner_in_its_own_process(
 
 
 @needs_confinement
+def test_a_launchers_ignored_beta_by_pointer_points_to_a_zero_and_the_form_is_alpha_times_ab(runner):
+    """cute-gemm-101's V03 (tests/fixtures/host_launchers: host_gemm_scales_what_it_wrote) dereferences
+    `const T* beta` and scales what it wrote by alpha + beta: right at beta = 0 alone. Named "ignored", its
+    beta is the address of a zero (null crashed the launcher) and it is checked as C = alpha·A·B; named
+    beta, gemmwatch's nonzero beta shows it wrong."""
+    desc = described(HOST, "host_gemm_beta_ignored")
+    assert desc.form.epilogue == "alpha_only"
+    out = runner.run_case(case(desc), POLICY)
+    assert out.verified and out.error is None and out.rel_error < 1e-6, out.error
+    assert out.env["launcher"]["what_happened"] == "the launcher returned normally"
+    assert "ignored: float const*" in out.env["launch"]["params"], out.env["launch"]["params"]
+    args = ["beta" if role == "ignored" else role for role in desc.args]
+    named_beta = runner.run_case(case(described(HOST, "host_gemm_beta_ignored", args=args), index=1), POLICY)
+    assert not named_beta.verified and "wrong result" in named_beta.error, named_beta.error
+
+
+@needs_confinement
 def test_a_launcher_reaches_its_matrices_through_the_maps_the_runner_encodes_and_an_odd_line_is_refused(runner):
     """host_gemm_from_maps gets no pointer to A or B: it reads them through the records the CPU double
     puts where a GPU's maps go (the request the product would have the driver encode), and writes C

@@ -92,7 +92,7 @@ class ArgPlan:
     (by value), ptr (a matrix or tensor map by address, a launcher's stream), map (a tensor map's 128
     bytes by value: `const __grid_constant__ CUtensorMap`), &map (a launcher's tensor map, by the address of its
     bytes in host memory), null (a null pointer:
-    the role "null", or "ignored" for a pointer), *f32 *f64 *f16 *bf16
+    the role "null", or "ignored" for a pointer to no float), *f32 *f64 *f16 *bf16
     (a kernel's scalar in device memory, passed by address) or &f32 &f64 &f16 &bf16 (a launcher's
     scalar in host memory: the launcher dereferences it on the host, as leimao's `T const* alpha`),
     b8 (a bool, by value), dim3 (a launcher's grid or block: DIM3), tensor and &tensor (a launcher's `torch::Tensor`, by value or by reference:
@@ -182,7 +182,8 @@ def _passing(role: str, spelling: str | None, size: int | None, input_type: str,
 
 def _filler(role: str, spelling: str | None, size: int | None) -> str:
     """A parameter that is no role of the GEMM's: "null" for a pointer, "ignored" as zero in whatever
-    type it has, "=c" as the constant c in its (integer or floating) type."""
+    type it has (a scalar by pointer: the address of a zero; another pointer: null), "=c" as the
+    constant c in its (integer or floating) type."""
     if spelling is None and role.startswith("=") and not is_expression(role) and integer_constant(role) is None:
         # An extern "C" kernel or a Triton cubin, known by its sizes alone: a constant written with a point
         # or an exponent ("=1.0", a wrapper's float scale) is a float, as Triton types a Python float.
@@ -192,6 +193,10 @@ def _filler(role: str, spelling: str | None, size: int | None) -> str:
     else:
         pointer = spelling.endswith("*")
         base = spelling.rstrip("*").strip() if pointer else spelling
+    if role == "ignored" and pointer and spelling is not None and base in _FLOATS:
+        # A scalar by pointer gets a pointer to a zero of its type, never null: a launcher dereferences its
+        # `const T* beta` on the host even where its kernel then ignores the value (cute-gemm-101's V03).
+        return "*" + _FLOATS[base]
     if role == "null" or (role == "ignored" and pointer and spelling is not None):
         return "null" if pointer else "!null is for a pointer parameter (a debug buffer passed as nullptr)"
     kind = None if pointer and spelling is not None else _INTEGERS.get(base or "") or _FLOATS.get(base or "") or (
