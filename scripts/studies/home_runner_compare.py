@@ -28,19 +28,24 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
   nvcc line; `LEVEL=xx` for the tutorial's levels), then its main: bf16_h100's three times (4096^3,
   10 back-to-back calls over buffers three times L2 after a rest and 5 warm-ups), each level's once
   (launch.cu: 4096^3, timed on the host's clock), "Achieved performance: <t> TFLOPs".
+- cute-gemm-101 (`HuyNguyen-hust/cute-gemm-101`): its two profilers, built as its CMake file builds them,
+  each checking its kernels against cuBLAS at 4096^3 and timing one call after 1-2 warm-ups, printing
+  "Effective TFLOPs: <t> tflops" for its cuBLAS and for the kernel; three runs, the median kept. One
+  line of its device-information printout is rewritten for CUDA 13 (see the function).
 - CUTLASS's example 48 (Hopper warp-specialised TF32, issue 50): built with the manifest's flags
   against the same CUTLASS headers the worker pins, run as
   `48_hopper_warp_specialized_gemm --m=S --n=S --k=S --iterations=1000` (one check, then 1000
   back-to-back initialize+run between two events), three times; "GFLOPS: <g>" each.
 
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
-  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm,thunderkittens} REPO OUT
+  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm,thunderkittens,cutegemm101} REPO OUT
       [--steps check,runner,burst,cold] [--only a,b] [--size 8192]
 (check: the repository's own correctness check where its runner leaves it off, matmul_playground only)
 (REPO for cutlass48: CUTLASS's examples/ folder, or the nvidia-cutlass wheel's cutlass_library/source/examples)
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -251,15 +256,80 @@ def thunderkittens_runner(repo: Path, out: Path, manifest: dict) -> dict[str, fl
     return figures
 
 
+def _compile_object(nvcc: str, flags: list[str], repo: Path, unit: str, out: Path) -> str:
+    obj = out / (Path(unit).stem + ".o")
+    subprocess.run([nvcc, *flags, "-c", unit, "-o", str(obj)], cwd=repo, check=True)
+    return str(obj)
+
+
+_CUTE_GEMM_101_NAMES = {"official cute gemm kernel V01": "cute_gemm_101_official_v01_fp32",
+                        "official cute gemm kernel V02": "cute_gemm_101_official_v02_fp32",
+                        "custom cute gemm kernel V00": "cute_gemm_101_v00_tf32",
+                        "custom cute gemm kernel V01": "cute_gemm_101_v01", "custom cute gemm kernel V02": "cute_gemm_101_v02",
+                        "custom cute gemm kernel V03": "cute_gemm_101_v03"}
+
+
+def cutegemm101_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """TFLOPS per kernel as its two profilers print them ("custom gemm kernel performance:", then "Effective
+    TFLOPs: <t> tflops"): profile_cuda_gemm_fp32 (official V01, V02 and V00 in float) and _fp16 (V01-V03 in
+    half_t), each at 4096^3 with its own check against cuBLAS, then 1 (fp32: 1, fp16: 2) warm-up calls and
+    one call between two events on a cudaStreamCreate stream. Built as src/CMakeLists.txt builds them: the
+    library's files one object each, each profiler linked to them and cuBLAS; CUTLASS's include and
+    tools/util/include (the headers the worker pins), its `CUDA_ARCHITECTURES 80`. Three runs each, the median kept."""
+    sys.path.insert(0, str(ROOT))
+    from core.settings import settings
+    from worker.compile.header_libraries import cutlass
+
+    includes = [f"-I{d}" for d in ("include", *cutlass(settings.cutlass_dir).include_dirs)]
+    library = [f"src/{f}" for f in ("cutlass_cute_official_gemm_v01.cu", "cutlass_cute_official_gemm_v02.cu",
+                                    "cutlass_cute_00_block_tiling_thread_tiling_without_shared_memory.cu",
+                                    "cutlass_cute_01_block_tiling_thread_tiling_with_swizzle_shared_memory.cu",
+                                    "cutlass_cute_02_block_tiling_thread_tiling_with_swizzle_shared_memory_pipeline.cu",
+                                    "cutlass_cute_03_block_tiling_thread_tiling_with_swizzle_shared_memory_pipeline_epilouge.cu",
+                                    "profile_utils.cu", "cuda_utils.cu")]
+    flags = ["-std=c++17", "--generate-code=arch=compute_80,code=[compute_80,sm_80]", *includes]
+    # CUDA 13 dropped cudaDeviceProp::memoryClockRate, which its print_device_info reads for a line it
+    # prints: this copy reads the same value through cudaDeviceGetAttribute (no kernel or timing line changed).
+    utils = repo / "src" / "profile_utils.cu"
+    utils.write_text(utils.read_text().replace(
+        "device_prop.memoryClockRate",
+        "[&] { int khz = 0; cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device_id); return khz; }()"))
+    nvcc = os.environ.get("NVCC", "nvcc")
+    started = time.monotonic()
+    # CMake's library target, one object per file, compiled side by side as `make -j` would
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+        objects = list(pool.map(lambda unit: _compile_object(nvcc, flags, repo, unit, out), library))
+    lines = [f"# library built in {time.monotonic() - started:.0f} s with: {nvcc} {' '.join(flags)} -c <each file>\n"]
+    runs: dict[str, list[float]] = {}
+    for profiler in ("profile_cuda_gemm_fp32", "profile_cuda_gemm_fp16"):
+        command = [nvcc, *flags, f"src/{profiler}.cu", *objects, "-lcublas", "-o", str(out / profiler)]
+        subprocess.run(command, cwd=repo, check=True)
+        lines.append(f"# {' '.join(command)}\n")
+        for _ in range(3):
+            done = subprocess.run([str(out / profiler)], cwd=repo, capture_output=True, text=True, timeout=300)
+            lines.append(f"exit {done.returncode}\n{done.stdout}{done.stderr}")
+            kernel, mine = None, False
+            for line in done.stdout.splitlines():
+                if line.strip() in _CUTE_GEMM_101_NAMES:
+                    kernel = _CUTE_GEMM_101_NAMES[line.strip()]
+                mine = {"custom gemm kernel performance:": True, "cuBLAS gemm kernel performance:": False}.get(
+                    line.strip(), mine)
+                if (m := re.match(r"Effective TFLOPs: ([\d.]+)", line)) and kernel:
+                    runs.setdefault(kernel if mine else f"cublas ({kernel})", []).append(float(m.group(1)))
+    (out / "runner.txt").write_text("".join(lines))
+    return {name: sorted(r)[len(r) // 2] for name, r in runs.items()} | {f"{n} runs": r for n, r in runs.items()}
+
+
 REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "hgemm_mma": ("yencal-cuda-hgemm-mma.gemmwatch.json", hgemm_mma_runner),
          "matmul_playground": ("alexarmbr-matmul-playground.gemmwatch.json", matmul_playground_runner),
          "omkarnabar": ("omkarnabar-triton-gemm.gemmwatch.json", omkarnabar_runner),
          "cutlass48": ("NVIDIA-cutlass-examples.gemmwatch.json", cutlass48_runner),
          "simplegemm": ("yf225-simplegemm.gemmwatch.json", simplegemm_runner),
-         "thunderkittens": ("HazyResearch-ThunderKittens.gemmwatch.json", thunderkittens_runner)}
+         "thunderkittens": ("HazyResearch-ThunderKittens.gemmwatch.json", thunderkittens_runner),
+         "cutegemm101": ("HuyNguyen-hust-cute-gemm-101.gemmwatch.json", cutegemm101_runner)}
 # The size a repository's runner times, where it is not SIZE cubed: gemmwatch's steps take it too.
-SHAPES = {"simplegemm": "8448x9216x640", "thunderkittens": "4096x4096x4096"}
+SHAPES = {"simplegemm": "8448x9216x640", "thunderkittens": "4096x4096x4096", "cutegemm101": "4096x4096x4096"}
 # The repositories whose own correctness check is off in the runner as it times (see each function).
 CHECKS = {"matmul_playground": matmul_playground_check}
 
@@ -339,6 +409,11 @@ def table(out: Path, variants: list[str]) -> None:
         check_cell = [{True: "passed", False: "FAILED"}.get(checked.get(name), "")] if checked is not None else []
         lines.append(f"| {name} | " + " | ".join(check_cell + [str(runner.get(name, ""))]) + " | "
                      + " | ".join(cells) + " |")
+    if any(f"cublas ({name})" in runner for name in variants):  # a runner that times its cuBLAS beside each kernel
+        lines += ["", "| kernel | its runner's cuBLAS TFLOPS | " + " | ".join(f"gemmwatch {m} cuBLAS TFLOPS" for m in modes)
+                  + " |", "| --- | ---: | " + " | ".join("---:" for _ in modes) + " |"]
+        lines += [f"| {name} | {runner.get(f'cublas ({name})', '')} | " + " | ".join(
+            f"{got[name]['cublas_tflops']:.1f}" if name in got else "" for got in modes.values()) + " |" for name in variants]
     cublas = [f"{m} {next(iter(got.values()))['cublas_tflops']:.1f}" for m, got in modes.items() if got]
     its_cublas = f"its runner {runner['cublas']} TFLOPS" if "cublas" in runner else "its runner prints none"
     lines.append(f"\ncuBLAS: {its_cublas}; gemmwatch's in the same form: " + ", ".join(cublas))
