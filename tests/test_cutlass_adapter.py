@@ -59,7 +59,7 @@ def test_the_example_is_taken_as_it_ships(examples):
 @pytest.mark.parametrize(("changes", "words"), [
     ({"libraries": []}, r'gemmwatch::cutlass3_gemm is written against cutlass: add "libraries": \["cutlass"\]'),
     ({"launcher": "gemmwatch::cutlass2_gemm<Gemm>"},
-     r"gemmwatch::cutlass2_gemm is not one of gemmwatch's launchers \(gemmwatch::cutlass3_gemm\)"),
+     r"gemmwatch::cutlass2_gemm is not one of gemmwatch's launchers \(gemmwatch::cutlass3_gemm, gemmwatch::functor\)"),
     ({"launcher": "gemmwatch::cutlass3_gemm"}, r'name the GEMM type gemmwatch::cutlass3_gemm runs.*"gemmwatch::cutlass3_gemm<Gemm>"'),
     ({"launcher": "gemmwatch :: cutlass3_gemm"}, "name the GEMM type"),
 ])

@@ -25,7 +25,7 @@ def gpu(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["launcher_run_sgemm_tiled", "launcher_launch_gemm", "launcher_sgemm_split",
-                                  "launcher_runner_sized"])
+                                  "launcher_runner_sized", "launcher_sgemm_object"])
 @pytest.mark.parametrize("size", SIZES)
 def test_gpu_the_repositorys_launchers_verify_and_are_timed(gpu, name, size):
     runner, policy = gpu
@@ -57,6 +57,16 @@ def test_gpu_a_launcher_that_takes_the_stream_but_launches_on_the_default_one_is
     assert twin.verified, twin.error
     # the same kernel: timed on the default stream or on the one it was given, the same time within 20 %
     assert 0.8 < out.gflops / twin.gflops < 1.25, (out.gflops, twin.gflops)
+
+
+def test_gpu_an_object_launcher_is_built_from_the_devices_properties(gpu):
+    """gemmwatch::functor<SgemmObject> builds the object from M, N, K and the device's cudaDeviceProp: its
+    grid is the SM count (zero SMs would launch nothing and fail the case), and it is kept for every run."""
+    runner, policy = gpu
+    out = runner.run_case(case(described(REPO, "launcher_sgemm_object"), size=(2048, 2048, 2048)), policy)
+    assert out.verified and out.error is None, out.error
+    assert out.env["launch"]["params"][:4] == ["M: int", "N: int", "K: int", "A: float const*"], out.env["launch"]
+    assert out.env["launch"]["launcher"] == "gemmwatch::functor<SgemmObject>"
 
 
 def test_gpu_cupys_set_up_kernels_are_kept_once_per_kind_of_case_and_each_case_starts_from_them(tmp_path):

@@ -4,7 +4,7 @@ launches, and a repository's own host launcher (gemmwatch's adapters among them)
 KernelDescription's own validation; each refusal names the field to change."""
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from core.description.description_fields import DEFAULT_ARGS, SCALE_ARGS
 from core.description.gemm_form import GemmForm
@@ -171,9 +171,17 @@ def check_launcher(desc: Described) -> None:
     _check_adapter(desc.launcher, desc.libraries)
 
 
-# gemmwatch's own launchers over a type a repository defines, and the header library each needs:
-# gemmwatch::cutlass3_gemm<Gemm> runs a CUTLASS 3 device GEMM (worker/compile/launcher_adapters).
-LAUNCHER_ADAPTERS = {"gemmwatch::cutlass3_gemm": "cutlass"}
+# gemmwatch's own launchers over a type a repository defines, and the header library each needs
+# (worker/compile/launcher_adapters): gemmwatch::cutlass3_gemm<Gemm> runs a CUTLASS 3 device GEMM;
+# gemmwatch::functor<Type> builds an object of the type once per size and calls it (no library).
+class Adapter(NamedTuple):
+    library: str | None  # the header library it is written against
+    runs: str  # what its template argument is, in an error's words
+    spelled: str  # that argument in an example
+
+
+LAUNCHER_ADAPTERS = {"gemmwatch::cutlass3_gemm": Adapter("cutlass", "the GEMM type", "Gemm"),
+                     "gemmwatch::functor": Adapter(None, "the type (a class with an operator())", "Type")}
 
 
 def _check_adapter(launcher: str, libraries: Sequence[str]) -> None:
@@ -182,12 +190,14 @@ def _check_adapter(launcher: str, libraries: Sequence[str]) -> None:
     name = launcher.split("<", 1)[0].replace(" ", "")
     if not name.startswith("gemmwatch::"):
         return
-    library = LAUNCHER_ADAPTERS.get(name)
-    if library is None:
+    if name not in LAUNCHER_ADAPTERS:
         raise ValueError(f"launcher: {name} is not one of gemmwatch's launchers ({', '.join(LAUNCHER_ADAPTERS)})")
+    adapter = LAUNCHER_ADAPTERS[name]
     if "<" not in launcher:
-        raise ValueError(f'launcher: name the GEMM type {name} runs, as the repository spells it: "{name}<Gemm>"')
-    if library not in libraries:
+        raise ValueError(f'launcher: name {adapter.runs} {name} runs, as the repository spells it: '
+                         f'"{name}<{adapter.spelled}>"')
+    library = adapter.library
+    if library is not None and library not in libraries:
         raise ValueError(f'launcher: {name} is written against {library}: add "libraries": ["{library}"]')
 
 
