@@ -235,3 +235,20 @@ def test_cute_gemm_101_says_its_form_and_build_once_for_the_folder():
     assert all(d.libraries == ["cutlass"] and d.build_flags.target == "sm_80+" for d in kernels)
     # no predicate in its tiles' copies: sizes in whole tiles (128x128x32 for V01-V03, 64x64x16 for the rest)
     assert {d.size_multiple.model_dump(exclude_none=True)["M"] for d in half} == {128}
+
+
+def test_gemm_zoos_kernel_functors_are_run_as_objects_with_their_own_forms():
+    """AD2605/gemm-zoo: each launcher is a class built from (m, n, k, cudaDeviceProp) and called with
+    (a, b, c, d, alpha, beta, stream), C read and D written; its bench files are the units, as its CMake
+    file builds them, and its constructors assert whole tiles (`m % M == 0`)."""
+    kernels = [_described(k) for k in _kernels(EXAMPLES_DIR / "AD2605-gemm-zoo.gemmwatch.json")]
+    assert all(d.launcher.startswith("gemmwatch::functor<nvidia::kernel_functors::") and d.launcher.endswith(">")
+               for d in kernels)
+    assert all(d.args[:3] == ["M", "N", "K"] and d.args[3:7] == ["A", "B", "C", "D"] for d in kernels)
+    by_name = {d.name: d for d in kernels}
+    # BF16 into an FP32 C; FP16 summed in FP16 (its mma is .f16.f16.f16.f16); TF32 on the tensor cores
+    assert by_name["gemm_zoo_bf16_mma"].compute_mode == "bf16" and by_name["gemm_zoo_bf16_mma"].output == "fp32"
+    assert by_name["gemm_zoo_fp16_mma"].form.accumulate == "fp16"
+    assert by_name["gemm_zoo_tf32_mma"].compute_mode == "tf32"
+    assert by_name["gemm_zoo_fp16_mma"].size_multiple.model_dump(exclude_none=True) == {"M": 256, "N": 256, "K": 32}
+    assert all(d.source.startswith("nvidia/bench/bench_") for d in kernels)

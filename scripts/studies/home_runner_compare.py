@@ -32,13 +32,16 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
   each checking its kernels against cuBLAS at 4096^3 and timing one call after 1-2 warm-ups, printing
   "Effective TFLOPs: <t> tflops" for its cuBLAS and for the kernel; three runs, the median kept. One
   line of its device-information printout is rewritten for CUDA 13 (see the function).
+- gemm-zoo (`AD2605/gemm-zoo`): each nvidia/bench/bench_*.cu builds its kernel functor once per size, checks
+  one call against cuBLASLt and times 50 calls, each alone between two events, printing "GFLOPS: <g>" per
+  size; built as its CMake file builds them, three runs each, the median kept (see the function).
 - CUTLASS's example 48 (Hopper warp-specialised TF32, issue 50): built with the manifest's flags
   against the same CUTLASS headers the worker pins, run as
   `48_hopper_warp_specialized_gemm --m=S --n=S --k=S --iterations=1000` (one check, then 1000
   back-to-back initialize+run between two events), three times; "GFLOPS: <g>" each.
 
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
-  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm,thunderkittens,cutegemm101} REPO OUT
+  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm,thunderkittens,cutegemm101,gemmzoo} REPO OUT
       [--steps check,runner,burst,cold] [--only a,b] [--size 8192]
 (check: the repository's own correctness check where its runner leaves it off, matmul_playground only)
 (REPO for cutlass48: CUTLASS's examples/ folder, or the nvidia-cutlass wheel's cutlass_library/source/examples)
@@ -320,6 +323,43 @@ def cutegemm101_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float
     return {name: sorted(r)[len(r) // 2] for name, r in runs.items()} | {f"{n} runs": r for n, r in runs.items()}
 
 
+def gemmzoo_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """TFLOPS per kernel at SIZE^3 as each of its benches prints it ("GEMM Problem: [m: S n: S k: S], GFLOPS:
+    <g>"). Each nvidia/bench/bench_*.cu builds its functor once per size, checks one call against cuBLASLt, then
+    times 50 calls, each alone between two events on its stream, over normal(0,1) data, and prints the mean.
+    Its GFLOPS count m*n*(2k+3) operations (the alpha/beta epilogue too): converted here to gemmwatch's 2*m*n*k.
+    Built as its CMakeLists.txt builds them (no build type: -lineinfo -Xptxas --verbose, -I nvidia,
+    cublasLt and curand), for the GPU's own architecture (its CMAKE_CUDA_ARCHITECTURES default, 89, is
+    set to the card's as its README says to). Three runs each, the median kept."""
+    nvcc = os.environ.get("NVCC", "nvcc")
+    flags = ["-std=c++17", "-lineinfo", "-Xptxas", "--verbose", "-arch=native", "-Invidia"]
+    benches = {k["name"]: k["source"] for k in manifest["kernels"]}
+
+    def build(item):
+        name, source = item
+        done = subprocess.run([nvcc, *flags, source, "-lcublasLt", "-lcurand", "-o", str(out / name)], cwd=repo,
+                              capture_output=True, text=True)
+        return name, done.returncode
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+        builds = dict(pool.map(build, benches.items()))
+    lines = [f"# built in {time.monotonic() - started:.0f} s with: {nvcc} {' '.join(flags)} <bench> -lcublasLt -lcurand: "
+             f"{builds}\n"]
+    figures: dict = {}
+    for name in benches:
+        runs = []
+        for _ in range(3 if builds[name] == 0 else 0):
+            done = subprocess.run([str(out / name)], cwd=repo, capture_output=True, text=True, timeout=600)
+            lines.append(f"# {name}: exit {done.returncode}\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+            for m in re.finditer(r"\[m: (\d+) n: (\d+) k: (\d+)\], GFLOPS: ([\d.]+)", done.stdout):
+                if int(m.group(1)) == int(m.group(2)) == int(m.group(3)) == SIZE:
+                    runs.append(round(float(m.group(4)) * 2 * SIZE / (2 * SIZE + 3) / 1000, 2))
+        if runs:
+            figures[name], figures[f"{name} runs"] = sorted(runs)[len(runs) // 2], runs
+    (out / "runner.txt").write_text("".join(lines))
+    return figures
+
+
 REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "hgemm_mma": ("yencal-cuda-hgemm-mma.gemmwatch.json", hgemm_mma_runner),
          "matmul_playground": ("alexarmbr-matmul-playground.gemmwatch.json", matmul_playground_runner),
@@ -327,7 +367,8 @@ REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "cutlass48": ("NVIDIA-cutlass-examples.gemmwatch.json", cutlass48_runner),
          "simplegemm": ("yf225-simplegemm.gemmwatch.json", simplegemm_runner),
          "thunderkittens": ("HazyResearch-ThunderKittens.gemmwatch.json", thunderkittens_runner),
-         "cutegemm101": ("HuyNguyen-hust-cute-gemm-101.gemmwatch.json", cutegemm101_runner)}
+         "cutegemm101": ("HuyNguyen-hust-cute-gemm-101.gemmwatch.json", cutegemm101_runner),
+         "gemmzoo": ("AD2605-gemm-zoo.gemmwatch.json", gemmzoo_runner)}
 # The size a repository's runner times, where it is not SIZE cubed: gemmwatch's steps take it too.
 SHAPES = {"simplegemm": "8448x9216x640", "thunderkittens": "4096x4096x4096", "cutegemm101": "4096x4096x4096"}
 # The repositories whose own correctness check is off in the runner as it times (see each function).
