@@ -44,6 +44,17 @@ def test_an_object_built_once_per_size_reads_c_and_writes_d_and_is_verified(runn
 
 
 @needs_confinement
+def test_an_object_built_from_nothing_takes_the_sizes_again_in_its_call(runner):  # noqa: F811
+    """A call operator that takes M, N and K itself names them again as expressions ("=M"): a name is
+    given once in args, and gemmwatch's launcher takes the first three."""
+    desc = described(HOST, "host_gemm_object_sized_per_call")
+    assert desc.form.epilogue == "ab_only"
+    out = runner.run_case(case(desc), POLICY)
+    assert out.verified and out.error is None and out.rel_error < 1e-6, out.error
+    assert out.env["launch"]["params"][3:6] == ["=M: int", "=N: int", "=K: int"], out.env["launch"]["params"]
+
+
+@needs_confinement
 @pytest.mark.parametrize(("type_name", "words"), [
     ("HostGemmBuiltFromAFile", "Type must be built from (M, N, K, const cudaDeviceProp&), from (M, N, K) or from nothing"),
     ("HostGemmOverloaded", "Type must have one call operator"),
