@@ -64,8 +64,8 @@ def test_a_type_gemmwatch_cannot_build_or_call_is_refused_at_its_build_in_its_wo
         tmp_path, shared_kernel_cache, type_name, words):
     folder = tmp_path / "repo"
     shutil.copytree(HOST, folder)
-    entry = {**json.loads((HOST / "gemmwatch.json").read_text())[-1], "launcher": f"gemmwatch::functor<{type_name}>"}
-    assert entry["name"] == "host_gemm_object"
+    entry, = [{**e, "launcher": f"gemmwatch::functor<{type_name}>"}
+              for e in json.loads((HOST / "gemmwatch.json").read_text()) if e["name"] == "host_gemm_object"]
     (folder / "gemmwatch.json").write_text(json.dumps([entry]))
     desc, = load_folder(folder)
     with pytest.raises(CompileError) as refused:
