@@ -107,6 +107,16 @@ def test_a_folders_form_and_libraries_go_to_its_kernels_each_kernels_own_field_f
     assert "libraries" not in given["t"] and given["t"]["layout"] == form["layout"]
 
 
+def test_a_folders_args_go_to_its_cuda_kernels_each_kernels_own_first():
+    """gemm-zoo's eight functors are all called `(a, b, c, d, alpha, beta, stream)`: said once for the
+    folder. A Triton kernel's parameters are its own, so it gets none of them."""
+    args = ["M", "N", "K", "A", "B", "C", "D", "alpha", "beta", "stream"]
+    entries = {"args": args, "kernels": [{"name": "a"}, {"name": "own", "args": ["A", "B", "C"]},
+                                         {"name": "t", "language": "triton"}]}
+    given = {e["name"]: e.get("args") for e in folder_defaults(Path("gemmwatch.json"), entries)}
+    assert given == {"a": args, "own": ["A", "B", "C"], "t": None}
+
+
 def test_a_header_reached_only_through_the_folders_include_dirs_is_carried(tmp_path):
     (tmp_path / "inc").mkdir()
     (tmp_path / "inc" / "tile.h").write_text("#pragma once\nconstexpr int TILE = 16;\n")

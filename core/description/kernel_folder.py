@@ -70,10 +70,12 @@ def load_folder(folder: Path, names: list[str] | None = None) -> list[KernelDesc
 # has no nvcc line, and a C++ kernel left on NVRTC is told to name nvcc rather than quietly built without
 # the build. `libraries` (CUTLASS's headers) is part of that line. What the folder's kernels compute, where a
 # repository's kernels all share it (cute-gemm-101's: A row-major, B and C column-major, FP16 sums), may be
-# said once too: `layout`, `compute_mode`, `accumulate`.
-BUILD_FIELDS = ("build", "compiler", "flags", "include_dirs", "libraries")
+# said once too: `layout`, `compute_mode`, `accumulate`; and so may `args`, where every C++ kernel or launcher
+# of the folder is called alike (gemm-zoo's kernel functors: `(a, b, c, d, alpha, beta, stream)`). `args` goes to
+# C++ kernels alone, as the build does: a Triton kernel's parameters are its own.
+CPP_FIELDS = ("build", "compiler", "flags", "include_dirs", "libraries", "args")
 FORM_FIELDS = ("layout", "compute_mode", "accumulate")
-FOLDER_FIELDS = ("timing", "inputs", *FORM_FIELDS, *BUILD_FIELDS)
+FOLDER_FIELDS = ("timing", "inputs", *FORM_FIELDS, *CPP_FIELDS)
 
 
 def folder_defaults(manifest: Path, entries):
@@ -90,7 +92,7 @@ def folder_defaults(manifest: Path, entries):
 
     def given(entry: dict) -> dict:
         python = entry.get("language") in ("triton", "helion")
-        fields = {name: value for name, value in shared.items() if name not in BUILD_FIELDS or not python}
+        fields = {name: value for name, value in shared.items() if name not in CPP_FIELDS or not python}
         return {**fields, **entry}
 
     return [given(e) if isinstance(e, dict) else e for e in entries["kernels"]]
