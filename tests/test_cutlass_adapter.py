@@ -58,8 +58,9 @@ def test_the_example_is_taken_as_it_ships(examples):
 
 @pytest.mark.parametrize(("changes", "words"), [
     ({"libraries": []}, r'gemmwatch::cutlass3_gemm is written against cutlass: add "libraries": \["cutlass"\]'),
-    ({"launcher": "gemmwatch::cutlass2_gemm<Gemm>"},
-     r"gemmwatch::cutlass2_gemm is not one of gemmwatch's launchers \(gemmwatch::cutlass3_gemm, gemmwatch::functor\)"),
+    ({"launcher": "gemmwatch::cutlass4_gemm<Gemm>"},
+     r"gemmwatch::cutlass4_gemm is not one of gemmwatch's launchers \(gemmwatch::cutlass3_gemm, "
+     r"gemmwatch::cutlass2_gemm, gemmwatch::functor\)"),
     ({"launcher": "gemmwatch::cutlass3_gemm"}, r'name the GEMM type gemmwatch::cutlass3_gemm runs.*"gemmwatch::cutlass3_gemm<Gemm>"'),
     ({"launcher": "gemmwatch :: cutlass3_gemm"}, "name the GEMM type"),
 ])
@@ -131,13 +132,38 @@ def test_a_type_gemmwatchs_launcher_cannot_run_is_refused_in_the_compilers_words
     assert "Gemm must be a CUTLASS 3 device GEMM" in said and "a launcher of the repository's own" in said
 
 
+@needs_nvcc
+@needs_confinement
+def test_a_cutlass2_device_gemm_is_run_by_gemmwatchs_launcher_its_parameters_read(shared_kernel_cache):
+    """CUTLASS 2's `cutlass::gemm::device::Gemm<...>` (the fixture's SimtSgemm), named as the type its
+    repository defines, with no function of pointers around it: gemmwatch::cutlass2_gemm<SimtSgemm>."""
+    from tests.test_cutlass_library import described as cutlass_kernel
+
+    library = built(cutlass_kernel("cutlass2_simt_sgemm"), shared_kernel_cache)
+    assert [how for _r, how in library.plan.passing] == ["i32", "i32", "i32", "f32", "ptr", "ptr", "f32", "ptr", "ptr"]
+    assert library.plan.spelled[4] == "float const*" and library.plan.spelled[7] == "float*"
+    assert library.compiler.endswith(f" + CUTLASS {CUTLASS.version}")
+
+
+@needs_nvcc
+@needs_confinement
+def test_a_type_that_is_no_cutlass2_gemm_is_refused_in_the_compilers_words(shared_kernel_cache):
+    from tests.test_cutlass_library import described as cutlass_kernel
+
+    with pytest.raises(CompileError) as refused:
+        built(cutlass_kernel("cutlass2_simt_sgemm", launcher="gemmwatch::cutlass2_gemm<RowMajor>"), shared_kernel_cache)
+    said = str(refused.value)
+    assert "gemmwatch/cutlass2_gemm.h" in said and "static assertion failed" in said, said
+    assert "Gemm must be a CUTLASS 2 device GEMM" in said and "gemmwatch::cutlass3_gemm<Gemm>" in said
+
+
 def test_every_launcher_gemmwatch_names_has_its_header():
     from core.description.launch_checks import LAUNCHER_ADAPTERS
     from worker.compile.header_libraries import ADAPTER_DIR, adapter_header
 
     for name in LAUNCHER_ADAPTERS:
         assert (ADAPTER_DIR / adapter_header(f"{name}<Gemm>")).is_file(), name
-    assert adapter_header("gemmwatch::cutlass2_gemm<Gemm>") is None and adapter_header("launch_gemm<float>") is None
+    assert adapter_header("gemmwatch::cutlass4_gemm<Gemm>") is None and adapter_header("launch_gemm<float>") is None
 
 
 @pytest.mark.parametrize("launcher", [

@@ -172,8 +172,9 @@ def check_launcher(desc: Described) -> None:
 
 
 # gemmwatch's own launchers over a type a repository defines, and the header library each needs
-# (worker/compile/launcher_adapters): gemmwatch::cutlass3_gemm<Gemm> runs a CUTLASS 3 device GEMM;
-# gemmwatch::functor<Type> builds an object of the type once per size and calls it (no library).
+# (worker/compile/launcher_adapters): gemmwatch::cutlass3_gemm<Gemm> runs a CUTLASS 3 device GEMM,
+# gemmwatch::cutlass2_gemm<Gemm> a CUTLASS 2 one (cutlass::gemm::device::Gemm); gemmwatch::functor<Type>
+# builds an object of the type once per size and calls it (no library).
 class Adapter(NamedTuple):
     library: str | None  # the header library it is written against
     runs: str  # what its template argument is, in an error's words
@@ -181,6 +182,7 @@ class Adapter(NamedTuple):
 
 
 LAUNCHER_ADAPTERS = {"gemmwatch::cutlass3_gemm": Adapter("cutlass", "the GEMM type", "Gemm"),
+                     "gemmwatch::cutlass2_gemm": Adapter("cutlass", "the GEMM type", "Gemm"),
                      "gemmwatch::functor": Adapter(None, "the type (a class with an operator())", "Type")}
 
 

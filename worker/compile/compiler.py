@@ -210,7 +210,8 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
            confinement.version, path, nvcc.host_compiler_dirs(),
            *(["library", launch.launcher, list(launch.units), LAUNCHER_UNIT_FORM] if library else []),
            [(lib.name, lib.version) for lib in libraries],
-           *([adapter, (header_libraries.ADAPTER_DIR / adapter).read_text()] if adapter else []),
+           # the adapter's header and those it includes (gemmwatch/workspace.h): every header of the folder
+           *([adapter, header_libraries.headers_text(header_libraries.ADAPTER_DIR)] if adapter else []),
            *([header_libraries.headers_text(stand_in)] if stand_in else [])]
     label = " + ".join([f"nvcc {confinement.version}", *(lib.label for lib in libraries)])
     return failed_compiles.remembered(build, request, key, confinement, label, untrusted,

@@ -12,6 +12,8 @@
 #include <type_traits>
 #include <cuda_runtime.h>
 
+#include "cutlass_run.h"
+
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/kernel_hardware_info.h>
@@ -44,7 +46,8 @@ cudaError_t cutlass3_gemm(int M, int N, int K, float alpha, typename detail::Cut
   static_assert(detail::Cutlass3<Gemm>::value,
                 "gemmwatch::cutlass3_gemm<Gemm>: Gemm must be a CUTLASS 3 device GEMM, "
                 "cutlass::gemm::device::GemmUniversalAdapter<GemmKernel> with GemmKernel a CUTLASS 3 kernel "
-                "(its ProblemShape and StrideA); a CUTLASS 2 device GEMM needs a launcher of the repository's own");
+                "(its ProblemShape and StrideA); a CUTLASS 2 device GEMM is gemmwatch::cutlass2_gemm<Gemm>, anything "
+                "else needs a launcher of the repository's own");
   if constexpr (!detail::Cutlass3<Gemm>::value) {
     return cudaErrorNotSupported;
   } else {
@@ -89,29 +92,7 @@ cudaError_t cutlass3_gemm(int M, int N, int K, float alpha, typename detail::Cut
                        : cutlassGetStatusString(status));
       return cudaErrorNotSupported;
     }
-    // A workspace kept for the process and grown when a case needs more (stream-K, split-K schedules).
-    static void *workspace = nullptr;
-    static size_t workspace_bytes = 0;
-    size_t needed = Gemm::get_workspace_size(arguments);
-    if (needed > workspace_bytes) {
-      cudaFree(workspace);
-      cudaError_t error = cudaMalloc(&workspace, needed);
-      if (error != cudaSuccess) {
-        workspace = nullptr;
-        workspace_bytes = 0;
-        return error;
-      }
-      workspace_bytes = needed;
-    }
-    status = gemm.initialize(arguments, workspace, stream);
-    if (status == cutlass::Status::kSuccess) {
-      status = gemm.run(stream);
-    }
-    if (status != cutlass::Status::kSuccess) {
-      std::fprintf(stderr, "gemmwatch::cutlass3_gemm: %s\n", cutlassGetStatusString(status));
-      return cudaErrorLaunchFailure;
-    }
-    return cudaGetLastError();
+    return detail::initialize_and_run(gemm, arguments, stream, "cutlass3_gemm");
   }
 }
 
