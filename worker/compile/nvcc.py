@@ -24,6 +24,8 @@ from core.description.kernel_includes import nvcc_include_dirs, toolkit_homes, t
 # A repository's host code includes cuBLAS's header as often as not (its launcher beside its runner's
 # cuBLAS call, or a shared header); the nvidia-cuda-nvcc wheel's toolkit has no cuBLAS.
 CUBLAS_HEADER = "cublas_v2.h"
+# Every header of the nvidia-cublas wheel a repository includes (AD2605/gemm-zoo's runner: <cublasLt.h>).
+CUBLAS_HEADERS = frozenset({CUBLAS_HEADER, "cublasLt.h", "cublas.h", "cublas_api.h", "cublasXt.h"})
 
 
 def nvcc_path(cfg) -> str | None:
@@ -130,7 +132,7 @@ def missing_header_hint(log: str, nvcc: str) -> str:
     if missed is None:
         return ""
     name = missed.group(1)
-    if name == CUBLAS_HEADER:
+    if name in CUBLAS_HEADERS:
         return (f"\n(gemmwatch: cuBLAS's headers are neither in {toolkit_root(nvcc)}/include nor in an nvidia-cublas "
                 "wheel, CUDA_HOME, CUDA_PATH or /usr/local/cuda on this worker: install gemmwatch[gpu], which brings "
                 "the nvidia-cublas wheel, or set CUDA_HOME to a full CUDA toolkit)")
