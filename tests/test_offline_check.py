@@ -319,3 +319,30 @@ def test_a_cuda_samples_style_kernel_builds_as_it_is(tmp_path):
                                                       "include_dirs": ["Common"]}]))
     run = check(repo, cwd=tmp_path)
     assert run.returncode == 0 and " yes " in row(run.stdout, "matrixmul"), run.stdout + run.stderr
+
+
+def test_a_header_whose_name_holds_a_space_builds_as_it_is(tmp_path):
+    """salykova/sgemm.cu's kernels include "helper_cuda ptx.h" (found through its CMake's `-I common`), and its
+    launcher takes alpha and beta as `const float*` in a header (`src/sgemm.cuh`). Both compilers build the
+    kernel, from a folder whose own name holds a space too, and nvcc the launcher; the manifest names no shim."""
+    repo = tmp_path / "repo"
+    (repo / "common").mkdir(parents=True)
+    (repo / "src" / "my kernels").mkdir(parents=True)
+    (repo / "common" / "helper_cuda ptx.h").write_text("#pragma once\n__device__ inline float twice(float x) { return 2 * x; }\n")
+    (repo / "src" / "my kernels" / "basic.cuh").write_text(
+        f'#include "helper_cuda ptx.h"\n__global__ void basic({ARGS8}) {{\n    {BODY}}}\n')
+    (repo / "src" / "sgemm.cuh").write_text(
+        '#include "my kernels/basic.cuh"\n'
+        "void sgemm(int m, int n, int k, const float* alpha, const float* A, const float* B, const float* beta,\n"
+        "           float* C) {\n"
+        "    basic<<<dim3((n + 15) / 16, (m + 15) / 16), dim3(16, 16)>>>(m, n, k, *alpha, A, B, *beta, C);\n}\n")
+    launcher = {"name": "by_launcher", "source": "src/sgemm.cuh", "launcher": "sgemm", "entry": "basic",
+                "compiler": "nvcc", "include_dirs": ["common"], "flags": ["-DGPUCC=90"]}
+    (repo / "gemmwatch.json").write_text(json.dumps([
+        {**kernel("by_nvrtc", "src/my kernels/basic.cuh", "basic"), "include_dirs": ["common"]},
+        {**kernel("by_nvcc", "src/my kernels/basic.cuh", "basic"), "include_dirs": ["common"], "compiler": "nvcc"},
+        launcher]))
+    run = check(repo, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for name in ("by_nvrtc", "by_nvcc", "by_launcher"):
+        assert " yes " in row(run.stdout, name), run.stdout

@@ -355,3 +355,19 @@ def test_the_headers_nvrtc_takes_are_listed_once_however_many_includes_it_refuse
     for line, name in enumerate(["helper_cuda.h", "helper_functions.h", "cuda_profiler_api.h"], start=1):
         assert f"m.cu, line {line}: #include <{name}> is neither a file of the kernel" in said, said
     assert said.count('set "compiler": "nvcc"') == 3 and said.count("NVRTC takes:") == 1, said
+
+
+@pytest.mark.parametrize("spelled, allowed", [
+    ('"helper_cuda ptx.h"', True), ('<helper_cuda ptx.h>', True), ('"my kernels/a b.cuh"', True),
+    ('"two  spaces.h"', False), ('"ends with space.h "', False), ('" starts.h"', False),
+    ('"dir /x.h"', False), ('"dir/ x.h"', False), ('"tab\there.h"', False),
+])
+def test_a_space_is_allowed_alone_between_two_characters_of_an_include(spelled, allowed):
+    """A name may hold a space (salykova/sgemm.cu's "helper_cuda ptx.h"), but only as a file's name does: one,
+    between two of its characters; never doubled, at either end of a name, or beside a '/'."""
+    text = f"#include {spelled}\n"
+    if allowed:
+        assert {include.name for include in check_source(text)} == {spelled[1:-1]}
+    else:
+        with pytest.raises(SourceRefused, match="must spell its file"):
+            check_source(text)

@@ -92,7 +92,10 @@ Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0
 # A file of the kernel, by its path inside the kernels folder: plain components, no '.' or '..'
 # (a file is found by resolving includes, never by climbing out of the folder).
 _PLAIN_PATH = r"[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*"
-FilePath = Annotated[str, StringConstraints(pattern=rf"^{_PLAIN_PATH}$", max_length=200)]
+# A file's name may hold single spaces between its characters (salykova/sgemm.cu's kernels include
+# "helper_cuda ptx.h"): a space is data in a path handed over as one argument, never a separator.
+_FILE_COMPONENT = r"[A-Za-z0-9_][A-Za-z0-9_.+-]*( [A-Za-z0-9_.+-]+)*"
+FilePath = Annotated[str, StringConstraints(pattern=rf"^{_FILE_COMPONENT}(/{_FILE_COMPONENT})*$", max_length=200)]
 # A folder searched for includes: one of the kernel's folders, or "." for the kernels folder's root, as a
 # repository's `-I .` (or LeetCUDA's `-I kernels/hgemm`, its folder) says it; the root is searched anyway.
 IncludeDir = Annotated[str, StringConstraints(pattern=rf"^(\.|{_PLAIN_PATH})$", max_length=200)]

@@ -120,8 +120,9 @@ class Include:
     angled: bool
 
 
-# What an #include may spell: a path of plain characters, no spaces, no backslash, not absolute.
-INCLUDE_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.+/-]{0,199}")
+# What an #include may spell: a path of plain characters, no backslash, not absolute; a space only
+# alone between two of a name's characters ("helper_cuda ptx.h"), as description_fields.FilePath allows.
+INCLUDE_NAME = re.compile(r"[A-Za-z0-9_.](?:[A-Za-z0-9_.+/-]|(?<=[A-Za-z0-9_.+-]) (?=[A-Za-z0-9_.+-])){0,199}")
 
 
 def check_source(text: str) -> frozenset[Include]:
@@ -311,15 +312,15 @@ def _check_directive(tokens: list[_Token], i: int, end: int, text: str, refuse) 
 
 def _include(line: int, operand: list[_Token], text: str, refuse) -> Include | None:
     """#include "name" or #include <name>, the name spelled out: never a macro (what it expands
-    to is not seen here), never an absolute path, a backslash or a space."""
+    to is not seen here), never an absolute path or a backslash; a space only inside a name."""
     spelled = None
     if len(operand) == 1 and operand[0].kind == "string" and operand[0].text.startswith('"'):
         spelled, angled = operand[0].text[1:-1], False
     elif len(operand) >= 2 and operand[0].text == "<" and operand[-1].text == ">":
         spelled, angled = text[operand[0].start + 1: operand[-1].start], True
     if spelled is None or not INCLUDE_NAME.fullmatch(spelled) or "//" in spelled:
-        refuse(line, "an #include must spell its file as \"path\" or <path> (letters, digits, _ . + - /; not "
-                     "absolute, no macro)")
+        refuse(line, "an #include must spell its file as \"path\" or <path> (letters, digits, _ . + - /, a "
+                     "space between two of them; not absolute, no macro)")
         return None
     if angled and ".." in spelled.split("/"):
         refuse(line, f"#include <{spelled}>: '..' is not allowed in a <...> include")
