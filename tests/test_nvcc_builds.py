@@ -108,7 +108,9 @@ def test_an_entry_the_build_did_not_make_is_named_with_those_it_did(tmp_path):
                                   "-DX=1e+__has_include", "-DX=a+__has_include", "-DX=a.__has_include",
                                   "-DX=0-_Pragma", "--define-macro=X=__has_include",
                                   "-DX=a b", "-D X=1 -I/etc", "-Xcompiler=-fPIE,-fplugin=x", "-Xcompiler -Wl,-rpath,/x",
-                                  "-Xcompiler=-Wl", "-Xcompiler=-Wp", "-arch=sm_90a -I/etc", "-arch=native",
+                                  "-Xcompiler=-Wl", "-Xcompiler=-Wp", "-arch=sm_90a -I/etc", "-arch=native -I/etc",
+                                  "-arch=compute_70 -I/etc", "-arch=compute_70,-I/etc", "-arch=natives", "-arch=all -o x",
+                                  "-code=compute_70 -I/etc",
                                   "-gencode arch=compute_90a,code=sm_90a,-I/etc", "--std=c++17 -I/etc",
                                   # a torch-built repository's -U and its front-end options, with more past them
                                   "-UX -I/etc", "-U X -I/etc", "-U/etc", "--undefine-macro=X=1",
@@ -145,6 +147,13 @@ def test_a_makefiles_flags_are_taken_as_written_and_each_mapped():
     assert (other.target, other.libraries) == ("sm_90a", ("cublasLt",))
     # A plain -arch is the oldest GPU the build runs on; two architecture-specific ones cannot be one kernel.
     assert compile_flags.parse(["-arch=sm_80", "-gencode=arch=compute_90,code=sm_90"]).target == "sm_80+"
+    # A virtual architecture too (wangzyon/NVIDIA_SGEMM_PRACTICE's CMake: PTX the driver compiles for the GPU);
+    # the GPU at hand is no target at all: the worker's own.
+    ptx = compile_flags.parse(["-arch=compute_70", "-code=compute_70"])
+    assert (ptx.target, ptx.nvcc) == ("sm_70+", ())
+    assert compile_flags.parse(["--gpu-architecture", "compute_90a"]).target == "sm_90a"
+    for at_hand in ("-arch=native", "-arch all", "--gpu-architecture=all-major"):
+        assert compile_flags.parse([at_hand, "-O3"]) == compile_flags.parse(["-O3"])
     # alexarmbr/matmul-playground's CMake target_compile_options as they are: --keep changes no code.
     cmake = compile_flags.parse(["-Xptxas=-v", "-Xptxas -dlcm=cg", "--generate-line-info", "--expt-relaxed-constexpr",
                                  "--keep"])

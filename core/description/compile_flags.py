@@ -16,7 +16,10 @@ What each kind becomes (`parse`):
 - `-Xcompiler` host flags from a short list of harmless ones (warnings, strict aliasing, -O, -g):
   passed on; `-fPIC`/`-fPIE` dropped (a launcher's library is always built -fPIC);
 - `-arch=sm_90a`, `-gencode arch=compute_90a,code=sm_90a`: the kernel's target (`target`), since
-  the worker builds for the GPU it runs on; `-arch=sm_80` (no `a`): "sm_80+", any GPU from 8.0 on;
+  the worker builds for the GPU it runs on; `-arch=sm_80` (no `a`): "sm_80+", any GPU from 8.0 on,
+  and so is a virtual architecture, `-arch=compute_70 -code=compute_70` (PTX the driver compiles for
+  the GPU at hand: "sm_70+"); `-arch=native`, `all` or `all-major` (the GPU at hand, or every one):
+  no target, the worker's GPU's own; `-code=...` (which binaries to embed): the worker's GPU's;
 - `-lcublas`, `-lcublasLt`, `-lcurand`, `-lcuda`, `-lcudart`: not linked; a launcher's process
   holds the worker's own (worker/launch/launcher_child.py), so a runner's cuBLAS check still loads;
 - `--keep` (nvcc's intermediate files kept for a person to read): dropped; it changes no code, and
@@ -75,7 +78,8 @@ _DEFINE_SPACED = re.compile(rf"-D ([A-Za-z_][A-Za-z0-9_]{{0,63}})(?:=({_DEFINE_V
 # -UNAME after the build tool's -DNAME: torch-built repositories take PyTorch's half-operator defines back.
 _UNDEFINE = re.compile(rf"(?:-U ?|--undefine-macro{_SEP})([A-Za-z_][A-Za-z0-9_]{{0,63}})")
 _STD = re.compile(rf"--?std{_SEP}(c\+\+(?:11|14|17|20))")
-_ARCH = re.compile(rf"(?:-arch|--gpu-architecture){_SEP}sm_(\d{{2,3}})(a?)")
+_ARCH = re.compile(rf"(?:-arch|--gpu-architecture){_SEP}(?:sm|compute)_(\d{{2,3}})(a?)")
+_ARCH_AT_HAND = re.compile(rf"(?:-arch|--gpu-architecture){_SEP}(?:native|all|all-major)")
 _GENCODE = re.compile(rf"(?:-gencode|--generate-code){_SEP}arch=compute_(\d{{2,3}})(a?),code=(?:\[[a-z0-9_,]+\]|[a-z0-9_]+)")
 _GPU_CODE = re.compile(rf"(?:-code|--gpu-code){_SEP}(?:\[[a-z0-9_,]+\]|[a-z0-9_,]+)")
 _LIBRARY = re.compile(rf"(?:-l ?|--library{_SEP})(cublas|cublasLt|curand|cuda|cudart|cudart_static)")
@@ -90,7 +94,7 @@ _NO_EFFECT = re.compile(r"--?keep|-l ?(?:rt|pthread|dl|m|cudadevrt)|-Xnvlink(?:=
 ALLOWED_TEXT = ("-O0..-O3, -std=/--std=c++11..20, --use_fast_math, -lineinfo, -maxrregcount=N, "
                 "-ftz/-prec-div/-prec-sqrt/-fmad=true|false, --extra-device-vectorization, --expt-relaxed-constexpr, "
                 "--expt-extended-lambda, -restrict, -Xptxas=-v|-O3|-dlcm=ca|cg|cs|--warn-on-spills, -w, "
-                "-DNAME[=value] (a value: a number or a name, no type), -UNAME, -diag-suppress=N, --threads=N, -arch=sm_XX[a] and -gencode arch=compute_XX[a],code=... (the kernel's target), -Xcompiler= with "
+                "-DNAME[=value] (a value: a number or a name, no type), -UNAME, -diag-suppress=N, --threads=N, -arch=sm_XX[a]|compute_XX[a] and -gencode arch=compute_XX[a],code=... (the kernel's target), -arch=native|all|all-major, -code=..., -Xcompiler= with "
                 "-W..., -fno-strict-aliasing, -O, -g, -fPIC/-fPIE, -l cublas|cublasLt|curand|cuda|cudart (the worker's "
                 "own are used), --keep, -lrt/-lpthread/-ldl/-lm/-lcudadevrt, -Xnvlink=--verbose, "
                 "-forward-unknown-to-host-compiler, -ftemplate-backtrace-limit=N (dropped: they change nothing here); "
@@ -187,8 +191,8 @@ def parse(flags: list[str]) -> Flags:
             archs.append((int(m.group(1)), m.group(2)))
         elif _NO_EFFECT.fullmatch(flag):
             dropped.append(flag)
-        elif _GPU_CODE.fullmatch(flag):
-            pass  # which binaries to embed: the worker builds the GPU's own
+        elif _GPU_CODE.fullmatch(flag) or _ARCH_AT_HAND.fullmatch(flag):
+            pass  # which binaries to embed, or the GPU at hand: the worker builds the GPU's own
         elif (m := _LIBRARY.fullmatch(flag)):
             libraries.append(m.group(1))
         elif (m := _XCOMPILER.fullmatch(flag)) and all(_HOST_FLAG.fullmatch(h) for h in m.group(1).split(",")):
