@@ -96,6 +96,26 @@ def test_a_broken_manifest_is_named_kernel_and_field_before_anything_is_posted(t
     assert run.returncode == 2 and "cannot be posted" in run.stderr and words[0] in run.stderr, run.stderr
 
 
+def test_kernels_refused_for_the_same_reasons_are_said_once_and_named_after(tmp_path):
+    """Three kernels with one Makefile line whose one flag is refused: its reasons (the allow-list) once, under
+    the first; the others name it. A kernel refused for another reason still gets its own."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo)
+    entries = json.loads((repo / "gemmwatch.json").read_text())
+    for entry in entries:
+        entry.update(compiler="nvcc", flags=["-O3", "-I."])
+    entries[2]["layout"] = "diagonal"
+    (repo / "gemmwatch.json").write_text(json.dumps(entries))
+    with pytest.raises(FolderError) as refused:
+        load_folder(repo)
+    said = str(refused.value)
+    assert said.count("'-I.' is not allowed") == 2, said  # the first kernel's, and the third's beside its layout
+    second = [line for line in said.splitlines() if "(entry 2)" in line]
+    assert second == [f"gemmwatch.json: kernel {entries[1]['name']!r} (entry 2): refused as kernel "
+                      f"{entries[0]['name']!r} (entry 1) is, above"], said
+    assert "layout" in said and "(entry 3): refused as" not in said
+
+
 def test_an_include_the_repository_does_not_carry_is_named_with_its_file_and_line(tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(REPO, repo)

@@ -43,16 +43,21 @@ def load_folder(folder: Path, names: list[str] | None = None) -> list[KernelDesc
     if names:  # a name the folder does not describe may be a built-in: the server judges it
         entries = [e for e in entries if e.get("name") in names]
     out, problems = [], []
+    # Kernels refused for the same reasons (seven launchers sharing one Makefile line and its one refused
+    # flag): the reasons are spelled out under the first, and each other names that one.
+    first_with: dict[str, str] = {}
     for index, entry in enumerate(entries):
         who = f"{manifest.name}: kernel {entry.get('name')!r} (entry {index + 1})"
         try:
             out.append(KernelDescription.model_validate(with_files(folder, entry)))
+            continue
         except ValidationError as exc:
             # A refused source names each of its problems on a line of its own: indented under the kernel.
-            problems.append("\n".join(line if line.startswith(who) else f"  {line}"
-                                       for line in explain(exc, who).splitlines()))
+            said = "\n".join(line if line.startswith(who) else f"  {line}" for line in explain(exc, who).splitlines())
         except FolderError as exc:
-            problems.append(f"{who}: {exc}")
+            said = f"{who}: {exc}"
+        first = first_with.setdefault(said.replace(who, ""), who)
+        problems.append(said if first == who else f"{who}: refused as {first.split(': ', 1)[1]} is, above")
     if problems:
         raise FolderError("\n".join(problems))
     seen = [d.name for d in out]
