@@ -53,6 +53,16 @@ def test_an_autotuned_kernel_chooses_its_configuration_and_is_verified(runner, s
     assert again.env["triton"]["config"] == chosen
 
 
+# -- @triton.heuristics, computed per case (tests/fixtures/triton_heuristics_repo) -----------------
+@pytest.mark.parametrize("size", [(1000, 1003, 997), (2048, 2048, 2048)], ids=lambda s: "x".join(map(str, s)))
+def test_a_kernel_under_heuristics_is_verified_at_even_and_odd_k(runner, size):
+    from tests.test_triton_heuristics import described as with_heuristics
+
+    out = runner.run_case(Case(0, "triton_heuristics_fp16", *size, 7, KernelChoice(with_heuristics(), {}, "job")),
+                          POLICY)
+    assert out.verified, out.error
+
+
 def test_a_named_configuration_is_the_one_run(runner):
     from tests.test_triton_autotune import described as autotuned
 

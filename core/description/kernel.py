@@ -78,6 +78,9 @@ class Launch:
     # A Triton kernel's per-case specialization of its args, as Triton's own launcher makes it: "1"
     # (the value 1, compiled in), "D" (divisible by 16: a pointer's alignment, a size), "" (neither).
     specialization: tuple[str, ...] = ()
+    # A Triton kernel under @triton.heuristics: each arg's value in this case (an integer or a float; None for a
+    # matrix), which its heuristics read as Triton's launcher hands them the call's arguments.
+    arg_values: tuple[int | float | None, ...] = ()
     # "builtin": this project's own kernels/; "job": brought by a job, so hostile until proven
     # otherwise (compiled only where the compiler is confined, its compile log filtered).
     origin: str = "job"

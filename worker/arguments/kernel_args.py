@@ -311,6 +311,7 @@ def loaded_key(launch) -> tuple:
     kernel's word constexprs: ACTIVATION "relu" and "" are two cubins of one entry."""
     return (tuple(sorted(launch.files.items())), launch.source, launch.entry, launch.compile_options(), launch.origin,
             launch.target, launch.compiler, launch.flags, launch.args, launch.launcher, launch.specialization,
+            launch.arg_values,
             launch.num_stages, launch.block, launch.compute_mode, launch.output,
             tuple(sorted(launch.string_constexprs.items())))
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from core.description.kernel import DeviceFigures, resolve
 from core.description.kernel_description import KernelDescription
+from worker.arguments import kernel_args
 from worker.arguments.kernel_args import ArgumentMismatch, load
 from worker.compile import compiler, cubin_info, launcher_library, triton_build
 
@@ -74,12 +75,16 @@ def check_kernel(desc: KernelDescription, figures: DeviceFigures, cfg) -> Checke
         # A Triton kernel that takes sizes as tl.constexpr is built as a worker builds it for a 4096-cubed case.
         launch = resolve(desc, None, figures, "local", CHECK_DIMS)
         configs_said = ""
-        if launch.language == "triton" and not (desc.triton and desc.triton.config is not None):
-            # Under @triton.autotune a worker times every configuration; the first one is built here.
-            configs = triton_build.describe(launch, cc, cfg)["configs"]
-            if configs:
+        if launch.language == "triton":
+            described = triton_build.describe(launch, cc, cfg)
+            configs = described["configs"]
+            if configs and not (desc.triton and desc.triton.config is not None):
+                # Under @triton.autotune a worker times every configuration; the first one is built here.
                 launch = resolve(desc.with_triton_config(configs[0]), None, figures, "local", CHECK_DIMS)
                 configs_said = f" (configuration 0 of its {len(configs)} @triton.autotune configurations)"
+            # Specialized and its @triton.heuristics computed as for that case's call.
+            launch = triton_build.for_case(launch, described, kernel_args.named_values(
+                launch, *CHECK_DIMS, None, None, None, 1.0, 0.0))
         tunables = ", ".join(f"{name} {value}" for name, value in desc.check_tunables(None).items())
         tunables_said = f" (tunables: {tunables})" if tunables else ""
         if launch.launcher:

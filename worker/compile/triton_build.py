@@ -5,6 +5,7 @@ cache key. Timing never runs the job's Python: only its compile does, confined.
 """
 
 import functools
+from dataclasses import replace
 
 from core.description.kernel import Launch
 from core.description.description_fields import SCALE_ARGS, integer_constant, is_expression, is_filler
@@ -83,6 +84,32 @@ def specialization(launch: Launch, values: dict) -> tuple[str, ...]:
     return tuple(out)
 
 
+def arg_values(launch: Launch, values: dict) -> tuple[int | float | None, ...]:
+    """Each arg's value for these values (kernel_args.named_values), as a @triton.heuristics function reads
+    the call's arguments: sizes, strides, expressions and integer constants as integers, alpha, beta and
+    float constants as floats, a matrix or a map as None (its buffer is the runner's)."""
+    out: list[int | float | None] = []
+    for role in launch.args:
+        if role in INTEGER_ROLES or is_expression(role):
+            out.append(int(values[role]))
+        elif integer_constant(role) is not None:
+            out.append(integer_constant(role))
+        elif role in ("alpha", "beta"):
+            out.append(float(values[role]))
+        elif is_filler(role) and role.startswith("="):
+            out.append(float(role[1:]))
+        else:
+            out.append(None)
+    return tuple(out)
+
+
+def for_case(launch: Launch, described: dict, values: dict) -> Launch:
+    """The launch as Triton's launcher would compile it for one call with these values: its args
+    specialized, and where the kernel has @triton.heuristics, their values to compute them from."""
+    return replace(launch, specialization=specialization(launch, values),
+                   arg_values=arg_values(launch, values) if described.get("heuristics") else ())
+
+
 def _confined_triton(compute_capability: str, cfg) -> tuple[str, CompilerConfinement]:
     cc = compute_capability.replace(".", "")
     confinement = probe(cc, cfg.compile_timeout_s, cfg.compile_memory_mb)
@@ -109,7 +136,8 @@ def describe(launch: Launch, compute_capability: str, cfg) -> dict:
         reply = run_sandbox(request, cfg.compile_timeout_s, cfg.compile_memory_mb)
         if not reply.get("ok"):
             raise CompileRefused(reply.get("log") or reply.get("error") or "no answer")
-        _described[key] = {name: reply[name] for name in ("params", "constexprs", "configs", "skipped")}
+        _described[key] = {name: reply.get(name, []) for name in ("params", "constexprs", "configs", "skipped",
+                                                                   "heuristics")}
         _described[key]["triton"] = confinement.version
     return _described[key]
 
@@ -152,5 +180,8 @@ def compile_triton(launch: Launch, compute_capability: str, cfg) -> CompiledKern
     key = ["triton", sorted(launch.files.items()), launch.source, launch.entry, request["types"],
            sorted(request["constants"].items()), num_warps, launch.num_stages, cc, confinement.version,
            request["specialization"]]
+    if launch.arg_values:  # @triton.heuristics compute constexprs from them: a cubin per set of values
+        request["arg_values"] = list(launch.arg_values)
+        key.append(request["arg_values"])
     return failed_compiles.remembered(build, request, key, confinement, f"Triton {confinement.version}",
                                       launch.origin == "job", lambda log: log, cfg, ".cubin")

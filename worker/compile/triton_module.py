@@ -151,6 +151,18 @@ def kernel_and_configs(triton, obj):
     return obj, configs
 
 
+def heuristics_of(triton, obj) -> list:
+    """What the @triton.heuristics around `obj`'s kernel set, as (name, function) in the order Triton's
+    launcher runs them (the outer decorator first, each dict in its order); empty where there are none."""
+    found = []
+    while obj is not None and not isinstance(obj, triton.runtime.jit.JITFunction):
+        if isinstance(obj, triton.runtime.autotuner.Heuristics):
+            found += list(obj.values.items())
+        inner = getattr(obj, "fn", None)
+        obj = None if inner is obj else inner
+    return found
+
+
 def describe_config(config) -> dict:
     """A triton.Config as plain data: its constexpr values and compile options."""
     return {"kwargs": dict(config.kwargs), "num_warps": int(config.num_warps), "num_stages": int(config.num_stages),

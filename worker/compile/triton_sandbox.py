@@ -161,15 +161,26 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
                                     + (f"; statements of the file that raised:{why}" if skipped else "")}
     constant = [p.name for p in kernel.params if p.is_constexpr]
     plain = [p.name for p in kernel.params if not p.is_constexpr]
+    heuristics = triton_module.heuristics_of(triton, getattr(module, request["entry"], None))
     if request.get("describe"):
         return {"ok": True, "params": plain, "constexprs": constant, "skipped": skipped,
-                "configs": [triton_module.describe_config(c) for c in configs]}
+                "configs": [triton_module.describe_config(c) for c in configs],
+                "heuristics": [name for name, _ in heuristics]}
     config = request.get("config") or {}
     given = {**request["constants"], **config.get("kwargs", {})}
     types = request["types"]
     if len(plain) != len(types):
         return {"ok": False, "log": f"{request['entry']} takes {len(plain)} parameters that are not tl.constexpr "
                                     f"({', '.join(plain)}) but the description's args name {len(types)}: list each in order"}
+    heuristic_log = ""
+    if heuristics:
+        try:
+            found = _heuristic_values(kernel, heuristics, request.get("arg_values") or [], given)
+        except Exception:
+            return {"ok": False, "log": f"the @triton.heuristics of {request['entry']} failed for this case:\n"
+                                        f"{job_traceback(traceback.format_exc())}"}
+        given.update(found)
+        heuristic_log = "@triton.heuristics for this case: " + ", ".join(f"{k} = {v!r}" for k, v in found.items())
     missing = [name for name in constant if name not in given and not _has_default(kernel, name)]
     if missing:
         return {"ok": False, "log": f"{request['entry']}'s tl.constexpr parameters {', '.join(missing)} have no value: "
@@ -190,8 +201,9 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
                                     f"{job_traceback(traceback.format_exc())}"}
     meta = compiled.metadata
     notes = "".join(f"\n  {line}" for line in skipped)
-    reply = built(compiled.asm["cubin"], f"{request['source']}: its definitions were read; statements that raised were "
-                                         f"passed over:{notes}" if skipped else "", {})
+    log = f"{request['source']}: its definitions were read; statements that raised were passed over:{notes}" \
+        if skipped else ""
+    reply = built(compiled.asm["cubin"], "\n".join(line for line in (heuristic_log, log) if line), {})
     for described in reply.get("kernels", []):  # what a launch of it needs, beside its parameters
         if described["symbol"] == meta.name:
             described.update(shared=int(meta.shared), num_warps=int(meta.num_warps), declared=len(plain), kept=kept,
@@ -222,6 +234,22 @@ def _specialized(kernel, types: list[str], specialization: list[str]):
         if spec == "D" and not (param.do_not_specialize or param.do_not_specialize_on_alignment):
             attrs[(index,)] = [["tt.divisibility", 16]]
     return signature, constants, attrs, kept
+
+
+def _heuristic_values(kernel, heuristics: list, arg_values: list, given: dict) -> dict:
+    """Each value the kernel's @triton.heuristics set for this case, as Triton's launcher sets them before a
+    call: each function gets the call's arguments by name (the case's sizes, strides and constants; None for
+    a pointer) with the configuration's and the description's constexprs, and the values set before it."""
+    plain = [p.name for p in kernel.params if not p.is_constexpr]
+    constexprs = {p.name for p in kernel.params if p.is_constexpr}
+    seen = {name: _default(kernel, name) for name in constexprs if _has_default(kernel, name)}
+    seen.update({**dict(zip(plain, arg_values)), **given})
+    found = {}
+    for name, function in heuristics:
+        if name not in constexprs:
+            raise ValueError(f"@triton.heuristics sets {name}, which is not a tl.constexpr parameter of the kernel")
+        seen[name] = found[name] = function(seen)
+    return found
 
 
 def _has_default(kernel, name: str) -> bool:

@@ -14,7 +14,6 @@ result says which configuration ran and how it was chosen (env.triton).
 """
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -99,15 +98,15 @@ def settle(runner, choice, launch: Launch, case, problem, policy) -> tuple[Launc
     dev = runner.device
     described = dev.triton_kernel(launch)
     values = kernel_args.named_values(launch, case.m, case.n, case.k, None, None, None, 1.0, 0.0, case.batch)
-    specialized = triton_build.specialization(launch, values)
     configs = described["configs"]
     if not configs:
-        return replace(launch, specialization=specialized), {"version": described["triton"]}
+        return triton_build.for_case(launch, described, values), {"version": described["triton"]}
     desc, figures = choice.description, dev.figures()
     dims = (case.m, case.n, case.k)  # a kernel's sizes taken as tl.constexpr (triton.size_constexprs)
 
     def time_config(candidate: KernelDescription) -> float:
-        concrete = replace(resolve(candidate, choice.tunables, figures, choice.origin, dims), specialization=specialized)
+        concrete = triton_build.for_case(resolve(candidate, choice.tunables, figures, choice.origin, dims),
+                                         described, values)
         return runner.median_ms(problem.kernel_call(dev.compile(concrete), concrete, problem.new_c(), 1.0, 0.0),
                                 policy)
 
@@ -116,7 +115,7 @@ def settle(runner, choice, launch: Launch, case, problem, policy) -> tuple[Launc
            "form": problem.form.key(case.batch)}
     index, how = choose(desc, configs, time_config if policy is not None else None,
                         dev.cfg.data_dir / "triton-autotune", key)
-    chosen = replace(resolve(with_config(desc, configs[index]), choice.tunables, figures, choice.origin, dims),
-                     specialization=specialized)
+    chosen = triton_build.for_case(resolve(with_config(desc, configs[index]), choice.tunables, figures, choice.origin,
+                                           dims), described, values)
     return chosen, {"version": described["triton"], "config": {"index": index, **configs[index]},
                     "bucket": key["bucket"], **how}
