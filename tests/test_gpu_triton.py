@@ -61,6 +61,8 @@ def test_a_kernel_under_heuristics_is_verified_at_even_and_odd_k(runner, size):
     out = runner.run_case(Case(0, "triton_heuristics_fp16", *size, 7, KernelChoice(with_heuristics(), {}, "job")),
                           POLICY)
     assert out.verified, out.error
+    even = size[2] % out.env["launch"]["defines"]["BLOCK_K"] == 0
+    assert out.env["launch"]["heuristics"] == {"EVEN_K": even, "MASK_K": not even}
 
 
 def test_a_named_configuration_is_the_one_run(runner):

@@ -64,6 +64,9 @@ def test_each_case_compiles_with_the_values_its_heuristics_give(kernel_read, tmp
     assert "EVEN_K = True, MASK_K = False" in built_even.log, built_even.log
     assert "EVEN_K = False, MASK_K = True" in built_odd.log, built_odd.log
     assert built_even.cubin_path.read_bytes() != built_odd.cubin_path.read_bytes()
+    # What a result records of them (env.launch.heuristics, worker/measure/runner.py).
+    loaded = kernel_args.load(built_odd, odd, lambda symbol: symbol)
+    assert loaded.heuristics == {"EVEN_K": False, "MASK_K": True}
     # The configuration's BLOCK_K is what the heuristic read: 4000 is a multiple of 32 and not of 64.
     assert "EVEN_K = True" in compiler.compile_launch(case_launch(described(), kernel_read, 64, 64, 4000, 0),
                                                       "9.0", cfg).log
@@ -95,3 +98,13 @@ def test_a_heuristic_that_sets_a_plain_parameter_is_refused(kernel_read, tmp_pat
     with pytest.raises((CompileError, CompileRefused)) as failed:
         compiler.compile_launch(launch, "9.0", settings(tmp_path))
     assert "sets stride_am, which is not a tl.constexpr parameter" in str(failed.value)
+
+
+@pytest.mark.parametrize("gives", ["object()", "[1, 2]", "'x' * 65"])
+def test_a_heuristic_value_that_cannot_be_compiled_in_is_refused(kernel_read, tmp_path, gives):
+    broken = (REPO / "matmul.py").read_text().replace('"MASK_K": lambda args: not args["EVEN_K"]',
+                                                      f'"MASK_K": lambda args: {gives}')
+    launch = case_launch(described(broken), kernel_read, 1024, 1024, 4096)
+    with pytest.raises((CompileError, CompileRefused)) as failed:
+        compiler.compile_launch(launch, "9.0", settings(tmp_path))
+    assert "@triton.heuristics gives MASK_K a " in str(failed.value), str(failed.value)

@@ -299,6 +299,8 @@ class LoadedKernel:
     # Triton's host TensorDescriptors, by matrix: the box and swizzle it compiled their copies for
     # (contiguous side, lines, swizzle bytes), which the map the runner makes must have.
     descriptors: dict[str, tuple[int, int, int]] | None = None
+    # What a Triton kernel's @triton.heuristics gave for the case it was compiled for ({"EVEN_K": False}).
+    heuristics: dict | None = None
 
 
 def loaded_key(launch) -> tuple:
@@ -349,7 +351,7 @@ def load(built, launch, get_function) -> LoadedKernel:
     arg_plan = None if launch.launcher else plan(launch.entry, roles, kernel["params"], precision.input_type,
                                                  precision.output_type)
     return LoadedKernel(get_function(kernel["symbol"]), arg_plan, built.compiler, kernel.get("shared"), scratch,
-                        descriptors)
+                        descriptors, kernel.get("heuristics") or None)
 
 
 def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float, batch: int = 1,

@@ -172,7 +172,7 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     if len(plain) != len(types):
         return {"ok": False, "log": f"{request['entry']} takes {len(plain)} parameters that are not tl.constexpr "
                                     f"({', '.join(plain)}) but the description's args name {len(types)}: list each in order"}
-    heuristic_log = ""
+    heuristic_log, found = "", {}
     if heuristics:
         try:
             found = _heuristic_values(kernel, heuristics, request.get("arg_values") or [], given)
@@ -209,7 +209,7 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
             described.update(shared=int(meta.shared), num_warps=int(meta.num_warps), declared=len(plain), kept=kept,
                              scratch=[int(getattr(meta, "global_scratch_size", 0) or 0),
                                       int(getattr(meta, "global_scratch_align", 1) or 1)],
-                             ctas=int(getattr(meta, "num_ctas", 1) or 1),
+                             ctas=int(getattr(meta, "num_ctas", 1) or 1), heuristics=found,
                              # Per host TensorDescriptor parameter, in order: the box and swizzle its loads
                              # and stores were compiled for, which the runner's map must match.
                              descriptors=[{"block_size": list(d["block_size"]), "swizzle": int(d["swizzle"])}
@@ -248,7 +248,12 @@ def _heuristic_values(kernel, heuristics: list, arg_values: list, given: dict) -
     for name, function in heuristics:
         if name not in constexprs:
             raise ValueError(f"@triton.heuristics sets {name}, which is not a tl.constexpr parameter of the kernel")
-        seen[name] = found[name] = function(seen)
+        value = function(seen)
+        # What a constexpr is compiled in as, and what a result can record: a number, a flag, a word or None.
+        if not (value is None or type(value) in (bool, int, float) or (type(value) is str and len(value) <= 64)):
+            raise ValueError(f"@triton.heuristics gives {name} a {type(value).__name__}: gemmwatch compiles in "
+                             "a number, True or False, a word of at most 64 characters, or None")
+        seen[name] = found[name] = value
     return found
 
 

@@ -244,7 +244,10 @@ class Runner:
                                  # The maps the TMA could not describe at this size: the kernel's other path ran.
                                  **({"maps_absent": missing}
                                     if (missing := tensor_maps.absent(launch, case.m, case.n, case.k)) else {}),
-                                 **({"c_starts_zero": True} if launch.c_starts_zero else {})}
+                                 **({"c_starts_zero": True} if launch.c_starts_zero else {}),
+                                 # A Triton kernel's @triton.heuristics, as computed for this case.
+                                 **({"heuristics": function.heuristics} if getattr(function, "heuristics", None)
+                                    else {})}
         out.env["stages_s"] = clock.record()
         return out
 
