@@ -138,6 +138,20 @@ def test_a_configuration_that_cannot_run_is_said_and_passed_over(tmp_path):
         triton_autotune.choose(described(), CONFIGS, timer({64: None, 128: None, 32: None}, []), None, KEY)
 
 
+def test_a_configuration_with_a_pre_hook_runs_only_where_c_starts_zero(tmp_path):
+    """A pre_hook is the job's Python before each launch (triton-lang/kernels' split-K configurations zero C
+    with it): timed without it, such a configuration adds into an unzeroed C and could be chosen, then judged
+    wrong. Passed over, said so; run where the description zeroes C itself."""
+    hooked = [*CONFIGS[:2], {**CONFIGS[2], "pre_hook": True}]
+    index, how = triton_autotune.choose(described(), hooked, timer({64: 2.0, 128: 1.5, 32: 0.1}, []), tmp_path, KEY)
+    assert index == 1 and how["timed"][2]["error"].startswith("not run: a pre_hook"), how
+    with pytest.raises(ValueError, match="has a pre_hook"):
+        triton_autotune.choose(described(triton={"config": 2}), hooked, timer({}, []), tmp_path, KEY)
+    zeroed = described(c_starts_zero=True)
+    index, _ = triton_autotune.choose(zeroed, hooked, timer({64: 2.0, 128: 1.5, 32: 0.1}, []), tmp_path / "z", KEY)
+    assert index == 2
+
+
 def test_a_description_that_names_its_configuration_times_nothing(tmp_path):
     chosen = described(triton={"config": 2})
     index, how = triton_autotune.choose(chosen, CONFIGS, timer({}, []), tmp_path, KEY)

@@ -164,7 +164,9 @@ def heuristics_of(triton, obj) -> list:
 
 
 def describe_config(config) -> dict:
-    """A triton.Config as plain data: its constexpr values and compile options."""
+    """A triton.Config as plain data: its constexpr values and compile options, and whether it carries a
+    pre_hook (the job's Python run before each launch: triton-lang/kernels' split-K configurations zero C)."""
     return {"kwargs": dict(config.kwargs), "num_warps": int(config.num_warps), "num_stages": int(config.num_stages),
+            **({"pre_hook": True} if getattr(config, "pre_hook", None) is not None else {}),
             "num_ctas": int(getattr(config, "num_ctas", 1) or 1),
             "maxnreg": getattr(config, "maxnreg", None)}

@@ -38,11 +38,17 @@ def with_config(desc: KernelDescription, config: dict) -> KernelDescription:
     return desc.with_triton_config(config)
 
 
-def unsupported(config: dict) -> str | None:
-    """Why a configuration cannot be run as a description says it, or None."""
+def unsupported(config: dict, c_starts_zero: bool = False) -> str | None:
+    """Why a configuration cannot be run as a description says it, or None. A pre_hook is the job's
+    Python, which never runs beside the timer: such a configuration (a split-K one whose hook zeroes C)
+    runs only where the description zeroes C itself before each call (`c_starts_zero`), else it would be
+    timed and checked over a C its hook was meant to clear."""
     odd = [f"{name}={config[name]}" for name in _UNSUPPORTED if config.get(name) not in (None, 1)]
     if any(type(v) not in (int, bool) for v in config["kwargs"].values()):
         odd.append("a value that is not an integer")
+    if config.get("pre_hook") and not c_starts_zero:
+        odd.append('a pre_hook (the job\'s Python before each launch; where it zeroes C, "c_starts_zero": true '
+                   "does the same)")
     return ", ".join(odd) or None
 
 
@@ -56,7 +62,7 @@ def choose(desc: KernelDescription, configs: list[dict], time_config: Callable[[
         if index >= len(configs):
             raise ValueError(f"triton.config {index}: {desc.entry} lists {len(configs)} configurations "
                              f"(0 to {len(configs) - 1})")
-        why = unsupported(configs[index])
+        why = unsupported(configs[index], desc.c_starts_zero)
         if why:
             raise ValueError(f"triton.config {index} of {desc.entry} has {why}, which gemmwatch cannot launch yet")
         return index, {"chosen_by": "the description (triton.config)"}
@@ -73,7 +79,7 @@ def choose(desc: KernelDescription, configs: list[dict], time_config: Callable[[
                          f"{key['bucket']}): a profile runs the configuration its timed case chose")
     timed: list[dict] = []
     for index, config in enumerate(configs):
-        why = unsupported(config)
+        why = unsupported(config, desc.c_starts_zero)
         if why:
             timed.append({"index": index, "error": f"not run: {why}"})
             continue
