@@ -67,20 +67,16 @@ def specialization(launch: Launch, values: dict) -> tuple[str, ...]:
     "1" for an integer equal to 1 (compiled in, as Triton does), "D" for a pointer (every matrix
     gemmwatch allocates is aligned far past 16 bytes) or an integer divisible by 16, else "". The
     kernel is then compiled as Triton would compile it for the same call: without it, a unit stride
-    and 16-byte alignment are unknown to the compiler and its loads stay narrow."""
+    and 16-byte alignment are unknown to the compiler and its loads stay narrow. Read off arg_values,
+    so that an integer is worked out in one place."""
     out = []
-    for role in launch.args:
+    for role, value in zip(launch.args, arg_values(launch, values)):
         if role in ("A", "B", "C", *SCALE_ARGS):
             out.append("D")
-            continue
-        if role in INTEGER_ROLES or is_expression(role):  # an expression's value for this case, under its text
-            value = values[role]
-        elif integer_constant(role) is not None:
-            value = integer_constant(role)
+        elif isinstance(value, int):  # a size, stride, expression or integer constant (alpha's 1.0 is a float)
+            out.append("1" if value == 1 else "D" if value % 16 == 0 else "")
         else:
             out.append("")
-            continue
-        out.append("1" if value == 1 else "D" if value % 16 == 0 else "")
     return tuple(out)
 
 
