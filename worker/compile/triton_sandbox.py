@@ -172,7 +172,7 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     if len(plain) != len(types):
         return {"ok": False, "log": f"{request['entry']} takes {len(plain)} parameters that are not tl.constexpr "
                                     f"({', '.join(plain)}) but the description's args name {len(types)}: list each in order"}
-    heuristic_log, found = "", {}
+    found: dict = {}  # recorded with the cubin (env.launch.heuristics), not repeated in its log
     if heuristics:
         try:
             found = _heuristic_values(kernel, heuristics, request.get("arg_values") or [], given)
@@ -180,7 +180,6 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
             return {"ok": False, "log": f"the @triton.heuristics of {request['entry']} failed for this case:\n"
                                         f"{job_traceback(traceback.format_exc())}"}
         given.update(found)
-        heuristic_log = "@triton.heuristics for this case: " + ", ".join(f"{k} = {v!r}" for k, v in found.items())
     missing = [name for name in constant if name not in given and not _has_default(kernel, name)]
     if missing:
         return {"ok": False, "log": f"{request['entry']}'s tl.constexpr parameters {', '.join(missing)} have no value: "
@@ -203,7 +202,7 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     notes = "".join(f"\n  {line}" for line in skipped)
     log = f"{request['source']}: its definitions were read; statements that raised were passed over:{notes}" \
         if skipped else ""
-    reply = built(compiled.asm["cubin"], "\n".join(line for line in (heuristic_log, log) if line), {})
+    reply = built(compiled.asm["cubin"], log, {})
     for described in reply.get("kernels", []):  # what a launch of it needs, beside its parameters
         if described["symbol"] == meta.name:
             described.update(shared=int(meta.shared), num_warps=int(meta.num_warps), declared=len(plain), kept=kept,
