@@ -253,6 +253,7 @@ class TritonOptions(BaseModel):
         "tl.constexpr parameters that are the problem's sizes, named as the sizes (DeepSeek-V3's fp8_gemm_kernel "
         'takes `N: tl.constexpr, K: tl.constexpr`): ["N", "K"]. Each case compiles the kernel with its own '
         "values, as Triton's launcher compiles it anew for each new value"))
-    string_constexprs: dict[Identifier, ConstexprText] = Field(default_factory=dict, max_length=16, description=(
+    string_constexprs: dict[Identifier, ConstexprText | None] = Field(default_factory=dict, max_length=16, description=(
         'tl.constexpr parameters whose value is a word, compiled in as Triton\'s own launcher would: '
-        '{"ACTIVATION": "leaky_relu"} (integers go in defines)'))
+        '{"ACTIVATION": "leaky_relu"}; a Triton type as the file spells it, {"acc_dtype": "tl.float32"}, is that '
+        'type; null is None, {"input_precision": null} (integers go in defines)'))

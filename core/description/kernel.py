@@ -74,7 +74,8 @@ class Launch:
     libraries: tuple[str, ...] = ()  # header libraries of the worker's on the include path ("cutlass")
     language: str = "cuda"  # "triton": source is Python, entry a @triton.jit function
     num_stages: int = 3  # a Triton kernel's pipeline stages
-    string_constexprs: dict[str, str] = field(default_factory=dict)  # a Triton kernel's word-valued tl.constexprs
+    # A Triton kernel's tl.constexprs that are words, types ("tl.float32") or None.
+    string_constexprs: dict[str, str | None] = field(default_factory=dict)
     # A Triton kernel's per-case specialization of its args, as Triton's own launcher makes it: "1"
     # (the value 1, compiled in), "D" (divisible by 16: a pointer's alignment, a size), "" (neither).
     specialization: tuple[str, ...] = ()

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from core.description.python_imports import imported_paths
 from core.description.source_guard import Include, Problem, SourceRefused, check_source, scan_source
 
 STANDIN_DIR = Path(__file__).with_name("standin_headers")
@@ -212,9 +213,14 @@ def _add_standin(name: str, by_name: dict[str, str]) -> None:
 
 def reached_files(folder: Path, source: str, include_dirs: Sequence[str] = (), extra: Sequence[str] = ()) -> dict[str, str]:
     """The files of a kernels folder a source reaches through its quoted (or include_dirs) includes,
+    or a Python source through its imports of the folder's files (core/description/python_imports.py),
     read from disk: what a description carries. Never leaves `folder`; a missing or refused file
     is left to `resolve`, which names it."""
     root = folder.resolve()
+
+    def in_folder(candidate: str) -> bool:
+        return (root / candidate).resolve().is_relative_to(root) and (root / candidate).is_file()
+
     files: dict[str, str] = {}
     todo = [source, *extra]
     while todo:
@@ -227,10 +233,13 @@ def reached_files(folder: Path, source: str, include_dirs: Sequence[str] = (), e
         files[path] = on_disk.read_text(encoding="utf-8-sig")  # a byte-order mark is no part of the kernel
         # A file's problems are named when the description is checked; what it includes is read
         # all the same, so that the files it reaches are checked in the same pass.
+        if path.endswith(".py"):
+            todo += imported_paths(path, files[path], source, in_folder)
+            continue
         includes, _ = scan_source(files[path])
         for inc in includes:
             for candidate in include_candidates(path, inc, list(include_dirs)):
-                if (root / candidate).resolve().is_relative_to(root) and (root / candidate).is_file():
+                if in_folder(candidate):
                     todo.append(candidate)
                     break
     return files

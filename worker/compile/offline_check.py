@@ -25,6 +25,7 @@ from core.description.kernel_description import KernelDescription
 from worker.arguments import kernel_args
 from worker.arguments.kernel_args import ArgumentMismatch, load
 from worker.compile import compiler, cubin_info, launcher_library, triton_build
+from worker.measure import triton_autotune
 
 # Figures of one data-centre card per compute capability, for the expressions of a description
 # (SM_COUNT, SMEM_PER_BLOCK, ...) on a machine with no GPU to read them from. A job never uses
@@ -81,7 +82,7 @@ def check_kernel(desc: KernelDescription, figures: DeviceFigures, cfg) -> Checke
             if configs and not (desc.triton and desc.triton.config is not None):
                 # Under @triton.autotune a worker times every configuration; the first one is built here.
                 launch = resolve(desc.with_triton_config(configs[0]), None, figures, "local", CHECK_DIMS)
-                configs_said = f" (configuration 0 of its {len(configs)} @triton.autotune configurations)"
+                configs_said = f" (configuration 0 of its {len(configs)} @triton.autotune configurations{timed_said(desc, described)})"
             # Specialized and its @triton.heuristics computed as for that case's call.
             launch = triton_build.for_case(launch, described, kernel_args.named_values(
                 launch, *CHECK_DIMS, None, None, None, 1.0, 0.0))
@@ -97,6 +98,18 @@ def check_kernel(desc: KernelDescription, figures: DeviceFigures, cfg) -> Checke
         return Checked(desc.name, True, built_by, said + configs_said + tunables_said)
     except (compiler.CompileError, compiler.CompileRefused, ArgumentMismatch, ValueError) as exc:
         return Checked(desc.name, False, "", str(exc).strip() or type(exc).__name__)
+
+
+def timed_said(desc: KernelDescription, described: dict) -> str:
+    """What a worker's autotune will time of a kernel's configurations, where that is not all of them or
+    the file asks for pruning that gemmwatch does not run."""
+    configs = described["configs"]
+    runnable = sum(1 for c in configs if triton_autotune.unsupported(c, desc.c_starts_zero) is None)
+    said = f"; a worker times {runnable} of them per case" if runnable != len(configs) else ""
+    if described.get("pruning"):
+        said += (f"; its prune_configs_by ({', '.join(described['pruning'])}) is the file's Python and is not run: "
+                 "a worker times each configuration it can run, or the one triton.config names")
+    return said
 
 
 def entry_built(launch, cc: str, cfg, with_args: bool = True) -> tuple[str, str]:

@@ -133,7 +133,7 @@ def describe(launch: Launch, compute_capability: str, cfg) -> dict:
         if not reply.get("ok"):
             raise CompileRefused(reply.get("log") or reply.get("error") or "no answer")
         _described[key] = {name: reply.get(name, []) for name in ("params", "constexprs", "configs", "skipped",
-                                                                   "heuristics")}
+                                                                   "heuristics", "pruning")}
         _described[key]["triton"] = confinement.version
     return _described[key]
 

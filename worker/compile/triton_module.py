@@ -18,6 +18,9 @@ rest (nothing is launched here). Only the standard library and Triton are import
 
 import __future__
 import ast
+import importlib.abc
+import importlib.util
+import os
 import sys
 import types
 
@@ -87,17 +90,33 @@ def runs(statement: ast.stmt) -> bool:
     return isinstance(statement, DEFINITIONS)
 
 
-def load(path: str, name: str = "gemmwatch_job_kernel", preset: dict | None = None) -> tuple[types.ModuleType, list[str]]:
+def load(path: str, name: str = "gemmwatch_job_kernel", preset: dict | None = None,
+         root: str | None = None) -> tuple[types.ModuleType, list[str]]:
     """The module of `path` with its definitions run and its script skipped; with what raised,
     one line each ("line 12: NameError: ..."). A file that does not parse is a SyntaxError.
     `preset`: names the module holds before its first statement (a stand-in for torch, which its
-    refused `import torch` leaves in place, so that `def matmul(a: torch.Tensor)` is still defined)."""
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), filename=path)
+    refused `import torch` leaves in place, so that `def matmul(a: torch.Tensor)` is still defined).
+    `root`: the folder of the job's files, `path` among them: its imports of its sibling files then
+    resolve as in its repository (JobFiles), and what raised in those files is listed too."""
     module = types.ModuleType(name)
     module.__dict__.update(preset or {})
     module.__file__ = path
     sys.modules[name] = module  # Triton and dataclasses look a function's module up by name
+    siblings = None
+    if root is not None:
+        siblings = JobFiles(root, os.path.dirname(os.path.relpath(path, root)), preset or {})
+        # After Python's own finders: a job's file named like a module of the standard library that
+        # Triton imports later cannot stand in for it.
+        sys.meta_path.append(siblings)
+        module.__package__ = siblings.package_of(os.path.relpath(path, root))  # for `from .x import y`
+    failed = run_definitions(path, module, preset or {})
+    return module, failed + (siblings.failed if siblings else [])
+
+
+def run_definitions(path: str, module: types.ModuleType, preset: dict) -> list[str]:
+    """Run the file's definitions into `module`, statement by statement; what raised, one line each."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), filename=path)
     failed = []
     # Each statement is compiled on its own, so the file's `from __future__ import annotations` must be
     # passed on to every one (as Helion's generated code needs: its hints name types it never imports).
@@ -113,9 +132,57 @@ def load(path: str, name: str = "gemmwatch_job_kernel", preset: dict | None = No
         try:
             exec(code, module.__dict__)
         except Exception as exc:  # the file's own statement: kept as a note, the next one runs
-            if not _from_stand_in(statement, module.__dict__, preset or {}):
+            if not _from_stand_in(statement, module.__dict__, preset):
                 failed.append(f"line {statement.lineno}: {type(exc).__name__}: {exc}")
-    return module, failed
+    return failed
+
+
+# The package the job's files are loaded under (JobFiles).
+JOB_PACKAGE = "gemmwatch_job"
+
+
+class JobFiles(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """The job's own Python files as its kernel file imports them: triton-lang/kernels' matmul.py takes its
+    perf model with `from .matmul_perf_model import ...`, a script `import helpers` from beside it. Each
+    such file is loaded as `load` loads the kernel's, its definitions only (a sibling's benchmark at
+    module level is not run), under a package named after its folder (JOB_PACKAGE.kernels.matmul_perf_model),
+    so that relative imports resolve as in the repository; a plain name is looked for beside the kernel's
+    file first, as a script's folder heads its sys.path. A folder is a package whose __init__.py is not
+    run: the file is read for its kernel, not for its package (whose __init__ imports everything else)."""
+
+    def __init__(self, root: str, top: str, preset: dict):
+        self.root, self.top, self.preset = root, top, preset
+        self.failed: list[str] = []  # what raised in the siblings, each line under its file
+
+    @staticmethod
+    def package_of(relative: str) -> str:
+        folder = os.path.dirname(relative)
+        return ".".join([JOB_PACKAGE, *[part for part in folder.split(os.sep) if part]])
+
+    def find_spec(self, name, path=None, target=None):
+        parts = name.split(".")
+        if parts[0] == JOB_PACKAGE:
+            where = os.path.join(self.root, *parts[1:])
+        elif parts[0] in NOT_LOADED:
+            return None
+        else:
+            where = os.path.join(self.root, self.top, *parts)
+        if os.path.isfile(where + ".py"):
+            return importlib.util.spec_from_file_location(name, where + ".py", loader=self)
+        if os.path.isdir(where):
+            return importlib.util.spec_from_loader(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        return None  # Python's own module object
+
+    def exec_module(self, module) -> None:
+        spec = module.__spec__
+        if spec.submodule_search_locations is not None:  # a folder: its modules are found by name, here
+            return
+        module.__dict__.update(self.preset)  # its __package__ is its folder's (spec.parent), as in Python
+        relative = os.path.relpath(spec.origin, self.root)
+        self.failed += [f"{relative} {line}" for line in run_definitions(spec.origin, module, self.preset)]
 
 
 def _from_stand_in(statement: ast.stmt, names: dict, preset: dict) -> bool:
@@ -151,6 +218,23 @@ def kernel_and_configs(triton, obj):
     return obj, configs
 
 
+def pruning_of(triton, obj) -> list[str]:
+    """What the @triton.autotune around `obj`'s kernel names in prune_configs_by, as the file spells it
+    ("perf_model=estimate_matmul_time", "top_k=10"); empty where it names nothing. gemmwatch does not run it (the job's
+    Python, asking the GPU): every configuration is timed, and the check says so."""
+    while obj is not None and not isinstance(obj, triton.runtime.jit.JITFunction):
+        if isinstance(obj, triton.runtime.autotuner.Autotuner):
+            named = [(what, getattr(obj, attribute, None)) for what, attribute in (
+                ("early_config_prune", "early_config_prune"), ("perf_model", "perf_model"))]
+            said = [f"{what}={getattr(function, '__name__', 'given')}" for what, function in named if function]
+            top_k = getattr(obj, "configs_top_k", 1.0)
+            every = isinstance(top_k, float) and top_k == 1.0  # Triton's default: all that are left
+            return said + ([f"top_k={top_k}"] if said and not every else [])
+        inner = getattr(obj, "fn", None)
+        obj = None if inner is obj else inner
+    return []
+
+
 def heuristics_of(triton, obj) -> list:
     """What the @triton.heuristics around `obj`'s kernel set, as (name, function) in the order Triton's
     launcher runs them (the outer decorator first, each dict in its order); empty where there are none."""
@@ -160,6 +244,18 @@ def heuristics_of(triton, obj) -> list:
             found += list(obj.values.items())
         inner = getattr(obj, "fn", None)
         obj = None if inner is obj else inner
+    return found
+
+
+def constexpr_value(language, name: str, value):
+    """A description's constant as the kernel gets it: a Triton type spelt as the file spells it
+    ("tl.float32", a string_constexprs value) is that type; a word, a number or None is itself."""
+    if not (isinstance(value, str) and value.startswith("tl.")):
+        return value
+    found = getattr(language, value[3:], None)
+    if not isinstance(found, language.dtype):
+        raise ValueError(f"{name} is {value}, which is no type of this Triton's triton.language "
+                         "(tl.float32, tl.float16, tl.bfloat16, tl.float8e4nv, tl.int32, ...)")
     return found
 
 

@@ -124,7 +124,6 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     import traceback
 
     source = os.path.join("src", request["source"])
-    sys.path.insert(0, os.path.abspath(os.path.dirname(source)))  # the job's own modules beside it
     triton_module.use_target(triton, target)
     triton_module.refuse_frameworks()
     try:
@@ -139,7 +138,8 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
             preset["torch"] = triton_wrapper.Torch([])
         if request.get("wrapper"):  # Helion's generated code imports its launcher
             sys.modules.update(triton_wrapper.helion_modules())
-        module, skipped = triton_module.load(source, preset=preset)
+        # The job's own modules beside it (`from .matmul_perf_model import ...`), read as it is.
+        module, skipped = triton_module.load(source, preset=preset, root="src")
     except SyntaxError:
         return {"ok": False, "log": f"{request['source']} is not valid Python:\n{traceback.format_exc(limit=0)}"}
     except BaseException:  # the job's definitions: whatever escaped, as its traceback
@@ -165,9 +165,14 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     if request.get("describe"):
         return {"ok": True, "params": plain, "constexprs": constant, "skipped": skipped,
                 "configs": [triton_module.describe_config(c) for c in configs],
-                "heuristics": [name for name, _ in heuristics]}
+                "heuristics": [name for name, _ in heuristics],
+                "pruning": triton_module.pruning_of(triton, getattr(module, request["entry"], None))}
     config = request.get("config") or {}
-    given = {**request["constants"], **config.get("kwargs", {})}
+    try:
+        given = {name: triton_module.constexpr_value(triton.language, name, value)
+                 for name, value in {**request["constants"], **config.get("kwargs", {})}.items()}
+    except ValueError as exc:
+        return {"ok": False, "log": f"{request['entry']}: {exc}"}
     types = request["types"]
     if len(plain) != len(types):
         return {"ok": False, "log": f"{request['entry']} takes {len(plain)} parameters that are not tl.constexpr "
@@ -183,7 +188,8 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     missing = [name for name in constant if name not in given and not _has_default(kernel, name)]
     if missing:
         return {"ok": False, "log": f"{request['entry']}'s tl.constexpr parameters {', '.join(missing)} have no value: "
-                                    "give each in defines (or tunables)"}
+                                    "give each in defines (or tunables), "
+                                    "or a word, a Triton type or null in triton.string_constexprs"}
     signature, constants, attrs, kept = _specialized(kernel, types, request.get("specialization") or [])
     signature.update({name: "constexpr" for name in constant})
     constants.update({name: given[name] if name in given else _default(kernel, name) for name in constant})
@@ -267,7 +273,13 @@ def _default(kernel, name: str):
 
 
 def job_traceback(text: str) -> str:
-    """A traceback's lines that point into the job's own files, and its last line (the error)."""
+    """A traceback's lines that point into the job's own files, and the error itself: the one being
+    handled, whole (Triton's compile errors run over several lines: the kernel's line and a caret
+    under the failing call, then why), else the traceback's last line."""
+    import traceback
+
     lines = text.rstrip().splitlines()
     keep = [line for line in lines if 'File "src/' in line or "File \"" + os.path.abspath("src") in line]
-    return "\n".join([*keep[-8:], lines[-1]])
+    handled = sys.exc_info()[1]
+    error = "".join(traceback.format_exception_only(type(handled), handled)).rstrip() if handled else lines[-1]
+    return "\n".join([*keep[-8:], error[-4000:]])

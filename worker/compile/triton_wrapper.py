@@ -259,7 +259,7 @@ def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, inpu
         if not (isinstance(returned, Tensor) and returned.role == "C"):
             raise Unsupported(f"{wrapper}(a, b) does not return the C it allocated; gemmwatch reads a wrapper "
                               "that returns C = A·B")
-        described = _described(kernel, configs, grid, args, kwargs)  # its grid evaluated with the stand-ins in place
+        described = _described(kernel, configs, grid, args, kwargs, triton.language)  # its grid evaluated with the stand-ins in place
         if returned.zeroed:
             described["c_starts_zero"] = True
         if isinstance(returned.dtype, str):
@@ -277,14 +277,23 @@ def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, inpu
 _OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
-def _described(kernel, configs, grid, args, kwargs) -> dict:
+def _described(kernel, configs, grid, args, kwargs, language) -> dict:
     params = list(kernel.params)
     if len(args) > len(params):
         raise Unsupported(f"{kernel.__name__} takes {len(params)} parameters; the wrapper passed {len(args)}")
-    roles, defines, words = [], {}, {}
+    roles, defines, words, as_passed = [], {}, {}, {}
+
+    def constant(name: str, value) -> None:
+        """A word, a Triton type (spelt "tl.float32") or None goes with the words; the rest is a define."""
+        spelled = _type_spelling(language, value)
+        if value is None or isinstance(value, str) or spelled:
+            words[name], as_passed[name] = spelled or value, value
+        else:
+            defines[name] = _define(name, value)
+
     for param, value in zip(params, args):
         if param.is_constexpr:
-            (words if isinstance(value, str) else defines)[param.name] = _define(param.name, value)
+            constant(param.name, value)
         else:
             roles.append(_role(param.name, value))
     options = {}
@@ -292,7 +301,7 @@ def _described(kernel, configs, grid, args, kwargs) -> dict:
         if name in _OPTIONS:
             options[name] = value
         elif name in {p.name for p in params if p.is_constexpr}:
-            (words if isinstance(value, str) else defines)[name] = _define(name, value)
+            constant(name, value)
         else:
             raise Unsupported(f"the wrapper passes {name}= to {kernel.__name__}, which is no tl.constexpr of it")
     plain = [p.name for p in params if not p.is_constexpr]
@@ -303,16 +312,24 @@ def _described(kernel, configs, grid, args, kwargs) -> dict:
         names = {p.name: Sym(p.name) for p in params if p.is_constexpr}
         for config in configs:
             names.update({k: Sym(k) for k in config.kwargs})
-        grid = grid({**names, **{k: (Sym(v) if isinstance(v, str) else v) for k, v in defines.items()}, **words})
+        grid = grid({**names, **{k: (Sym(v) if isinstance(v, str) else v) for k, v in defines.items()}, **as_passed})
     grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
     if not 1 <= len(grid) <= 3:
         raise Unsupported(f"the wrapper's grid has {len(grid)} dimensions")
     texts = [Sym.of(g) for g in grid] + ["1"] * (3 - len(grid))
     triton_options = {k: v for k, v in options.items() if k in ("num_warps", "num_stages")}
-    if words:  # ACTIVATION="": a word, compiled in as such (the description's pattern checks it)
+    if words:  # ACTIVATION="", acc_dtype=tl.float32: compiled in as such (the description's pattern checks it)
         triton_options["string_constexprs"] = words
     return {"entry": kernel.__name__, "args": roles, "defines": defines,
             "grid": dict(zip(("x", "y", "z"), texts)), "triton": triton_options or None}
+
+
+def _type_spelling(language, value) -> str | None:
+    """A Triton type as the file spells it and a description gives it ("tl.float32"); None for anything else."""
+    if not isinstance(value, language.dtype):
+        return None
+    return next((f"tl.{name}" for name, known in vars(language).items()
+                 if not name.startswith("_") and isinstance(known, language.dtype) and known == value), None)
 
 
 def _role(name: str, value) -> str:
@@ -343,4 +360,4 @@ def _define(name: str, value):
         raise Unsupported(f"the wrapper sets tl.constexpr {name} from the sizes ({value.text}): a constexpr is "
                           "compiled in, gemmwatch compiles a kernel per description, not per size")
     raise Unsupported(f"the wrapper sets tl.constexpr {name} to {value!r}; gemmwatch takes integer constexprs "
-                      "(and the device's SM count) and words")
+                      "(and the device's SM count), words, Triton types and None")

@@ -4,8 +4,11 @@ A kernel under @triton.autotune lists configurations (its tl.constexpr values, w
 its wrapper lets Triton time them on the first call. Here the list is read in the confined compile
 process (worker/compile/triton_build.describe) and each configuration becomes a description of its own: its
 values are defines, its warps and stages the `triton` options. Then, per case and outside the
-timing, each is compiled, launched once to warm up and timed by the median of a few samples, as
-cuBLAS's candidates are (worker/measure/cublas_best.py); the fastest is the one the case verifies and times.
+timing, each is compiled (all of them at once, in the job's compile workers, as the first is timed),
+launched once to warm up and timed by the median of a few samples, as cuBLAS's candidates are
+(worker/measure/cublas_best.py); the fastest is the one the case verifies and times. A kernel's
+`prune_configs_by` is the job's Python, which reads the GPU (its perf model asks the driver): it is not run,
+and every configuration is timed.
 
 The choice is kept on the worker's disk and reused until the kernel (its description's hash), the
 shape bucket (M, N and K each rounded up to a power of two), the GPU or the Triton release changes.
@@ -97,6 +100,20 @@ def choose(desc: KernelDescription, configs: list[dict], time_config: Callable[[
     return index, {"chosen_by": f"autotune here: {len(ran)} of {len(configs)} configurations timed", "timed": timed}
 
 
+def _runnable(desc: KernelDescription, configs: list[dict], concrete: Callable[[KernelDescription], Launch]) -> list[Launch]:
+    """The launch of each configuration `choose` would time, in its order; one that cannot even be
+    resolved is left for its own timing to report."""
+    launches = []
+    for config in configs:
+        if unsupported(config, desc.c_starts_zero):
+            continue
+        try:
+            launches.append(concrete(with_config(desc, config)))
+        except Exception:  # said by choose, when this configuration's turn comes
+            continue
+    return launches
+
+
 def settle(runner, choice, launch: Launch, case, problem, policy) -> tuple[Launch, dict]:
     """The launch a case runs for a Triton kernel, and env.triton to record: for a kernel under
     @triton.autotune, the chosen configuration's launch; otherwise the launch as it was. Without a
@@ -110,11 +127,17 @@ def settle(runner, choice, launch: Launch, case, problem, policy) -> tuple[Launc
     desc, figures = choice.description, dev.figures()
     dims = (case.m, case.n, case.k)  # a kernel's sizes taken as tl.constexpr (triton.size_constexprs)
 
+    def concrete(candidate: KernelDescription) -> Launch:
+        return triton_build.for_case(resolve(candidate, choice.tunables, figures, choice.origin, dims), described,
+                                     values)
+
+    queued = []
+
     def time_config(candidate: KernelDescription) -> float:
-        concrete = triton_build.for_case(resolve(candidate, choice.tunables, figures, choice.origin, dims),
-                                         described, values)
-        return runner.median_ms(problem.kernel_call(dev.compile(concrete), concrete, problem.new_c(), 1.0, 0.0),
-                                policy)
+        if not queued:  # the first to be timed: every configuration that can run starts compiling, several at
+            queued.append(dev.prefetch(_runnable(desc, configs, concrete)))  # once (triton-lang/kernels lists 418)
+        launch = concrete(candidate)
+        return runner.median_ms(problem.kernel_call(dev.compile(launch), launch, problem.new_c(), 1.0, 0.0), policy)
 
     key = {"kernel": kernel_hash(desc), "triton": described["triton"], "gpu": runner.gpu_name(),
            "bucket": bucket(case.m, case.n, case.k), "precision": problem.precision.describe(),
