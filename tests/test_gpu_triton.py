@@ -65,6 +65,19 @@ def test_a_kernel_under_heuristics_is_verified_at_even_and_odd_k(runner, size):
     assert out.env["launch"]["heuristics"] == {"EVEN_K": even, "MASK_K": not even}
 
 
+# -- a kernel file in a package, its types as tl.constexpr (tests/fixtures/triton_package_repo) --------
+@pytest.mark.parametrize("words", [{}, {"acc_dtype": "tl.float32", "AB_DTYPE": None, "input_precision": None}],
+                         ids=["as_described", "no_conversion"])
+@pytest.mark.parametrize("size", [(1000, 1003, 997), (2048, 2048, 2048)], ids=lambda s: "x".join(map(str, s)))
+def test_a_kernel_of_a_package_with_type_constexprs_is_verified(runner, size, words):
+    from tests.test_triton_package import described as in_package
+
+    desc = in_package(**({"triton": {"string_constexprs": words}} if words else {}))
+    out = runner.run_case(Case(0, "package_matmul", *size, 7, KernelChoice(desc, {}, "job")), POLICY)
+    assert out.verified, out.error
+    assert out.env["triton"]["config"]["kwargs"]["BLOCK_M"] in (64, 128)  # one of tile_sizes.py's CONFIGS
+
+
 def test_a_named_configuration_is_the_one_run(runner):
     from tests.test_triton_autotune import described as autotuned
 

@@ -35,13 +35,16 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
 - gemm-zoo (`AD2605/gemm-zoo`): each nvidia/bench/bench_*.cu builds its kernel functor once per size, checks
   one call against cuBLASLt and times 50 calls, each alone between two events, printing "GFLOPS: <g>" per
   size; built as its CMake file builds them, three runs each, the median kept (see the function).
+- triton-lang/kernels: its `kernels/matmul.py` wrapper `matmul(a, b)` in FP16, its autotune (pruned by its
+  perf model) run once, then timed by `triton.testing.do_bench` (median), with torch.matmul beside it.
 - CUTLASS's example 48 (Hopper warp-specialised TF32, issue 50): built with the manifest's flags
   against the same CUTLASS headers the worker pins, run as
   `48_hopper_warp_specialized_gemm --m=S --n=S --k=S --iterations=1000` (one check, then 1000
   back-to-back initialize+run between two events), three times; "GFLOPS: <g>" each.
 
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
-  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm,thunderkittens,cutegemm101,gemmzoo} REPO OUT
+  python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm,thunderkittens,cutegemm101,gemmzoo,
+  tritonkernels} REPO OUT
       [--steps check,runner,burst,cold] [--only a,b] [--size 8192]
 (check: the repository's own correctness check where its runner leaves it off, matmul_playground only)
 (REPO for cutlass48: CUTLASS's examples/ folder, or the nvidia-cutlass wheel's cutlass_library/source/examples)
@@ -185,6 +188,47 @@ def omkarnabar_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]
             size = int(m.group(1))
         elif size == SIZE and (m := re.match(r"\s+(Triton|cuBLAS): [\d.]+ ms \| ([\d.]+) TFLOPS", line)):
             figures[manifest["kernels"][0]["name"] if m.group(1) == "Triton" else "cublas"] = float(m.group(2))
+    return figures
+
+
+# triton-lang/kernels has no benchmark of its matmul: its own wrapper timed by Triton's own tool, as its
+# users time it. Its package's __init__ imports every kernel; where one of those fails on this Triton,
+# the package is made without it (said in the output) and kernels/matmul.py is imported as it is.
+TRITON_KERNELS_RUNNER = """
+import importlib, sys, types, torch, triton
+try:
+    matmul_module = importlib.import_module("kernels.matmul")
+except Exception as exc:
+    print("kernels/__init__.py failed here:", repr(exc))
+    for name in [n for n in sys.modules if n == "kernels" or n.startswith("kernels.")]:
+        del sys.modules[name]
+    package = types.ModuleType("kernels")
+    package.__path__ = ["kernels"]
+    sys.modules["kernels"] = package
+    matmul_module = importlib.import_module("kernels.matmul")
+S = int(sys.argv[1])
+for dtype in (torch.float16,):
+    a = torch.randn(S, S, device="cuda", dtype=dtype)
+    b = torch.randn(S, S, device="cuda", dtype=dtype)
+    c = matmul_module.matmul(a, b)  # its autotune, pruned by its perf model to top_k, runs here
+    print("max |c - a@b|:", (c.float() - (a.float() @ b.float())).abs().max().item())
+    print("chosen:", matmul_module._kernel.best_config)
+    for label, fn in (("kernel", lambda: matmul_module.matmul(a, b)), ("cuBLAS", lambda: torch.matmul(a, b))):
+        ms = triton.testing.do_bench(fn, warmup=100, rep=2000, return_mode="median")
+        print(f"{label} {dtype}: {ms:.4f} ms | {2 * S**3 / ms / 1e9:.1f} TFLOPS")
+"""
+
+
+def triton_kernels_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """Its matmul's and torch.matmul's TFLOPS at SIZE by triton.testing.do_bench (median; an L2 flush before
+    each call, as gemmwatch's cold mode)."""
+    done = subprocess.run([sys.executable, "-c", TRITON_KERNELS_RUNNER, str(SIZE)], cwd=repo, capture_output=True,
+                          text=True, timeout=900)
+    (out / "runner.txt").write_text(done.stdout + done.stderr)
+    figures = {}
+    for line in done.stdout.splitlines():
+        if m := re.match(r"(kernel|cuBLAS) torch.float16: [\d.]+ ms \| ([\d.]+) TFLOPS", line):
+            figures[manifest["kernels"][0]["name"] if m.group(1) == "kernel" else "cublas"] = float(m.group(2))
     return figures
 
 
@@ -368,7 +412,8 @@ REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "simplegemm": ("yf225-simplegemm.gemmwatch.json", simplegemm_runner),
          "thunderkittens": ("HazyResearch-ThunderKittens.gemmwatch.json", thunderkittens_runner),
          "cutegemm101": ("HuyNguyen-hust-cute-gemm-101.gemmwatch.json", cutegemm101_runner),
-         "gemmzoo": ("AD2605-gemm-zoo.gemmwatch.json", gemmzoo_runner)}
+         "gemmzoo": ("AD2605-gemm-zoo.gemmwatch.json", gemmzoo_runner),
+         "tritonkernels": ("triton-lang-kernels.gemmwatch.json", triton_kernels_runner)}
 # The size a repository's runner times, where it is not SIZE cubed: gemmwatch's steps take it too.
 SHAPES = {"simplegemm": "8448x9216x640", "thunderkittens": "4096x4096x4096", "cutegemm101": "4096x4096x4096"}
 # The repositories whose own correctness check is off in the runner as it times (see each function).
