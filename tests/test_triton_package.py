@@ -111,6 +111,8 @@ def test_a_wrong_or_missing_type_is_refused_with_its_name(kernel_read, tmp_path,
 
 
 def test_a_wrapper_passing_types_and_none_is_read_as_words(tmp_path):
+    """matmul = _matmul.apply, an autograd.Function whose forward asks lda > 1 and ldb > 1 (four calls, one
+    launch) and picks the accumulator's type from torch's name for it."""
     call = triton_build.wrapper_call(described("package_matmul_wrapped"), "9.0", settings(tmp_path))
     assert call["triton"]["string_constexprs"] == {"acc_dtype": "tl.float32", "AB_DTYPE": None,
                                                    "input_precision": None}

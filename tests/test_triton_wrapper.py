@@ -184,6 +184,8 @@ def test_a_word_that_could_be_code_is_refused_where_the_wrapper_is_read(runner):
     ("twice", "made 2 Triton launches"),
     ("nothing_launched", "made 0 Triton launches"),
     ("size_as_number", "uses the size M as a number"),
+    ("launch_by_size", r"the launch launch_by_size\(a, b\) makes depends on its sizes: where M > 1024 taken as True "
+                       "it differs from where M > 1024 taken as False"),
     ("c_not_returned", "does not return the C it allocated"),
     ("no_such_wrapper", "no_such_wrapper is not a function of the file"),
 ])
@@ -191,6 +193,12 @@ def test_what_cannot_be_read_as_one_launch_is_refused_in_the_job_s_terms(runner,
     with pytest.raises(CompileRefused, match=said) as refused:
         runner.device.wrapper_call(wrapped(wrapper))
     assert f"{wrapper} in wrappers.py" in str(refused.value)
+
+
+def test_a_wrapper_that_compares_a_size_but_launches_the_same_either_way_is_read(runner):
+    """Each outcome of `M > 1024` is tried; both make matmul's launch, so that is the wrapper's launch."""
+    assert runner.device.wrapper_call(wrapped("branch_with_one_launch")) == runner.device.wrapper_call(
+        wrapped("matmul"))
 
 
 def test_a_case_of_a_wrapper_that_cannot_be_read_fails_with_that_reason(runner):

@@ -60,11 +60,51 @@ class Sym:
         return hash(self.text)
 
     def _as_number(self, *_):
-        raise Unsupported(f"the wrapper uses the size {self.text} as a number (compares it, converts it or "
-                          "branches on it), which gemmwatch cannot read off one call: describe the kernel with "
+        raise Unsupported(f"the wrapper uses the size {self.text} as a number (converts it or computes with it "
+                          "past + - * //), which gemmwatch cannot read off one call: describe the kernel with "
                           "entry, args and grid instead")
 
-    __int__ = __index__ = __bool__ = __lt__ = __le__ = __gt__ = __ge__ = __float__ = __mod__ = __truediv__ = _as_number
+    __int__ = __index__ = __float__ = __mod__ = __truediv__ = _as_number
+
+    # A comparison has no answer for sizes that are names: each outcome is tried in turn (capture), and
+    # the wrapper is read only where every outcome makes the same launch.
+    def __lt__(self, other): return _Branches.current.decide(f"{Sym.of(self)} < {Sym.of(other)}")  # noqa: E704
+    def __le__(self, other): return _Branches.current.decide(f"{Sym.of(self)} <= {Sym.of(other)}")  # noqa: E704
+    def __gt__(self, other): return _Branches.current.decide(f"{Sym.of(self)} > {Sym.of(other)}")  # noqa: E704
+    def __ge__(self, other): return _Branches.current.decide(f"{Sym.of(self)} >= {Sym.of(other)}")  # noqa: E704
+    def __bool__(self): return _Branches.current.decide(f"{Sym.of(self)} != 0")  # noqa: E704
+
+
+class _Branches:
+    """The outcomes one call of the wrapper takes at its comparisons of sizes: those of `plan` first, then
+    True at each comparison past it. triton-lang/kernels' wrapper copies an input that is strided both ways
+    (`if a.stride(0) > 1 and a.stride(1) > 1: a = a.contiguous()`): lda > 1 has no answer, and either
+    way the launch is the same."""
+
+    LIMIT = 6  # comparisons in one call: at most 2**6 calls in all
+    current: "_Branches"
+
+    def __init__(self, plan: list[bool]):
+        self.plan, self.taken, self.asked = plan, [], []
+
+    def decide(self, question: str) -> bool:
+        if len(self.taken) == self.LIMIT:
+            raise Unsupported(f"the wrapper compares its sizes more than {self.LIMIT} times in one call "
+                              f"({', '.join(self.asked)}, ...): describe the kernel with entry, args and grid instead")
+        outcome = self.plan[len(self.taken)] if len(self.taken) < len(self.plan) else True
+        self.taken.append(outcome)
+        self.asked.append(question)
+        return outcome
+
+    def said(self) -> str:
+        return ", ".join(f"{question} taken as {outcome}" for question, outcome in zip(self.asked, self.taken))
+
+    def others(self) -> list[list[bool]]:
+        """The plans that take the other outcome at each comparison this call met past its own plan."""
+        return [self.taken[:i] + [not self.taken[i]] for i in range(len(self.plan), len(self.taken))]
+
+
+_Branches.current = _Branches([])
 
 
 def _extreme(name: str):
@@ -128,12 +168,47 @@ class _Cuda:
         return 0
 
 
+class _Context:
+    """The ctx an autograd.Function's forward is given: it keeps what forward saves or sets on it."""
+
+    def save_for_backward(self, *tensors) -> None:
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *_tensors) -> None:
+        pass
+
+    def set_materialize_grads(self, _value) -> None:
+        pass
+
+
+class _Function:
+    """torch.autograd.Function as a wrapper built on one meets it (triton-lang/kernels' `matmul =
+    _matmul.apply`): `apply` runs its forward, as a call under no_grad does; nothing runs backward."""
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        ctx = _Context()
+        if "setup_context" in vars(cls):  # the newer form: forward without ctx, then setup_context
+            out = cls.forward(*args, **kwargs)
+            cls.setup_context(ctx, args, out)
+            return out
+        return cls.forward(ctx, *args, **kwargs)
+
+
+class _Autograd:
+    Function = _Function
+
+
 class Torch:
-    """torch as a wrapper meets it here: its dtypes by name, C's allocation, the device's SM count, and
-    the names its type hints use (torch.Tensor, torch.dtype)."""
+    """torch as a wrapper meets it here: its dtypes by name, C's allocation, the device's SM count,
+    autograd.Function, and the names its type hints use (torch.Tensor, torch.dtype)."""
 
     float32, float16, bfloat16, float8_e4m3fn = "float32", "float16", "bfloat16", "float8_e4m3fn"
+    # Types a wrapper lists beside those (triton-lang/kernels' `[torch.int8, torch.float16, ...]`).
+    float64, float8_e5m2, int8, int16, int32, int64, uint8 = ("float64", "float8_e5m2", "int8", "int16", "int32",
+                                                              "int64", "uint8")
     cuda = _Cuda()
+    autograd = _Autograd
     Tensor = Tensor
     dtype = str
 
@@ -177,7 +252,7 @@ class Torch:
 
     def __getattr__(self, name):
         raise Unsupported(f"the wrapper calls torch.{name}, which gemmwatch's stand-in for torch does not offer "
-                          "(empty, zeros, empty_like, the dtypes, cuda.get_device_properties)")
+                          "(empty, zeros, empty_like, the dtypes, cuda.get_device_properties, autograd.Function)")
 
 
 def helion_modules() -> dict[str, types.ModuleType]:
@@ -232,6 +307,30 @@ def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, inpu
     function = getattr(module, wrapper, None)
     if not callable(function):
         raise Unsupported(f"{wrapper} is not a function of the file")
+    # Called once per outcome of its comparisons of sizes (_Branches): one launch for all, or refused.
+    read, plans = [], [[]]
+    while plans:
+        _Branches.current = branches = _Branches(plans.pop())
+        try:
+            described = _capture_once(module, function, wrapper, triton, kernel_and_configs, layout, input_type, dims)
+        except Unsupported as exc:
+            raise Unsupported(f"{exc} (where {branches.said()})" if branches.asked else str(exc)) from None
+        finally:
+            _Branches.current = _Branches([])
+        read.append((branches, described))
+        plans += branches.others()
+    first_branches, first = read[0]
+    for branches, described in read[1:]:
+        if described != first:
+            raise Unsupported(f"the launch {wrapper}(a, b) makes depends on its sizes: where {first_branches.said()} "
+                              f"it differs from where {branches.said()}; gemmwatch reads a wrapper that makes one "
+                              "launch for every size (describe the kernel with entry, args and grid instead)")
+    return first
+
+
+def _capture_once(module, function, wrapper: str, triton, kernel_and_configs, layout: dict, input_type: str,
+                  dims: list | None) -> dict:
+    """One call of the wrapper on stand-ins, its launch recorded instead of made (capture)."""
     made: list[Tensor] = []
     launches: list[tuple] = []
     interface = triton.runtime.jit.KernelInterface
