@@ -71,6 +71,20 @@ def test_the_imports_resolve_and_what_raised_in_the_siblings_is_listed(kernel_re
     assert kernel_read["pruning"] == ["early_config_prune=early_prune", "perf_model=estimated_time", "top_k=1"]
 
 
+def test_an_import_of_a_path_finds_nothing_outside_the_files(tmp_path):
+    """importlib.import_module("/abs/path"), a try past the finder: a module name is identifiers between dots."""
+    from worker.compile.triton_module import JobFiles
+
+    (tmp_path / "src" / "kernels").mkdir(parents=True)
+    (tmp_path / "outside.py").write_text("SECRET = 1\n")
+    (tmp_path / "src" / "kernels" / "tiles.py").write_text("TILE = 64\n")
+    finder = JobFiles(str(tmp_path / "src"), "kernels", {})
+    assert finder.find_spec("tiles") is not None and finder.find_spec("gemmwatch_job.kernels.tiles") is not None
+    outside = str(tmp_path / "outside")  # a name that is a path: os.path.join would leave the root for it
+    assert "." not in outside and finder.find_spec(outside) is None
+    assert finder.find_spec(f"gemmwatch_job.{outside}") is None
+
+
 def test_a_sibling_left_out_is_named_where_the_kernel_is_not_found(tmp_path):
     desc = described()
     alone = described(files={path: text for path, text in desc.files.items() if not path.endswith("perf_model.py")})

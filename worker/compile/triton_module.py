@@ -161,6 +161,8 @@ class JobFiles(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def find_spec(self, name, path=None, target=None):
         parts = name.split(".")
+        if not all(part.isidentifier() for part in parts):  # importlib.import_module("/a/path") names no module
+            return None
         if parts[0] == JOB_PACKAGE:
             where = os.path.join(self.root, *parts[1:])
         elif parts[0] in NOT_LOADED:
