@@ -25,7 +25,6 @@ from core.description.kernel_description import KernelDescription
 from worker.arguments import kernel_args
 from worker.arguments.kernel_args import ArgumentMismatch, load
 from worker.compile import compiler, cubin_info, launcher_library, triton_build
-from worker.measure import triton_autotune
 
 # Figures of one data-centre card per compute capability, for the expressions of a description
 # (SM_COUNT, SMEM_PER_BLOCK, ...) on a machine with no GPU to read them from. A job never uses
@@ -104,7 +103,7 @@ def timed_said(desc: KernelDescription, described: dict) -> str:
     """What a worker's autotune will time of a kernel's configurations, where that is not all of them or
     the file asks for pruning that gemmwatch does not run."""
     configs = described["configs"]
-    runnable = sum(1 for c in configs if triton_autotune.unsupported(c, desc.c_starts_zero) is None)
+    runnable = sum(1 for c in configs if triton_build.unsupported(c, desc.c_starts_zero) is None)
     said = f"; a worker times {runnable} of them per case" if runnable != len(configs) else ""
     if described.get("pruning"):
         said += (f"; its prune_configs_by ({', '.join(described['pruning'])}) is the file's Python and is not run: "

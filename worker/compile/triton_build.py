@@ -106,6 +106,24 @@ def for_case(launch: Launch, described: dict, values: dict) -> Launch:
                    arg_values=arg_values(launch, values) if described.get("heuristics") else ())
 
 
+# Configurations a description cannot state (a cluster of CTAs, a register cap): not taken.
+_UNSUPPORTED = ("num_ctas", "maxnreg")
+
+
+def unsupported(config: dict, c_starts_zero: bool = False) -> str | None:
+    """Why a configuration cannot be run as a description says it, or None. A pre_hook is the job's
+    Python, which never runs beside the timer: such a configuration (a split-K one whose hook zeroes C)
+    runs only where the description zeroes C itself before each call (`c_starts_zero`), else it would be
+    timed and checked over a C its hook was meant to clear."""
+    odd = [f"{name}={config[name]}" for name in _UNSUPPORTED if config.get(name) not in (None, 1)]
+    if any(type(v) not in (int, bool) for v in config["kwargs"].values()):
+        odd.append("a value that is not an integer")
+    if config.get("pre_hook") and not c_starts_zero:
+        odd.append('a pre_hook (the job\'s Python before each launch; where it zeroes C, "c_starts_zero": true '
+                   "does the same)")
+    return ", ".join(odd) or None
+
+
 def _confined_triton(compute_capability: str, cfg) -> tuple[str, CompilerConfinement]:
     cc = compute_capability.replace(".", "")
     confinement = probe(cc, cfg.compile_timeout_s, cfg.compile_memory_mb)

@@ -26,10 +26,7 @@ from core.records.kernel_store import kernel_hash
 from worker.measure import cublas_best
 from worker.arguments import kernel_args
 from worker.compile import triton_build
-
-# Configurations a description cannot state (a cluster of CTAs, a register cap): not taken.
-_UNSUPPORTED = ("num_ctas", "maxnreg")
-
+from worker.compile.triton_build import unsupported
 
 def bucket(m: int, n: int, k: int) -> list[int]:
     """The shape bucket a choice is kept for: each dimension rounded up to a power of two."""
@@ -39,20 +36,6 @@ def bucket(m: int, n: int, k: int) -> list[int]:
 def with_config(desc: KernelDescription, config: dict) -> KernelDescription:
     """The description with one configuration's values as defines and its warps and stages."""
     return desc.with_triton_config(config)
-
-
-def unsupported(config: dict, c_starts_zero: bool = False) -> str | None:
-    """Why a configuration cannot be run as a description says it, or None. A pre_hook is the job's
-    Python, which never runs beside the timer: such a configuration (a split-K one whose hook zeroes C)
-    runs only where the description zeroes C itself before each call (`c_starts_zero`), else it would be
-    timed and checked over a C its hook was meant to clear."""
-    odd = [f"{name}={config[name]}" for name in _UNSUPPORTED if config.get(name) not in (None, 1)]
-    if any(type(v) not in (int, bool) for v in config["kwargs"].values()):
-        odd.append("a value that is not an integer")
-    if config.get("pre_hook") and not c_starts_zero:
-        odd.append('a pre_hook (the job\'s Python before each launch; where it zeroes C, "c_starts_zero": true '
-                   "does the same)")
-    return ", ".join(odd) or None
 
 
 def choose(desc: KernelDescription, configs: list[dict], time_config: Callable[[KernelDescription], float] | None,
