@@ -95,6 +95,22 @@ def test_a_sibling_left_out_is_named_where_the_kernel_is_not_found(tmp_path):
     assert "perf_model" in said and "NameError: name 'early_prune' is not defined" in said, said
 
 
+def test_a_wrapper_that_fails_for_a_name_its_file_could_not_define_says_which_statement_raised(tmp_path):
+    """The file's configurations are left out: `from tile_sizes import CONFIGS` raises as the file is read, the
+    kernel is never defined, and the wrapper's call fails on its name. Both are said, each frame under the
+    job's own path."""
+    desc = described("package_matmul_wrapped")
+    alone = described("package_matmul_wrapped",
+                      files={path: text for path, text in desc.files.items() if not path.endswith("tile_sizes.py")})
+    with pytest.raises(CompileRefused) as refused:
+        triton_build.wrapper_call(alone, "9.0", settings(tmp_path))
+    said = str(refused.value)
+    assert "calling matmul(a, b) in kernels/matmul.py failed" in said, said
+    assert "NameError: name 'matmul_kernel' is not defined" in said, said
+    assert "statements of the file that raised as it was read" in said and "No module named 'tile_sizes'" in said, said
+    assert 'File "kernels/matmul.py", line' in said and "src/" not in said, said
+
+
 def built(desc: KernelDescription, kernel_read: dict, cfg):
     launch = resolve(triton_autotune.with_config(desc, kernel_read["configs"][0]), {}, H100_FIGURES, "job")
     launch = triton_build.for_case(launch, kernel_read, kernel_args.named_values(

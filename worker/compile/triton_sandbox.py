@@ -150,9 +150,11 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
                                           request["layout"], request["input_type"], request.get("dims"))
         except triton_wrapper.Unsupported as exc:
             return {"ok": False, "log": f"{request['wrapper']} in {request['source']}: {exc}"}
-        except BaseException:
+        except BaseException:  # a name its file failed to define is the usual cause: those statements are said
+            why = "".join(f"\n  {line}" for line in skipped)
             return {"ok": False, "log": f"calling {request['wrapper']}(a, b) in {request['source']} failed:\n"
-                                        f"{job_traceback(traceback.format_exc())}"}
+                                        f"{job_traceback(traceback.format_exc())}"
+                                        + (f"\nstatements of the file that raised as it was read:{why}" if skipped else "")}
         return {"ok": True, "call": call, "skipped": skipped}
     kernel, configs = triton_module.kernel_and_configs(triton, getattr(module, request["entry"], None))
     if kernel is None:
@@ -279,7 +281,10 @@ def job_traceback(text: str) -> str:
     import traceback
 
     lines = text.rstrip().splitlines()
-    keep = [line for line in lines if 'File "src/' in line or "File \"" + os.path.abspath("src") in line]
+    own = ('File "src/', 'File "' + os.path.abspath("src") + "/")
+    # Each frame named by the job's own path (kernels/matmul.py), not where this process wrote it (src/...).
+    keep = [line.replace(own[1], 'File "').replace(own[0], 'File "') for line in lines
+            if own[0] in line or own[1] in line]
     handled = sys.exc_info()[1]
     error = "".join(traceback.format_exception_only(type(handled), handled)).rstrip() if handled else lines[-1]
     return "\n".join([*keep[-8:], error[-4000:]])
