@@ -127,9 +127,8 @@ def _generate(request: dict, torch, helion) -> dict:
     name = request["wrapper"]
     kernel = getattr(module, name, None)
     if not isinstance(kernel, helion.Kernel):
-        why = "".join(f"\n  {line}" for line in skipped)
         return {"ok": False, "log": f"{name} in {request['source']} is not a @helion.kernel function"
-                                    + (f"; statements of the file that raised:{why}" if skipped else "")}
+                                    + triton_sandbox.raised_said(skipped, "; statements of the file that raised:")}
     written = [_written_for(request, torch, helion, kernel, dims) for dims in request["cases"]]
     return {"ok": True, "written": written, "skipped": skipped}
 

@@ -220,33 +220,34 @@ def kernel_and_configs(triton, obj):
     return obj, configs
 
 
+def _decorators(triton, obj):
+    """Each decorator object around `obj`'s @triton.jit function, the outermost first (@triton.autotune,
+    @triton.heuristics: each holds the next as `fn`); none past the function or a chain that ends elsewhere."""
+    while obj is not None and not isinstance(obj, triton.runtime.jit.JITFunction):
+        yield obj
+        inner = getattr(obj, "fn", None)
+        obj = None if inner is obj else inner
+
+
 def pruning_of(triton, obj) -> list[str]:
     """What the @triton.autotune around `obj`'s kernel names in prune_configs_by, as the file spells it
     ("perf_model=estimate_matmul_time", "top_k=10"); empty where it names nothing. gemmwatch does not run it (the job's
     Python, asking the GPU): every configuration is timed, and the check says so."""
-    while obj is not None and not isinstance(obj, triton.runtime.jit.JITFunction):
-        if isinstance(obj, triton.runtime.autotuner.Autotuner):
-            named = [(what, getattr(obj, attribute, None)) for what, attribute in (
-                ("early_config_prune", "early_config_prune"), ("perf_model", "perf_model"))]
+    for layer in _decorators(triton, obj):
+        if isinstance(layer, triton.runtime.autotuner.Autotuner):
+            named = [(what, getattr(layer, what, None)) for what in ("early_config_prune", "perf_model")]
             said = [f"{what}={getattr(function, '__name__', 'given')}" for what, function in named if function]
-            top_k = getattr(obj, "configs_top_k", 1.0)
+            top_k = getattr(layer, "configs_top_k", 1.0)
             every = isinstance(top_k, float) and top_k == 1.0  # Triton's default: all that are left
             return said + ([f"top_k={top_k}"] if said and not every else [])
-        inner = getattr(obj, "fn", None)
-        obj = None if inner is obj else inner
     return []
 
 
 def heuristics_of(triton, obj) -> list:
     """What the @triton.heuristics around `obj`'s kernel set, as (name, function) in the order Triton's
     launcher runs them (the outer decorator first, each dict in its order); empty where there are none."""
-    found = []
-    while obj is not None and not isinstance(obj, triton.runtime.jit.JITFunction):
-        if isinstance(obj, triton.runtime.autotuner.Heuristics):
-            found += list(obj.values.items())
-        inner = getattr(obj, "fn", None)
-        obj = None if inner is obj else inner
-    return found
+    return [item for layer in _decorators(triton, obj) if isinstance(layer, triton.runtime.autotuner.Heuristics)
+            for item in layer.values.items()]
 
 
 def constexpr_value(language, name: str, value):

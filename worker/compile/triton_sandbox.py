@@ -151,16 +151,14 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
         except triton_wrapper.Unsupported as exc:
             return {"ok": False, "log": f"{request['wrapper']} in {request['source']}: {exc}"}
         except BaseException:  # a name its file failed to define is the usual cause: those statements are said
-            why = "".join(f"\n  {line}" for line in skipped)
             return {"ok": False, "log": f"calling {request['wrapper']}(a, b) in {request['source']} failed:\n"
                                         f"{job_traceback(traceback.format_exc())}"
-                                        + (f"\nstatements of the file that raised as it was read:{why}" if skipped else "")}
+                                        + raised_said(skipped, "\nstatements of the file that raised as it was read:")}
         return {"ok": True, "call": call, "skipped": skipped}
     kernel, configs = triton_module.kernel_and_configs(triton, getattr(module, request["entry"], None))
     if kernel is None:
-        why = "".join(f"\n  {line}" for line in skipped)
         return {"ok": False, "log": f"{request['entry']} in {request['source']} is not a @triton.jit function"
-                                    + (f"; statements of the file that raised:{why}" if skipped else "")}
+                                    + raised_said(skipped, "; statements of the file that raised:")}
     constant = [p.name for p in kernel.params if p.is_constexpr]
     plain = [p.name for p in kernel.params if not p.is_constexpr]
     heuristics = triton_module.heuristics_of(triton, getattr(module, request["entry"], None))
@@ -272,6 +270,11 @@ def _has_default(kernel, name: str) -> bool:
 
 def _default(kernel, name: str):
     return kernel.signature.parameters[name].default
+
+
+def raised_said(skipped: list[str], heading: str) -> str:
+    """The statements of the job's files that raised as they were read, one a line under `heading`; "" for none."""
+    return heading + "".join(f"\n  {line}" for line in skipped) if skipped else ""
 
 
 def job_traceback(text: str) -> str:
