@@ -132,6 +132,24 @@ def test_an_fp8_split_k_wrapper_writing_fp16_is_verified_beside_cublaslt_fp16(ru
     assert not out.verified and "relative error" in (out.error or ""), out.error
 
 
+@pytest.mark.parametrize("call", ["tiled_matmul(a, b, 128, 64, 32, torch.float16, False, 4, 8)",
+                                  "Matmul(mode='wide')(a, b, block_k=64)"])
+@pytest.mark.parametrize("size", [(1000, 1003, 997), (8, 4096, 1024)], ids=lambda s: "x".join(map(str, s)))
+def test_a_wrapper_named_by_its_call_is_verified_on_the_gpu(runner, call, size):
+    """A wrapper that wants its tiles and launch options (alfin3/triton-kernel-opt's shape), named by the call
+    made at home: verified at an awkward size and a skinny one; the same call with relu=True, whose C is
+    not A·B, is refused as wrong."""
+    from tests.test_triton_wrapper import wrapped
+
+    out = runner.run_case(Case(0, "call", *size, 7, KernelChoice(wrapped(call), {}, "job")), POLICY)
+    assert out.verified and out.gflops > 0, out.error
+    if call.startswith("tiled_matmul"):
+        assert out.env["launch"]["defines"]["BLOCK_M"] == 128
+        clipped = wrapped(call.replace("False", "True"))
+        out = runner.run_case(Case(1, "clipped", *size, 7, KernelChoice(clipped, {}, "job")), POLICY)
+        assert not out.verified and "wrong result" in (out.error or ""), out.error
+
+
 def test_a_word_constexpr_reaches_the_gpu_kernel(runner):
     """The tutorial's ACTIVATION: "" (as the wrapper passes it) is the plain GEMM, verified; the same
     kernel with the word "relu" set over it clips C's negative elements, and the check says so."""

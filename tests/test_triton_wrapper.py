@@ -5,6 +5,7 @@ double stands in for the GPU (tests/test_gpu_triton.py runs a wrapper on the GPU
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,8 @@ POLICY = TimingPolicy.from_settings(Settings(GEMMWATCH_CASE_TIME_CAP_S=0.3, GEMM
 
 def wrapped(wrapper: str, **changes) -> KernelDescription:
     return KernelDescription.model_validate({
-        "name": f"wrapped_{wrapper}", "language": "triton", "source": "wrappers.py", "wrapper": wrapper,
+        "name": f"wrapped_{re.sub(r'[^a-z_]', '', wrapper.lower())[:40]}", "language": "triton",
+        "source": "wrappers.py", "wrapper": wrapper,
         "files": {"wrappers.py": (REPO / "wrappers.py").read_text()}, "compute_mode": "fp16", **changes})
 
 
@@ -187,7 +189,7 @@ def test_a_word_that_could_be_code_is_refused_where_the_wrapper_is_read(runner):
     ("launch_by_size", r"the launch launch_by_size\(a, b\) makes depends on its sizes: where M > 1024 taken as True "
                        "it differs from where M > 1024 taken as False"),
     ("c_not_returned", "does not return the C it allocated"),
-    ("no_such_wrapper", "no_such_wrapper is not a function of the file"),
+    ("no_such_wrapper", "no_such_wrapper is not a name of the file"),
 ])
 def test_what_cannot_be_read_as_one_launch_is_refused_in_the_job_s_terms(runner, wrapper, said):
     with pytest.raises(CompileRefused, match=said) as refused:
@@ -205,6 +207,93 @@ def test_a_case_of_a_wrapper_that_cannot_be_read_fails_with_that_reason(runner):
     desc = wrapped("twice")
     with pytest.raises(CompileRefused, match="twice in wrappers.py: twice.a, b. made 2 Triton launches"):
         runner.run_case(Case(0, desc.name, 64, 64, 64, 3, KernelChoice(desc, {}, "job")), POLICY)
+
+
+def test_a_wrapper_that_wants_more_than_a_and_b_is_named_by_the_call_made_at_home(runner):
+    """alfin3/triton-kernel-opt's wrappers take their tiles, C's type and launch options, none defaulted:
+    the description gives the call as its README writes it, a and b standing for the matrices, every other
+    value a literal or a name of the file (torch.float16). What the call passes is what the launch carries."""
+    desc = wrapped("tiled_matmul(a, b, 128, 64, block_k=32, dtype_out=torch.float16, relu=True, num_stages=4, "
+                   "num_warps=8)")
+    call = runner.device.wrapper_call(desc)
+    assert call["defines"] == {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32}
+    assert call["triton"] == {"num_warps": 8, "num_stages": 4, "string_constexprs": {"ACTIVATION": "relu"}}
+    assert call["c_type"] == "float16"
+    other = runner.device.wrapper_call(wrapped("tiled_matmul(a, b, 64, 32, 16, torch.float16, False, 2, 4)"))
+    assert other["defines"] == {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 16}
+    assert other["triton"] == {"num_warps": 4, "num_stages": 2, "string_constexprs": {"ACTIVATION": ""}}
+    read = desc.with_wrapper_call(call)
+    assert read.entry == "scaled_matmul" and read.args[:3] == ["A", "B", "C"]
+    # checked and timed as the kernel it launches (without relu: its C would not be A·B)
+    for m, n, k in [(96, 80, 64), (100, 130, 70)]:
+        out = runner.run_case(Case(0, desc.name, m, n, k, 3, KernelChoice(wrapped(
+            "tiled_matmul(a, b, 64, 64, 32, torch.float16, False, 3, 4)"), {}, "job")), POLICY)
+        assert out.verified and out.gflops, out.error
+
+
+def test_a_wrapper_a_class_makes_is_named_by_both_calls(runner):
+    """`Matmul(mode="wide")(a, b)`: the instance's __call__ is the wrapper, its defaults as at home."""
+    wide = runner.device.wrapper_call(wrapped("Matmul(mode='wide')(a, b, block_k=64)"))
+    assert wide["defines"] == {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64}
+    square = runner.device.wrapper_call(wrapped("Matmul()(a, b)"))
+    assert square["defines"] == {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}
+    with pytest.raises(CompileRefused, match=r"(?s)calling Matmul\(mode='tall'\)\(a, b\) in wrappers.py failed:.*"
+                                             r"NotImplementedError: mode 'tall': one of \['square', 'wide'\]"):
+        runner.device.wrapper_call(wrapped("Matmul(mode='tall')(a, b)"))
+
+
+@pytest.mark.parametrize(("call", "said"), [
+    ("missing(a, b)", "missing is not a name of the file"),
+    ("tiled_matmul(a, b, 64, 64, 32, torch.float99, False, 3, 4)", "torch.float99"),
+    ("tiled_matmul(a, b, 64, 64, 32, tl.no_such_type, False, 3, 4)", "tl has no no_such_type"),
+    ("tiled_matmul(a, b, 64, 64, 32)", r"missing 4 required positional arguments"),
+])
+def test_a_call_the_file_cannot_answer_is_refused_naming_what(runner, call, said):
+    with pytest.raises(CompileRefused, match=said):
+        runner.device.wrapper_call(wrapped(call))
+
+
+@pytest.mark.parametrize(("call", "said"), [
+    ("tiled_matmul(a)", "a and b .the matrices. each once, in the last call's arguments"),
+    ("tiled_matmul(a, b, a)", "a and b .the matrices. each once"),
+    ("Matmul(a)(b)", "a and b .the matrices. each once, in the last call's arguments"),
+    ("tiled_matmul(a, b, *tiles)", r"not \*args or \*\*kwargs"),
+    ("tiled_matmul(a, b, block_m=__import__('os').getpid())", "a wrapper's argument is a literal"),
+    ("tiled_matmul(a, b, dtype_out=torch.__class__)", "a name with a double underscore is not followed"),
+    ("torch.__class__.__subclasses__()(a, b)", "a name with a double underscore is not followed"),
+    ("tiled_matmul(a, b, dtype_out=a.dtype)", "a and b are passed as they are"),
+    ("(lambda a, b: a)(a, b)", "a dotted name of the wrapper's file"),
+    ("tiled_matmul(a, b", "neither a function's name nor a Python call"),
+    ("tiled_matmul", None),
+    ("f(a, b, x=" + "1" * 1000 + ")", "at most 1000"),
+])
+def test_a_wrapper_call_gemmwatch_cannot_follow_is_refused_at_the_door(call, said):
+    """The call is parsed, never evaluated, when the job is posted: a try past the guard (a call inside an
+    argument, a dunder, a lambda) is refused there, saying what of it; a plain name is still f(a, b)."""
+    if said is None:
+        assert wrapped(call).wrapper == call
+        return
+    with pytest.raises(ValidationError, match=said):
+        wrapped(call)
+
+
+def test_the_confined_process_follows_no_dunder_even_in_a_plan_it_is_handed():
+    """core/description/wrapper_call.py refuses the text; the compile process, handed a plan, refuses too."""
+    import types
+
+    from worker.compile import triton_wrapper
+
+    module = types.ModuleType("job")
+    module.torch = triton_wrapper.Torch([])
+    with pytest.raises(triton_wrapper.Unsupported, match="double underscore"):
+        triton_wrapper._named(module, ["torch", "__class__"])
+    assert triton_wrapper._named(module, ["torch", "float16"]) == "float16"
+
+
+def test_a_helion_kernel_is_named_not_called():
+    with pytest.raises(ValidationError, match="a Helion kernel is named, not called"):
+        KernelDescription.model_validate({"name": "h", "language": "helion", "source": "m.py", "files": {"m.py": "x"},
+                                          "wrapper": "matmul(a, b)", "compute_mode": "fp16"})
 
 
 def test_a_description_names_a_wrapper_or_the_kernel_never_both():

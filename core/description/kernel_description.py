@@ -27,7 +27,7 @@ from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PA
                                                  BlockScales, HelionValue, OperandLayouts, SizeMultiple, Target, TensorMap, TileGrid,
                                                  TritonOptions, Tunable, arg_refusal, is_expression,
                                                  is_filler, names_no_c)
-from core.description import launch_checks
+from core.description import launch_checks, wrapper_call
 
 
 # Files a description carries, its source and headers together: a repository's GEMM with every header
@@ -140,9 +140,13 @@ class KernelDescription(BaseModel):
         description='a Helion kernel\'s helion.Config, as Helion prints it: {"block_sizes": [128, 256, 64], '
                     '"num_warps": 8, "num_stages": 3}; left out, the one config its @helion.kernel(config=...) pins. '
                     "gemmwatch does not run Helion's autotuner (minutes a shape): run it at home and give its choice")
-    wrapper: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")] | None = Field(
+    wrapper: Annotated[str, StringConstraints(min_length=1, max_length=wrapper_call.MAX_LENGTH)] | None = Field(
         None, description="a Triton kernel given by the repository's Python wrapper instead of entry, args and grid: "
-                          "the function of `source` that takes A and B and returns C (`matmul(a, b)`). The worker "
+                          "the function of `source` that takes A and B and returns C (`matmul`, called as "
+                          "`matmul(a, b)`), or the call a user makes at home where it wants more, a and b standing "
+                          "for the matrices and every other value a literal or a name of the file "
+                          "(`group_m_matmul(a, b, block_size_m=256, dtype_acc=tl.float32)`, "
+                          "`matmul(mode='group_m')(a, b)`). The worker "
                           "calls it once, confined, on stand-ins whose sizes are names, and reads the one "
                           "@triton.jit launch it makes: the kernel, which parameter is which matrix, size or "
                           "stride, its tl.constexpr values and its grid; that kernel is then compiled, checked and "
@@ -260,6 +264,13 @@ class KernelDescription(BaseModel):
     def effective_target(self) -> str | None:
         """The target the description names, else the one its flags name (-arch=sm_90a)."""
         return self.target or self.build_flags.target
+
+    @field_validator("wrapper")
+    @classmethod
+    def _wrapper_call(cls, value: str | None) -> str | None:
+        if value is not None:
+            wrapper_call.plan(value)  # a call gemmwatch cannot follow is refused here, saying what of it
+        return value
 
     @field_validator("launcher", "entry")
     @classmethod

@@ -120,6 +120,9 @@ def _check_helion(desc: Described) -> None:
         raise ValueError(f"source {desc.source}: a Helion kernel's source is a Python file (.py)")
     if desc.wrapper is None:
         raise ValueError(f"wrapper: the @helion.kernel function of {desc.source} that takes A and B and returns C")
+    if not desc.wrapper.isidentifier():
+        raise ValueError(f"wrapper {desc.wrapper!r}: a Helion kernel is named, not called: its @helion.kernel "
+                         "function, which Helion binds to A and B alone")
     given = [name for name, value in (("entry", desc.entry), ("grid", desc.grid), ("block", desc.block),
                                       ("launcher", desc.launcher), ("triton", desc.triton), ("defines", desc.defines),
                                       ("tunables", desc.tunables), ("tensor_maps", desc.tensor_maps),

@@ -37,6 +37,8 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
   size; built as its CMake file builds them, three runs each, the median kept (see the function).
 - triton-lang/kernels: its `kernels/matmul.py` wrapper `matmul(a, b)` in FP16, its autotune (pruned by its
   perf model) run once, then timed by `triton.testing.do_bench` (median), with torch.matmul beside it.
+- alfin3/triton-kernel-opt: each kernel's call as the manifest's `wrapper` writes it, timed as its
+  benchmark_matmul.py times it (do_bench, warmup 100, rep 100, the median), with torch.matmul beside it.
 - CUTLASS's example 48 (Hopper warp-specialised TF32, issue 50): built with the manifest's flags
   against the same CUTLASS headers the worker pins, run as
   `48_hopper_warp_specialized_gemm --m=S --n=S --k=S --iterations=1000` (one check, then 1000
@@ -44,7 +46,7 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
 
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
   python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm,thunderkittens,cutegemm101,gemmzoo,
-  tritonkernels} REPO OUT
+  tritonkernels,alfin3} REPO OUT
       [--steps check,runner,burst,cold] [--only a,b] [--size 8192]
 (check: the repository's own correctness check where its runner leaves it off, matmul_playground only)
 (REPO for cutlass48: CUTLASS's examples/ folder, or the nvidia-cutlass wheel's cutlass_library/source/examples)
@@ -232,6 +234,40 @@ def triton_kernels_runner(repo: Path, out: Path, manifest: dict) -> dict[str, fl
     return figures
 
 
+# alfin3/triton-kernel-opt's benchmark_matmul.py needs `fire` and writes plots; this is its timing alone:
+# fp32 randn cast to FP16, each call as its sweep makes it, triton.testing.do_bench(warmup=100, rep=100) and
+# the median of its quantiles [0.5, 0.2, 0.8]. Each kernel's call is the manifest's `wrapper`, made here as
+# Python at home (the repository is trusted here; in gemmwatch it is never evaluated, see wrapper_call.py).
+ALFIN3_RUNNER = """
+import json, sys, torch, triton
+import triton.language as tl
+import kernels  # its __init__ rebinds kernels.matmul to the class of that name: the file is the module's
+matmul_file = sys.modules["kernels.matmul"]
+S, calls = int(sys.argv[1]), json.loads(sys.argv[2])
+torch.manual_seed(0)
+a = torch.randn((S, S), device="cuda", dtype=torch.float32).to(torch.float16)
+b = torch.randn((S, S), device="cuda", dtype=torch.float32).to(torch.float16)
+scope = {**vars(matmul_file), "torch": torch, "tl": tl, "a": a, "b": b}
+for name, call in [*calls.items(), ("cuBLAS", "torch.matmul(a, b)")]:
+    fn = lambda: eval(call, scope)
+    c = fn()
+    print(name, "max |c - a@b|:", (c.float() - (a.float() @ b.float())).abs().max().item())
+    ms = triton.testing.do_bench(fn, warmup=100, rep=100, quantiles=[0.5, 0.2, 0.8])[0]
+    print(f"{name}: {ms:.4f} ms | {2 * S**3 / ms / 1e9:.1f} TFLOPS")
+"""
+
+
+def alfin3_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """Each kernel's TFLOPS at SIZE by triton.testing.do_bench as its benchmark_matmul.py times it, and
+    torch.matmul's as its "cuBLAS" line."""
+    calls = {k["name"]: k["wrapper"] for k in manifest["kernels"]}
+    done = subprocess.run([sys.executable, "-c", ALFIN3_RUNNER, str(SIZE), json.dumps(calls)], cwd=repo,
+                          capture_output=True, text=True, timeout=900)
+    (out / "runner.txt").write_text(done.stdout + done.stderr)
+    return {("cublas" if m.group(1) == "cuBLAS" else m.group(1)): float(m.group(2))
+            for m in re.finditer(r"^(\w+): [\d.]+ ms \| ([\d.]+) TFLOPS", done.stdout, re.M)}
+
+
 def cutlass48_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
     """Example 48's TFLOPS at SIZE: the median of three runs, each of its own 1000-iteration loop."""
     sys.path.insert(0, str(ROOT))
@@ -413,7 +449,8 @@ REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "thunderkittens": ("HazyResearch-ThunderKittens.gemmwatch.json", thunderkittens_runner),
          "cutegemm101": ("HuyNguyen-hust-cute-gemm-101.gemmwatch.json", cutegemm101_runner),
          "gemmzoo": ("AD2605-gemm-zoo.gemmwatch.json", gemmzoo_runner),
-         "tritonkernels": ("triton-lang-kernels.gemmwatch.json", triton_kernels_runner)}
+         "tritonkernels": ("triton-lang-kernels.gemmwatch.json", triton_kernels_runner),
+         "alfin3": ("alfin3-triton-kernel-opt.gemmwatch.json", alfin3_runner)}
 # The size a repository's runner times, where it is not SIZE cubed: gemmwatch's steps take it too.
 SHAPES = {"simplegemm": "8448x9216x640", "thunderkittens": "4096x4096x4096", "cutegemm101": "4096x4096x4096"}
 # The repositories whose own correctness check is off in the runner as it times (see each function).

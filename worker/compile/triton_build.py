@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from core.description.kernel import Launch
 from core.description.description_fields import SCALE_ARGS, integer_constant, is_expression, is_filler
+from core.description.wrapper_call import plan as call_plan
 from core.description.kernel_description import KernelDescription
 from worker.compile import failed_compiles
 from worker.compile.failed_compiles import digest_of
@@ -167,7 +168,8 @@ def wrapper_call(desc: KernelDescription, compute_capability: str, cfg,
     dims: the one size the file was written for (Helion's code for a case), read at those numbers."""
     cc, confinement = _confined_triton(compute_capability, cfg)
     layout = {x: desc.form.layout(x) for x in ("A", "B")}
-    request = {"tool": "triton", "wrapper": desc.wrapper, "files": dict(desc.files), "source": desc.source,
+    request = {"tool": "triton", "wrapper": desc.wrapper, "wrapper_plan": call_plan(desc.wrapper),
+               "files": dict(desc.files), "source": desc.source,
                "entry": desc.wrapper, "compute_capability": cc, "layout": layout,
                "input_type": TORCH_TYPE[desc.precision.input_type], "dims": list(dims) if dims else None}
     key = digest_of([sorted(desc.files.items()), desc.source, desc.wrapper, layout, request["input_type"], cc,

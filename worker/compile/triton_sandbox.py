@@ -146,12 +146,12 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
         return {"ok": False, "log": f"reading {request['source']} failed:\n{job_traceback(traceback.format_exc())}"}
     if request.get("wrapper"):  # the wrapper called once on stand-ins: its launch, as a description reads it
         try:
-            call = triton_wrapper.capture(module, request["wrapper"], triton, triton_module.kernel_and_configs,
+            call = triton_wrapper.capture(module, request["wrapper_plan"], triton, triton_module.kernel_and_configs,
                                           request["layout"], request["input_type"], request.get("dims"))
         except triton_wrapper.Unsupported as exc:
             return {"ok": False, "log": f"{request['wrapper']} in {request['source']}: {exc}"}
         except BaseException:  # a name its file failed to define is the usual cause: those statements are said
-            return {"ok": False, "log": f"calling {request['wrapper']}(a, b) in {request['source']} failed:\n"
+            return {"ok": False, "log": f"calling {request['wrapper_plan']['shown']} in {request['source']} failed:\n"
                                         f"{job_traceback(traceback.format_exc())}"
                                         + raised_said(skipped, "\nstatements of the file that raised as it was read:")}
         return {"ok": True, "call": call, "skipped": skipped}

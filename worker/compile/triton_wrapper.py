@@ -299,20 +299,21 @@ def matrices(layout: dict, input_type: str, dims: list | None = None) -> tuple[T
     return made("A", m, k, layout.get("A", "row") == "row"), made("B", k, n, layout.get("B", "row") == "row")
 
 
-def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, input_type: str,
+def capture(module, plan: dict, triton, kernel_and_configs, layout: dict, input_type: str,
             dims: list | None = None) -> dict:
-    """The one launch `module.<wrapper>(A, B)` makes, as a description reads it: {"entry", "args",
-    "defines", "grid", "triton", "c_starts_zero", "c_type"}; Unsupported where it cannot be read so. dims: the
-    one size the file was written for (Helion's code for a case), its sizes then numbers."""
-    function = getattr(module, wrapper, None)
-    if not callable(function):
-        raise Unsupported(f"{wrapper} is not a function of the file")
+    """The one launch the wrapper's call makes (plan: core/description/wrapper_call.py's, `matmul(a, b)` or the
+    call as the description writes it), as a description reads it: {"entry", "args", "defines", "grid",
+    "triton", "c_starts_zero", "c_type"}; Unsupported where it cannot be read so. dims: the one size the file
+    was written for (Helion's code for a case), its sizes then numbers."""
+    if not callable(_named(module, plan["callee"])):
+        raise Unsupported(f"{'.'.join(plan['callee'])} is not a function of the file")
+    wrapper = plan["shown"]
     # Called once per outcome of its comparisons of sizes (_Branches): one launch for all, or refused.
     read, plans = [], [[]]
     while plans:
         _Branches.current = branches = _Branches(plans.pop())
         try:
-            described = _capture_once(module, function, wrapper, triton, kernel_and_configs, layout, input_type, dims)
+            described = _capture_once(module, plan, triton, kernel_and_configs, layout, input_type, dims)
         except Unsupported as exc:
             raise Unsupported(f"{exc} (where {branches.said()})" if branches.asked else str(exc)) from None
         finally:
@@ -322,15 +323,53 @@ def capture(module, wrapper: str, triton, kernel_and_configs, layout: dict, inpu
     first_branches, first = read[0]
     for branches, described in read[1:]:
         if described != first:
-            raise Unsupported(f"the launch {wrapper}(a, b) makes depends on its sizes: where {first_branches.said()} "
+            raise Unsupported(f"the launch {wrapper} makes depends on its sizes: where {first_branches.said()} "
                               f"it differs from where {branches.said()}; gemmwatch reads a wrapper that makes one "
                               "launch for every size (describe the kernel with entry, args and grid instead)")
     return first
 
 
-def _capture_once(module, function, wrapper: str, triton, kernel_and_configs, layout: dict, input_type: str,
+def _named(module, dotted: list[str]):
+    """A name of the wrapper's file (`group_m_matmul`, `torch.float16`, `tl.float32`), as its code would
+    reach it; Unsupported where the file has no such name."""
+    if dotted[0] not in module.__dict__:
+        raise Unsupported(f"{dotted[0]} is not a name of the file")
+    found = module.__dict__[dotted[0]]
+    for depth, part in enumerate(dotted[1:], start=1):
+        if part.startswith("__"):  # the plan refuses these too: no way out through a dunder
+            raise Unsupported(f"{'.'.join(dotted)}: a name with a double underscore is not followed")
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise Unsupported(f"{'.'.join(dotted[:depth])} has no {part}") from None
+    return found
+
+
+def _given(module, value: dict, a: Tensor, b: Tensor):
+    """One argument of the call as the plan writes it: a literal, a name of the file, or a stand-in matrix."""
+    if "matrix" in value:
+        return a if value["matrix"] == "a" else b
+    if "literal" in value:
+        return value["literal"]
+    if "name" in value:
+        return _named(module, value["name"])
+    items = [_given(module, item, a, b) for item in value.get("tuple", value.get("list", []))]
+    return tuple(items) if "tuple" in value else items
+
+
+def _called(module, plan: dict, a: Tensor, b: Tensor):
+    """The wrapper's call, made as the description writes it (`matmul(mode="group_m")(a, b)` is two calls)."""
+    target = _named(module, plan["callee"])
+    for call in plan["calls"]:
+        target = target(*(_given(module, value, a, b) for value in call["args"]),
+                        **{name: _given(module, value, a, b) for name, value in call["kwargs"].items()})
+    return target
+
+
+def _capture_once(module, plan: dict, triton, kernel_and_configs, layout: dict, input_type: str,
                   dims: list | None) -> dict:
     """One call of the wrapper on stand-ins, its launch recorded instead of made (capture)."""
+    wrapper = plan["shown"]
     made: list[Tensor] = []
     launches: list[tuple] = []
     interface = triton.runtime.jit.KernelInterface
@@ -347,16 +386,16 @@ def _capture_once(module, function, wrapper: str, triton, kernel_and_configs, la
     interface.__getitem__ = recorded
     try:
         a, b = matrices(layout, input_type, dims)
-        returned = function(a, b)
+        returned = _called(module, plan, a, b)
         if len(launches) != 1:
-            raise Unsupported(f"{wrapper}(a, b) made {len(launches)} Triton launches; gemmwatch reads a wrapper "
+            raise Unsupported(f"{wrapper} made {len(launches)} Triton launches; gemmwatch reads a wrapper "
                               "that launches one @triton.jit kernel (describe each kernel with entry, args and grid)")
         kernel_object, grid, args, kwargs = launches[0]
         kernel, configs = kernel_and_configs(triton, kernel_object)
         if kernel is None:
             raise Unsupported(f"{wrapper} launches something that is not a @triton.jit function")
         if not (isinstance(returned, Tensor) and returned.role == "C"):
-            raise Unsupported(f"{wrapper}(a, b) does not return the C it allocated; gemmwatch reads a wrapper "
+            raise Unsupported(f"{wrapper} does not return the C it allocated; gemmwatch reads a wrapper "
                               "that returns C = A·B")
         described = _described(kernel, configs, grid, args, kwargs, triton.language)  # its grid evaluated with the stand-ins in place
         if returned.zeroed:
