@@ -203,6 +203,14 @@ def test_a_wrapper_that_compares_a_size_but_launches_the_same_either_way_is_read
         wrapped("matmul"))
 
 
+def test_a_wrapper_s_own_error_says_on_which_outcome_of_its_comparisons_it_came(runner):
+    """NotImplementedError where M > 4096 is taken as True: the error, and the outcome that led to it."""
+    with pytest.raises(CompileRefused, match=r"(?s)calling refuses_large\(a, b\) in wrappers.py failed:.*"
+                                             r"NotImplementedError: M over 4096 is not tiled\n\(where M > 4096 taken "
+                                             r"as True\)"):
+        runner.device.wrapper_call(wrapped("refuses_large"))
+
+
 def test_a_case_of_a_wrapper_that_cannot_be_read_fails_with_that_reason(runner):
     desc = wrapped("twice")
     with pytest.raises(CompileRefused, match="twice in wrappers.py: twice.a, b. made 2 Triton launches"):

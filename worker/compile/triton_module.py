@@ -209,31 +209,30 @@ def use_target(triton, target) -> None:
 def kernel_and_configs(triton, obj):
     """The @triton.jit function behind `obj` and the configurations its @triton.autotune lists
     (empty for a plain kernel); None where `obj` is neither."""
-    configs = []
-    while not isinstance(obj, triton.runtime.jit.JITFunction):
-        if isinstance(obj, triton.runtime.autotuner.Autotuner):
-            configs = list(obj.configs)
-        inner = getattr(obj, "fn", None)
-        if inner is None or inner is obj:  # @triton.heuristics wraps the same way as autotune
-            return None, []
-        obj = inner
-    return obj, configs
+    layers, kernel = _chain(triton, obj)
+    if kernel is None:
+        return None, []
+    # @triton.heuristics wraps the way autotune does; the autotune nearest the kernel is the one that runs it
+    return kernel, next((list(layer.configs) for layer in reversed(layers)
+                         if isinstance(layer, triton.runtime.autotuner.Autotuner)), [])
 
 
-def _decorators(triton, obj):
-    """Each decorator object around `obj`'s @triton.jit function, the outermost first (@triton.autotune,
-    @triton.heuristics: each holds the next as `fn`); none past the function or a chain that ends elsewhere."""
+def _chain(triton, obj) -> tuple[list, object]:
+    """The decorator objects around `obj`'s @triton.jit function, the outermost first (@triton.autotune,
+    @triton.heuristics: each holds the next as `fn`), and that function: None where the chain ends elsewhere."""
+    layers = []
     while obj is not None and not isinstance(obj, triton.runtime.jit.JITFunction):
-        yield obj
+        layers.append(obj)
         inner = getattr(obj, "fn", None)
         obj = None if inner is obj else inner
+    return layers, obj
 
 
 def pruning_of(triton, obj) -> list[str]:
     """What the @triton.autotune around `obj`'s kernel names in prune_configs_by, as the file spells it
     ("perf_model=estimate_matmul_time", "top_k=10"); empty where it names nothing. gemmwatch does not run it (the job's
     Python, asking the GPU): every configuration is timed, and the check says so."""
-    for layer in _decorators(triton, obj):
+    for layer in _chain(triton, obj)[0]:
         if isinstance(layer, triton.runtime.autotuner.Autotuner):
             named = [(what, getattr(layer, what, None)) for what in ("early_config_prune", "perf_model")]
             said = [f"{what}={getattr(function, '__name__', 'given')}" for what, function in named if function]
@@ -246,7 +245,7 @@ def pruning_of(triton, obj) -> list[str]:
 def heuristics_of(triton, obj) -> list:
     """What the @triton.heuristics around `obj`'s kernel set, as (name, function) in the order Triton's
     launcher runs them (the outer decorator first, each dict in its order); empty where there are none."""
-    return [item for layer in _decorators(triton, obj) if isinstance(layer, triton.runtime.autotuner.Heuristics)
+    return [item for layer in _chain(triton, obj)[0] if isinstance(layer, triton.runtime.autotuner.Heuristics)
             for item in layer.values.items()]
 
 

@@ -316,6 +316,10 @@ def capture(module, plan: dict, triton, kernel_and_configs, layout: dict, input_
             described = _capture_once(module, plan, triton, kernel_and_configs, layout, input_type, dims)
         except Unsupported as exc:
             raise Unsupported(f"{exc} (where {branches.said()})" if branches.asked else str(exc)) from None
+        except Exception as exc:  # the wrapper's own error (its NotImplementedError): on which outcomes it came
+            if branches.asked:
+                exc.add_note(f"(where {branches.said()})")
+            raise
         finally:
             _Branches.current = _Branches([])
         read.append((branches, described))
