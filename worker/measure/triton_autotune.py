@@ -57,30 +57,37 @@ def choose(desc: KernelDescription, configs: list[dict], time_config: Callable[[
         try:
             stored = json.loads(path.read_text())
             if stored["configs"] == configs:  # the same list, in the same order
-                return stored["index"], {"chosen_by": "an earlier autotune on this worker", "timed": stored["timed"]}
+                return stored["index"], {"chosen_by": "an earlier autotune on this worker", "timed": stored["timed"],
+                                         **({"not_run": stored["not_run"]} if stored.get("not_run") else {})}
         except (ValueError, KeyError, TypeError):
             pass  # unreadable: tuned again and written anew
     if time_config is None:
         raise ValueError(f"no @triton.autotune choice of {desc.entry} is kept on this worker for this case (its bucket "
                          f"{key['bucket']}): a profile runs the configuration its timed case chose")
     timed: list[dict] = []
+    # What is not run, one entry a reason with its configurations: triton-lang/kernels' 320 split-K ones share
+    # one pre_hook, and a line each made most of a result's env.
+    passed_over: dict[str, list[int]] = {}
     for index, config in enumerate(configs):
         why = unsupported(config, desc.c_starts_zero)
         if why:
-            timed.append({"index": index, "error": f"not run: {why}"})
+            passed_over.setdefault(why, []).append(index)
             continue
         try:
             timed.append({"index": index, "median_ms": time_config(with_config(desc, config))})
         except Exception as exc:  # too much shared memory for this GPU, a compile error: said, not chosen
             timed.append({"index": index, "error": str(exc)[:200]})
+    not_run = [{"why": why, "indices": indices} for why, indices in passed_over.items()]
     ran = [t for t in timed if "median_ms" in t]
     if not ran:
         raise ValueError(f"none of the {len(configs)} configurations of {desc.entry}'s @triton.autotune ran here: "
-                         + "; ".join(f"{t['index']}: {t['error']}" for t in timed[:4]))
+                         + "; ".join([f"{t['index']}: {t['error']}" for t in timed[:4]]
+                                     + [f"{len(n['indices'])} not run: {n['why']}" for n in not_run]))
     index = min(ran, key=lambda t: t["median_ms"])["index"]
+    said = {"timed": timed, **({"not_run": not_run} if not_run else {})}
     if path is not None:
-        cublas_best.store(path, {"configs": configs, "index": index, "timed": timed, "key": key})
-    return index, {"chosen_by": f"autotune here: {len(ran)} of {len(configs)} configurations timed", "timed": timed}
+        cublas_best.store(path, {"configs": configs, "index": index, **said, "key": key})
+    return index, {"chosen_by": f"autotune here: {len(ran)} of {len(configs)} configurations timed", **said}
 
 
 def _runnable(desc: KernelDescription, configs: list[dict], concrete: Callable[[KernelDescription], Launch]) -> list[Launch]:
