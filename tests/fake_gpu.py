@@ -115,6 +115,9 @@ class FakeKernel:
         self.gflops = CUBLAS_GFLOPS * (0.4 + (zlib.crc32(variant.encode()) % 56) / 100)
         self.scratch: kernel_args.Scratch | None = None  # Triton's global scratch, as the product read it
         self.scratch_given: list[int] = []  # the bytes of each scratch buffer a call was given
+        # Each workspace as a call found it (its elements, type, whether any was nonzero): a call leaves it
+        # dirty, as a kernel's partial sums do, so one not zeroed before the next call shows here.
+        self.workspaces_met: list[tuple[int, str, bool]] = []
 
 
 class Call:
@@ -339,7 +342,12 @@ class FakeDevice:
             a64, b64 = block_scales.applied(np, a64, b64, {"scale_A": passed["scale_A"], "scale_B": scale_b},
                                             launch.precision)
 
+        workspaces = kernel_args.workspaces_of(launch, named)
+
         def run():
+            for workspace in workspaces:
+                kernel.workspaces_met.append((workspace.size, workspace.dtype.name, bool(workspace.any())))
+                workspace.fill(1)
             a_used, b_used = (a64[..., :-1], b64[..., :-1, :]) if kernel.wrong else (a64, b64)
             if kernel.skip_tile is not None:
                 kept = np.ones(a_used.shape[-1], dtype=bool)

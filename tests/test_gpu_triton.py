@@ -150,6 +150,22 @@ def test_a_wrapper_named_by_its_call_is_verified_on_the_gpu(runner, call, size):
         assert not out.verified and "wrong result" in (out.error or ""), out.error
 
 
+@pytest.mark.parametrize("size", [(1000, 1003, 997), (4096, 4096, 4096)], ids=lambda s: "x".join(map(str, s)))
+def test_a_lock_per_tile_split_k_and_its_workspace_are_verified(runner, size):
+    """alfin3/triton-kernel-opt's lock-per-tile split-K shape: its locks are a workspace zeroed before each call,
+    C zeroed too; verified at an awkward size and 4096 cubed. Each part starting one slab late is refused."""
+    from tests.test_triton_wrapper import REPO, wrapped
+
+    desc = wrapped("locked_split_k")
+    out = runner.run_case(Case(0, desc.name, *size, 7, KernelChoice(desc, {}, "job")), POLICY)
+    assert out.verified and out.gflops > 0, out.error
+    assert out.env["launch"]["c_starts_zero"] is True and "zeros(int32" in out.env["launch"]["params"][3]
+    short = wrapped("locked_split_k", files={"wrappers.py": (REPO / "wrappers.py").read_text().replace(
+        "for k0 in range(part * BLOCK_K, K, BLOCK_K * SPLIT_K):", "for k0 in range((part + 4) * BLOCK_K, K, BLOCK_K * SPLIT_K):")})
+    out = runner.run_case(Case(1, desc.name, *size, 7, KernelChoice(short, {}, "job")), POLICY)
+    assert not out.verified and "relative error" in (out.error or ""), out.error
+
+
 def test_a_word_constexpr_reaches_the_gpu_kernel(runner):
     """The tutorial's ACTIVATION: "" (as the wrapper passes it) is the plain GEMM, verified; the same
     kernel with the word "relu" set over it clips C's negative elements, and the check says so."""

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from core.description import kernel_expr
 from core.description.kernel import resolve
+from core.description.description_fields import workspace_of
 from core.description.kernel_description import KernelDescription
 from core.description.kernel_folder import load_folder
 from core.records.db import upgrade_database
@@ -209,6 +210,64 @@ def test_a_wrapper_s_own_error_says_on_which_outcome_of_its_comparisons_it_came(
                                              r"NotImplementedError: M over 4096 is not tiled\n\(where M > 4096 taken "
                                              r"as True\)"):
         runner.device.wrapper_call(wrapped("refuses_large"))
+
+
+def test_a_workspace_the_wrapper_makes_beside_c_is_the_kernel_s_zeroed_before_each_call(runner):
+    """alfin3/triton-kernel-opt's lock-per-tile split-K: `locks = torch.zeros(cdiv(M, 64) * cdiv(N, 64),
+    dtype=torch.int32)` beside C is read as the workspace arg "zeros(int32, ...)", the count an expression of the
+    sizes. Each call of the case meets it at zero, though every call leaves it dirty (the double's kernel fills
+    it, as a kernel's partial sums would)."""
+    call = runner.device.wrapper_call(wrapped("locked_split_k"))
+    kind, count = workspace_of(call["args"][3])
+    assert kind == "int32" and call["c_starts_zero"] is True
+    assert kernel_expr.evaluate(count, {"M": 1000, "N": 1003}) == 16 * 16
+    assert kernel_expr.evaluate(count, {"M": 64, "N": 65}) == 2
+    desc = wrapped("locked_split_k")
+    for m, n, k in [(96, 80, 64), (100, 130, 70)]:
+        out = runner.run_case(Case(0, desc.name, m, n, k, 3, KernelChoice(desc, {}, "job")), POLICY)
+        assert out.verified and out.gflops, out.error
+        assert "zeros(int32" in out.env["launch"]["params"][3], out.env["launch"]["params"]
+    # One case's call, made three times as a timing loop makes it: each meets the workspace at zero.
+    run_variant, _ = runner.calls(Case(0, desc.name, 100, 130, 70, 3, KernelChoice(desc, {}, "job")))
+    for _ in range(3):
+        run_variant()
+    met = [seen for kernel in runner.device.compiled for seen in kernel.workspaces_met]
+    assert len(met) > 4 and {(size, dtype) for size, dtype, _ in met} == {(2 * 2, "int32"), (2 * 3, "int32")}
+    assert not any(dirty for _, _, dirty in met), "a call met its workspace as the call before left it"
+
+
+def test_a_workspace_made_by_torch_empty_is_refused(runner):
+    with pytest.raises(CompileRefused, match="makes a tensor beside C with torch.empty"):
+        runner.device.wrapper_call(wrapped("locks_left_uncleared"))
+
+
+@pytest.mark.parametrize(("arg", "said"), [
+    ("zeros(int16, M)", "a workspace is zeros.TYPE, COUNT., TYPE one of int8"),
+    ("zeros(int32, os.getpid())", "a workspace is zeros"),
+    ("zeros(int32, Q * 2)", "args.3.*Q"),
+])
+def test_a_workspace_arg_gemmwatch_cannot_give_is_refused_at_the_door(arg, said):
+    with pytest.raises(ValidationError, match=said):
+        KernelDescription.model_validate({
+            "name": "locked", "language": "triton", "source": "wrappers.py", "entry": "split_k_locked",
+            "files": {"wrappers.py": (REPO / "wrappers.py").read_text()}, "compute_mode": "fp16",
+            "args": ["A", "B", "C", arg, "M", "N", "K", "lda", "=1", "ldb", "=1", "ldc", "=1"],
+            "defines": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 4},
+            "grid": {"x": "cdiv(M, 64) * cdiv(N, 64)", "y": "4"}, "c_starts_zero": True})
+
+
+def test_a_launcher_is_handed_no_workspace():
+    with pytest.raises(ValidationError, match="a workspace is the runner's, handed to a kernel it launches"):
+        KernelDescription.model_validate({"name": "l", "source": "k.cu", "files": {"k.cu": "x"}, "launcher": "run",
+                                          "compiler": "nvcc", "args": ["A", "B", "C", "zeros(int32, M)", "M", "N", "K"]})
+
+
+def test_a_workspace_past_gemmwatch_s_bound_fails_its_case_saying_so(runner):
+    by_hand = wrapped("locked_split_k").with_wrapper_call(runner.device.wrapper_call(wrapped("locked_split_k")))
+    huge = by_hand.model_copy(update={"args": [*by_hand.args[:3], "zeros(int32, M * N * K * 1024)", *by_hand.args[4:]]})
+    with pytest.raises(ValueError, match=r"the workspace zeros\(int32, M \* N \* K \* 1024\) has 503316480 elements at "
+                                         r"96x80x64; gemmwatch gives 1 to 268,435,456"):
+        runner.run_case(Case(0, huge.name, 96, 80, 64, 3, KernelChoice(huge, {}, "job")), POLICY)
 
 
 def test_a_case_of_a_wrapper_that_cannot_be_read_fails_with_that_reason(runner):

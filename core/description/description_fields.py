@@ -52,13 +52,25 @@ ArgConstant = Annotated[str, StringConstraints(pattern=CONSTANT_PATTERN)]
 # Its form only here; what it may read is checked with the description's other expressions.
 ARG_EXPRESSION_PATTERN = r"^=[A-Za-z0-9_ +*/%<>=!(),-]{1,300}$"
 ArgExpression = Annotated[str, StringConstraints(pattern=ARG_EXPRESSION_PATTERN)]
-Arg = ArgName | Literal["null", "ignored"] | ArgConstant | ArgExpression
+# "zeros(int32, cdiv(M, 128) * cdiv(N, 128))": a workspace, a buffer of that many elements of that type
+# (the count an expression as above) set to zero before each call, in its time, as the wrapper's
+# `torch.zeros` of locks or partial sums is at home (a split-K kernel's per-tile locks, stream-K's).
+WORKSPACE_TYPES = ("int8", "uint8", "int32", "uint32", "int64", "float16", "bfloat16", "float32")
+WORKSPACE_PATTERN = rf"^zeros\(({'|'.join(WORKSPACE_TYPES)}), ([A-Za-z0-9_ +*/%(),-]{{1,300}})\)$"
+ArgWorkspace = Annotated[str, StringConstraints(pattern=WORKSPACE_PATTERN)]
+Arg = ArgName | Literal["null", "ignored"] | ArgConstant | ArgExpression | ArgWorkspace
+
+
+def workspace_of(arg: str) -> tuple[str, str] | None:
+    """A workspace arg's element type and count expression ("int32", "cdiv(M, 128)"); None for any other arg."""
+    found = re.fullmatch(WORKSPACE_PATTERN, arg)
+    return (found.group(1), found.group(2)) if found else None
 
 
 def is_filler(arg: str) -> bool:
-    """A parameter the runner passes a value of its own for (FILLERS, "=constant", "=expression"):
-    no role of the GEMM."""
-    return arg in FILLERS or arg.startswith("=")
+    """A parameter the runner passes a value of its own for (FILLERS, "=constant", "=expression", a
+    workspace "zeros(TYPE, COUNT)"): no role of the GEMM."""
+    return arg in FILLERS or arg.startswith("=") or workspace_of(arg) is not None
 
 
 def arg_refusal(arg: object) -> str | None:
@@ -67,8 +79,12 @@ def arg_refusal(arg: object) -> str | None:
     if not isinstance(arg, str):
         return f"{arg!r} is not a string"
     if arg in get_args(ArgName) or arg in FILLERS or re.fullmatch(CONSTANT_PATTERN, arg) \
-            or re.fullmatch(ARG_EXPRESSION_PATTERN, arg):
+            or re.fullmatch(ARG_EXPRESSION_PATTERN, arg) or workspace_of(arg):
         return None
+    if arg.startswith("zeros"):
+        return (f"{arg!r}: a workspace is zeros(TYPE, COUNT), TYPE one of {', '.join(WORKSPACE_TYPES)} and COUNT an "
+                "integer expression over M, N, K, the GPU's figures and the kernel's constants (zeros(int32, "
+                "cdiv(M, 128) * cdiv(N, 128)))")
     if arg.startswith("="):
         return (f"{arg!r}: after '=' comes a number (=2, =0.5) or an integer expression over M, N, K, the GPU's "
                 "figures and the kernel's constants (=K * 4), in + - * // % and parentheses")

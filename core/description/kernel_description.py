@@ -25,7 +25,7 @@ from core.description.kernel_expr import ExprError
 from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PATTERN, DEFAULT_ARGS, DEVICE_NAMES,
                                                  LAUNCHER_PATTERN, PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier, IncludeDir,
                                                  BlockScales, HelionValue, OperandLayouts, SizeMultiple, Target, TensorMap, TileGrid,
-                                                 TritonOptions, Tunable, arg_refusal, is_expression,
+                                                 TritonOptions, Tunable, arg_refusal, is_expression, workspace_of,
                                                  is_filler, names_no_c)
 from core.description import launch_checks, wrapper_call
 
@@ -407,7 +407,8 @@ class KernelDescription(BaseModel):
         return ([(b, "block") for b in self.block or []] + grid + [(self.dynamic_smem, "dynamic_smem")]
                 + [(v, f"defines.{k}") for k, v in self.defines.items()]
                 + [(d, f"tensor_maps.{x}.box") for x, t in self.tensor_maps.items() for d in t.box]
-                + [(a[1:], f"args.{i}") for i, a in enumerate(self.args) if is_expression(a)])
+                + [(a[1:], f"args.{i}") for i, a in enumerate(self.args) if is_expression(a)]
+                + [(w[1], f"args.{i}") for i, a in enumerate(self.args) if (w := workspace_of(a))])
 
     def known_names(self, where: str) -> set[str]:
         """What an expression in this field may read: the GPU's figures and the kernel's constants

@@ -6,7 +6,7 @@ KernelDescription's own validation; each refusal names the field to change."""
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from core.description.description_fields import DEFAULT_ARGS, SCALE_ARGS
+from core.description.description_fields import DEFAULT_ARGS, SCALE_ARGS, workspace_of
 from core.description.gemm_form import GemmForm
 
 
@@ -171,6 +171,10 @@ def check_launcher(desc: Described) -> None:
         return
     if desc.compiler != "nvcc":
         raise ValueError('launcher: host code is built by nvcc only: set "compiler": "nvcc"')
+    workspaces = [arg for arg in desc.args if workspace_of(arg)]
+    if workspaces:
+        raise ValueError(f"args: {workspaces[0]}: a workspace is the runner's, handed to a kernel it launches; a "
+                         "launcher allocates its own")
     _check_adapter(desc.launcher, desc.libraries)
 
 

@@ -11,12 +11,14 @@ compiled kernel, the same for the GPU and the CPU double (both call `plan` and `
 
 import math
 import re
+import sys
 from dataclasses import dataclass
 
 import numpy
 
 from core.description import kernel_expr
-from core.description.description_fields import SCALE_ARGS, integer_constant, is_expression, is_filler
+from core.description.description_fields import (SCALE_ARGS, integer_constant, is_expression, is_filler,
+                                                 workspace_of)
 from worker.arguments import half_arrays, tensor_maps, torch_tensors
 from worker.arguments.tensor_maps import DESCRIPTOR_PARTS, MAP_BYTES, descriptor_roles, triton_box
 
@@ -139,6 +141,9 @@ def plan(entry: str, roles: tuple[str, ...], params: list[list], input_type: str
 
 def _passing(role: str, spelling: str | None, size: int | None, input_type: str, output_type: str) -> str:
     """How one parameter is passed, or "!why" where it cannot be."""
+    if workspace_of(role):  # the runner's zeroed buffer: any pointer takes it (`int* locks`, `void*`)
+        pointer = size == 8 if spelling is None else spelling.endswith("*")
+        return "ptr" if pointer else f"!{role} is a workspace, passed by address, and the parameter is no pointer"
     if is_filler(role):
         return _filler(role, spelling, size)
     if spelling is None:  # an extern "C" kernel: only the size is known; the role says the rest
@@ -275,7 +280,7 @@ def tensor_view_key(matrix: str) -> str:
 def role_value(role: str, named: dict):
     """The value a parameter gets: the role's own, a filler's (filler_value), or an expression's for
     this case (named_values)."""
-    return filler_value(role) if is_filler(role) and not is_expression(role) else named[role]
+    return filler_value(role) if is_filler(role) and not is_expression(role) and not workspace_of(role) else named[role]
 
 
 def received(how: str, passed) -> float:
@@ -369,8 +374,41 @@ def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: fl
     named[tensor_view_key("D")] = named[tensor_view_key("C")]
     if launch.language == "triton" and launch.tensor_maps:  # its descriptors' shapes and strides
         named.update(tensor_maps.descriptor_values(launch, m, n, k, batch))
-    scope = {**launch.scope, "M": m, "N": n, "K": k, "BATCH": batch}
+    scope = case_scope(launch, m, n, k, batch)
     for arg in launch.args:  # "=K * 4": this case's value, under the arg's own text
         if is_expression(arg):
             named[arg] = kernel_expr.evaluate(arg[1:], scope)
     return named
+
+
+def case_scope(launch, m: int, n: int, k: int, batch: int) -> dict:
+    """What an args expression reads for one case: the kernel's constants and figures, its sizes."""
+    return {**launch.scope, "M": m, "N": n, "K": k, "BATCH": batch}
+
+
+def workspaces(launch, m: int, n: int, k: int, batch: int, c) -> dict:
+    """Each workspace arg's buffer for this case ("zeros(int32, cdiv(M, 128))"), under the arg's text, zeroed,
+    in C's array module (NumPy on the CPU double, CuPy on a GPU). The caller zeroes each again before every
+    call (worker/measure/problem.py), as the wrapper's torch.zeros does at home."""
+    xp = sys.modules[type(c).__module__.partition(".")[0]]
+    scope = case_scope(launch, m, n, k, batch)
+    out: dict = {}
+    for arg in launch.args:
+        if (workspace := workspace_of(arg)) is not None and arg not in out:
+            count = kernel_expr.evaluate(workspace[1], scope)
+            if not 0 < count <= MAX_WORKSPACE_ELEMENTS:
+                raise ArgumentMismatch(f"{launch.entry}: the workspace {arg} has {count} elements at {scope['M']}x"
+                                       f"{scope['N']}x{scope['K']}; gemmwatch gives 1 to {MAX_WORKSPACE_ELEMENTS:,}")
+            out[arg] = xp.zeros(count, dtype=WORKSPACE_DTYPES[workspace[0]])
+    return out
+
+
+def workspaces_of(launch, named: dict) -> list:
+    """The buffers of a launch's workspace args among one call's values (named_values), each once."""
+    return [named[arg] for arg in dict.fromkeys(launch.args) if workspace_of(arg)]
+
+
+# A workspace's elements, at most: 1 GiB of FP32 partial sums (stream-K's are a tile's per program).
+MAX_WORKSPACE_ELEMENTS = 1 << 28
+WORKSPACE_DTYPES = {"int8": "int8", "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64",
+                    "float16": "float16", "bfloat16": "uint16", "float32": "float32"}  # bf16: its bits, all zero

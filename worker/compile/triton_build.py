@@ -8,7 +8,8 @@ import functools
 from dataclasses import replace
 
 from core.description.kernel import Launch
-from core.description.description_fields import SCALE_ARGS, integer_constant, is_expression, is_filler
+from core.description.description_fields import (SCALE_ARGS, integer_constant, is_expression, is_filler,
+                                                 workspace_of)
 from core.description.wrapper_call import plan as call_plan
 from core.description.kernel_description import KernelDescription
 from worker.compile import failed_compiles
@@ -21,6 +22,9 @@ from worker.compile.compiled import CompiledKernel, CompileRefused, CompilerConf
 
 # Triton's type for a pointer to each of gemmwatch's element types (core/description/precision.py).
 POINTER = {"float32": "*fp32", "float16": "*fp16", "bfloat16": "*bf16", "float8_e4m3": "*fp8e4nv"}
+# A workspace's elements ("zeros(int32, ...)") as Triton types the pointer a torch tensor of that dtype passes.
+WORKSPACE_POINTER = {"int8": "*i8", "uint8": "*u8", "int32": "*i32", "uint32": "*u32", "int64": "*i64",
+                     "float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32"}
 
 
 @functools.lru_cache(maxsize=4)
@@ -56,6 +60,8 @@ def types(launch: Launch) -> list[str]:
             out.append(f"tensordesc<{POINTER[data_type(launch, matrix)][1:]}[{outer}, {inner}]>")
         elif integer_constant(role) is not None or is_expression(role):
             out.append("i32")  # "=1": a stride of 1, say; "=(K + 127) // 128": a scale array's row stride
+        elif workspace := workspace_of(role):  # the runner's zeroed buffer: a pointer to its elements
+            out.append(WORKSPACE_POINTER[workspace[0]])
         elif role in ("alpha", "beta") or is_filler(role):
             out.append("fp32")
         else:
@@ -72,7 +78,7 @@ def specialization(launch: Launch, values: dict) -> tuple[str, ...]:
     so that an integer is worked out in one place."""
     out = []
     for role, value in zip(launch.args, arg_values(launch, values)):
-        if role in ("A", "B", "C", *SCALE_ARGS):
+        if role in ("A", "B", "C", *SCALE_ARGS) or workspace_of(role):
             out.append("D")
         elif isinstance(value, int):  # a size, stride, expression or integer constant (alpha's 1.0 is a float)
             out.append("1" if value == 1 else "D" if value % 16 == 0 else "")

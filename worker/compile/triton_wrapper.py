@@ -205,8 +205,8 @@ class Torch:
 
     float32, float16, bfloat16, float8_e4m3fn = "float32", "float16", "bfloat16", "float8_e4m3fn"
     # Types a wrapper lists beside those (triton-lang/kernels' `[torch.int8, torch.float16, ...]`).
-    float64, float8_e5m2, int8, int16, int32, int64, uint8 = ("float64", "float8_e5m2", "int8", "int16", "int32",
-                                                              "int64", "uint8")
+    float64, float8_e5m2, int8, int16, int32, int64, uint8, uint32 = ("float64", "float8_e5m2", "int8", "int16",
+                                                                      "int32", "int64", "uint8", "uint32")
     cuda = _Cuda()
     autograd = _Autograd
     Tensor = Tensor
@@ -222,13 +222,14 @@ class Torch:
     def empty(self, *shape, device=None, dtype=None, zeroed: bool = False, **_kwargs):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        if len(shape) != 2:
+        if len(shape) not in (1, 2):
             raise Unsupported(f"the wrapper allocates a tensor of {len(shape)} dimensions; gemmwatch reads a "
-                              "wrapper that makes one M x N matrix, C")
-        rows, cols = shape
-        # Packed: its leading dimension is its width, a name where the sizes are names.
-        made = Tensor("C", (rows, cols), (Sym("ldc") if isinstance(cols, Sym) else cols, 1), dtype or "float32",
-                      zeroed)
+                              "wrapper that makes one M x N matrix, C, and workspaces beside it")
+        rows, cols = shape if len(shape) == 2 else (shape[0], 1)
+        # C, if it is the one returned (else a workspace: _capture_once). Packed: its leading dimension is its
+        # width, a name where the sizes are names.
+        made = Tensor("C", tuple(shape), (Sym("ldc") if isinstance(cols, Sym) else cols, 1)[-len(shape):],
+                      dtype or "float32", zeroed)
         self._made.append(made)
         return made
 
@@ -398,9 +399,12 @@ def _capture_once(module, plan: dict, triton, kernel_and_configs, layout: dict, 
         kernel, configs = kernel_and_configs(triton, kernel_object)
         if kernel is None:
             raise Unsupported(f"{wrapper} launches something that is not a @triton.jit function")
-        if not (isinstance(returned, Tensor) and returned.role == "C"):
+        if not (isinstance(returned, Tensor) and returned.role == "C" and returned.ndim == 2):
             raise Unsupported(f"{wrapper} does not return the C it allocated; gemmwatch reads a wrapper "
                               "that returns C = A·B")
+        for other in made:  # what else it made is a workspace: its locks, its partial sums
+            if other is not returned:
+                other.role = _workspace(other)
         described = _described(kernel, configs, grid, args, kwargs, triton.language)  # its grid evaluated with the stand-ins in place
         if returned.zeroed:
             described["c_starts_zero"] = True
@@ -417,6 +421,20 @@ def _capture_once(module, plan: dict, triton, kernel_and_configs, layout: dict, 
 
 
 _OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+# The types a workspace may hold, as torch names them (core/description/description_fields.py WORKSPACE_TYPES).
+_WORKSPACE_TYPES = ("int8", "uint8", "int32", "uint32", "int64", "float16", "bfloat16", "float32")
+
+
+def _workspace(tensor: Tensor) -> str:
+    """A tensor the wrapper made beside C, as the description's workspace arg: "zeros(int32, cdiv(M, 128))"."""
+    if not tensor.zeroed:
+        raise Unsupported("the wrapper makes a tensor beside C with torch.empty; gemmwatch hands a kernel a workspace "
+                          "it zeroes before each call, as torch.zeros makes one (describe the kernel by hand)")
+    if tensor.dtype not in _WORKSPACE_TYPES:
+        raise Unsupported(f"the wrapper makes a workspace of {tensor.dtype}; gemmwatch's are of "
+                          f"{', '.join(_WORKSPACE_TYPES)}")
+    count = tensor.shape[0] if len(tensor.shape) == 1 else tensor.shape[0] * tensor.shape[1]
+    return f"zeros({tensor.dtype}, {Sym.of(count)})"
 
 
 def _described(kernel, configs, grid, args, kwargs, language) -> dict:

@@ -127,7 +127,12 @@ class Problem:
         # FP8: the kernel multiplies the stored numbers; per-tensor scales reach it folded into alpha,
         # block scales as its scale_A and scale_B.
         alpha *= self.precision.tensor_scale**2
+        # A workspace ("zeros(int32, ...)", a split-K kernel's locks): the case's own buffer, handed to the kernel
+        # with the block scales, zeroed before each call in its time, as the wrapper's torch.zeros at home.
+        spaces = kernel_args.workspaces(launch, self.m, self.n, self.k, self.batch, c)
         call = self.device.kernel_call(function, launch, self.m, self.n, self.k, self.a_in, self.b_in, c, alpha, beta,
-                                       self.batch, self.scales)
+                                       self.batch, {**self.scales, **spaces})
+        for workspace in spaces.values():
+            call = self.device.zeroed_first(call, workspace)
         # A kernel that adds into C: zeroed first, as its own caller's torch.zeros, in the same time.
         return self.device.zeroed_first(call, c) if launch.c_starts_zero else call
