@@ -266,7 +266,7 @@ def test_a_workspace_past_gemmwatch_s_bound_fails_its_case_saying_so(runner):
     by_hand = wrapped("locked_split_k").with_wrapper_call(runner.device.wrapper_call(wrapped("locked_split_k")))
     huge = by_hand.model_copy(update={"args": [*by_hand.args[:3], "zeros(int32, M * N * K * 1024)", *by_hand.args[4:]]})
     with pytest.raises(ValueError, match=r"the workspace zeros\(int32, M \* N \* K \* 1024\) has 503316480 elements at "
-                                         r"96x80x64; gemmwatch gives 1 to 268,435,456"):
+                                         r"96x80x64; gemmwatch gives 1 to 268,435,456 of int32 \(1 GiB\)"):
         runner.run_case(Case(0, huge.name, 96, 80, 64, 3, KernelChoice(huge, {}, "job")), POLICY)
 
 

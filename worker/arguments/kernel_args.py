@@ -395,11 +395,12 @@ def workspaces(launch, m: int, n: int, k: int, batch: int, c) -> dict:
     out: dict = {}
     for arg in launch.args:
         if (workspace := workspace_of(arg)) is not None and arg not in out:
-            count = kernel_expr.evaluate(workspace[1], scope)
-            if not 0 < count <= MAX_WORKSPACE_ELEMENTS:
+            count, dtype = kernel_expr.evaluate(workspace[1], scope), numpy.dtype(WORKSPACE_DTYPES[workspace[0]])
+            if not 0 < count <= MAX_WORKSPACE_BYTES // dtype.itemsize:
                 raise ArgumentMismatch(f"{launch.entry}: the workspace {arg} has {count} elements at {scope['M']}x"
-                                       f"{scope['N']}x{scope['K']}; gemmwatch gives 1 to {MAX_WORKSPACE_ELEMENTS:,}")
-            out[arg] = xp.zeros(count, dtype=WORKSPACE_DTYPES[workspace[0]])
+                                       f"{scope['N']}x{scope['K']}; gemmwatch gives 1 to "
+                                       f"{MAX_WORKSPACE_BYTES // dtype.itemsize:,} of {workspace[0]} (1 GiB)")
+            out[arg] = xp.zeros(count, dtype=dtype)
     return out
 
 
@@ -408,7 +409,7 @@ def workspaces_of(launch, named: dict) -> list:
     return [named[arg] for arg in dict.fromkeys(launch.args) if workspace_of(arg)]
 
 
-# A workspace's elements, at most: 1 GiB of FP32 partial sums (stream-K's are a tile's per program).
-MAX_WORKSPACE_ELEMENTS = 1 << 28
+# A workspace's bytes, at most: 1 GiB a case (stream-K's partial sums are a tile's per program, megabytes).
+MAX_WORKSPACE_BYTES = 1 << 30
 WORKSPACE_DTYPES = {"int8": "int8", "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64",
                     "float16": "float16", "bfloat16": "uint16", "float32": "float32"}  # bf16: its bits, all zero
