@@ -297,7 +297,7 @@ class FakeDevice:
         return Call(zeroed_then_called, call.model_ms)
 
     def kernel_call(self, kernel: FakeKernel, launch: Launch, m: int, n: int, k: int, a, b, c, alpha: float,
-                    beta: float, batch: int = 1, scales: dict | None = None) -> Call:
+                    beta: float, batch: int = 1, buffers: dict | None = None) -> Call:
         form = launch.form
         # A and B as the kernel reads their memory: its layout, packed, one matrix after another.
         a64 = read_memory(a, m, k, form.a, batch, m * k + kernel.stride_off)
@@ -306,7 +306,7 @@ class FakeDevice:
             a64, b64 = a64[0], b64[0]
         # What the kernel receives, marshalled as on the GPU: a scalar passed as __half is rounded,
         # and a size that does not survive its parameter's type would show here.
-        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch, scales)
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch, buffers)
         by_value = kernel_args.maps_by_value(kernel.plan)  # no TMA on the CPU: address 0, or a zero map by value
         if kernel.scratch is not None:  # as the GPU's device gives it; each program's slice must be there, aligned
             grid = launch.grid(m, n, k, batch)

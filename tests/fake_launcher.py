@@ -30,10 +30,10 @@ class FakeLauncherDevice(FakeDevice):
     def compile(self, launch) -> FakeKernel:
         return FakeKernel(launch, launch.variant, self.plan, self.compiler_label)
 
-    def kernel_call(self, kernel, launch, m, n, k, a, b, c, alpha, beta, batch=1, scales=None):
+    def kernel_call(self, kernel, launch, m, n, k, a, b, c, alpha, beta, batch=1, buffers=None):
         if self.launcher is None:  # the rehearsal: cuBLAS in its place
             return self.cublas_call(a, b, c, launch.precision, launch.form, batch)
-        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch, scales) | {"stream": None}
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch, buffers) | {"stream": None}
         for matrix, box in launch.tensor_maps.items():  # no driver here: the map's request, in bytes
             named[f"{matrix}_map"] = fake_map({"A": a, "B": b, "C": c}[matrix], matrix, launch, m, n, k, box)
         args = launcher_library.arguments(kernel.plan, named, lambda x: 0 if x is None else x.ctypes.data)

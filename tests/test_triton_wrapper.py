@@ -8,12 +8,13 @@ import os
 import re
 from pathlib import Path
 
+import numpy
 import pytest
 from pydantic import ValidationError
 
 from core.description import kernel_expr
 from core.description.kernel import resolve
-from core.description.description_fields import workspace_of
+from core.description.description_fields import WORKSPACE_TYPES, workspace_of
 from core.description.kernel_description import KernelDescription
 from core.description.kernel_folder import load_folder
 from core.records.db import upgrade_database
@@ -254,6 +255,17 @@ def test_a_workspace_arg_gemmwatch_cannot_give_is_refused_at_the_door(arg, said)
             "args": ["A", "B", "C", arg, "M", "N", "K", "lda", "=1", "ldb", "=1", "ldc", "=1"],
             "defines": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 4},
             "grid": {"x": "cdiv(M, 64) * cdiv(N, 64)", "y": "4"}, "c_starts_zero": True})
+
+
+def test_each_workspace_type_is_allocated_and_typed_at_its_own_width_and_the_confined_copy_names_the_same():
+    """One table gives each workspace type its storage and its Triton pointer; the confined process keeps its own
+    list (it imports no core module), which must not drift from the table."""
+    from worker.compile import triton_wrapper
+    assert triton_wrapper._WORKSPACE_TYPES == tuple(WORKSPACE_TYPES)
+    for kind, (storage, pointer) in WORKSPACE_TYPES.items():
+        assert numpy.dtype(storage).itemsize * 8 == int(re.sub(r"\D", "", pointer)), kind
+        assert pointer.lstrip("*").rstrip("0123456789") in ("i", "u", "fp", "bf"), kind
+        assert (pointer[1] == "u") == kind.startswith("uint"), kind
 
 
 def test_a_launcher_is_handed_no_workspace():

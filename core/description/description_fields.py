@@ -55,7 +55,11 @@ ArgExpression = Annotated[str, StringConstraints(pattern=ARG_EXPRESSION_PATTERN)
 # "zeros(int32, cdiv(M, 128) * cdiv(N, 128))": a workspace, a buffer of that many elements of that type
 # (the count an expression as above) set to zero before each call, in its time, as the wrapper's
 # `torch.zeros` of locks or partial sums is at home (a split-K kernel's per-tile locks, stream-K's).
-WORKSPACE_TYPES = ("int8", "uint8", "int32", "uint32", "int64", "float16", "bfloat16", "float32")
+# Each type a workspace may hold, with the NumPy dtype that carries its bits (bf16's are all zero at first, so
+# uint16 serves) and Triton's pointer to it: the runner allocates by the one, the Triton build types by the other.
+WORKSPACE_TYPES = {"int8": ("int8", "*i8"), "uint8": ("uint8", "*u8"), "int32": ("int32", "*i32"),
+                   "uint32": ("uint32", "*u32"), "int64": ("int64", "*i64"), "float16": ("float16", "*fp16"),
+                   "bfloat16": ("uint16", "*bf16"), "float32": ("float32", "*fp32")}
 WORKSPACE_PATTERN = rf"^zeros\(({'|'.join(WORKSPACE_TYPES)}), ([A-Za-z0-9_ +*/%(),-]{{1,300}})\)$"
 ArgWorkspace = Annotated[str, StringConstraints(pattern=WORKSPACE_PATTERN)]
 Arg = ArgName | Literal["null", "ignored"] | ArgConstant | ArgExpression | ArgWorkspace

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy
 
 from core.description import kernel_expr
-from core.description.description_fields import (SCALE_ARGS, integer_constant, is_expression, is_filler,
-                                                 workspace_of)
+from core.description.description_fields import (SCALE_ARGS, WORKSPACE_TYPES, integer_constant, is_expression,
+                                                 is_filler, workspace_of)
 from worker.arguments import half_arrays, tensor_maps, torch_tensors
 from worker.arguments.tensor_maps import DESCRIPTOR_PARTS, MAP_BYTES, descriptor_roles, triton_box
 
@@ -360,12 +360,13 @@ def load(built, launch, get_function) -> LoadedKernel:
 
 
 def named_values(launch, m: int, n: int, k: int, a, b, c, alpha: float, beta: float, batch: int = 1,
-                 scales: dict | None = None) -> dict:
+                 buffers: dict | None = None) -> dict:
     """Each role's value for one call: the sizes, leading dimensions and batch strides as the
-    form lays the matrices out (packed), alpha, beta, the matrices and FP8's block scales (scale_A, scale_B)."""
+    form lays the matrices out (packed), alpha, beta, the matrices, and the case's other device buffers under
+    their args (FP8's block scales as scale_A and scale_B, each workspace under its "zeros(...)" text)."""
     form = launch.form
     named = {"M": m, "N": n, "K": k, "alpha": alpha, "beta": beta, "A": a, "B": b, "C": c, "D": c, "batch": batch,
-             **(scales or {})}
+             **(buffers or {})}
     for x in ("A", "B", "C"):
         named[f"ld{x.lower()}"] = form.leading_dimension(x, m, n, k)
         named[f"stride_{x.lower()}"] = form.batch_stride(x, m, n, k)
@@ -395,7 +396,7 @@ def workspaces(launch, m: int, n: int, k: int, batch: int, c) -> dict:
     out: dict = {}
     for arg in launch.args:
         if (workspace := workspace_of(arg)) is not None and arg not in out:
-            count, dtype = kernel_expr.evaluate(workspace[1], scope), numpy.dtype(WORKSPACE_DTYPES[workspace[0]])
+            count, dtype = kernel_expr.evaluate(workspace[1], scope), numpy.dtype(WORKSPACE_TYPES[workspace[0]][0])
             if not 0 < count <= MAX_WORKSPACE_BYTES // dtype.itemsize:
                 raise ArgumentMismatch(f"{launch.entry}: the workspace {arg} has {count} elements at {scope['M']}x"
                                        f"{scope['N']}x{scope['K']}; gemmwatch gives 1 to "
@@ -411,5 +412,3 @@ def workspaces_of(launch, named: dict) -> list:
 
 # A workspace's bytes, at most: 1 GiB a case (stream-K's partial sums are a tile's per program, megabytes).
 MAX_WORKSPACE_BYTES = 1 << 30
-WORKSPACE_DTYPES = {"int8": "int8", "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64",
-                    "float16": "float16", "bfloat16": "uint16", "float32": "float32"}  # bf16: its bits, all zero

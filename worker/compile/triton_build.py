@@ -8,8 +8,8 @@ import functools
 from dataclasses import replace
 
 from core.description.kernel import Launch
-from core.description.description_fields import (SCALE_ARGS, integer_constant, is_expression, is_filler,
-                                                 workspace_of)
+from core.description.description_fields import (SCALE_ARGS, WORKSPACE_TYPES, integer_constant, is_expression,
+                                                 is_filler, workspace_of)
 from core.description.wrapper_call import plan as call_plan
 from core.description.kernel_description import KernelDescription
 from worker.compile import failed_compiles
@@ -22,9 +22,6 @@ from worker.compile.compiled import CompiledKernel, CompileRefused, CompilerConf
 
 # Triton's type for a pointer to each of gemmwatch's element types (core/description/precision.py).
 POINTER = {"float32": "*fp32", "float16": "*fp16", "bfloat16": "*bf16", "float8_e4m3": "*fp8e4nv"}
-# A workspace's elements ("zeros(int32, ...)") as Triton types the pointer a torch tensor of that dtype passes.
-WORKSPACE_POINTER = {"int8": "*i8", "uint8": "*u8", "int32": "*i32", "uint32": "*u32", "int64": "*i64",
-                     "float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32"}
 
 
 @functools.lru_cache(maxsize=4)
@@ -61,7 +58,7 @@ def types(launch: Launch) -> list[str]:
         elif integer_constant(role) is not None or is_expression(role):
             out.append("i32")  # "=1": a stride of 1, say; "=(K + 127) // 128": a scale array's row stride
         elif workspace := workspace_of(role):  # the runner's zeroed buffer: a pointer to its elements
-            out.append(WORKSPACE_POINTER[workspace[0]])
+            out.append(WORKSPACE_TYPES[workspace[0]][1])
         elif role in ("alpha", "beta") or is_filler(role):
             out.append("fp32")
         else:

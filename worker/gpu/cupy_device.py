@@ -207,7 +207,7 @@ class CupyDevice:
         return launcher_library.build(launch, self.compute_capability, self.cfg)
 
     def kernel_call(self, kernel: kernel_args.LoadedKernel, launch: Launch, m: int, n: int, k: int, a, b, c,
-                    alpha: float, beta: float, batch: int = 1, scales: dict | None = None):
+                    alpha: float, beta: float, batch: int = 1, buffers: dict | None = None):
         """A call of the kernel over these matrices, each argument of the type its binary declares."""
         function = kernel.function
         if kernel.plan is None:  # a launcher's entry, loaded for its resources: never launched by the runner
@@ -218,7 +218,7 @@ class CupyDevice:
             smem = kernel.shared_bytes
         if smem > 0 and function.max_dynamic_shared_size_bytes < smem:
             function.max_dynamic_shared_size_bytes = smem  # past 48 KiB a kernel gets it only when it asks
-        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch, scales)
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch, buffers)
         by_value = kernel_args.maps_by_value(kernel.plan)
         # A Triton descriptor's map: the box Triton compiled it for.
         for matrix, encoded in self._encoded_maps(launch, m, n, k, a, b, c, kernel.descriptors).items():

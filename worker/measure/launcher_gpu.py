@@ -45,10 +45,10 @@ class CupyLauncherDevice(CupyDevice):
     def compile(self, launch) -> kernel_args.LoadedKernel:
         return kernel_args.LoadedKernel(None, self.plan, self.compiler_label)
 
-    def kernel_call(self, kernel, launch, m, n, k, a, b, c, alpha, beta, batch=1, scales=None):
+    def kernel_call(self, kernel, launch, m, n, k, a, b, c, alpha, beta, batch=1, buffers=None):
         if self.launcher is None:  # the rehearsal: cuBLAS in its place
             return self.cublas_call(a, b, c, launch.precision, launch.form, batch)
-        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch, scales) | {"stream": self.stream}
+        named = kernel_args.named_values(launch, m, n, k, a, b, c, alpha, beta, batch, buffers) | {"stream": self.stream}
         # Encoded here, as the repository's own caller does.
         for matrix, encoded in self._encoded_maps(launch, m, n, k, a, b, c).items():
             # No map at this size: a launcher has no value for "none", so stand_in says why (problem.kernel_call

@@ -128,7 +128,8 @@ class Problem:
         # block scales as its scale_A and scale_B.
         alpha *= self.precision.tensor_scale**2
         # A workspace ("zeros(int32, ...)", a split-K kernel's locks): the case's own buffer, handed to the kernel
-        # with the block scales, zeroed before each call in its time, as the wrapper's torch.zeros at home.
+        # among its buffers beside the block scales, zeroed before each call in its time, as the wrapper's
+        # torch.zeros at home. Made once per case: the call below is what a timing loop repeats.
         spaces = kernel_args.workspaces(launch, self.m, self.n, self.k, self.batch, c)
         call = self.device.kernel_call(function, launch, self.m, self.n, self.k, self.a_in, self.b_in, c, alpha, beta,
                                        self.batch, {**self.scales, **spaces})
