@@ -166,6 +166,29 @@ def test_a_lock_per_tile_split_k_and_its_workspace_are_verified(runner, size):
     assert not out.verified and "relative error" in (out.error or ""), out.error
 
 
+# -- a configuration's pre_hook read as zeroing C (tests/fixtures/triton_pre_hook_repo) --------------
+@pytest.mark.parametrize("size", [(1000, 1003, 997), (4096, 4096, 4096), (128, 4096, 8192)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_split_k_configurations_whose_hook_zeroes_c_run_and_are_verified(runner, size):
+    """triton-lang/kernels' split-K shape: every configuration's hook is init_to_zero("C"); both are timed, C zeroed
+    before each call, and the chosen one verified. The body without its zeroing (one split, C as the runner
+    fills it), and the configurations with each part starting one slab late, are refused."""
+    from tests.test_triton_pre_hook import REPO, described as split_k
+
+    desc = split_k("split_k_zeroed")
+    out = runner.run_case(Case(0, desc.name, *size, 7, KernelChoice(desc, {}, "job")), POLICY)
+    assert out.verified and out.gflops > 0, out.error
+    assert out.env["launch"]["c_starts_zero"] is True
+    assert [t["index"] for t in out.env["triton"]["timed"] if "median_ms" in t] == [0, 1], out.env["triton"]
+    unzeroed = split_k("split_k_body", defines={"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 2})
+    out = runner.run_case(Case(1, unzeroed.name, *size, 7, KernelChoice(unzeroed, {}, "job")), POLICY)
+    assert not out.verified and out.error, out.error
+    late = split_k("split_k_zeroed", files={"split_k.py": (REPO / "split_k.py").read_text().replace(
+        "range(pid_k * BLOCK_K, K, BLOCK_K * SPLIT_K)", "range((pid_k + SPLIT_K) * BLOCK_K, K, BLOCK_K * SPLIT_K)")})
+    out = runner.run_case(Case(2, late.name, *size, 7, KernelChoice(late, {}, "job")), POLICY)
+    assert not out.verified and "relative error" in (out.error or ""), out.error
+
+
 def test_a_word_constexpr_reaches_the_gpu_kernel(runner):
     """The tutorial's ACTIVATION: "" (as the wrapper passes it) is the plain GEMM, verified; the same
     kernel with the word "relu" set over it clips C's negative elements, and the check says so."""

@@ -49,7 +49,7 @@ def kernel_read(tmp_path_factory):
 def test_the_heuristics_are_read_with_the_configurations(kernel_read):
     assert kernel_read["heuristics"] == ["EVEN_K", "MASK_K"]
     assert [c["kwargs"]["BLOCK_K"] for c in kernel_read["configs"]] == [32, 64, 64]
-    assert [c.get("pre_hook", False) for c in kernel_read["configs"]] == [False, False, True]
+    assert [c.get("pre_hook") for c in kernel_read["configs"]] == [None, None, {"zeroes": [2]}]  # C, zeroed
     assert "EVEN_K" in kernel_read["constexprs"]  # given by no description, config or default
 
 

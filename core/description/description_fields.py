@@ -71,6 +71,25 @@ def workspace_of(arg: str) -> tuple[str, str] | None:
     return (found.group(1), found.group(2)) if found else None
 
 
+def hook_zeroes(config: dict, args) -> list[str] | None:
+    """The args a @triton.autotune configuration's pre_hook zeroes before each launch, as the compile process read
+    it (worker/compile/triton_module.pre_hook_of: {"zeroes": [positions among the kernel's plain parameters]});
+    [] for a configuration without one, None for a hook that was not read so. A position past the args is
+    named as such, an arg of no role gemmwatch zeroes."""
+    hook = config.get("pre_hook")
+    if not hook:
+        return []
+    if not isinstance(hook, dict) or "zeroes" not in hook:
+        return None
+    return [args[i] if i < len(args) else f"parameter {i}" for i in hook["zeroes"]]
+
+
+def zeroed_by_runner(arg: str) -> bool:
+    """An arg the runner itself sets to zero before each call, where asked: C (or D, the same matrix) where
+    c_starts_zero, and a workspace, always."""
+    return arg in ("C", "D") or workspace_of(arg) is not None
+
+
 def is_filler(arg: str) -> bool:
     """A parameter the runner passes a value of its own for (FILLERS, "=constant", "=expression", a
     workspace "zeros(TYPE, COUNT)"): no role of the GEMM."""

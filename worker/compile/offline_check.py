@@ -103,7 +103,7 @@ def timed_said(desc: KernelDescription, described: dict) -> str:
     """What a worker's autotune will time of a kernel's configurations, where that is not all of them or
     the file asks for pruning that gemmwatch does not run."""
     configs = described["configs"]
-    runnable = sum(1 for c in configs if triton_build.unsupported(c, desc.c_starts_zero) is None)
+    runnable = sum(1 for c in configs if triton_build.unsupported(c, desc) is None)
     said = f"; a worker times {runnable} of them per case" if runnable != len(configs) else ""
     if described.get("pruning"):
         said += (f"; its prune_configs_by ({', '.join(described['pruning'])}) is the file's Python and is not run: "

@@ -8,8 +8,8 @@ import functools
 from dataclasses import replace
 
 from core.description.kernel import Launch
-from core.description.description_fields import (SCALE_ARGS, WORKSPACE_TYPES, integer_constant, is_expression,
-                                                 is_filler, workspace_of)
+from core.description.description_fields import (SCALE_ARGS, WORKSPACE_TYPES, hook_zeroes, integer_constant,
+                                                 is_expression, is_filler, workspace_of, zeroed_by_runner)
 from core.description.wrapper_call import plan as call_plan
 from core.description.kernel_description import KernelDescription
 from worker.compile import failed_compiles
@@ -114,17 +114,23 @@ def for_case(launch: Launch, described: dict, values: dict) -> Launch:
 _UNSUPPORTED = ("num_ctas", "maxnreg")
 
 
-def unsupported(config: dict, c_starts_zero: bool = False) -> str | None:
-    """Why a configuration cannot be run as a description says it, or None. A pre_hook is the job's
-    Python, which never runs beside the timer: such a configuration (a split-K one whose hook zeroes C)
-    runs only where the description zeroes C itself before each call (`c_starts_zero`), else it would be
-    timed and checked over a C its hook was meant to clear."""
+def unsupported(config: dict, desc) -> str | None:
+    """Why a configuration cannot be run as a description (`desc`: its args, its c_starts_zero) says it, or None.
+    A pre_hook is the job's Python, which never runs beside the timer: one read as zeroing C or a workspace
+    (triton-lang/kernels' split-K configurations zero C) runs, the runner zeroing those before each call in its
+    time (KernelDescription.with_triton_config); one that zeroes anything else is passed over; one that could
+    not be read runs only where the description zeroes C itself (`c_starts_zero`), else it would be timed and
+    checked over a C its hook was meant to clear."""
     odd = [f"{name}={config[name]}" for name in _UNSUPPORTED if config.get(name) not in (None, 1)]
     if any(type(v) not in (int, bool) for v in config["kwargs"].values()):
         odd.append("a value that is not an integer")
-    if config.get("pre_hook") and not c_starts_zero:
-        odd.append('a pre_hook (the job\'s Python before each launch; where it zeroes C, "c_starts_zero": true '
-                   "does the same)")
+    zeroed = hook_zeroes(config, desc.args)
+    if zeroed is None and not desc.c_starts_zero:
+        why = config["pre_hook"].get("unread", "") if isinstance(config["pre_hook"], dict) else ""
+        odd.append(f"a pre_hook (the job's Python before each launch, not read as zeroing the kernel's arguments"
+                   f'{f": {why}" if why else ""}; where it zeroes C, "c_starts_zero": true does the same)')
+    elif others := [arg for arg in zeroed or () if not zeroed_by_runner(arg)]:
+        odd.append(f"a pre_hook that zeroes {', '.join(others)} (the runner zeroes only C and workspaces before a call)")
     return ", ".join(odd) or None
 
 
@@ -198,7 +204,7 @@ def compile_triton(launch: Launch, compute_capability: str, cfg) -> CompiledKern
                "specialization": list(launch.specialization)}
     key = ["triton", sorted(launch.files.items()), launch.source, launch.entry, request["types"],
            sorted(request["constants"].items()), num_warps, launch.num_stages, cc, confinement.version,
-           request["specialization"]]
+           request["specialization"], "entry named"]  # since the reply names the entry's symbol (lowered)
     if launch.arg_values:  # @triton.heuristics compute constexprs from them: a cubin per set of values
         request["arg_values"] = list(launch.arg_values)
         key.append(request["arg_values"])

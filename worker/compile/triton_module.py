@@ -261,10 +261,58 @@ def constexpr_value(language, name: str, value):
     return found
 
 
-def describe_config(config) -> dict:
-    """A triton.Config as plain data: its constexpr values and compile options, and whether it carries a
-    pre_hook (the job's Python run before each launch: triton-lang/kernels' split-K configurations zero C)."""
+def describe_config(config, plain: list[str]) -> dict:
+    """A triton.Config as plain data: its constexpr values and compile options, and what its pre_hook does
+    (the job's Python run before each launch: triton-lang/kernels' split-K configurations zero C with one),
+    read by pre_hook_of over the kernel's plain parameters."""
+    hook = pre_hook_of(config, plain)
     return {"kwargs": dict(config.kwargs), "num_warps": int(config.num_warps), "num_stages": int(config.num_stages),
-            **({"pre_hook": True} if getattr(config, "pre_hook", None) is not None else {}),
+            **({"pre_hook": hook} if hook is not None else {}),
             "num_ctas": int(getattr(config, "num_ctas", 1) or 1),
             "maxnreg": getattr(config, "maxnreg", None)}
+
+
+class _HookUnread(Exception):
+    """What a pre_hook did to an argument other than zero it."""
+
+
+class _HookArgument:
+    """A kernel argument as a pre_hook meets it while it is read: zeroing it (`zero_()`, `fill_(0)`) is recorded,
+    and anything else it asks of the argument stops the reading, saying what."""
+
+    def __init__(self, name: str, zeroed: list[str]):
+        self._name, self._zeroed = name, zeroed
+
+    def zero_(self):
+        self._zeroed.append(self._name)
+        return self
+
+    def fill_(self, value):
+        if type(value) not in (int, float) or value != 0:
+            raise _HookUnread(f"it fills {self._name} with {value!r}")
+        return self.zero_()
+
+    def __getattr__(self, what: str):
+        raise _HookUnread(f"it reads {self._name}.{what}")
+
+
+def pre_hook_of(config, plain: list[str]) -> dict | None:
+    """What a configuration's pre_hook does before each launch, read by calling it once with stand-ins for the
+    kernel's arguments (_HookArgument) and the configuration's own values, as Triton's autotuner calls it with
+    the launch's: {"zeroes": [positions among the plain parameters]} where all it does is zero some of them (the
+    runner then zeroes those before each call, in its time), {"unread": why} otherwise, None without a hook. It
+    runs here, the confined process that has already run the file's definitions, never beside a GPU."""
+    hook = getattr(config, "pre_hook", None)
+    if hook is None:
+        return None
+    zeroed: list[str] = []
+    nargs = {name: _HookArgument(name, zeroed) for name in plain}
+    own = config.all_kwargs() if hasattr(config, "all_kwargs") else dict(config.kwargs)
+    nargs.update({name: value for name, value in own.items() if name not in nargs})
+    try:
+        hook(nargs)
+    except BaseException as exc:  # the job's Python: whatever it raised is why it could not be read
+        return {"unread": (str(exc) if isinstance(exc, _HookUnread) else f"it raised {type(exc).__name__}: {exc}")[:200]}
+    if not zeroed:
+        return {"unread": "it zeroes none of the kernel's arguments"}
+    return {"zeroes": sorted({plain.index(name) for name in zeroed})}

@@ -164,7 +164,7 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     heuristics = triton_module.heuristics_of(triton, getattr(module, request["entry"], None))
     if request.get("describe"):
         return {"ok": True, "params": plain, "constexprs": constant, "skipped": skipped,
-                "configs": [triton_module.describe_config(c) for c in configs],
+                "configs": [triton_module.describe_config(c, plain) for c in configs],
                 "heuristics": [name for name, _ in heuristics],
                 "pruning": triton_module.pruning_of(triton, getattr(module, request["entry"], None))}
     config = request.get("config") or {}
@@ -208,7 +208,9 @@ def _compile(request: dict, triton, ast_source, target, built) -> dict:
     notes = "".join(f"\n  {line}" for line in skipped)
     log = f"{request['source']}: its definitions were read; statements that raised were passed over:{notes}" \
         if skipped else ""
-    reply = built(compiled.asm["cubin"], log, {})
+    # The cubin's kernel is named for the @triton.jit function, which need not be the entry's name: a file's
+    # `split_k = triton.autotune(configs=...)(split_k_body)` builds split_k_body.
+    reply = built(compiled.asm["cubin"], log, {request["entry"]: meta.name})
     for described in reply.get("kernels", []):  # what a launch of it needs, beside its parameters
         if described["symbol"] == meta.name:
             described.update(shared=int(meta.shared), num_warps=int(meta.num_warps), declared=len(plain), kept=kept,

@@ -48,7 +48,7 @@ def choose(desc: KernelDescription, configs: list[dict], time_config: Callable[[
         if index >= len(configs):
             raise ValueError(f"triton.config {index}: {desc.entry} lists {len(configs)} configurations "
                              f"(0 to {len(configs) - 1})")
-        why = unsupported(configs[index], desc.c_starts_zero)
+        why = unsupported(configs[index], desc)
         if why:
             raise ValueError(f"triton.config {index} of {desc.entry} has {why}, which gemmwatch cannot launch yet")
         return index, {"chosen_by": "the description (triton.config)"}
@@ -69,7 +69,7 @@ def choose(desc: KernelDescription, configs: list[dict], time_config: Callable[[
     # one pre_hook, and a line each made most of a result's env.
     passed_over: dict[str, list[int]] = {}
     for index, config in enumerate(configs):
-        why = unsupported(config, desc.c_starts_zero)
+        why = unsupported(config, desc)
         if why:
             passed_over.setdefault(why, []).append(index)
             continue
@@ -95,7 +95,7 @@ def _runnable(desc: KernelDescription, configs: list[dict], concrete: Callable[[
     resolved is left for its own timing to report."""
     launches = []
     for config in configs:
-        if unsupported(config, desc.c_starts_zero):
+        if unsupported(config, desc):
             continue
         try:
             launches.append(concrete(with_config(desc, config)))
