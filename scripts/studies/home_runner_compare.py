@@ -47,7 +47,7 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
   python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm,thunderkittens,cutegemm101,gemmzoo,
   tritonkernels,alfin3} REPO OUT
-      [--steps check,runner,burst,cold] [--only a,b] [--size 8192]
+      [--steps check,runner,burst,cold] [--only a,b] [--size 8192 | --shape 1024x1024x16384]
 (check: the repository's own correctness check where its runner leaves it off, matmul_playground only)
 (REPO for cutlass48: CUTLASS's examples/ folder, or the nvidia-cutlass wheel's cutlass_library/source/examples)
 """
@@ -65,6 +65,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"
 SIZE = 8192
+SHAPE = None  # --shape MxNxK: the gemmwatch steps' size, and the runner's where it takes one (tritonkernels)
 CHECK_SIZE = 512  # the repository's own CPU check: M, N, K multiples of every kernel's tile
 
 
@@ -208,23 +209,24 @@ except Exception as exc:
     package.__path__ = ["kernels"]
     sys.modules["kernels"] = package
     matmul_module = importlib.import_module("kernels.matmul")
-S = int(sys.argv[1])
+M, N, K = map(int, sys.argv[1:4])
 for dtype in (torch.float16,):
-    a = torch.randn(S, S, device="cuda", dtype=dtype)
-    b = torch.randn(S, S, device="cuda", dtype=dtype)
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
     c = matmul_module.matmul(a, b)  # its autotune, pruned by its perf model to top_k, runs here
     print("max |c - a@b|:", (c.float() - (a.float() @ b.float())).abs().max().item())
     print("chosen:", matmul_module._kernel.best_config)
     for label, fn in (("kernel", lambda: matmul_module.matmul(a, b)), ("cuBLAS", lambda: torch.matmul(a, b))):
         ms = triton.testing.do_bench(fn, warmup=100, rep=2000, return_mode="median")
-        print(f"{label} {dtype}: {ms:.4f} ms | {2 * S**3 / ms / 1e9:.1f} TFLOPS")
+        print(f"{label} {dtype}: {ms:.4f} ms | {2 * M * N * K / ms / 1e9:.1f} TFLOPS")
 """
 
 
 def triton_kernels_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
-    """Its matmul's and torch.matmul's TFLOPS at SIZE by triton.testing.do_bench (median; an L2 flush before
-    each call, as gemmwatch's cold mode)."""
-    done = subprocess.run([sys.executable, "-c", TRITON_KERNELS_RUNNER, str(SIZE)], cwd=repo, capture_output=True,
+    """Its matmul's and torch.matmul's TFLOPS at SIZE cubed (or --shape) by triton.testing.do_bench (median; an
+    L2 flush before each call, as gemmwatch's cold mode)."""
+    dims = (SHAPE or f"{SIZE}x{SIZE}x{SIZE}").split("x")
+    done = subprocess.run([sys.executable, "-c", TRITON_KERNELS_RUNNER, *dims], cwd=repo, capture_output=True,
                           text=True, timeout=900)
     (out / "runner.txt").write_text(done.stdout + done.stderr)
     figures = {}
@@ -468,18 +470,19 @@ def gemmwatch_figures(jobs_file: Path) -> dict[str, dict]:
 
 
 def main() -> None:
-    global SIZE
+    global SIZE, SHAPE
     ap = argparse.ArgumentParser()
     ap.add_argument("kind", choices=sorted(REPOS))
     ap.add_argument("repo", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--steps", default="runner,burst,cold")
     ap.add_argument("--size", type=int, default=SIZE, help="M = N = K of every step")
+    ap.add_argument("--shape", default=None, help="MxNxK instead (the gemmwatch steps; tritonkernels' runner)")
     ap.add_argument("--only", default=None, help="variant names for the gemmwatch steps (default: the manifest's)")
     ap.add_argument("--inputs", default=None, help='what the timed runs multiply, over the manifest\'s "inputs" '
                                                    "(core/description/inputs.py): to see what the runner's data is worth")
     args = ap.parse_args()
-    SIZE = args.size
+    SIZE, SHAPE = args.size, args.shape
     args.out.mkdir(parents=True, exist_ok=True)
     manifest_name, runner = REPOS[args.kind]
     manifest = json.loads((EXAMPLES / manifest_name).read_text())
@@ -503,7 +506,7 @@ def main() -> None:
         started = time.monotonic()
         timing = [] if mode == manifest.get("timing") else ["--timing", mode]
         subprocess.run([sys.executable, str(ROOT / "scripts" / "studies" / "gpu_kernel_folders.py"),
-                        str(args.out / mode), "--size", SHAPES.get(args.kind, str(SIZE)), *timing, "repo", str(folder)],
+                        str(args.out / mode), "--size", SHAPE or SHAPES.get(args.kind, str(SIZE)), *timing, "repo", str(folder)],
                        check=False)
         print(f"gemmwatch {mode}: {time.monotonic() - started:.0f} s", flush=True)
     table(args.out, [k["name"] for k in manifest["kernels"]])
