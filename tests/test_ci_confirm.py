@@ -4,7 +4,9 @@ verdicts and the ratio's interval in the summary; `--no-confirm` keeps the histo
 import pytest
 
 from cli.ci import exit_code, looks_changed, summary
-from tests.test_ci_hook import KERNEL, SLOWER, ci, kernels_dir, server  # noqa: F401 (fixture)
+from tests.test_ci_hook import CI_DEADLINE, KERNEL, SLOWER, ci, kernels_dir, server  # noqa: F401 (fixture)
+
+pytestmark = CI_DEADLINE  # it waits on `gemmwatch ci` (tests/test_ci_hook.py)
 
 
 @pytest.mark.long

@@ -43,8 +43,10 @@ def server(tmp_path, pg_url, redis_url, start_worker, live_server):
     return live_server(cfg), token
 
 
-# Each test waits on `gemmwatch ci`, whose own deadline (below) is the one that should speak first.
-pytestmark = pytest.mark.timeout(1500)
+# Each test waits on `gemmwatch ci`, whose own deadline (below) is the one that should speak first: every
+# module that calls ci() takes this bound (pytest-timeout's 300 s cut one off beside a busy suite).
+CI_DEADLINE = pytest.mark.timeout(1500)
+pytestmark = CI_DEADLINE
 
 def ci(server_url, token, tmp_path, *args):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMWATCH_")}

@@ -17,8 +17,10 @@ from core.records.db import session_factory, upgrade_database
 from core.records.models import Result
 from core.records.tokens import create_token
 from tests.conftest import make_settings
-from tests.test_ci_hook import KERNEL, ci
+from tests.test_ci_hook import CI_DEADLINE, KERNEL, ci
 from tests.test_triton_kernels import REPO as TRITON_REPO
+
+pytestmark = CI_DEADLINE  # it waits on `gemmwatch ci` (tests/test_ci_hook.py)
 
 triton = pytest.importorskip("triton")
 SLOWER_MARK = "# #define FAKE_GPU_SLOWDOWN_PCT 1900\n"  # the CPU double's marker: a comment to Python

@@ -27,7 +27,9 @@ from core.description.kernel_folder import load_folder
 from core.records.models import Job
 from core.records.tokens import create_token
 from tests.conftest import HTTP_TIMEOUT_S, make_settings
-from tests.test_ci_hook import KERNEL, SLOWER, ci, kernels_dir
+from tests.test_ci_hook import CI_DEADLINE, KERNEL, SLOWER, ci, kernels_dir
+
+pytestmark = CI_DEADLINE  # it waits on `gemmwatch ci` (tests/test_ci_hook.py)
 
 BASE, HEAD = "feed0001feed0001", "feed0002feed0002"
 SIZE = 128

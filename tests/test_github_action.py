@@ -20,7 +20,9 @@ import yaml
 
 from cli.pr_comment import MARKER, comment_body, upsert
 from tests.conftest import ROOT
-from tests.test_ci_hook import KERNEL, SLOWER, ci, kernels_dir, server  # noqa: F401 (server: a fixture)
+from tests.test_ci_hook import CI_DEADLINE, KERNEL, SLOWER, ci, kernels_dir, server  # noqa: F401 (server: a fixture)
+
+pytestmark = CI_DEADLINE  # it waits on `gemmwatch ci` (tests/test_ci_hook.py)
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
 REPO, PR = "me/kernels", 7

@@ -16,8 +16,10 @@ import pytest
 
 from core.description.kernel_folder import FolderError, load_folder
 from tests.conftest import make_client, wait_for_job
-from tests.test_ci_hook import ci, server  # noqa: F401 (fixture)
+from tests.test_ci_hook import CI_DEADLINE, ci, server  # noqa: F401 (fixture)
 from worker.measure.verify import LEAVES_C, READS_C
+
+pytestmark = CI_DEADLINE  # it waits on `gemmwatch ci` (tests/test_ci_hook.py)
 
 REPO = Path(__file__).parent / "fixtures" / "kernel_repo"
 
