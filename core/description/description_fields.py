@@ -85,9 +85,14 @@ def hook_zeroes(config: dict, args) -> list[str] | None:
 
 
 def zeroed_by_runner(arg: str) -> bool:
-    """An arg the runner itself sets to zero before each call, where asked: C (or D, the same matrix) where
-    c_starts_zero, and a workspace, always."""
-    return arg in ("C", "D") or workspace_of(arg) is not None
+    """An arg the runner itself sets to zero before each call, where asked: C (C_ARGS) where c_starts_zero, and a
+    workspace, always."""
+    return arg in C_ARGS or workspace_of(arg) is not None
+
+
+def hook_zeroes_c(config: dict, args) -> bool:
+    """Whether a configuration's pre_hook, as read, zeroes C: the runner then zeroes it before each call."""
+    return any(arg in C_ARGS for arg in hook_zeroes(config, args) or ())
 
 
 def is_filler(arg: str) -> bool:

@@ -25,7 +25,7 @@ from core.description.kernel_expr import ExprError
 from core.description.description_fields import (ABSOLUTE_MAX_BYTES, CALLABLE_PATTERN, DEFAULT_ARGS, DEVICE_NAMES,
                                                  LAUNCHER_PATTERN, PROBLEM_NAMES, RESERVED, Arg, Dim, ExprGrid, FilePath, Identifier, IncludeDir,
                                                  BlockScales, HelionValue, OperandLayouts, SizeMultiple, Target, TensorMap, TileGrid,
-                                                 TritonOptions, Tunable, arg_refusal, hook_zeroes, is_expression, workspace_of,
+                                                 TritonOptions, Tunable, arg_refusal, hook_zeroes_c, is_expression, workspace_of,
                                                  is_filler, names_no_c)
 from core.description import launch_checks, wrapper_call
 
@@ -539,9 +539,8 @@ class KernelDescription(BaseModel):
         options = (self.triton or TritonOptions.model_validate({})).model_copy(
             update={"num_warps": config["num_warps"], "num_stages": config["num_stages"]})
         # Its pre_hook zeroes C before each launch (a split-K configuration): the runner does, in its time.
-        zeroes_c = any(arg in ("C", "D") for arg in hook_zeroes(config, self.args) or ())
         return self.model_copy(update={"defines": defines, "triton": options,
-                                       "c_starts_zero": self.c_starts_zero or zeroes_c})
+                                       "c_starts_zero": self.c_starts_zero or hook_zeroes_c(config, self.args)})
 
     def with_helion_code(self, code: str, dims: tuple[int, int, int]) -> "KernelDescription":
         """A Helion kernel as the Triton code Helion wrote for one case of M x N x K: a Triton kernel given
