@@ -7,6 +7,7 @@ machine without it would: its Landlock system calls answer ENOSYS (a seccomp fil
 loads as it starts, from tests/fixtures/without_landlock).
 """
 
+import json
 import os
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from core.settings import Settings
 from tests.conftest import make_settings, wait_for_job
-from worker.compile import compile_process, compiler
+from worker.compile import compile_cache, compile_process, compiler
 from core.description.gemm_form import GemmForm
 from core.description.kernel import Launch
 from tests.descriptions import one_file
@@ -220,6 +221,21 @@ def test_a_compiled_module_comes_from_the_cache_the_second_time(tmp_path):
     assert first.lowered["scale<3>"].startswith("_Z") and first.cubin_path.read_bytes()[:4] == b"\x7fELF"
 
 
+def test_a_cache_entry_an_older_worker_wrote_is_built_again_and_then_served(tmp_path):
+    """An entry's record names its format: one written before the reply said what it says now
+    (here, the same record less its format) is not read as if it did."""
+    settings = cfg(tmp_path)
+    first = build(settings, KERNEL)
+    record = first.cubin_path.with_suffix(".json")
+    older = json.loads(record.read_text())
+    assert older.pop("format") == compile_cache.ENTRY_FORMAT
+    record.write_text(json.dumps({**older, "lowered": {"stale": "yes"}}))
+    rebuilt = build(settings, KERNEL)
+    assert not rebuilt.cached and "stale" not in rebuilt.lowered
+    assert json.loads(record.read_text())["format"] == compile_cache.ENTRY_FORMAT
+    assert build(settings, KERNEL).cached
+
+
 def test_compile_errors_keep_their_line_numbers(tmp_path):
     with pytest.raises(CompileError) as failed:
         build(cfg(tmp_path), "\n\n" + KERNEL.replace("*= 2.0f;", "*= 2.0f"))
@@ -246,6 +262,7 @@ def job_with(client, text):
 LAYER_ONE_BYPASS = """\
 # Loaded by a test worker's interpreter (tests/test_compile_sandbox.py): layer 1 made to pass
 # everything, as a spelling the guard does not know would, so that layers 2 and 3 are seen alone.
+import json
 import os
 if os.environ.get("GEMMWATCH_TEST_SKIP_LAYER_ONE") == "1":
     from core.description import kernel_includes, source_guard

@@ -17,6 +17,12 @@ from worker.compile.compiled import CompiledKernel, CompileError, CompileRefused
 
 log = logging.getLogger(__name__)
 
+# What a cache entry's record means, raised whenever the compile process's reply starts to say
+# something an older entry lacks, so that entry is built again rather than read wrong:
+# 2, the raw log and each kernel's parameters; 3, `lowered` naming a Triton entry's symbol (an
+# autotuned alias builds a cubin named for its jit function).
+ENTRY_FORMAT = 3
+
 
 def build(request: dict, key: list, confinement: CompilerConfinement, compiler: str, untrusted: bool, shown, cfg,
           suffix: str = ".cubin") -> CompiledKernel:
@@ -38,7 +44,7 @@ def build(request: dict, key: list, confinement: CompilerConfinement, compiler: 
         meta = None
     # The raw log is kept and filtered for each caller: a cubin one kernel of ours built may
     # serve a job's identical source, whose log must still withhold other files' lines.
-    if meta and "raw_log" in meta and "kernels" in meta:  # an older worker's entry lacks one: built again
+    if meta and meta.get("format") == ENTRY_FORMAT:  # an older worker's entry is built again
         return CompiledKernel(cubin_path, meta["lowered"], bounded(meta["raw_log"]), cached=True,
                               compiler=compiler, kernels=meta["kernels"])
 
@@ -65,8 +71,8 @@ def build(request: dict, key: list, confinement: CompilerConfinement, compiler: 
                              "(GEMMWATCH_KERNEL_MAX_BYTES, GEMMWATCH_KERNEL_CACHE_MAX_BYTES); not kept")
     cache.mkdir(parents=True, exist_ok=True)
     write_whole(cubin_path, binary)
-    write_whole(meta_path, json.dumps({"lowered": reply["lowered"], "raw_log": reply["log"],
-                                             "kernels": reply["kernels"]}).encode())
+    write_whole(meta_path, json.dumps({"format": ENTRY_FORMAT, "lowered": reply["lowered"], "raw_log": reply["log"],
+                                       "kernels": reply["kernels"]}).encode())
     evict(cache, cfg.kernel_cache_max_bytes, keep=digest)
     return CompiledKernel(cubin_path, reply["lowered"], bounded(reply["log"]), cached=False, compiler=compiler,
                           kernels=reply["kernels"])

@@ -114,7 +114,7 @@ def for_case(launch: Launch, described: dict, values: dict) -> Launch:
 _UNSUPPORTED = ("num_ctas", "maxnreg")
 
 
-def unsupported(config: dict, desc) -> str | None:
+def unsupported(config: dict, desc: KernelDescription) -> str | None:
     """Why a configuration cannot be run as a description (`desc`: its args, its c_starts_zero) says it, or None.
     A pre_hook is the job's Python, which never runs beside the timer: one read as zeroing C or a workspace
     (triton-lang/kernels' split-K configurations zero C) runs, the runner zeroing those before each call in its
@@ -204,7 +204,7 @@ def compile_triton(launch: Launch, compute_capability: str, cfg) -> CompiledKern
                "specialization": list(launch.specialization)}
     key = ["triton", sorted(launch.files.items()), launch.source, launch.entry, request["types"],
            sorted(request["constants"].items()), num_warps, launch.num_stages, cc, confinement.version,
-           request["specialization"], "entry named"]  # since the reply names the entry's symbol (lowered)
+           request["specialization"]]
     if launch.arg_values:  # @triton.heuristics compute constexprs from them: a cubin per set of values
         request["arg_values"] = list(launch.arg_values)
         key.append(request["arg_values"])
