@@ -184,7 +184,8 @@ class Settings(BaseSettings):
     # CUDA_HOME's, else the one on PATH); its host compiler is the first g++/gcc on PATH.
     nvcc: Path | None = Field(default=None, validation_alias="GEMMWATCH_NVCC")
     # The CUTLASS a kernel naming `"libraries": ["cutlass"]` is built with: a checkout's folder
-    # (include/, tools/util/include/); unset: the nvidia-cutlass wheel's copy (worker/compile/header_libraries.py).
+    # (include/, tools/util/include/, examples/common/); unset: the nvidia-cutlass wheel's copy
+    # (worker/compile/header_libraries.py).
     cutlass_dir: Path | None = Field(default=None, validation_alias="GEMMWATCH_CUTLASS_DIR")
 
     # Dotted path of the object that does the GPU work. Tests point it at a CPU double.

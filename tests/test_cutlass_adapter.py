@@ -134,12 +134,15 @@ def test_a_type_gemmwatchs_launcher_cannot_run_is_refused_in_the_compilers_words
 
 @needs_nvcc
 @needs_confinement
-def test_a_cutlass2_device_gemm_is_run_by_gemmwatchs_launcher_its_parameters_read(shared_kernel_cache):
-    """CUTLASS 2's `cutlass::gemm::device::Gemm<...>` (the fixture's SimtSgemm), named as the type its
-    repository defines, with no function of pointers around it: gemmwatch::cutlass2_gemm<SimtSgemm>."""
+@pytest.mark.parametrize("name", ["cutlass2_simt_sgemm", "cutlass2_streamk_sgemm"])
+def test_a_cutlass2_device_gemm_is_run_by_gemmwatchs_launcher_its_parameters_read(name, shared_kernel_cache):
+    """CUTLASS 2's `cutlass::gemm::device::Gemm<...>` (the fixture's SimtSgemm) and its universal stream-K
+    GEMM (StreamKSgemm, `device::GemmUniversal<..., ThreadblockSwizzleStreamK, ...>`, whose arguments are
+    built otherwise), each named as the type its repository defines, with no function of pointers around
+    it: gemmwatch::cutlass2_gemm<Type>."""
     from tests.test_cutlass_library import described as cutlass_kernel
 
-    library = built(cutlass_kernel("cutlass2_simt_sgemm"), shared_kernel_cache)
+    library = built(cutlass_kernel(name), shared_kernel_cache)
     assert [how for _r, how in library.plan.passing] == ["i32", "i32", "i32", "f32", "ptr", "ptr", "f32", "ptr", "ptr"]
     assert library.plan.spelled[4] == "float const*" and library.plan.spelled[7] == "float*"
     assert library.compiler.endswith(f" + CUTLASS {CUTLASS.version}")

@@ -168,7 +168,8 @@ class KernelDescription(BaseModel):
     libraries: list[Literal["cutlass"]] = Field(
         default_factory=list, max_length=4,
         description='header libraries the worker provides, pinned, for an nvcc kernel: "cutlass" puts CUTLASS\'s '
-                    "include/ and tools/util/include/ on the include path (its version is in the result's compiler)")
+                    "include/, tools/util/include/ and examples/common/ on the include path (its version is in the "
+                    "result's compiler)")
     flags: list[Annotated[str, StringConstraints(max_length=64)]] = Field(
         default_factory=list, max_length=48,
         description="nvcc's code-generation flags, as the repository's build passes them (-O3, --use_fast_math, "

@@ -3,7 +3,7 @@ pinned copy goes on nvcc's include path and into what the confined compile proce
 and its version into the compiler's label, so every result says which CUTLASS it was built with
 (and a verdict between two of them can tell a CUTLASS change from a kernel's).
 
-CUTLASS comes from GEMMWATCH_CUTLASS_DIR (a CUTLASS checkout: include/ and tools/util/include/),
+CUTLASS comes from GEMMWATCH_CUTLASS_DIR (a CUTLASS checkout: include/, tools/util/include/ and examples/common/),
 else from the nvidia-cutlass wheel, whose cutlass_library/source is such a checkout's copy. Only
 its headers are used: the wheel is installed without its Python dependencies (Makefile, Dockerfile).
 """
@@ -45,7 +45,10 @@ def cutlass(configured: Path | None) -> HeaderLibrary:
         raise CompileRefused(f"the kernel names the library cutlass, and this worker has none ({where}): install "
                              "its headers with `pip install --no-deps 'nvidia-cutlass>=4.2'`, or set "
                              "GEMMWATCH_CUTLASS_DIR to a CUTLASS checkout")
-    dirs = tuple(str(d) for d in (root / "include", root / "tools" / "util" / "include") if d.is_dir())
+    # examples/common too, as CUTLASS's own build gives its examples: a repository built on a copy of
+    # one (bjmsong/hands-on-gemm's stream-K GEMM) includes its "helper.h" (CUTLASS_CHECK) from there.
+    dirs = tuple(str(d) for d in (root / "include", root / "tools" / "util" / "include", root / "examples" / "common")
+                 if d.is_dir())
     return HeaderLibrary("cutlass", _version(root / "include" / "cutlass" / "version.h"), dirs)
 
 
