@@ -39,6 +39,8 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
   perf model) run once, then timed by `triton.testing.do_bench` (median), with torch.matmul beside it.
 - alfin3/triton-kernel-opt: each kernel's call as the manifest's `wrapper` writes it, timed as its
   benchmark_matmul.py times it (do_bench, warmup 100, rep 100, the median), with torch.matmul beside it.
+- hands-on-gemm (`bjmsong/hands-on-gemm`): every `.cu` a main of its own, built with plain nvcc and run at
+  SIZE^3 once (see the function).
 - CUTLASS's example 48 (Hopper warp-specialised TF32, issue 50): built with the manifest's flags
   against the same CUTLASS headers the worker pins, run as
   `48_hopper_warp_specialized_gemm --m=S --n=S --k=S --iterations=1000` (one check, then 1000
@@ -46,7 +48,7 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
 
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
   python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm,thunderkittens,cutegemm101,gemmzoo,
-  tritonkernels,alfin3} REPO OUT
+  tritonkernels,alfin3,handsongemm} REPO OUT
       [--steps check,runner,burst,cold] [--only a,b] [--size 8192 | --shape 1024x1024x16384]
 (check: the repository's own correctness check where its runner leaves it off, matmul_playground only)
 (REPO for cutlass48: CUTLASS's examples/ folder, or the nvidia-cutlass wheel's cutlass_library/source/examples)
@@ -442,6 +444,47 @@ def gemmzoo_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
     return figures
 
 
+def handsongemm_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """TFLOPS per kernel as each of its programs prints it at SIZE^3: each `.cu` is a main of its own, built
+    with plain nvcc (the repository has no build file; its CUTLASS ones against the worker's CUTLASS,
+    examples/common included, as CUTLASS's examples are built) and run once. cuda_imp's mains take `M N K`
+    (N the inner dimension), run 100 warm-up calls, then time 100 back-to-back calls between two events
+    ("Computational Throughput: <t> TFLOPS"); cutlass_imp's take `--m= --n= --k=` and print " TFLOPs: <t>"
+    (ampere.cu: 20 back-to-back runs, no warm-up; ampere_streamk.cu: 100 each of four GEMMs, the second,
+    "StreamK GEMM with default load-balancing", is the type the manifest names)."""
+    sys.path.insert(0, str(ROOT))
+    from core.settings import settings
+    from worker.compile.header_libraries import cutlass
+
+    nvcc = os.environ.get("NVCC", "nvcc")
+    cutlass_includes = [f"-I{d}" for d in cutlass(settings.cutlass_dir).include_dirs]
+
+    def build(kernel: dict) -> str:
+        is_cutlass = "cutlass" in kernel.get("libraries", [])
+        flags = [*kernel.get("flags", []), *(cutlass_includes if is_cutlass else []), "-arch=sm_90", "-lcublas"]
+        done = subprocess.run([nvcc, *flags, kernel["source"], "-o", str(out / kernel["name"])], cwd=repo,
+                              capture_output=True, text=True)
+        return f"# {kernel['name']}: {nvcc} {' '.join(flags)} {kernel['source']} -> rc {done.returncode}\n{done.stderr[-2000:]}"
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        lines = list(pool.map(build, manifest["kernels"]))
+    figures = {}
+    for kernel in manifest["kernels"]:
+        program = out / kernel["name"]
+        if not program.exists():
+            continue
+        is_cutlass = "cutlass" in kernel.get("libraries", [])
+        argv = [f"--m={SIZE}", f"--n={SIZE}", f"--k={SIZE}"] if is_cutlass else [str(SIZE)] * 3
+        done = subprocess.run([str(program), *argv], cwd=repo, capture_output=True, text=True, timeout=600)
+        lines.append(f"# {kernel['name']} {' '.join(argv)}\n{done.stdout}{done.stderr}")
+        found = [float(m.group(1)) for m in re.finditer(r"(?:Computational Throughput:|TFLOPs:) *([\d.]+)", done.stdout)]
+        pick = 1 if "streamk" in kernel["source"] else 0  # the stream-K main's second GEMM
+        if len(found) > pick:
+            figures[kernel["name"]] = found[pick]
+    (out / "runner.txt").write_text("\n".join(lines))
+    return figures
+
+
 REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "hgemm_mma": ("yencal-cuda-hgemm-mma.gemmwatch.json", hgemm_mma_runner),
          "matmul_playground": ("alexarmbr-matmul-playground.gemmwatch.json", matmul_playground_runner),
@@ -452,7 +495,8 @@ REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "cutegemm101": ("HuyNguyen-hust-cute-gemm-101.gemmwatch.json", cutegemm101_runner),
          "gemmzoo": ("AD2605-gemm-zoo.gemmwatch.json", gemmzoo_runner),
          "tritonkernels": ("triton-lang-kernels.gemmwatch.json", triton_kernels_runner),
-         "alfin3": ("alfin3-triton-kernel-opt.gemmwatch.json", alfin3_runner)}
+         "alfin3": ("alfin3-triton-kernel-opt.gemmwatch.json", alfin3_runner),
+         "handsongemm": ("bjmsong-hands-on-gemm.gemmwatch.json", handsongemm_runner)}
 # The size a repository's runner times, where it is not SIZE cubed: gemmwatch's steps take it too.
 SHAPES = {"simplegemm": "8448x9216x640", "thunderkittens": "4096x4096x4096", "cutegemm101": "4096x4096x4096"}
 # The repositories whose own correctness check is off in the runner as it times (see each function).
