@@ -449,9 +449,10 @@ def handsongemm_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float
     with plain nvcc (the repository has no build file; its CUTLASS ones against the worker's CUTLASS,
     examples/common included, as CUTLASS's examples are built) and run once. cuda_imp's mains take `M N K`
     (N the inner dimension), run 100 warm-up calls, then time 100 back-to-back calls between two events
-    ("Computational Throughput: <t> TFLOPS"); cutlass_imp's take `--m= --n= --k=` and print " TFLOPs: <t>"
-    (ampere.cu: 20 back-to-back runs, no warm-up; ampere_streamk.cu: 100 each of four GEMMs, the second,
-    "StreamK GEMM with default load-balancing", is the type the manifest names)."""
+    ("Computational Throughput: <t> TFLOPS"); cutlass_imp's read their sizes from argv[1..3] too (atoi: a
+    `--m=` flag would read as 0) and print " TFLOPs: <t>" (ampere.cu: 20 back-to-back runs, no warm-up, the
+    figure printed only when its result equals the reference; ampere_streamk.cu: 100 each of four GEMMs, the
+    second, "StreamK GEMM with default load-balancing", is the type the manifest names)."""
     sys.path.insert(0, str(ROOT))
     from core.settings import settings
     from worker.compile.header_libraries import cutlass
@@ -473,8 +474,7 @@ def handsongemm_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float
         program = out / kernel["name"]
         if not program.exists():
             continue
-        is_cutlass = "cutlass" in kernel.get("libraries", [])
-        argv = [f"--m={SIZE}", f"--n={SIZE}", f"--k={SIZE}"] if is_cutlass else [str(SIZE)] * 3
+        argv = [str(SIZE)] * 3
         done = subprocess.run([str(program), *argv], cwd=repo, capture_output=True, text=True, timeout=600)
         lines.append(f"# {kernel['name']} {' '.join(argv)}\n{done.stdout}{done.stderr}")
         found = [float(m.group(1)) for m in re.finditer(r"(?:Computational Throughput:|TFLOPs:) *([\d.]+)", done.stdout)]
