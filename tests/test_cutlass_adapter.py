@@ -60,7 +60,7 @@ def test_the_example_is_taken_as_it_ships(examples):
     ({"libraries": []}, r'gemmwatch::cutlass3_gemm is written against cutlass: add "libraries": \["cutlass"\]'),
     ({"launcher": "gemmwatch::cutlass4_gemm<Gemm>"},
      r"gemmwatch::cutlass4_gemm is not one of gemmwatch's launchers \(gemmwatch::cutlass3_gemm, "
-     r"gemmwatch::cutlass2_gemm, gemmwatch::functor\)"),
+     r"gemmwatch::cutlass2_gemm, gemmwatch::functor, gemmwatch::cute_tensors\)"),
     ({"launcher": "gemmwatch::cutlass3_gemm"}, r'name the GEMM type gemmwatch::cutlass3_gemm runs.*"gemmwatch::cutlass3_gemm<Gemm>"'),
     ({"launcher": "gemmwatch :: cutlass3_gemm"}, "name the GEMM type"),
 ])

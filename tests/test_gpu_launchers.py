@@ -144,7 +144,8 @@ def test_gpu_a_hostile_launcher_fails_its_case_only_and_the_next_case_is_right(g
     assert following.verified, following.error
 
 
-@pytest.mark.parametrize("name", ["cutlass_naive", "cutlass_simt_sgemm", "cutlass2_simt_sgemm", "cutlass2_streamk_sgemm"])
+@pytest.mark.parametrize("name", ["cutlass_naive", "cutlass_simt_sgemm", "cutlass2_simt_sgemm", "cutlass2_streamk_sgemm",
+                                  "cute_tensors_sgemm", "cute_tensors_hgemm"])
 def test_gpu_kernels_built_on_the_workers_cutlass_verify(gpu, name):
     """Issue 50: a kernel and a launcher over CUTLASS's device GEMM, `"libraries": ["cutlass"]`."""
     from tests.test_cutlass_library import CUTLASS, described as cutlass_kernel

@@ -122,7 +122,10 @@ def test_an_entry_the_build_did_not_make_is_named_with_those_it_did(tmp_path):
                                   # the same, spelled with the separators and words a hand could add
                                   "-lrt\t-I/etc", "-Xnvlink=--verbose\n-I/etc", "-ldl -lfoo", "-lm\u00a0-I/etc",
                                   "-forward-unknown-to-host-compiler=1", "-Xnvlink --verbose -o x",
-                                  "-ftemplate-backtrace-limit=00000", "-keep-dir /x", "-l cudadevrt,-L/x"])
+                                  "-ftemplate-backtrace-limit=00000", "-keep-dir /x", "-l cudadevrt,-L/x",
+                                  # CMake's separable compilation, with something past it or spelled loosely
+                                  "-rdc=true -I/etc", "-rdc=yes", "-rdc=true,-I/etc", "--relocatable-device-code=1",
+                                  "-dc", "-rdc"])
 def test_flags_outside_the_allow_list_are_refused(flag):
     with pytest.raises(ValidationError, match="nvcc flag .* is not allowed"):
         described("launcher_sgemm_tiled", flags=["-O3", flag])
@@ -269,3 +272,15 @@ def test_nvccs_include_folders_follow_the_description_each_once(include_dirs, ex
     launch = resolve(described("launcher_sgemm_tiled", include_dirs=include_dirs), {}, H100_FIGURES, "job")
     given = [o for o in options(launch, "-arch=sm_90") if o.startswith("-I")]
     assert given == expected
+
+
+def test_separable_compilation_links_a_launchers_library_and_a_kernel_is_refused_it():
+    """CMake's CUDA_SEPARABLE_COMPILATION (andylolu2/simpleGEMM's): -rdc=true reaches nvcc for a launcher's
+    library, which nvcc then links with the device runtime; a kernel's cubin is built whole."""
+    for spelled in (["-rdc=true"], ["--relocatable-device-code", "true"], ["-rdc", "true"]):
+        flags = compile_flags.parse(["-O3", *spelled])
+        assert flags.relocatable and flags.nvcc == ("-O3", "-rdc=true"), spelled
+    assert compile_flags.parse(["-rdc=true", "-rdc=false"]) == compile_flags.parse([])  # the last one counts
+    assert described("launcher_run_sgemm_tiled", flags=["-O3", "-rdc=true"]).build_flags.relocatable
+    with pytest.raises(ValidationError, match="-rdc=true links a launcher's library; a kernel's cubin is built whole"):
+        described("launcher_sgemm_tiled", flags=["-O3", "-rdc=true"])

@@ -26,10 +26,15 @@ What each kind becomes (`parse`):
   the confined compile keeps nothing (`--keep-dir`, which names a folder, is refused);
 - what changes nothing of a build gemmwatch makes, dropped (ThunderKittens' `common.mk` line holds
   them all): `-lrt`, `-lpthread`, `-ldl`, `-lm` (glibc's own since 2.34, and resolved from the
-  launcher's process either way), `-lcudadevrt` and `-Xnvlink=...` (the device runtime and its
-  linker serve `-rdc` builds, which gemmwatch does not make), `-forward-unknown-to-host-compiler`
+  launcher's process either way), `-lcudadevrt` and `-Xnvlink=...` (nvcc links the device runtime
+  into an `-rdc=true` library itself), `-forward-unknown-to-host-compiler`
   (no flag unknown to nvcc gets past this list) and `-ftemplate-backtrace-limit=N` (the host
-  compiler's error messages only).
+  compiler's error messages only);
+- `-rdc=true` (`--relocatable-device-code=true`, CMake's CUDA_SEPARABLE_COMPILATION): passed on for a
+  launcher's library, whose device code nvcc then links with the device runtime (andylolu2/simpleGEMM's
+  `CUTE_HOST_DEVICE` error check calls cudaGetErrorString on the device, which only such a build
+  resolves); a kernel's cubin is built whole, so a kernel without a launcher is refused it
+  (core/description/launch_checks.py); `-rdc=false` is nvcc's default.
 Anything else is refused, by name, with the field to use where there is one.
 
 A repository built by a tool that puts flags of its own before the repository's names that tool in
@@ -46,7 +51,8 @@ from dataclasses import dataclass, field
 # Flags whose value may come as the next word.
 _TAKES_VALUE = ("-Xptxas", "-Xcompiler", "-Xnvlink", "--compiler-options", "-gencode", "--generate-code", "-arch",
                 "--gpu-architecture", "-code", "--gpu-code", "-l", "--library", "-D", "--define-macro", "-std",
-                "--std", "-maxrregcount", "--maxrregcount", "--ptxas-options", "-U", "--undefine-macro",
+                "--std", "-maxrregcount", "--maxrregcount", "--ptxas-options", "-U", "--undefine-macro", "-rdc",
+                "--relocatable-device-code",
                 "-diag-suppress", "--diag-suppress")
 _SEP = "(?:=| )"  # a flag and its value: '=' or one ASCII space
 
@@ -86,6 +92,7 @@ _LIBRARY = re.compile(rf"(?:-l ?|--library{_SEP})(cublas|cublasLt|curand|cuda|cu
 # -Wl, -Wa and -Wp alone pass what follows them to another program: not among these.
 _HOST_FLAG = re.compile(r"-W(?![lap]$)[A-Za-z0-9_=+-]{1,60}|-w|-O[0-3s]|-g|-f(?:no-)?(?:strict-aliasing|omit-frame-pointer)"
                         r"|-fPIC|-fPIE|-fpic|-fpie|-march=(?:native|x86-64(?:-v[234])?)|-std=c\+\+(?:11|14|17|20)")
+_RELOCATABLE = re.compile(rf"(?:-rdc|--relocatable-device-code){_SEP}(true|false)")
 _XCOMPILER = re.compile(rf"(?:-Xcompiler|--compiler-options){_SEP}(.+)")
 # Flags that change nothing of a build gemmwatch makes (module docstring): dropped, as --keep is.
 _NO_EFFECT = re.compile(r"--?keep|-l ?(?:rt|pthread|dl|m|cudadevrt)|-Xnvlink(?:=| )(?:--verbose|-v)"
@@ -94,7 +101,8 @@ _NO_EFFECT = re.compile(r"--?keep|-l ?(?:rt|pthread|dl|m|cudadevrt)|-Xnvlink(?:=
 ALLOWED_TEXT = ("-O0..-O3, -std=/--std=c++11..20, --use_fast_math, -lineinfo, -maxrregcount=N, "
                 "-ftz/-prec-div/-prec-sqrt/-fmad=true|false, --extra-device-vectorization, --expt-relaxed-constexpr, "
                 "--expt-extended-lambda, -restrict, -Xptxas=-v|-O3|-dlcm=ca|cg|cs|--warn-on-spills, -w, "
-                "-DNAME[=value] (a value: a number or a name, no type), -UNAME, -diag-suppress=N, --threads=N, -arch=sm_XX[a]|compute_XX[a] and -gencode arch=compute_XX[a],code=... (the kernel's target), -arch=native|all|all-major, -code=..., -Xcompiler= with "
+                "-DNAME[=value] (a value: a number or a name, no type), -UNAME, -diag-suppress=N, --threads=N, "
+                "-rdc=true|false (a launcher's library), -arch=sm_XX[a]|compute_XX[a] and -gencode arch=compute_XX[a],code=... (the kernel's target), -arch=native|all|all-major, -code=..., -Xcompiler= with "
                 "-W..., -fno-strict-aliasing, -O, -g, -fPIC/-fPIE, -l cublas|cublasLt|curand|cuda|cudart (the worker's "
                 "own are used), --keep, -lrt/-lpthread/-ldl/-lm/-lcudadevrt, -Xnvlink=--verbose, "
                 "-forward-unknown-to-host-compiler, -ftemplate-backtrace-limit=N (dropped: they change nothing here); "
@@ -117,6 +125,7 @@ class Flags:
     libraries: tuple[str, ...] = ()  # from -l: the worker's own are loaded for the launcher
     defines: dict[str, str] = field(default_factory=dict)  # from -D: passed on as they are
     dropped: tuple[str, ...] = ()  # flags with no effect here: -fPIC/-fPIE (a library is built -fPIC), --keep
+    relocatable: bool = False  # -rdc=true: device code linked by nvcc (a launcher's library only)
 
 
 # What each build tool passes nvcc before the repository's flags, and the standard it adds after them
@@ -176,6 +185,7 @@ def parse(flags: list[str]) -> Flags:
     defines: dict[str, str] = {}
     dropped: list[str] = []
     refused: list[str] = []
+    relocatable = False
     for flag in words(flags):
         if _CODEGEN_RE.fullmatch(flag):
             nvcc += flag.split(" ")
@@ -191,6 +201,8 @@ def parse(flags: list[str]) -> Flags:
             archs.append((int(m.group(1)), m.group(2)))
         elif _NO_EFFECT.fullmatch(flag):
             dropped.append(flag)
+        elif (m := _RELOCATABLE.fullmatch(flag)):
+            relocatable = m.group(1) == "true"
         elif _GPU_CODE.fullmatch(flag) or _ARCH_AT_HAND.fullmatch(flag):
             pass  # which binaries to embed, or the GPU at hand: the worker builds the GPU's own
         elif (m := _LIBRARY.fullmatch(flag)):
@@ -207,7 +219,9 @@ def parse(flags: list[str]) -> Flags:
         hints = sorted({hint for f in refused for prefix, hint in _FIELD_FOR if f.startswith(prefix)})
         raise FlagRefused(f"nvcc flag{'s' if len(refused) > 1 else ''} {named} {'are' if len(refused) > 1 else 'is'} "
                           f"not allowed; allowed: {ALLOWED_TEXT}" + "".join(f"; {h}" for h in hints))
-    return Flags(tuple(nvcc), _target(archs), tuple(libraries), defines, tuple(dropped))
+    if relocatable:  # the last one given counts, as nvcc reads it
+        nvcc.append("-rdc=true")
+    return Flags(tuple(nvcc), _target(archs), tuple(libraries), defines, tuple(dropped), relocatable)
 
 
 def _target(archs: list[tuple[int, str]]) -> str | None:

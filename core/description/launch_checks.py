@@ -6,6 +6,7 @@ KernelDescription's own validation; each refusal names the field to change."""
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from core.description import compile_flags
 from core.description.description_fields import DEFAULT_ARGS, SCALE_ARGS, workspace_of
 from core.description.gemm_form import GemmForm
 
@@ -163,6 +164,10 @@ def check_launcher(desc: Described) -> None:
         if "stream" in desc.args:
             raise ValueError('args: "stream" is a launcher\'s parameter; a kernel takes none (name the launcher in '
                              '"launcher")')
+        if compile_flags.parse(list(desc.flags)).relocatable:
+            raise ValueError("flags: -rdc=true links a launcher's library; a kernel's cubin is built whole, so its "
+                             "device code cannot call into another unit or the device runtime (name the launcher "
+                             'in "launcher", or leave -rdc=true out)')
         missing = [name for name, value in (("entry", desc.entry), ("block", desc.block), ("grid", desc.grid))
                    if value is None]
         if missing:
@@ -176,6 +181,13 @@ def check_launcher(desc: Described) -> None:
         raise ValueError(f"args: {workspaces[0]}: a workspace is the runner's, handed to a kernel it launches; a "
                          "launcher allocates its own")
     _check_adapter(desc.launcher, desc.libraries)
+    if desc.launcher.replace(" ", "").startswith("gemmwatch::cute_tensors<"):
+        if desc.launcher.endswith(")"):
+            raise ValueError("launcher: gemmwatch::cute_tensors<...> takes no parameter types: C++ picks the "
+                             "repository's launcher from the tensors, as its main's call does")
+        if tuple(desc.args) != CUTE_TENSORS_ARGS:
+            raise ValueError(f"args: gemmwatch::cute_tensors takes {list(CUTE_TENSORS_ARGS)} (the sizes, then A (M, K), "
+                             f"B (N, K) and C (M, N), handed on as CuTe tensors), not {list(desc.args)}")
 
 
 # gemmwatch's own launchers over a type a repository defines, and the header library each needs
@@ -190,7 +202,11 @@ class Adapter(NamedTuple):
 
 LAUNCHER_ADAPTERS = {"gemmwatch::cutlass3_gemm": Adapter("cutlass", "the GEMM type", "Gemm"),
                      "gemmwatch::cutlass2_gemm": Adapter("cutlass", "the GEMM type", "Gemm"),
-                     "gemmwatch::functor": Adapter(None, "the type (a class with an operator())", "Type")}
+                     "gemmwatch::functor": Adapter(None, "the type (a class with an operator())", "Type"),
+                     "gemmwatch::cute_tensors": Adapter("cutlass", "the repository's launcher that takes CuTe tensors",
+                                                        "launch_gemm")}
+# gemmwatch::cute_tensors' own parameters: the sizes, then the three matrices it hands on as CuTe tensors.
+CUTE_TENSORS_ARGS = ("M", "N", "K", "A", "B", "C")
 
 
 def _check_adapter(launcher: str, libraries: Sequence[str]) -> None:

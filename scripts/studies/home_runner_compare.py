@@ -41,6 +41,8 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
   benchmark_matmul.py times it (do_bench, warmup 100, rep 100, the median), with torch.matmul beside it.
 - hands-on-gemm (`bjmsong/hands-on-gemm`): every `.cu` a main of its own, built with plain nvcc and run at
   SIZE^3 once (see the function).
+- simpleGEMM (`andylolu2/simpleGEMM`): `main.cu`, built as its CMake file builds it, `main S S S 100`
+  (each call alone after an L2-sized memset, cold), three runs (see the function).
 - CUTLASS's example 48 (Hopper warp-specialised TF32, issue 50): built with the manifest's flags
   against the same CUTLASS headers the worker pins, run as
   `48_hopper_warp_specialized_gemm --m=S --n=S --k=S --iterations=1000` (one check, then 1000
@@ -48,7 +50,7 @@ default). The table: each kernel's TFLOPS by its runner and by gemmwatch in each
 
 Usage (GPU machine, project root, Redis on 127.0.0.1:6379):
   python3 scripts/studies/home_runner_compare.py {fastcu,hgemm_mma,matmul_playground,omkarnabar,cutlass48,simplegemm,thunderkittens,cutegemm101,gemmzoo,
-  tritonkernels,alfin3,handsongemm} REPO OUT
+  tritonkernels,alfin3,handsongemm,andylolu2} REPO OUT
       [--steps check,runner,burst,cold] [--only a,b] [--size 8192 | --shape 1024x1024x16384]
 (check: the repository's own correctness check where its runner leaves it off, matmul_playground only)
 (REPO for cutlass48: CUTLASS's examples/ folder, or the nvidia-cutlass wheel's cutlass_library/source/examples)
@@ -485,6 +487,29 @@ def handsongemm_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float
     return figures
 
 
+def andylolu2_runner(repo: Path, out: Path, manifest: dict) -> dict[str, float]:
+    """simplegemm_sm80's TFLOPS as main.cu prints it ("TFLOPS: <t>"), `main SIZE SIZE SIZE 100`, three runs,
+    the median kept: each call alone between two events after a cudaMemset of an L2-sized buffer (cold),
+    the events' times summed. Built as its CMake file builds it (CUDA_SEPARABLE_COMPILATION: -rdc=true; its
+    error check calls cudaGetErrorString on the device), against the worker's CUTLASS, since its `cutlass`
+    submodule is no part of the repository's own files. Its main runs GemmConfigSm80 only."""
+    sys.path.insert(0, str(ROOT))
+    from core.settings import settings
+    from worker.compile.header_libraries import cutlass
+
+    includes = [f"-I{d}" for d in cutlass(settings.cutlass_dir).include_dirs]
+    header = _build(repo, out, ["-std=c++17", "-O3", "--expt-relaxed-constexpr", "-rdc=true", "-arch=native",
+                                f"-I{repo}", *includes], "main.cu")
+    runs, lines = [], [header]
+    for _ in range(3):
+        done = subprocess.run([str(out / "runner"), *[str(SIZE)] * 3, "100"], cwd=repo, capture_output=True,
+                              text=True, timeout=300)
+        lines.append(f"exit {done.returncode}\n{done.stdout}{done.stderr[-2000:]}")
+        runs += [float(m.group(1)) for m in re.finditer(r"TFLOPS: ([\d.]+)", done.stdout)]
+    (out / "runner.txt").write_text("".join(lines))
+    return {"simplegemm_sm80": sorted(runs)[len(runs) // 2], "simplegemm_sm80 runs": runs} if runs else {}
+
+
 REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "hgemm_mma": ("yencal-cuda-hgemm-mma.gemmwatch.json", hgemm_mma_runner),
          "matmul_playground": ("alexarmbr-matmul-playground.gemmwatch.json", matmul_playground_runner),
@@ -496,7 +521,8 @@ REPOS = {"fastcu": ("pranjalssh-fast.cu.gemmwatch.json", fastcu_runner),
          "gemmzoo": ("AD2605-gemm-zoo.gemmwatch.json", gemmzoo_runner),
          "tritonkernels": ("triton-lang-kernels.gemmwatch.json", triton_kernels_runner),
          "alfin3": ("alfin3-triton-kernel-opt.gemmwatch.json", alfin3_runner),
-         "handsongemm": ("bjmsong-hands-on-gemm.gemmwatch.json", handsongemm_runner)}
+         "handsongemm": ("bjmsong-hands-on-gemm.gemmwatch.json", handsongemm_runner),
+         "andylolu2": ("andylolu2-simpleGEMM.gemmwatch.json", andylolu2_runner)}
 # The size a repository's runner times, where it is not SIZE cubed: gemmwatch's steps take it too.
 SHAPES = {"simplegemm": "8448x9216x640", "thunderkittens": "4096x4096x4096", "cutegemm101": "4096x4096x4096"}
 # The repositories whose own correctness check is off in the runner as it times (see each function).

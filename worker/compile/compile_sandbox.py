@@ -177,8 +177,21 @@ _OVERLOAD = ("template <typename... P> struct gemmwatch_overload {\n"
              "  template <typename R> static constexpr auto of(R (*f)(P...)) -> R (*)(P...) { return f; }\n};\n")
 
 
+# gemmwatch::cute_tensors<launcher> (gemmwatch/cute_tensors.h): the repository's launcher takes CuTe tensors.
+# Its call is written here, so that C++ deduces the launcher's own template arguments from the tensors as
+# its main's call does; the element types and orders come from the worker as -D macros, which the
+# header's cute_tensors_as_described reads (header_libraries.cute_tensor_types).
+CUTE_TENSORS = "gemmwatch::cute_tensors<"
+_CUTE_CALL = ("struct gemmwatch_cute_launch {{\n"
+              "  template <class... T> static void call(T &...tensors) {{ {launcher}(tensors...); }}\n}};\n")
+
+
 def launcher_address(launcher: str) -> tuple[str, str]:
     """The C++ expression for the launcher's address, and what the unit needs before it."""
+    if launcher.replace(" ", "").startswith(CUTE_TENSORS):
+        inner = launcher[launcher.index("<") + 1:launcher.rindex(">")].strip()
+        return ("&gemmwatch::cute_tensors_as_described<gemmwatch_cute_launch>::run",
+                _CUTE_CALL.format(launcher=inner))
     name, _, params = launcher.partition("(")
     if not params:
         return f"&{launcher}", ""

@@ -188,6 +188,9 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
         request["adapter"] = adapter
         request["options"].append(f"-I{header_libraries.ADAPTER_DIR}")
         request["readable"] = [*request.get("readable", []), str(header_libraries.ADAPTER_DIR)]
+        if adapter == "gemmwatch/cute_tensors.h":  # the three tensors' types, from the description (in the key)
+            request["options"] += [f"-D{macro}={spelled}" for macro, spelled in
+                                   header_libraries.cute_tensor_types(launch).items()]
     stand_in = header_libraries.build_headers(launch.build)
     if stand_in:  # <torch/extension.h> and torch::Tensor, for a file PyTorch builds
         request["options"].append(f"-I{stand_in}")

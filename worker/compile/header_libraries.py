@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.description.kernel import Launch
 from core.description.launch_checks import LAUNCHER_ADAPTERS
 from worker.compile.compiled import CompileRefused
 
@@ -76,6 +77,28 @@ def adapter_header(launcher: str | None) -> str | None:
     """The header (relative to ADAPTER_DIR) of the gemmwatch launcher a description names, else None."""
     name = (launcher or "").split("<", 1)[0].replace(" ", "")
     return f"gemmwatch/{name.removeprefix('gemmwatch::')}.h" if name in LAUNCHER_ADAPTERS else None
+
+
+# CuTe's element types by storage type, and its orders for the three tensors gemmwatch::cute_tensors makes:
+# A (M, K) and C (M, N) are row-major where the matrix is; B is (N, K), so a K x N B stored by columns
+# is that tensor's rows.
+_CUTE_ELEMENTS = {"float32": "float", "float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t",
+                  "float8_e4m3": "cutlass::float_e4m3_t"}
+_CUTE_ORDER = {True: "cute::GenRowMajor", False: "cute::GenColMajor"}
+# The macros gemmwatch/cute_tensors.h's cute_tensors_as_described reads, one each: nvcc splits a -D value at
+# its commas.
+CUTE_TYPE_MACROS = ("GEMMWATCH_CUTE_TYPE_A", "GEMMWATCH_CUTE_TYPE_B", "GEMMWATCH_CUTE_TYPE_C",
+                    "GEMMWATCH_CUTE_ORDER_A", "GEMMWATCH_CUTE_ORDER_B", "GEMMWATCH_CUTE_ORDER_C")
+
+
+def cute_tensor_types(launch: Launch) -> dict[str, str]:
+    """gemmwatch::cute_tensors' template arguments after its launcher, by the -D macro that gives each
+    (CUTE_TYPE_MACROS): the element types of A, B and C, then the order of each tensor, as the
+    description's precision and layout give them."""
+    precision, form = launch.precision, launch.form
+    elements = [_CUTE_ELEMENTS[precision.input_type]] * 2 + [_CUTE_ELEMENTS[precision.output_type]]
+    orders = [_CUTE_ORDER[form.a == "row"], _CUTE_ORDER[form.b != "row"], _CUTE_ORDER[form.c == "row"]]
+    return dict(zip(CUTE_TYPE_MACROS, elements + orders))
 
 
 # gemmwatch's stand-in for PyTorch's C++ API, by the build that brings it: a file PyTorch builds
