@@ -181,7 +181,7 @@ def check_launcher(desc: Described) -> None:
         raise ValueError(f"args: {workspaces[0]}: a workspace is the runner's, handed to a kernel it launches; a "
                          "launcher allocates its own")
     _check_adapter(desc.launcher, desc.libraries)
-    if desc.launcher.replace(" ", "").startswith("gemmwatch::cute_tensors<"):
+    if adapter_name(desc.launcher) == CUTE_TENSORS:
         if desc.launcher.endswith(")"):
             raise ValueError("launcher: gemmwatch::cute_tensors<...> takes no parameter types: C++ picks the "
                              "repository's launcher from the tensors, as its main's call does")
@@ -205,14 +205,20 @@ LAUNCHER_ADAPTERS = {"gemmwatch::cutlass3_gemm": Adapter("cutlass", "the GEMM ty
                      "gemmwatch::functor": Adapter(None, "the type (a class with an operator())", "Type"),
                      "gemmwatch::cute_tensors": Adapter("cutlass", "the repository's launcher that takes CuTe tensors",
                                                         "launch_gemm")}
+CUTE_TENSORS = "gemmwatch::cute_tensors"
 # gemmwatch::cute_tensors' own parameters: the sizes, then the three matrices it hands on as CuTe tensors.
 CUTE_TENSORS_ARGS = ("M", "N", "K", "A", "B", "C")
+
+
+def adapter_name(launcher: str | None) -> str:
+    """The launcher's name before its template arguments, spaces dropped ("gemmwatch::functor")."""
+    return (launcher or "").split("<", 1)[0].replace(" ", "")
 
 
 def _check_adapter(launcher: str, libraries: Sequence[str]) -> None:
     """A launcher in gemmwatch's namespace is one of gemmwatch's adapters, given the type it runs
     and the library it is written against."""
-    name = launcher.split("<", 1)[0].replace(" ", "")
+    name = adapter_name(launcher)
     if not name.startswith("gemmwatch::"):
         return
     if name not in LAUNCHER_ADAPTERS:

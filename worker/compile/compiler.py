@@ -28,7 +28,7 @@ entries evicted as a new one comes in.
 
 import re
 
-from core.description import compile_flags, kernel_includes
+from core.description import compile_flags, kernel_includes, launch_checks
 from core.description.kernel import Launch, target_compute_capability
 from core.description.kernel_includes import IncludeRefused
 from core.description.source_guard import SourceRefused
@@ -188,7 +188,7 @@ def compile_nvcc(launch: Launch, arch: str, cfg, library: bool = False) -> Compi
         request["adapter"] = adapter
         request["options"].append(f"-I{header_libraries.ADAPTER_DIR}")
         request["readable"] = [*request.get("readable", []), str(header_libraries.ADAPTER_DIR)]
-        if adapter == "gemmwatch/cute_tensors.h":  # the three tensors' types, from the description (in the key)
+        if launch_checks.adapter_name(launch.launcher) == launch_checks.CUTE_TENSORS:  # the tensors' types (in the key)
             request["options"] += [f"-D{macro}={spelled}" for macro, spelled in
                                    header_libraries.cute_tensor_types(launch).items()]
     stand_in = header_libraries.build_headers(launch.build)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.description.kernel import Launch
-from core.description.launch_checks import LAUNCHER_ADAPTERS
+from core.description.launch_checks import LAUNCHER_ADAPTERS, adapter_name
 from worker.compile.compiled import CompileRefused
 
 KNOWN = ("cutlass",)
@@ -75,7 +75,7 @@ ADAPTER_DIR = Path(__file__).with_name("launcher_adapters")
 
 def adapter_header(launcher: str | None) -> str | None:
     """The header (relative to ADAPTER_DIR) of the gemmwatch launcher a description names, else None."""
-    name = (launcher or "").split("<", 1)[0].replace(" ", "")
+    name = adapter_name(launcher)
     return f"gemmwatch/{name.removeprefix('gemmwatch::')}.h" if name in LAUNCHER_ADAPTERS else None
 
 
